@@ -1,0 +1,18 @@
+#pragma once
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace xpu {
+
+// Parses a duration the way Prometheus writes one: one or more <number><unit>
+// terms, units ms, s, m, h, d, w, y ("500ms", "1s", "1m30s"). Returns nullopt
+// for anything else, including an empty string, negative numbers and overflow.
+std::optional<std::chrono::milliseconds> ParseDuration(std::string_view text);
+
+// The inverse, shortest form: 1500ms -> "1s500ms", 60000ms -> "1m", 0 -> "0s".
+std::string FormatDuration(std::chrono::milliseconds d);
+
+}  // namespace xpu

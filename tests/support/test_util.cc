@@ -1,0 +1,103 @@
+#include "test_util.h"
+
+#include <curl/curl.h>
+#include <stdlib.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <thread>
+
+namespace xpu::testing {
+
+TempDir::TempDir() {
+  const char* base = std::getenv("TMPDIR");
+  std::string tmpl = std::string(base && *base ? base : "/tmp") + "/xpu-XXXXXX";
+  if (mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
+  path_ = tmpl;
+}
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  std::filesystem::remove_all(path_, ec);
+}
+
+namespace {
+
+size_t Append(char* data, size_t size, size_t n, void* out) {
+  static_cast<std::string*>(out)->append(data, size * n);
+  return size * n;
+}
+
+size_t AppendHeader(char* data, size_t size, size_t n, void* out) {
+  std::string line(data, size * n);
+  while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) line.pop_back();
+  if (!line.empty()) static_cast<std::vector<std::string>*>(out)->push_back(line);
+  return size * n;
+}
+
+}  // namespace
+
+HttpResponse Http(const HttpRequest& req) {
+  static const bool init = [] { return curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK; }();
+  (void)init;
+  HttpResponse resp;
+  CURL* curl = curl_easy_init();
+  curl_slist* headers = nullptr;
+  for (const auto& h : req.headers) headers = curl_slist_append(headers, h.c_str());
+  curl_easy_setopt(curl, CURLOPT_URL, req.url.c_str());
+  curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, req.method.c_str());
+  curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, req.timeout_ms);
+  if (req.method == "POST" || !req.body.empty()) {
+    curl_easy_setopt(curl, CURLOPT_POSTFIELDS, req.body.c_str());
+    curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE, static_cast<long>(req.body.size()));
+  }
+  if (req.method == "HEAD") curl_easy_setopt(curl, CURLOPT_NOBODY, 1L);
+  if (!req.user_password.empty()) {
+    curl_easy_setopt(curl, CURLOPT_HTTPAUTH, CURLAUTH_BASIC);
+    curl_easy_setopt(curl, CURLOPT_USERPWD, req.user_password.c_str());
+  }
+  if (headers) curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
+  curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, Append);
+  curl_easy_setopt(curl, CURLOPT_WRITEDATA, &resp.body);
+  curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, AppendHeader);
+  curl_easy_setopt(curl, CURLOPT_HEADERDATA, &resp.headers);
+  CURLcode rc = curl_easy_perform(curl);
+  if (rc == CURLE_OK) {
+    curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &resp.status);
+    char* ct = nullptr;
+    curl_easy_getinfo(curl, CURLINFO_CONTENT_TYPE, &ct);
+    if (ct) resp.content_type = ct;
+  } else {
+    resp.error = curl_easy_strerror(rc);
+  }
+  curl_slist_free_all(headers);
+  curl_easy_cleanup(curl);
+  return resp;
+}
+
+HttpResponse HttpGet(const std::string& url) { return Http({"GET", url, "", {}, "", 5000}); }
+HttpResponse HttpPost(const std::string& url, const std::string& body) {
+  return Http({"POST", url, body, {"Content-Type: application/json"}, "", 5000});
+}
+HttpResponse HttpDelete(const std::string& url) { return Http({"DELETE", url, "", {}, "", 5000}); }
+
+bool WaitFor(const std::function<bool()>& cond, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (cond()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return cond();
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+}  // namespace xpu::testing

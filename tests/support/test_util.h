@@ -1,0 +1,54 @@
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace xpu::testing {
+
+// A fresh directory under $TMPDIR (short, so Unix socket paths fit in 108
+// bytes), removed with everything in it on destruction.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::string& path() const { return path_; }
+  std::string File(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+struct HttpResponse {
+  long status = 0;  // 0: no response (connection failed); see `error`
+  std::string body;
+  std::string content_type;
+  std::vector<std::string> headers;  // raw "Name: value" lines
+  std::string error;
+};
+
+// One HTTP request with libcurl (a real client). Thread-compatible.
+struct HttpRequest {
+  std::string method = "GET";
+  std::string url;
+  std::string body;
+  std::vector<std::string> headers;
+  std::string user_password;  // "user:pass" for basic auth, empty for none
+  long timeout_ms = 5000;
+};
+HttpResponse Http(const HttpRequest& req);
+HttpResponse HttpGet(const std::string& url);
+HttpResponse HttpPost(const std::string& url, const std::string& body = "");
+HttpResponse HttpDelete(const std::string& url);
+
+// Polls `cond` every few milliseconds until it holds or `timeout` passes.
+// Returns whether it held. This is waiting for a condition, not a sleep.
+bool WaitFor(const std::function<bool()>& cond,
+             std::chrono::milliseconds timeout = std::chrono::seconds(5));
+
+std::string ReadFile(const std::string& path);
+
+}  // namespace xpu::testing

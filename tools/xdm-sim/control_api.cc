@@ -1,0 +1,161 @@
+#include "control_api.h"
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "simulator.h"
+
+namespace xdmsim {
+namespace {
+
+using Json = nlohmann::json;
+
+void Reply(mg_connection* conn, int code, const Json& body) {
+  const std::string text = body.dump() + "\n";
+  const char* reason = code == 200 ? "OK" : code == 404 ? "Not Found" : code == 405 ? "Method Not Allowed" : "Bad Request";
+  mg_printf(conn,
+            "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
+            "Connection: close\r\n\r\n",
+            code, reason, text.size());
+  mg_write(conn, text.data(), text.size());
+}
+
+bool ReplyStatus(mg_connection* conn, const xpu::Status& s) {
+  if (s.ok()) {
+    Reply(conn, 200, {{"ok", true}});
+  } else {
+    Reply(conn, s.code() == xpu::Status::Code::kNotFound ? 404 : 400,
+          {{"ok", false}, {"error", s.message()}});
+  }
+  return true;
+}
+
+std::string Path(mg_connection* conn) {
+  const mg_request_info* info = mg_get_request_info(conn);
+  return info->local_uri ? info->local_uri : "";
+}
+
+// The request body as JSON; sets `error` when it is not an object.
+Json Body(mg_connection* conn, std::string* error) {
+  std::string body;
+  char buf[4096];
+  int n;
+  while ((n = mg_read(conn, buf, sizeof buf)) > 0) {
+    body.append(buf, static_cast<size_t>(n));
+    if (body.size() > 65536) {
+      *error = "body too large";
+      return {};
+    }
+  }
+  if (body.empty()) body = "{}";
+  Json j = Json::parse(body, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) *error = "body is not a JSON object";
+  return j;
+}
+
+bool GetInt(const Json& j, const char* key, int64_t* out, std::string* error) {
+  auto it = j.find(key);
+  if (it == j.end() || !it->is_number_integer()) {
+    *error = std::string("missing integer field '") + key + "'";
+    return false;
+  }
+  *out = it->get<int64_t>();
+  return true;
+}
+
+}  // namespace
+
+bool ControlHandler::handleGet(CivetServer*, mg_connection* conn) {
+  if (Path(conn) != "/control/state") {
+    Reply(conn, 404, {{"ok", false}, {"error", "unknown path"}});
+    return true;
+  }
+  Json devices = Json::array();
+  for (const HalDeviceView& d : sim_->fleet().HalView()) {
+    devices.push_back(
+        {{"minor", d.minor}, {"uuid", d.uuid}, {"healthy", d.healthy}, {"faults", d.fault_codes}});
+  }
+  Reply(conn, 200,
+        {{"paused", sim_->signals().paused()},
+         {"ticks", sim_->signals().ticks()},
+         {"activeStreams", sim_->active_streams()},
+         {"model", sim_->fleet().model().name},
+         {"devices", devices}});
+  return true;
+}
+
+bool ControlHandler::handlePost(CivetServer*, mg_connection* conn) {
+  const std::string path = Path(conn);
+  std::string error;
+  if (path == "/control/stream/break") {
+    sim_->signals().BreakStreams();
+    return ReplyStatus(conn, xpu::Status::Ok());
+  }
+  if (path == "/control/pause" || path == "/control/resume") {
+    sim_->signals().SetPaused(path == "/control/pause");
+    return ReplyStatus(conn, xpu::Status::Ok());
+  }
+  Json body = Body(conn, &error);
+  if (!error.empty()) return ReplyStatus(conn, xpu::Status::InvalidArgument(error));
+  xpu::Status s;
+  int64_t minor = 0;
+  if (path == "/control/fault") {
+    if (!GetInt(body, "minor", &minor, &error))
+      return ReplyStatus(conn, xpu::Status::InvalidArgument(error));
+    if (!body.contains("code") || !body["code"].is_string())
+      return ReplyStatus(conn, xpu::Status::InvalidArgument("missing string field 'code'"));
+    s = sim_->fleet().RaiseFault(static_cast<int>(minor), body["code"].get<std::string>());
+  } else if (path == "/control/health") {
+    if (!GetInt(body, "minor", &minor, &error))
+      return ReplyStatus(conn, xpu::Status::InvalidArgument(error));
+    if (!body.contains("healthy") || !body["healthy"].is_boolean())
+      return ReplyStatus(conn, xpu::Status::InvalidArgument("missing boolean field 'healthy'"));
+    s = sim_->fleet().SetHealth(static_cast<int>(minor), body["healthy"].get<bool>());
+  } else if (path == "/control/devices") {
+    int64_t count = 0;
+    if (!GetInt(body, "count", &count, &error))
+      return ReplyStatus(conn, xpu::Status::InvalidArgument(error));
+    s = sim_->fleet().SetCount(static_cast<int>(count));
+  } else if (path == "/control/ecc") {
+    if (!GetInt(body, "minor", &minor, &error))
+      return ReplyStatus(conn, xpu::Status::InvalidArgument(error));
+    const int64_t corr = body.value("correctable", int64_t{0});
+    const int64_t uncorr = body.value("uncorrectable", int64_t{0});
+    if (corr < 0 || uncorr < 0)
+      return ReplyStatus(conn, xpu::Status::InvalidArgument("error counts must be >= 0"));
+    s = sim_->fleet().AddEccErrors(static_cast<int>(minor), static_cast<uint64_t>(corr),
+                                   static_cast<uint64_t>(uncorr));
+  } else {
+    Reply(conn, 404, {{"ok", false}, {"error", "unknown path " + path}});
+    return true;
+  }
+  if (s.ok()) {
+    sim_->WriteHal();
+    sim_->signals().Notify();
+  }
+  return ReplyStatus(conn, s);
+}
+
+bool ControlHandler::handleDelete(CivetServer*, mg_connection* conn) {
+  if (Path(conn) != "/control/fault") {
+    Reply(conn, 404, {{"ok", false}, {"error", "unknown path"}});
+    return true;
+  }
+  const mg_request_info* info = mg_get_request_info(conn);
+  const std::string query = info->query_string ? info->query_string : "";
+  char minor_buf[32] = {0};
+  char code_buf[64] = {0};
+  if (mg_get_var(query.c_str(), query.size(), "minor", minor_buf, sizeof minor_buf) <= 0)
+    return ReplyStatus(conn, xpu::Status::InvalidArgument("missing query parameter 'minor'"));
+  mg_get_var(query.c_str(), query.size(), "code", code_buf, sizeof code_buf);
+  char* end = nullptr;
+  const long minor = std::strtol(minor_buf, &end, 10);
+  if (end == minor_buf || *end != '\0')
+    return ReplyStatus(conn, xpu::Status::InvalidArgument("minor is not an integer"));
+  xpu::Status s = sim_->fleet().ClearFault(static_cast<int>(minor), code_buf);
+  if (s.ok()) sim_->WriteHal();
+  return ReplyStatus(conn, s);
+}
+
+}  // namespace xdmsim

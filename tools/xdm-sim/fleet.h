@@ -1,0 +1,116 @@
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "models.h"
+#include "xdm/api_outer.pb.h"
+
+namespace xdmsim {
+
+// What the hardware of one device would show through sysfs: the HAL's view.
+struct HalDeviceView {
+  int minor;
+  std::string uuid;
+  bool healthy;
+  std::vector<std::string> fault_codes;  // sorted, "0x" + 8 upper-case hex digits
+};
+
+// The simulated node: devices of one model, their moving metrics, health, fault
+// codes and allocations. Everything the gRPC services and the control API read
+// or change lives here, behind one mutex, so each call sees and leaves a
+// consistent state. Thread-safe: any thread may call any method.
+class Fleet {
+ public:
+  // `links` < 0 means the model's own link count.
+  Fleet(const ModelSpec& model, int count, uint64_t seed, int links);
+  Fleet(const Fleet&) = delete;
+  Fleet& operator=(const Fleet&) = delete;
+
+  const ModelSpec& model() const { return model_; }
+
+  // Advances every metric by `dt_ms` of simulated time, stamped `now_ms`.
+  void Tick(int64_t now_ms, int64_t dt_ms);
+
+  // Current samples, filtered by the request's minors and metric IDs (empty
+  // filter = all). The sequence number counts ticks.
+  xdm::api::ExporterDataResponse Data(const xdm::api::ExporterDataRequest& req) const;
+  xdm::api::ListAndWatchResponse Devices() const;
+  xdm::api::GpuInfoResponse GpuInfo(const xdm::api::GpuInfoRequest& req) const;
+  xdm::api::AllocateResponse Allocate(const xdm::api::AllocateRequest& req);
+  xdm::api::ReleaseResponse Release(const xdm::api::ReleaseRequest& req);
+  std::vector<int32_t> Minors() const;
+  std::vector<HalDeviceView> HalView() const;
+  uint64_t samples_served() const;
+  int64_t last_tick_ms() const;
+  // Increases whenever the device list or any device's health changes; a
+  // ListAndWatch stream pushes when it moves.
+  uint64_t devices_generation() const;
+
+  // Control API. Each returns NotFound for an unknown minor, InvalidArgument
+  // for a malformed code.
+  xpu::Status RaiseFault(int minor, const std::string& code);
+  // Clears one code, or all of them when `code` is empty.
+  xpu::Status ClearFault(int minor, const std::string& code);
+  xpu::Status SetHealth(int minor, bool healthy);
+  xpu::Status AddEccErrors(int minor, uint64_t correctable, uint64_t uncorrectable);
+  // Devices 0..count-1 exist afterwards; new ones start healthy, removed ones
+  // lose their faults and allocations.
+  xpu::Status SetCount(int count);
+
+  // Normalises "0x80e18400" / "80E18400" to "0x80E18400"; nullopt if not hex.
+  static std::optional<std::string> NormalizeFaultCode(const std::string& code);
+
+ private:
+  struct LinkState {
+    double tx_bytes = 0, rx_bytes = 0;
+    bool up = true;
+  };
+  struct Device {
+    int minor;
+    std::string uuid;
+    std::string serial;
+    bool healthy = true;
+    std::set<std::string> faults;
+    std::mt19937_64 rng;
+    double util = 0, mem_used_mib = 0, temp = 0, mem_temp = 0, power = 0, energy_mj = 0;
+    double core_mhz = 0, mem_bw_util = 0;
+    double ecc_corr = 0, ecc_uncorr = 0, pcie_tx = 0, pcie_rx = 0, pcie_replays = 0;
+    std::vector<LinkState> links;
+    // Allocated shares: core percent, memory GiB, MIG slices, whole-card owners.
+    uint32_t core_used = 0, memory_used_gib = 0, slices_used = 0;
+    bool exclusive = false;
+  };
+  struct Allocation {
+    std::vector<xdm::api::AllocatedDevice> devices;
+  };
+
+  Device MakeDevice(int minor) const;
+  Device* FindLocked(int minor);
+  void GiveBackLocked(const xdm::api::AllocatedDevice& a);
+  void AppendSamples(const Device& d, const std::set<uint32_t>& ids,
+                     xdm::api::ExporterDataResponse* out) const;
+  std::string CheckFits(const Device& d, const xdm::api::DeviceRequest& r) const;
+
+  const ModelSpec model_;
+  const uint64_t seed_;
+  const int links_;
+
+  mutable std::mutex mu_;
+  // State below is protected by mu_.
+  std::vector<Device> devices_;  // sorted by minor
+  std::map<std::string, Allocation> allocations_;
+  uint64_t sequence_ = 0;
+  int64_t last_tick_ms_ = 0;
+  uint64_t devices_generation_ = 1;
+  mutable uint64_t samples_served_ = 0;
+};
+
+}  // namespace xdmsim

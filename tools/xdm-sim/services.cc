@@ -1,0 +1,202 @@
+#include "services.h"
+
+#include <atomic>
+#include <chrono>
+
+#include "simulator.h"
+#include "xdm/api_outer.grpc.pb.h"
+#include "xdm/config_service.grpc.pb.h"
+
+namespace xdmsim {
+namespace {
+
+using grpc::ServerContext;
+using grpc::Status;
+using grpc::StatusCode;
+namespace api = xdm::api;
+namespace cfg = xdm::config;
+
+constexpr std::chrono::milliseconds kPollSlice(100);
+
+// Counts an open stream for ExporterGetStatus for as long as it lives.
+class StreamGuard {
+ public:
+  explicit StreamGuard(std::atomic<int>& n) : n_(n) { ++n_; }
+  ~StreamGuard() { --n_; }
+  StreamGuard(const StreamGuard&) = delete;
+  StreamGuard& operator=(const StreamGuard&) = delete;
+
+ private:
+  std::atomic<int>& n_;
+};
+
+// Why a long-lived call should stop now, as a gRPC status; OK to go on.
+Status StreamEnd(Simulator* sim, ServerContext* ctx, uint64_t break_gen) {
+  if (ctx->IsCancelled()) return Status(StatusCode::CANCELLED, "client cancelled");
+  if (sim->signals().stopping()) return Status(StatusCode::UNAVAILABLE, "xdm-sim shutting down");
+  if (sim->signals().break_generation() != break_gen)
+    return Status(StatusCode::UNAVAILABLE, "stream broken by the control API");
+  return Status::OK;
+}
+
+class XdmService final : public api::XpuDeviceManagerService::Service {
+ public:
+  explicit XdmService(Simulator* sim) : sim_(sim) {}
+
+  Status ListSupportedXPUType(ServerContext* ctx, const api::XPUTypeRequest*,
+                              api::XPUTypeResponse* resp) override {
+    if (!Answering(ctx)) return Unanswered();
+    resp->add_types(sim_->fleet().model().name);
+    return Status::OK;
+  }
+
+  Status ListAndWatch(ServerContext* ctx, const api::ListAndWatchRequest*,
+                      grpc::ServerWriter<api::ListAndWatchResponse>* writer) override {
+    StreamGuard guard(sim_->stream_counter());
+    const uint64_t break_gen = sim_->signals().break_generation();
+    uint64_t sent_gen = 0;
+    uint64_t tick = sim_->signals().ticks();
+    for (;;) {
+      Status end = StreamEnd(sim_, ctx, break_gen);
+      if (!end.ok()) return end;
+      const uint64_t gen = sim_->fleet().devices_generation();
+      if (gen != sent_gen && !sim_->signals().paused()) {
+        if (!writer->Write(sim_->fleet().Devices())) return Status::OK;  // client gone
+        sent_gen = gen;
+      }
+      tick = sim_->signals().WaitTick(tick, break_gen, kPollSlice);
+    }
+  }
+
+  Status Allocate(ServerContext* ctx, const api::AllocateRequest* req,
+                  api::AllocateResponse* resp) override {
+    if (!Answering(ctx)) return Unanswered();
+    *resp = sim_->fleet().Allocate(*req);
+    return Status::OK;
+  }
+
+  Status Release(ServerContext* ctx, const api::ReleaseRequest* req,
+                 api::ReleaseResponse* resp) override {
+    if (!Answering(ctx)) return Unanswered();
+    *resp = sim_->fleet().Release(*req);
+    return Status::OK;
+  }
+
+  Status ListGpuInfo(ServerContext* ctx, const api::GpuInfoRequest* req,
+                     api::GpuInfoResponse* resp) override {
+    if (!Answering(ctx)) return Unanswered();
+    *resp = sim_->fleet().GpuInfo(*req);
+    return Status::OK;
+  }
+
+  Status ExporterGetDataList(ServerContext* ctx, const api::ExporterDataRequest* req,
+                             api::ExporterDataResponse* resp) override {
+    if (!Answering(ctx)) return Unanswered();
+    *resp = sim_->fleet().Data(*req);
+    return Status::OK;
+  }
+
+  Status ExporterDataStream(ServerContext* ctx, const api::ExporterDataRequest* req,
+                            grpc::ServerWriter<api::ExporterDataResponse>* writer) override {
+    StreamGuard guard(sim_->stream_counter());
+    const uint64_t break_gen = sim_->signals().break_generation();
+    uint64_t tick = sim_->signals().ticks();
+    bool first = true;
+    for (;;) {
+      Status end = StreamEnd(sim_, ctx, break_gen);
+      if (!end.ok()) return end;
+      const uint64_t now = first ? tick : sim_->signals().WaitTick(tick, break_gen, kPollSlice);
+      end = StreamEnd(sim_, ctx, break_gen);
+      if (!end.ok()) return end;
+      if ((first || now != tick) && !sim_->signals().paused()) {
+        if (!writer->Write(sim_->fleet().Data(*req))) return Status::OK;  // client gone
+        first = false;
+      }
+      tick = now;
+    }
+  }
+
+  Status ExporterGetConfig(ServerContext* ctx, const api::ExporterConfigRequest*,
+                           api::ExporterConfigResponse* resp) override {
+    if (!Answering(ctx)) return Unanswered();
+    resp->set_intervalms(static_cast<uint32_t>(sim_->options().interval.count()));
+    for (const MetricInfo& m : AllMetrics()) {
+      auto* d = resp->add_metrics();
+      d->set_id(m.id);
+      d->set_name(m.name);
+      d->set_unit(m.unit);
+      if (m.per_link) d->set_instancelabel("link");
+    }
+    for (int32_t minor : sim_->fleet().Minors()) resp->add_minors(minor);
+    (*resp->mutable_settings())["model"] = sim_->fleet().model().name;
+    (*resp->mutable_settings())["simulator"] = "xdm-sim";
+    return Status::OK;
+  }
+
+  Status ExporterGetStatus(ServerContext* ctx, const api::ExporterStatusRequest*,
+                           api::ExporterStatusResponse* resp) override {
+    if (!Answering(ctx)) return Unanswered();
+    resp->set_status(0);
+    resp->set_message("running");
+    resp->set_version("xdm-sim 0.1.0");
+    resp->set_starttimems(sim_->start_time_ms());
+    resp->set_activestreams(static_cast<uint32_t>(sim_->active_streams()));
+    resp->set_samplescollected(sim_->fleet().samples_served());
+    resp->set_lastcollectms(sim_->fleet().last_tick_ms());
+    return Status::OK;
+  }
+
+ private:
+  // Paused: hold the call until resumed or the caller gives up.
+  bool Answering(ServerContext* ctx) {
+    return sim_->signals().WaitWhilePaused([ctx] { return ctx->IsCancelled(); });
+  }
+  static Status Unanswered() { return Status(StatusCode::UNAVAILABLE, "xdm-sim paused"); }
+
+  Simulator* sim_;
+};
+
+class ConfigService final : public cfg::AmpConfigService::Service {
+ public:
+  explicit ConfigService(Simulator* sim) : sim_(sim) {}
+
+  Status Enable(ServerContext* ctx, const cfg::EnableRequest*,
+                cfg::EnableResponse* resp) override {
+    if (!Answering(ctx)) return Status(StatusCode::UNAVAILABLE, "xdm-sim paused");
+    enabled_ = true;
+    resp->set_status(0);
+    return Status::OK;
+  }
+  Status Disable(ServerContext* ctx, const cfg::DisableRequest*,
+                 cfg::DisableResponse* resp) override {
+    if (!Answering(ctx)) return Status(StatusCode::UNAVAILABLE, "xdm-sim paused");
+    enabled_ = false;
+    resp->set_status(0);
+    return Status::OK;
+  }
+  Status QueryStatus(ServerContext* ctx, const cfg::QueryStatusRequest*,
+                     cfg::QueryStatusResponse* resp) override {
+    if (!Answering(ctx)) return Status(StatusCode::UNAVAILABLE, "xdm-sim paused");
+    resp->set_enabled(enabled_.load());
+    resp->set_status(0);
+    return Status::OK;
+  }
+
+ private:
+  bool Answering(ServerContext* ctx) {
+    return sim_->signals().WaitWhilePaused([ctx] { return ctx->IsCancelled(); });
+  }
+  Simulator* sim_;
+  std::atomic<bool> enabled_{true};
+};
+
+}  // namespace
+
+std::unique_ptr<grpc::Service> MakeXdmService(Simulator* sim) {
+  return std::make_unique<XdmService>(sim);
+}
+std::unique_ptr<grpc::Service> MakeConfigService(Simulator* sim) {
+  return std::make_unique<ConfigService>(sim);
+}
+
+}  // namespace xdmsim

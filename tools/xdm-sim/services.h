@@ -1,0 +1,17 @@
+#pragma once
+
+#include <memory>
+
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/impl/codegen/service_type.h>
+
+namespace xdmsim {
+
+class Simulator;
+
+// The two upstream services over the simulator's state. Both hold a pointer to
+// `sim`, which must outlive them. Called on gRPC's server threads.
+std::unique_ptr<grpc::Service> MakeXdmService(Simulator* sim);
+std::unique_ptr<grpc::Service> MakeConfigService(Simulator* sim);
+
+}  // namespace xdmsim

@@ -1,0 +1,240 @@
+#include "simulator.h"
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include <CivetServer.h>
+#include <spdlog/spdlog.h>
+
+#include "common/civet_util.h"
+#include "control_api.h"
+#include "services.h"
+
+namespace xdmsim {
+
+namespace fs = std::filesystem;
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+uint64_t Signals::WaitTick(uint64_t seen, uint64_t break_gen, std::chrono::milliseconds max_wait) {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait_for(lock, max_wait,
+               [&] { return ticks_ != seen || break_gen_ != break_gen || stopping_; });
+  return ticks_;
+}
+
+void Signals::SleepUntil(std::chrono::steady_clock::time_point deadline) {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait_until(lock, deadline, [&] { return stopping_; });
+}
+
+void Signals::Tick() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++ticks_;
+  }
+  cv_.notify_all();
+}
+
+void Signals::Notify() { cv_.notify_all(); }
+
+void Signals::SetPaused(bool paused) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    paused_ = paused;
+  }
+  cv_.notify_all();
+}
+
+void Signals::BreakStreams() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++break_gen_;
+  }
+  cv_.notify_all();
+}
+
+void Signals::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+}
+
+uint64_t Signals::ticks() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return ticks_;
+}
+uint64_t Signals::break_generation() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return break_gen_;
+}
+bool Signals::paused() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return paused_;
+}
+bool Signals::stopping() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stopping_;
+}
+
+Simulator::Simulator(SimOptions options) : options_(std::move(options)) {}
+
+Simulator::~Simulator() { Stop(); }
+
+namespace {
+
+xpu::Status PrepareSocket(const std::string& path) {
+  std::error_code ec;
+  const fs::path p(path);
+  if (p.has_parent_path()) fs::create_directories(p.parent_path(), ec);
+  if (ec) return xpu::Status::IoError("cannot create " + p.parent_path().string() + ": " + ec.message());
+  // A socket file left by a previous run would make bind fail.
+  if (fs::is_socket(p, ec)) fs::remove(p, ec);
+  if (fs::exists(p, ec)) return xpu::Status::IoError(path + " exists and is not a socket");
+  return xpu::Status::Ok();
+}
+
+// Replaces `path` with `content` only if it differs, via rename so a reader
+// never sees a half-written file.
+void WriteIfChanged(const fs::path& path, const std::string& content) {
+  std::ifstream in(path);
+  if (in) {
+    std::string old((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (old == content) return;
+  }
+  const fs::path tmp = path.string() + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << content;
+  }
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+}
+
+}  // namespace
+
+xpu::Status Simulator::Start() {
+  const ModelSpec* model = FindModel(options_.model);
+  if (model == nullptr) return xpu::Status::InvalidArgument("unknown model '" + options_.model + "'");
+  if (options_.devices < 0 || options_.devices > 4096)
+    return xpu::Status::InvalidArgument("--devices must be 0..4096");
+  if (options_.interval.count() <= 0) return xpu::Status::InvalidArgument("--interval must be > 0");
+  fleet_ = std::make_unique<Fleet>(*model, options_.devices, options_.seed, options_.links);
+  start_time_ms_ = NowMs();
+  fleet_->Tick(start_time_ms_, 0);
+
+  for (const std::string& p : {options_.socket_path, options_.controller_socket_path}) {
+    xpu::Status s = PrepareSocket(p);
+    if (!s.ok()) return s;
+  }
+  xdm_service_ = MakeXdmService(this);
+  config_service_ = MakeConfigService(this);
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort("unix://" + options_.socket_path, grpc::InsecureServerCredentials());
+  builder.AddListeningPort("unix://" + options_.controller_socket_path,
+                           grpc::InsecureServerCredentials());
+  // The sync server's pollers wake this often to notice shutdown; gRPC's
+  // default (1 s) makes every Stop() take about two seconds.
+  builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::CQ_TIMEOUT_MSEC, 50);
+  builder.RegisterService(xdm_service_.get());
+  builder.RegisterService(config_service_.get());
+  server_ = builder.BuildAndStart();
+  if (!server_) {
+    return xpu::Status::IoError("cannot listen on " + options_.socket_path + " or " +
+                                options_.controller_socket_path);
+  }
+
+  if (!options_.control_address.empty()) {
+    control_handler_ = std::make_unique<ControlHandler>(this);
+    std::vector<std::string> opts = {"listening_ports", options_.control_address, "num_threads",
+                                     "4"};
+    try {
+      control_ = std::make_unique<CivetServer>(opts);
+    } catch (const CivetException& e) {
+      Stop();
+      return xpu::Status::IoError("cannot listen on " + options_.control_address + ": " + e.what());
+    }
+    control_->addHandler("/control", control_handler_.get());
+    std::vector<int> ports = control_->getListeningPorts();
+    control_port_ = ports.empty() ? 0 : ports[0];
+  }
+  if (!options_.hal_root.empty()) {
+    std::error_code ec;
+    fs::create_directories(options_.hal_root, ec);
+    if (ec) {
+      Stop();
+      return xpu::Status::IoError("cannot create --hal-root " + options_.hal_root + ": " + ec.message());
+    }
+    WriteHal();
+  }
+  ticker_ = std::thread([this] { TickLoop(); });
+  return xpu::Status::Ok();
+}
+
+void Simulator::TickLoop() {
+  auto next = std::chrono::steady_clock::now() + options_.interval;
+  int64_t last = start_time_ms_;
+  while (!signals_.stopping()) {
+    signals_.SleepUntil(next);
+    if (signals_.stopping()) break;
+    const int64_t now = NowMs();
+    fleet_->Tick(now, now - last);
+    last = now;
+    signals_.Tick();
+    if (!options_.hal_root.empty()) WriteHal();
+    next += options_.interval;
+    // After a long stall (debugger, overloaded machine) do not burst to catch up.
+    if (std::chrono::steady_clock::now() > next + options_.interval * 4)
+      next = std::chrono::steady_clock::now() + options_.interval;
+  }
+}
+
+void Simulator::WriteHal() {
+  if (options_.hal_root.empty() || !fleet_) return;
+  std::lock_guard<std::mutex> lock(hal_mu_);
+  const fs::path root(options_.hal_root);
+  std::set<std::string> present;
+  std::error_code ec;
+  for (const HalDeviceView& d : fleet_->HalView()) {
+    const std::string name = "xpu" + std::to_string(d.minor);
+    present.insert(name);
+    const fs::path dir = root / name;
+    fs::create_directories(dir, ec);
+    WriteIfChanged(dir / "uuid", d.uuid + "\n");
+    WriteIfChanged(dir / "health", d.healthy ? "1\n" : "0\n");
+    std::string codes;
+    for (const std::string& c : d.fault_codes) codes += c + "\n";
+    WriteIfChanged(dir / "fault_codes", codes);
+  }
+  // Devices that vanished take their directories with them.
+  for (const auto& entry : fs::directory_iterator(root, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("xpu", 0) == 0 && present.count(name) == 0) fs::remove_all(entry.path(), ec);
+  }
+}
+
+void Simulator::Stop() {
+  signals_.Stop();
+  if (control_) {
+    xpu::CloseCivetServer(*control_);
+    control_.reset();
+  }
+  if (server_) {
+    server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+    server_->Wait();
+    server_.reset();
+  }
+  if (ticker_.joinable()) ticker_.join();
+  std::error_code ec;
+  if (!options_.socket_path.empty()) fs::remove(options_.socket_path, ec);
+  if (!options_.controller_socket_path.empty()) fs::remove(options_.controller_socket_path, ec);
+}
+
+}  // namespace xdmsim

@@ -1,0 +1,124 @@
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/impl/codegen/service_type.h>
+
+#include "common/status.h"
+#include "fleet.h"
+
+class CivetServer;
+
+namespace xdmsim {
+
+struct SimOptions {
+  std::string socket_path = "/tmp/xdm-sim/dp2mgr.sock";
+  std::string controller_socket_path = "/tmp/xdm-sim/config-daemon.sock";
+  std::string control_address = "127.0.0.1:0";  // empty: no control API
+  std::string model = "PPU-810E";
+  int devices = 8;
+  int links = -1;  // < 0: the model's own
+  std::chrono::milliseconds interval{1000};
+  uint64_t seed = 1;
+  std::string hal_root;  // empty: no HAL tree
+};
+
+// Signals shared by the services and the control API: a tick counter that
+// streams wait on, the pause switch, the stream-break generation and shutdown.
+// Thread-safe.
+class Signals {
+ public:
+  // Blocks until the tick counter passes `seen`, a break or shutdown happens,
+  // or `max_wait` elapses. Returns the tick counter.
+  uint64_t WaitTick(uint64_t seen, uint64_t break_gen, std::chrono::milliseconds max_wait);
+  // Blocks while paused (checking `cancelled` every 50 ms). False if the call
+  // should give up (cancelled or shutting down).
+  template <typename Cancelled>
+  bool WaitWhilePaused(Cancelled cancelled) {
+    std::unique_lock<std::mutex> lock(mu_);
+    while (paused_ && !stopping_) {
+      if (cancelled()) return false;
+      cv_.wait_for(lock, std::chrono::milliseconds(50));
+    }
+    return !stopping_;
+  }
+  // Sleeps until `deadline` or Stop(), whichever comes first.
+  void SleepUntil(std::chrono::steady_clock::time_point deadline);
+  void Tick();
+  void Notify();  // wake waiters to re-check state (device list changed)
+  void SetPaused(bool paused);
+  void BreakStreams();
+  void Stop();
+  uint64_t ticks() const;
+  uint64_t break_generation() const;
+  bool paused() const;
+  bool stopping() const;
+
+ private:
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  // State below is protected by mu_.
+  uint64_t ticks_ = 0;
+  uint64_t break_gen_ = 0;
+  bool paused_ = false;
+  bool stopping_ = false;
+};
+
+// xdm-sim: both upstream gRPC services on Unix sockets, a ticker that moves
+// the metrics, the loopback HTTP control API and the HAL tree writer. Start()
+// and Stop() are called from one thread; the rest is thread-safe.
+class Simulator {
+ public:
+  explicit Simulator(SimOptions options);
+  ~Simulator();
+  Simulator(const Simulator&) = delete;
+  Simulator& operator=(const Simulator&) = delete;
+
+  // Binds the sockets and the control port and starts serving. Errors name
+  // what could not be bound.
+  xpu::Status Start();
+  void Stop();
+
+  // The control API's bound port (after Start), 0 if disabled.
+  int control_port() const { return control_port_; }
+  Fleet& fleet() { return *fleet_; }
+  Signals& signals() { return signals_; }
+  const SimOptions& options() const { return options_; }
+  int active_streams() const { return active_streams_.load(); }
+  int64_t start_time_ms() const { return start_time_ms_; }
+  // Writes the HAL tree now (also done after every tick and control change).
+  void WriteHal();
+
+  // Used by the services to count open streams.
+  std::atomic<int>& stream_counter() { return active_streams_; }
+
+ private:
+  void TickLoop();
+
+  SimOptions options_;
+  std::unique_ptr<Fleet> fleet_;
+  Signals signals_;
+  std::atomic<int> active_streams_{0};
+  int64_t start_time_ms_ = 0;
+  std::unique_ptr<grpc::Service> xdm_service_;
+  std::unique_ptr<grpc::Service> config_service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<CivetServer> control_;
+  std::unique_ptr<class ControlHandler> control_handler_;
+  int control_port_ = 0;
+  std::thread ticker_;
+  std::mutex hal_mu_;  // serialises HAL tree writes
+};
+
+// Milliseconds since the Unix epoch.
+int64_t NowMs();
+
+}  // namespace xdmsim
