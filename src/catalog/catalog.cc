@@ -1,0 +1,155 @@
+#include "catalog/catalog.h"
+
+#include <cmath>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include <yaml-cpp/yaml.h>
+
+#include "catalog/builtin_catalog.h"  // generated: kBuiltinCatalogYaml
+
+namespace xpu::catalog {
+namespace {
+
+bool EndsWith(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+const std::set<std::string>& BaseUnits() {
+  static const std::set<std::string> units = {"bytes", "celsius", "watts", "joules", "hertz",
+                                              "ratio", "seconds", "volts", "amperes", "none"};
+  return units;
+}
+
+}  // namespace
+
+bool IsValidMetricName(const std::string& name) {
+  if (name.empty()) return false;
+  for (size_t i = 0; i < name.size(); ++i) {
+    const char c = name[i];
+    const bool alpha = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || c == ':';
+    if (!alpha && !(i > 0 && c >= '0' && c <= '9')) return false;
+  }
+  return true;
+}
+
+bool IsValidLabelName(const std::string& name) {
+  if (name.empty() || name.rfind("__", 0) == 0) return false;
+  for (size_t i = 0; i < name.size(); ++i) {
+    const char c = name[i];
+    const bool alpha = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
+    if (!alpha && !(i > 0 && c >= '0' && c <= '9')) return false;
+  }
+  return true;
+}
+
+std::string CheckEntry(const Entry& e) {
+  if (!IsValidMetricName(e.name)) return "name '" + e.name + "' is not a valid metric name";
+  if (e.name.rfind("xpu_", 0) != 0) return "name '" + e.name + "' lacks the xpu_ prefix";
+  if (e.name.find("percent") != std::string::npos)
+    return "name '" + e.name + "' uses percent; export a 0..1 ratio";
+  if (BaseUnits().count(e.unit) == 0)
+    return "unit '" + e.unit + "' is not a base unit (bytes, celsius, watts, joules, hertz, "
+           "ratio, seconds, volts, amperes or none)";
+  const std::string stem = e.type == MetricType::kCounter && EndsWith(e.name, "_total")
+                               ? e.name.substr(0, e.name.size() - 6)
+                               : e.name;
+  if (e.type == MetricType::kCounter && !EndsWith(e.name, "_total"))
+    return "counter '" + e.name + "' must end in _total";
+  if (e.type == MetricType::kGauge && EndsWith(e.name, "_total"))
+    return "gauge '" + e.name + "' must not end in _total";
+  if (e.unit != "none" && !EndsWith(stem, "_" + e.unit))
+    return "name '" + e.name + "' must end in _" + e.unit +
+           (e.type == MetricType::kCounter ? "_total" : "");
+  for (const char* other : {"_bytes", "_celsius", "_watts", "_joules", "_hertz", "_ratio",
+                            "_seconds", "_volts", "_amperes"}) {
+    if (e.unit == "none" && EndsWith(stem, other))
+      return "name '" + e.name + "' ends in a unit but unit is none";
+  }
+  if (!(e.scale > 0) || !std::isfinite(e.scale)) return "scale must be a positive number";
+  if (e.help.empty()) return "help must not be empty";
+  if (!e.instance_label.empty() && !IsValidLabelName(e.instance_label))
+    return "instance_label '" + e.instance_label + "' is not a valid label name";
+  for (const char* reserved : {"minor", "uuid", "model"}) {
+    if (e.instance_label == reserved)
+      return "instance_label '" + e.instance_label + "' clashes with a device label";
+  }
+  return "";
+}
+
+Status Catalog::Parse(const std::string& yaml_text, const std::string& origin,
+                      std::shared_ptr<const Catalog>* out) {
+  auto cat = std::make_shared<Catalog>();
+  try {
+    YAML::Node root = YAML::Load(yaml_text);
+    YAML::Node metrics = root["metrics"];
+    if (!metrics || !metrics.IsSequence())
+      return Status::InvalidArgument(origin + ": top-level 'metrics' list missing");
+    std::set<std::string> names;
+    for (size_t i = 0; i < metrics.size(); ++i) {
+      const YAML::Node m = metrics[i];
+      const std::string where = origin + ": metrics[" + std::to_string(i) + "] (line " +
+                                std::to_string(m.Mark().line + 1) + ")";
+      if (!m.IsMap()) return Status::InvalidArgument(where + ": not a mapping");
+      for (const auto& kv : m) {
+        const std::string key = kv.first.as<std::string>();
+        static const std::set<std::string> known = {"id",    "name", "type",          "unit",
+                                                    "scale", "help", "instance_label"};
+        if (known.count(key) == 0)
+          return Status::InvalidArgument(where + ": unknown key '" + key + "'");
+      }
+      Entry e;
+      if (!m["id"] || !m["name"] || !m["type"] || !m["help"] || !m["unit"])
+        return Status::InvalidArgument(where + ": id, name, type, unit and help are required");
+      const int64_t id = m["id"].as<int64_t>();
+      if (id < 0 || id > UINT32_MAX) return Status::InvalidArgument(where + ": id out of range");
+      e.id = static_cast<uint32_t>(id);
+      e.name = m["name"].as<std::string>();
+      const std::string type = m["type"].as<std::string>();
+      if (type == "gauge") {
+        e.type = MetricType::kGauge;
+      } else if (type == "counter") {
+        e.type = MetricType::kCounter;
+      } else {
+        return Status::InvalidArgument(where + ": type must be gauge or counter, not '" + type + "'");
+      }
+      e.unit = m["unit"].as<std::string>();
+      e.scale = m["scale"] ? m["scale"].as<double>() : 1.0;
+      e.help = m["help"].as<std::string>();
+      if (m["instance_label"]) e.instance_label = m["instance_label"].as<std::string>();
+      std::string problem = CheckEntry(e);
+      if (!problem.empty()) return Status::InvalidArgument(where + ": " + problem);
+      if (cat->by_id_.count(e.id) > 0)
+        return Status::InvalidArgument(where + ": duplicate id " + std::to_string(e.id));
+      if (!names.insert(e.name).second)
+        return Status::InvalidArgument(where + ": duplicate name " + e.name);
+      cat->by_id_[e.id] = cat->entries_.size();
+      cat->entries_.push_back(std::move(e));
+    }
+  } catch (const YAML::Exception& ex) {
+    return Status::InvalidArgument(origin + ": " + ex.what());
+  }
+  *out = std::move(cat);
+  return Status::Ok();
+}
+
+std::shared_ptr<const Catalog> Catalog::Builtin() {
+  static const std::shared_ptr<const Catalog> builtin = [] {
+    std::shared_ptr<const Catalog> c;
+    Status s = Parse(kBuiltinCatalogYaml, "builtin catalog", &c);
+    if (!s.ok()) throw std::logic_error(s.message());  // a build defect, caught by tests
+    return c;
+  }();
+  return builtin;
+}
+
+Status Catalog::LoadFile(const std::string& path, std::shared_ptr<const Catalog>* out) {
+  std::ifstream in(path);
+  if (!in) return Status::IoError("cannot read metrics catalog " + path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return Parse(ss.str(), path, out);
+}
+
+}  // namespace xpu::catalog

@@ -1,0 +1,58 @@
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "common/status.h"
+
+namespace xpu::catalog {
+
+enum class MetricType { kGauge, kCounter };
+
+// One XDM metric ID and the Prometheus family it becomes.
+struct Entry {
+  uint32_t id = 0;
+  std::string name;
+  MetricType type = MetricType::kGauge;
+  std::string unit;  // base unit the name ends with, or "none"
+  double scale = 1;  // native value * scale = exported value
+  std::string help;
+  std::string instance_label;  // label for MetricData.instance; empty if none
+};
+
+// The metric catalog: immutable after Load, so any thread may read it.
+class Catalog {
+ public:
+  // Parses the YAML text (see src/catalog/metrics.yaml). Every entry must pass
+  // CheckEntry and IDs and names must be unique; errors name the entry.
+  static Status Parse(const std::string& yaml_text, const std::string& origin,
+                      std::shared_ptr<const Catalog>* out);
+  // The catalog compiled into the binary.
+  static std::shared_ptr<const Catalog> Builtin();
+  static Status LoadFile(const std::string& path, std::shared_ptr<const Catalog>* out);
+
+  const Entry* Find(uint32_t id) const {
+    auto it = by_id_.find(id);
+    return it == by_id_.end() ? nullptr : &entries_[it->second];
+  }
+  const std::vector<Entry>& entries() const { return entries_; }
+
+ private:
+  std::vector<Entry> entries_;
+  std::unordered_map<uint32_t, size_t> by_id_;
+};
+
+// Prometheus naming rules for one entry: a valid name with prefix xpu_, known
+// base unit as suffix (no percent), counters end in _total and gauges do not,
+// a positive scale, non-empty help, a valid instance label. Returns the first
+// violation, or an empty string.
+std::string CheckEntry(const Entry& e);
+
+// Whether `name` is a valid Prometheus metric / label name.
+bool IsValidMetricName(const std::string& name);
+bool IsValidLabelName(const std::string& name);
+
+}  // namespace xpu::catalog

@@ -1,0 +1,157 @@
+#include "exposition/text_format.h"
+
+#include <charconv>
+#include <cmath>
+
+namespace xpu::exposition {
+
+void AppendLabelValue(std::string_view v, std::string* out) {
+  for (char c : v) {
+    switch (c) {
+      case '\\': out->append("\\\\"); break;
+      case '"': out->append("\\\""); break;
+      case '\n': out->append("\\n"); break;
+      default: out->push_back(c);
+    }
+  }
+}
+
+void AppendHelp(std::string_view v, std::string* out) {
+  for (char c : v) {
+    switch (c) {
+      case '\\': out->append("\\\\"); break;
+      case '\n': out->append("\\n"); break;
+      default: out->push_back(c);
+    }
+  }
+}
+
+void AppendValue(double v, std::string* out) {
+  if (std::isnan(v)) {
+    out->append("NaN");
+  } else if (std::isinf(v)) {
+    out->append(v > 0 ? "+Inf" : "-Inf");
+  } else {
+    char buf[32];
+    auto res = std::to_chars(buf, buf + sizeof buf, v);
+    out->append(buf, res.ptr);
+  }
+}
+
+void AppendHeader(std::string_view name, std::string_view help, std::string_view type,
+                  std::string* out) {
+  out->append("# HELP ").append(name).push_back(' ');
+  AppendHelp(help, out);
+  out->append("\n# TYPE ").append(name).push_back(' ');
+  out->append(type).push_back('\n');
+}
+
+void AppendLabels(const std::vector<std::pair<std::string, std::string>>& labels,
+                  std::string* out) {
+  if (labels.empty()) return;
+  out->push_back('{');
+  bool first = true;
+  for (const auto& [k, v] : labels) {
+    if (!first) out->push_back(',');
+    first = false;
+    out->append(k).append("=\"");
+    AppendLabelValue(v, out);
+    out->push_back('"');
+  }
+  out->push_back('}');
+}
+
+void AppendFamily(const prometheus::MetricFamily& family, std::string* out) {
+  const char* type = "untyped";
+  switch (family.type) {
+    case prometheus::MetricType::Counter: type = "counter"; break;
+    case prometheus::MetricType::Gauge: type = "gauge"; break;
+    case prometheus::MetricType::Summary: type = "summary"; break;
+    case prometheus::MetricType::Histogram: type = "histogram"; break;
+    case prometheus::MetricType::Untyped: break;
+  }
+  AppendHeader(family.name, family.help, type, out);
+  std::vector<std::pair<std::string, std::string>> labels;
+  for (const prometheus::ClientMetric& m : family.metric) {
+    labels.clear();
+    for (const auto& l : m.label) labels.emplace_back(l.name, l.value);
+    auto line = [&](const std::string& suffix, double value,
+                    const std::vector<std::pair<std::string, std::string>>& ls) {
+      out->append(family.name).append(suffix);
+      AppendLabels(ls, out);
+      out->push_back(' ');
+      AppendValue(value, out);
+      out->push_back('\n');
+    };
+    switch (family.type) {
+      case prometheus::MetricType::Counter: line("", m.counter.value, labels); break;
+      case prometheus::MetricType::Gauge: line("", m.gauge.value, labels); break;
+      case prometheus::MetricType::Untyped: line("", m.untyped.value, labels); break;
+      case prometheus::MetricType::Histogram: {
+        for (const auto& b : m.histogram.bucket) {
+          auto ls = labels;
+          std::string le;
+          AppendValue(b.upper_bound, &le);
+          ls.emplace_back("le", le);
+          line("_bucket", static_cast<double>(b.cumulative_count), ls);
+        }
+        auto ls = labels;
+        ls.emplace_back("le", "+Inf");
+        line("_bucket", static_cast<double>(m.histogram.sample_count), ls);
+        line("_sum", m.histogram.sample_sum, labels);
+        line("_count", static_cast<double>(m.histogram.sample_count), labels);
+        break;
+      }
+      case prometheus::MetricType::Summary: {
+        for (const auto& q : m.summary.quantile) {
+          auto ls = labels;
+          std::string qs;
+          AppendValue(q.quantile, &qs);
+          ls.emplace_back("quantile", qs);
+          line("", q.value, ls);
+        }
+        line("_sum", m.summary.sample_sum, labels);
+        line("_count", static_cast<double>(m.summary.sample_count), labels);
+        break;
+      }
+    }
+  }
+}
+
+bool SanitizeLabelValue(std::string* v, size_t max_bytes) {
+  std::string out;
+  bool changed = false;
+  const std::string& s = *v;
+  size_t i = 0;
+  while (i < s.size()) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 0;
+    bool valid = len > 0 && i + len <= s.size();
+    for (size_t k = 1; valid && k < len; ++k)
+      valid = (static_cast<unsigned char>(s[i + k]) & 0xc0) == 0x80;
+    if (valid && len == 2 && c < 0xc2) valid = false;  // overlong
+    if (valid && len == 3) {
+      const unsigned char c1 = static_cast<unsigned char>(s[i + 1]);
+      if ((c == 0xe0 && c1 < 0xa0) || (c == 0xed && c1 >= 0xa0)) valid = false;  // overlong, surrogate
+    }
+    if (valid && len == 4) {
+      const unsigned char c1 = static_cast<unsigned char>(s[i + 1]);
+      if ((c == 0xf0 && c1 < 0x90) || c > 0xf4 || (c == 0xf4 && c1 >= 0x90)) valid = false;
+    }
+    const std::string_view piece = valid ? std::string_view(s).substr(i, len) : "\xEF\xBF\xBD";
+    if (!valid) {
+      changed = true;
+      len = 1;
+    }
+    if (out.size() + piece.size() > max_bytes) {
+      changed = true;
+      break;
+    }
+    out.append(piece);
+    i += len;
+  }
+  if (changed) *v = std::move(out);
+  return changed;
+}
+
+}  // namespace xpu::exposition

@@ -1,0 +1,133 @@
+#include "store/metric_store.h"
+
+#include <algorithm>
+
+namespace xpu::store {
+
+MetricStore::MetricStore(std::shared_ptr<const catalog::Catalog> catalog, Options options)
+    : catalog_(std::move(catalog)), options_(options) {
+  if (!catalog_) throw std::invalid_argument("MetricStore needs a catalog");
+  if (options_.stale_after.count() <= 0) throw std::invalid_argument("stale_after must be > 0");
+}
+
+ApplyStats MetricStore::Apply(const std::vector<Sample>& batch, Clock::time_point now) {
+  ApplyStats stats;
+  std::lock_guard<std::mutex> lock(mu_);
+  const uint64_t b = ++batch_;
+  Key probe;
+  for (const Sample& s : batch) {
+    probe.minor = s.minor;
+    probe.metric_id = s.metric_id;
+    probe.instance = s.instance;
+    auto it = index_.find(probe);
+    if (it == index_.end()) {
+      if (devices_known_ && devices_.count(s.minor) == 0) {
+        ++stats.unknown_device;
+        continue;
+      }
+      if (series_.size() >= options_.max_series) {
+        ++stats.dropped;
+        continue;
+      }
+      index_.emplace(probe, static_cast<uint32_t>(series_.size()));
+      series_.push_back(Series{probe, s.value, now, b});
+      dirty_ = true;
+      ++stats.applied;
+      continue;
+    }
+    Series& ser = series_[it->second];
+    if (ser.batch == b) ++stats.duplicates;
+    ser.value = s.value;
+    ser.updated = now;
+    ser.batch = b;
+    ++stats.applied;
+  }
+  dropped_total_ += stats.dropped;
+  if (stats.applied > 0) last_update_ = now;
+  return stats;
+}
+
+void MetricStore::RemoveLocked(size_t i) {
+  index_.erase(series_[i].key);
+  if (i + 1 != series_.size()) {
+    series_[i] = std::move(series_.back());
+    index_[series_[i].key] = static_cast<uint32_t>(i);
+  }
+  series_.pop_back();
+  dirty_ = true;
+}
+
+void MetricStore::SetDevices(const std::map<int32_t, DeviceLabels>& devices) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (devices_known_ && devices == devices_) return;
+  devices_ = devices;
+  devices_known_ = true;
+  dirty_ = true;
+  for (size_t i = series_.size(); i-- > 0;) {
+    if (devices_.count(series_[i].key.minor) == 0) RemoveLocked(i);
+  }
+}
+
+void MetricStore::RebuildLocked() {
+  // Family order: catalog order, unknown IDs after, by ID.
+  std::unordered_map<uint32_t, size_t> rank;
+  const auto& entries = catalog_->entries();
+  for (size_t i = 0; i < entries.size(); ++i) rank[entries[i].id] = i;
+  auto rank_of = [&](uint32_t id) -> std::pair<size_t, uint32_t> {
+    auto it = rank.find(id);
+    return it == rank.end() ? std::make_pair(entries.size(), id) : std::make_pair(it->second, 0u);
+  };
+  order_.resize(series_.size());
+  for (size_t i = 0; i < series_.size(); ++i) order_[i] = static_cast<uint32_t>(i);
+  std::sort(order_.begin(), order_.end(), [&](uint32_t a, uint32_t b) {
+    const Key& x = series_[a].key;
+    const Key& y = series_[b].key;
+    auto rx = rank_of(x.metric_id), ry = rank_of(y.metric_id);
+    if (rx != ry) return rx < ry;
+    if (x.minor != y.minor) return x.minor < y.minor;
+    if (x.instance.size() != y.instance.size()) return x.instance.size() < y.instance.size();
+    return x.instance < y.instance;  // numeric instances sort naturally
+  });
+  auto set = std::make_shared<SeriesSet>();
+  set->generation = ++generation_;
+  set->rows.reserve(order_.size());
+  for (uint32_t i : order_) {
+    const Key& k = series_[i].key;
+    auto dev = devices_.find(k.minor);
+    set->rows.push_back(Row{catalog_->Find(k.metric_id), k.metric_id, k.minor, k.instance,
+                            dev == devices_.end() ? DeviceLabels{} : dev->second});
+  }
+  set_ = std::move(set);
+  dirty_ = false;
+}
+
+Snapshot MetricStore::Snap(Clock::time_point now) {
+  Snapshot snap;
+  std::lock_guard<std::mutex> lock(mu_);
+  const Clock::time_point cutoff = now - options_.stale_after;
+  for (size_t i = series_.size(); i-- > 0;) {
+    if (series_[i].updated < cutoff) RemoveLocked(i);
+  }
+  if (dirty_ || !set_) RebuildLocked();
+  snap.set = set_;
+  snap.values.resize(order_.size());
+  for (size_t i = 0; i < order_.size(); ++i) snap.values[i] = series_[order_[i]].value;
+  return snap;
+}
+
+size_t MetricStore::series_count() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return series_.size();
+}
+
+uint64_t MetricStore::dropped_total() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return dropped_total_;
+}
+
+std::optional<Clock::time_point> MetricStore::last_update() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return last_update_;
+}
+
+}  // namespace xpu::store

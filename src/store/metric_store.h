@@ -1,0 +1,139 @@
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "catalog/catalog.h"
+
+namespace xpu::store {
+
+using Clock = std::chrono::steady_clock;
+
+// One decoded upstream sample, already scaled to the catalog's base unit.
+struct Sample {
+  int32_t minor = 0;
+  uint32_t metric_id = 0;
+  std::string instance;  // sub-entity (link...), empty for whole-device metrics
+  double value = 0;
+};
+
+// Labels a device lends to every one of its series.
+struct DeviceLabels {
+  std::string uuid;
+  std::string model;
+  bool operator==(const DeviceLabels&) const = default;
+};
+
+// One exposed series. `entry` is nullptr for an unknown metric ID (exported
+// under a generic family when allowed).
+struct Row {
+  const catalog::Entry* entry;
+  uint32_t metric_id;
+  int32_t minor;
+  std::string instance;
+  DeviceLabels device;
+};
+
+// The set of series at one moment, sorted for exposition: by catalog order
+// (unknown IDs last, by ID), then minor, then instance. Immutable once built;
+// a new generation is built only when series appear or vanish or device
+// labels change, so renderers may cache per generation.
+struct SeriesSet {
+  uint64_t generation = 0;
+  std::vector<Row> rows;
+};
+
+// A consistent view for one scrape: every value is from the same instant.
+struct Snapshot {
+  std::shared_ptr<const SeriesSet> set;
+  std::vector<double> values;  // values[i] belongs to set->rows[i]
+};
+
+struct ApplyStats {
+  size_t applied = 0;
+  size_t duplicates = 0;  // the same series twice in one batch; the last wins
+  size_t dropped = 0;     // new series refused by the series cap
+  size_t unknown_device = 0;  // minor absent from the authoritative device list
+};
+
+// The latest sample per (device, metric, instance). The ingest thread writes
+// whole batches under one short lock; a scrape copies values under the same
+// lock, so it never sees half a batch, and renders outside it. Series not
+// refreshed within `stale_after` disappear at the next snapshot, and so do the
+// series of devices that vanish from the device list. Thread-safe.
+class MetricStore {
+ public:
+  struct Options {
+    std::chrono::milliseconds stale_after{3000};
+    size_t max_series = 500000;
+  };
+  MetricStore(std::shared_ptr<const catalog::Catalog> catalog, Options options);
+  MetricStore(const MetricStore&) = delete;
+  MetricStore& operator=(const MetricStore&) = delete;
+
+  // Stores a batch (one upstream message) received at `now`.
+  ApplyStats Apply(const std::vector<Sample>& batch, Clock::time_point now);
+
+  // The authoritative device list (from ListAndWatch/ListGpuInfo): series of
+  // minors not in it are removed, and labels follow it.
+  void SetDevices(const std::map<int32_t, DeviceLabels>& devices);
+
+  // Expires stale series as of `now` and returns the current view.
+  Snapshot Snap(Clock::time_point now);
+
+  size_t series_count() const;
+  uint64_t dropped_total() const;
+  // Time of the last Apply that stored anything, if any.
+  std::optional<Clock::time_point> last_update() const;
+
+ private:
+  struct Key {
+    int32_t minor;
+    uint32_t metric_id;
+    std::string instance;
+    bool operator==(const Key&) const = default;
+  };
+  struct KeyHash {
+    size_t operator()(const Key& k) const {
+      size_t h = std::hash<std::string>()(k.instance);
+      h ^= (static_cast<size_t>(k.metric_id) << 32 | static_cast<uint32_t>(k.minor)) +
+           0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
+      return h;
+    }
+  };
+  struct Series {
+    Key key;
+    double value;
+    Clock::time_point updated;
+    uint64_t batch;
+  };
+
+  void RemoveLocked(size_t index);
+  void RebuildLocked();
+
+  const std::shared_ptr<const catalog::Catalog> catalog_;
+  const Options options_;
+
+  mutable std::mutex mu_;
+  // State below is protected by mu_.
+  std::vector<Series> series_;
+  std::unordered_map<Key, uint32_t, KeyHash> index_;
+  std::map<int32_t, DeviceLabels> devices_;
+  bool devices_known_ = false;
+  bool dirty_ = true;
+  uint64_t generation_ = 0;
+  uint64_t batch_ = 0;
+  uint64_t dropped_total_ = 0;
+  std::optional<Clock::time_point> last_update_;
+  std::shared_ptr<const SeriesSet> set_;
+  std::vector<uint32_t> order_;  // set_->rows[i] is series_[order_[i]]
+};
+
+}  // namespace xpu::store
