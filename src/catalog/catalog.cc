@@ -117,6 +117,10 @@ Status Catalog::Parse(const std::string& yaml_text, const std::string& origin,
       e.unit = m["unit"].as<std::string>();
       e.scale = m["scale"] ? m["scale"].as<double>() : 1.0;
       e.help = m["help"].as<std::string>();
+      if (e.scale > 0 && e.scale < 1) {
+        const double inv = std::round(1 / e.scale);
+        if (std::abs(1 / e.scale - inv) < 1e-9 * inv) e.divisor = inv;
+      }
       if (m["instance_label"]) e.instance_label = m["instance_label"].as<std::string>();
       std::string problem = CheckEntry(e);
       if (!problem.empty()) return Status::InvalidArgument(where + ": " + problem);

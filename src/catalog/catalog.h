@@ -19,6 +19,10 @@ struct Entry {
   MetricType type = MetricType::kGauge;
   std::string unit;  // base unit the name ends with, or "none"
   double scale = 1;  // native value * scale = exported value
+  // 1/scale when that is a whole number (0.01 -> 100): dividing by it keeps
+  // 44.7% exactly 0.447, where multiplying by 0.01 gives 0.44700000000000006.
+  double divisor = 0;
+  double Apply(double v) const { return divisor > 0 ? v / divisor : v * scale; }
   std::string help;
   std::string instance_label;  // label for MetricData.instance; empty if none
 };

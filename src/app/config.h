@@ -1,0 +1,44 @@
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <string>
+#include <vector>
+
+namespace xpu::app {
+
+// Default port: 9445. dcgm-exporter has 9400, node_exporter 9100, Ascend's
+// npu-exporter 8082; see docs/configuration.md.
+inline constexpr const char* kDefaultListenAddress = ":9445";
+
+// The effective configuration, from defaults and flags.
+struct Config {
+  std::vector<std::string> listen_addresses = {kDefaultListenAddress};
+  std::string telemetry_path = "/metrics";
+  std::string xdm_endpoint = "unix:///run/amp/eKitC/xdm/sockets/dp2mgr.sock";
+  std::string controller_endpoint = "unix:///run/amp/eKitC/xdm/sockets/config-daemon.sock";
+  std::chrono::milliseconds interval{1000};
+  std::chrono::milliseconds stale_after{0};  // 0: 3 intervals
+  std::chrono::milliseconds backoff_initial{1000};
+  std::chrono::milliseconds backoff_max{30000};
+  size_t max_series = 500000;
+  bool unknown_metrics = false;
+  std::string catalog_file;  // empty: the built-in catalog
+  std::string log_level = "info";
+  std::string log_format = "logfmt";
+  int max_connections = 16;
+
+  std::chrono::milliseconds effective_stale_after() const {
+    return stale_after.count() > 0 ? stale_after : interval * 3;
+  }
+};
+
+// Parses the command line into `cfg`. Returns -1 to go on, or the exit code
+// to exit with at once: 0 after --help/--version, 2 after one clear line on
+// stderr for a bad flag or value.
+int ParseFlags(int argc, char** argv, Config* cfg);
+
+// Sets up spdlog: level (debug|info|warn|error) and format (logfmt|json).
+void SetupLogging(const Config& cfg);
+
+}  // namespace xpu::app

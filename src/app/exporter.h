@@ -1,0 +1,54 @@
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <prometheus/registry.h>
+
+#include "app/config.h"
+#include "common/status.h"
+#include "exposition/exposer.h"
+#include "http/web_server.h"
+#include "store/device_registry.h"
+#include "store/metric_store.h"
+#include "upstream/xdm_client.h"
+
+namespace xpu::app {
+
+// The whole exporter, wired: XdmClient -> MetricStore/DeviceRegistry ->
+// Exposer -> WebServer. Owns every part. Start()/Stop() from the owning thread
+// (main, or a test); everything else runs on the parts' own threads.
+class Exporter {
+ public:
+  explicit Exporter(Config cfg);
+  ~Exporter();
+  Exporter(const Exporter&) = delete;
+  Exporter& operator=(const Exporter&) = delete;
+
+  // Loads the catalog, binds the listen addresses and starts the upstream
+  // client. Errors are configuration errors (exit 2) or bind errors.
+  Status Start();
+  void Stop();
+
+  std::vector<int> ports() const { return web_ ? web_->ports() : std::vector<int>{}; }
+  upstream::XdmClient* client() { return client_.get(); }
+
+ private:
+  http::Response Metrics(const http::Request& req);
+  http::Response Ready();
+  std::string LandingPage() const;
+
+  Config cfg_;
+  const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
+  std::shared_ptr<const catalog::Catalog> catalog_;
+  prometheus::Registry self_metrics_;
+  std::unique_ptr<store::MetricStore> store_;
+  store::DeviceRegistry devices_;
+  std::unique_ptr<exposition::Exposer> exposer_;
+  std::unique_ptr<upstream::XdmClient> client_;
+  std::unique_ptr<http::WebServer> web_;
+};
+
+}  // namespace xpu::app

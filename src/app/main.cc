@@ -1,0 +1,40 @@
+// xpu-exporter: see README.md and docs/architecture.md.
+#include <csignal>
+#include <cstdio>
+#include <iostream>
+
+#include <spdlog/spdlog.h>
+
+#include "app/config.h"
+#include "app/exporter.h"
+#include "version.h"
+
+int main(int argc, char** argv) {
+  xpu::app::Config cfg;
+  if (int rc = xpu::app::ParseFlags(argc, argv, &cfg); rc >= 0) return rc;
+  xpu::app::SetupLogging(cfg);
+
+  // Block the stop signals before any thread starts; this thread waits for them.
+  sigset_t stop;
+  sigemptyset(&stop);
+  sigaddset(&stop, SIGINT);
+  sigaddset(&stop, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop, nullptr);
+  std::signal(SIGPIPE, SIG_IGN);
+
+  xpu::app::Exporter exporter(cfg);
+  xpu::Status s = exporter.Start();
+  if (!s.ok()) {
+    std::cerr << "xpu-exporter: " << s.message() << "\n";
+    return s.code() == xpu::Status::Code::kInvalidArgument ? 2 : 1;
+  }
+  std::string where;
+  for (int p : exporter.ports()) where += (where.empty() ? "" : ", ") + std::to_string(p);
+  spdlog::info("xpu-exporter {} listening on port(s) {}, metrics at {}, upstream {}", xpu::kVersion,
+               where, cfg.telemetry_path, cfg.xdm_endpoint);
+  int sig = 0;
+  sigwait(&stop, &sig);
+  spdlog::info("signal {}: shutting down", sig);
+  exporter.Stop();
+  return 0;
+}

@@ -1,0 +1,37 @@
+#include "exposition/exposer.h"
+
+#include <chrono>
+
+#include "exposition/text_format.h"
+
+namespace xpu::exposition {
+
+Exposer::Exposer(store::MetricStore* store, prometheus::Registry* self)
+    : store_(store),
+      scrape_duration_(prometheus::BuildGauge()
+                           .Name("xpu_exporter_scrape_duration_seconds")
+                           .Help("Time the previous scrape took to render.")
+                           .Register(*self)
+                           .Add({})),
+      series_(prometheus::BuildGauge()
+                  .Name("xpu_exporter_series")
+                  .Help("Device series currently held in the store.")
+                  .Register(*self)
+                  .Add({})) {}
+
+void Exposer::Render(std::string* out) {
+  const auto t0 = std::chrono::steady_clock::now();
+  out->clear();
+  store::Snapshot snap = store_->Snap(std::chrono::steady_clock::now());
+  series_.Set(static_cast<double>(snap.values.size()));
+  writer_.Append(snap, out);
+  for (const prometheus::Collectable* c : collectables_) {
+    for (const prometheus::MetricFamily& f : c->Collect()) {
+      if (!f.metric.empty()) AppendFamily(f, out);
+    }
+  }
+  scrape_duration_.Set(
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+}
+
+}  // namespace xpu::exposition

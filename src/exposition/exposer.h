@@ -1,0 +1,38 @@
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <prometheus/collectable.h>
+#include <prometheus/gauge.h>
+#include <prometheus/registry.h>
+
+#include "exposition/snapshot_writer.h"
+#include "store/metric_store.h"
+
+namespace xpu::exposition {
+
+// Assembles one scrape: the store's device series (fast path), then every
+// registered Collectable (device info, self-metrics...) through the same text
+// primitives. No source can fail the scrape: each only contributes what it has.
+// Thread-safe; sources must outlive it.
+class Exposer {
+ public:
+  // `self` receives the exposer's own metrics (scrape duration, series).
+  Exposer(store::MetricStore* store, prometheus::Registry* self);
+
+  void AddCollectable(const prometheus::Collectable* c) { collectables_.push_back(c); }
+
+  // Renders the full exposition into `out` (cleared first).
+  void Render(std::string* out);
+
+ private:
+  store::MetricStore* const store_;
+  std::vector<const prometheus::Collectable*> collectables_;
+  SnapshotWriter writer_;
+  prometheus::Gauge& scrape_duration_;
+  prometheus::Gauge& series_;
+};
+
+}  // namespace xpu::exposition

@@ -1,0 +1,79 @@
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+class CivetServer;
+
+namespace xpu::http {
+
+struct Request {
+  std::string method;
+  std::string path;
+  std::string query;
+  std::string accept_encoding;
+};
+
+struct Response {
+  int status = 200;
+  std::string content_type = "text/plain; charset=utf-8";
+  std::string body;
+  std::vector<std::pair<std::string, std::string>> headers;
+};
+
+using Handler = std::function<Response(const Request&)>;
+
+struct WebOptions {
+  // Prometheus-style addresses: ":9445", "127.0.0.1:0", "[::1]:9445".
+  std::vector<std::string> listen_addresses;
+  int max_connections = 16;     // concurrent requests (civetweb worker threads)
+  int request_timeout_ms = 10000;
+};
+
+// The HTTP front: exact-path routing over civetweb, 404 for unknown paths,
+// 405 (with Allow) for other methods, gzip for bodies when the client asks.
+// Routes are added before Start(); handlers run on civetweb's worker threads
+// and must be thread-safe. Start()/Stop() from the owning thread.
+class WebServer {
+ public:
+  explicit WebServer(WebOptions options);
+  ~WebServer();
+  WebServer(const WebServer&) = delete;
+  WebServer& operator=(const WebServer&) = delete;
+
+  // `methods` e.g. {"GET", "HEAD"}; HEAD is answered like GET without a body.
+  void Route(const std::string& path, std::set<std::string> methods, Handler handler,
+             bool gzip = false);
+
+  Status Start();
+  void Stop();
+  // Bound ports, in the order of listen_addresses (after Start).
+  std::vector<int> ports() const;
+
+  // Converts a Prometheus-style listen address into civetweb's
+  // listening_ports syntax; InvalidArgument if malformed.
+  static Status ToCivetPort(const std::string& address, std::string* out);
+
+ private:
+  class Dispatcher;
+  struct RouteEntry {
+    std::set<std::string> methods;
+    Handler handler;
+    bool gzip;
+  };
+  WebOptions options_;
+  std::map<std::string, RouteEntry> routes_;  // immutable after Start
+  std::unique_ptr<Dispatcher> dispatcher_;
+  std::unique_ptr<CivetServer> server_;
+};
+
+// gzip-compresses `in` (fast level); empty on failure.
+std::string Gzip(const std::string& in);
+
+}  // namespace xpu::http

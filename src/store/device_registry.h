@@ -1,0 +1,60 @@
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <prometheus/collectable.h>
+#include <prometheus/metric_family.h>
+
+namespace xpu::store {
+
+// One topology level of section 3.4, flattened for labels.
+struct TopologyLevel {
+  int level = 0;
+  std::string name;
+  std::string group;  // topoN: "4" or "0,1" or an identifier such as "asw-001"
+  std::string peers;  // "0,1,2,3"; empty when absent
+  bool operator==(const TopologyLevel&) const = default;
+};
+
+// Everything the exporter knows about one device from ListAndWatch and
+// ListGpuInfo. Strings are already sanitised for use as label values.
+struct DeviceInfo {
+  int32_t minor = 0;
+  std::string uuid;
+  std::string model;
+  std::string health;  // as XDM reports it: "Healthy", "Unhealthy"
+  uint64_t total_memory_mib = 0;
+  std::string driver_version;
+  std::string firmware_version;
+  std::string bus_id;
+  std::string serial;
+  int32_t numa_node = -1;
+  bool mig_capable = false;
+  std::vector<TopologyLevel> topology;
+  std::string topology_error;  // non-empty when the topology JSON was unusable
+  bool operator==(const DeviceInfo&) const = default;
+};
+
+// The node's devices as XDM last described them, exposed as
+// xpu_device_info, xpu_device_topology_info and xpu_device_health{source="xdm"}.
+// Thread-safe: the upstream client writes, scrapes and /status read.
+class DeviceRegistry : public prometheus::Collectable {
+ public:
+  // Replaces the device list. Returns false if nothing changed.
+  bool SetXdmDevices(std::vector<DeviceInfo> devices);
+  std::vector<DeviceInfo> Devices() const;
+  bool known() const;
+
+  std::vector<prometheus::MetricFamily> Collect() const override;
+
+ private:
+  mutable std::mutex mu_;
+  std::vector<DeviceInfo> devices_;  // guarded by mu_, sorted by minor
+  bool known_ = false;               // guarded by mu_
+};
+
+}  // namespace xpu::store

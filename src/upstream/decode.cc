@@ -1,0 +1,138 @@
+#include "upstream/decode.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include <nlohmann/json.hpp>
+
+#include "exposition/text_format.h"
+
+namespace xpu::upstream {
+namespace {
+
+constexpr size_t kMaxLabelBytes = 256;
+
+bool Repair(std::string* s) { return exposition::SanitizeLabelValue(s, kMaxLabelBytes); }
+
+std::string JoinJson(const nlohmann::json& v) {
+  if (v.is_string()) return v.get<std::string>();
+  if (v.is_number_integer()) return std::to_string(v.get<int64_t>());
+  if (v.is_array()) {
+    std::string out;
+    for (const auto& e : v) {
+      if (!out.empty()) out += ",";
+      out += JoinJson(e);
+    }
+    return out;
+  }
+  return v.dump();
+}
+
+}  // namespace
+
+void DecodeData(const xdm::api::ExporterDataResponse& msg, const catalog::Catalog& catalog,
+                bool keep_unknown, std::vector<store::Sample>* out, DecodeStats* stats) {
+  out->clear();
+  out->reserve(static_cast<size_t>(msg.datalist_size()));
+  for (const auto& d : msg.datalist()) {
+    const catalog::Entry* e = catalog.Find(d.metricid());
+    if (e == nullptr) {
+      ++stats->unknown_id;
+      if (!keep_unknown) continue;
+    }
+    const double v = d.value();
+    if (!std::isfinite(v)) {
+      ++stats->non_finite;
+      continue;
+    }
+    if (e != nullptr && e->type == catalog::MetricType::kCounter && v < 0) {
+      ++stats->negative_counter;
+      continue;
+    }
+    store::Sample& s = out->emplace_back();
+    s.minor = d.minor();
+    s.metric_id = d.metricid();
+    s.instance = d.instance();
+    if (!s.instance.empty() && Repair(&s.instance)) ++stats->bad_instance;
+    s.value = e ? e->Apply(v) : v;
+  }
+}
+
+Status ParseTopology(const std::string& json, std::vector<store::TopologyLevel>* out) {
+  out->clear();
+  nlohmann::json j = nlohmann::json::parse(json, nullptr, false);
+  if (j.is_discarded()) return Status::InvalidArgument("topology is not JSON");
+  if (!j.is_object() || !j.contains("levels") || !j["levels"].is_array())
+    return Status::InvalidArgument("topology lacks a \"levels\" array");
+  std::vector<store::TopologyLevel> levels;
+  for (const auto& l : j["levels"]) {
+    if (!l.is_object() || !l.contains("level") || !l["level"].is_number_integer())
+      return Status::InvalidArgument("topology level without an integer \"level\"");
+    store::TopologyLevel t;
+    t.level = l["level"].get<int>();
+    if (l.contains("name") && l["name"].is_string()) t.name = l["name"].get<std::string>();
+    const std::string topo_key = "topo" + std::to_string(t.level);
+    if (l.contains(topo_key)) t.group = JoinJson(l[topo_key]);
+    if (l.contains("peers")) t.peers = JoinJson(l["peers"]);
+    Repair(&t.name);
+    Repair(&t.group);
+    Repair(&t.peers);
+    levels.push_back(std::move(t));
+  }
+  std::sort(levels.begin(), levels.end(),
+            [](const store::TopologyLevel& a, const store::TopologyLevel& b) { return a.level < b.level; });
+  *out = std::move(levels);
+  return Status::Ok();
+}
+
+std::vector<store::DeviceInfo> DecodeDevices(const xdm::api::ListAndWatchResponse& devices,
+                                      const xdm::api::GpuInfoResponse& gpu_info,
+                                      DeviceDecodeStats* stats) {
+  std::map<int32_t, const xdm::api::GpuInfo*> info;
+  for (const auto& g : gpu_info.gpuinfos()) info[g.minor()] = &g;
+  std::map<int32_t, store::DeviceInfo> out;
+  for (const auto& d : devices.devices()) {
+    if (out.count(d.minor()) > 0) {
+      ++stats->duplicate_minor;
+      continue;
+    }
+    store::DeviceInfo di;
+    di.minor = d.minor();
+    di.uuid = d.id();
+    di.model = d.type();
+    di.health = d.health();
+    di.total_memory_mib = d.totalmemory();
+    auto it = info.find(d.minor());
+    if (it != info.end()) {
+      const xdm::api::GpuInfo& g = *it->second;
+      if (di.uuid.empty()) di.uuid = g.uuid();
+      if (!g.model().empty()) di.model = g.model();
+      di.driver_version = g.driverversion();
+      di.firmware_version = g.firmwareversion();
+      di.bus_id = g.busid();
+      di.serial = g.serial();
+      di.numa_node = g.numanode();
+      di.mig_capable = g.migcapable();
+      if (di.total_memory_mib == 0) di.total_memory_mib = g.totalmemory();
+    }
+    for (std::string* s : {&di.uuid, &di.model, &di.health, &di.driver_version,
+                           &di.firmware_version, &di.bus_id, &di.serial}) {
+      if (Repair(s)) ++stats->repaired_labels;
+    }
+    auto topo = d.extenderresources().find("topology");
+    if (topo != d.extenderresources().end()) {
+      Status s = ParseTopology(topo->second, &di.topology);
+      if (!s.ok()) {
+        ++stats->bad_topology;
+        di.topology_error = s.message();
+      }
+    }
+    out.emplace(di.minor, std::move(di));
+  }
+  std::vector<store::DeviceInfo> list;
+  for (auto& [minor, di] : out) list.push_back(std::move(di));
+  return list;
+}
+
+}  // namespace xpu::upstream

@@ -1,0 +1,490 @@
+#include "upstream/xdm_client.h"
+
+#include <random>
+
+#include <spdlog/spdlog.h>
+
+namespace xpu::upstream {
+namespace {
+
+using SteadyClock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+double Seconds(SteadyClock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+std::string Describe(const grpc::Status& s) {
+  return std::to_string(static_cast<int>(s.error_code())) + " " + s.error_message();
+}
+
+}  // namespace
+
+const char* ModeName(Mode m) {
+  switch (m) {
+    case Mode::kStream: return "stream";
+    case Mode::kPoll: return "poll";
+    case Mode::kDown: return "down";
+  }
+  return "down";
+}
+
+ChannelFactory DefaultChannelFactory(const ClientOptions& options) {
+  return [options](const std::string& endpoint) {
+    grpc::ChannelArguments args;
+    // The channel's own reconnect schedule matches the stream's backoff.
+    args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, static_cast<int>(options.backoff_initial.count()));
+    args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, static_cast<int>(options.backoff_initial.count()));
+    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, static_cast<int>(options.backoff_max.count()));
+    // Keepalive finds a dead peer on an idle connection; the stream watchdog
+    // covers a live but silent one. 20 s keeps well inside servers' ping policy
+    // while a stream is active.
+    args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 20000);
+    args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 10000);
+    args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 0);
+    // A 100,000-series snapshot is several MB; gRPC's default cap is 4 MB.
+    args.SetMaxReceiveMessageSize(256 * 1024 * 1024);
+    return grpc::CreateCustomChannel(endpoint, grpc::InsecureChannelCredentials(), args);
+  };
+}
+
+struct XdmClient::Metrics {
+  explicit Metrics(prometheus::Registry& r)
+      : up(prometheus::BuildGauge()
+               .Name("xpu_exporter_upstream_up")
+               .Help("Whether metric data arrives from XDM (stream or poll): 1 yes, 0 no.")
+               .Register(r)
+               .Add({})),
+        mode_family(prometheus::BuildGauge()
+                        .Name("xpu_exporter_upstream_mode")
+                        .Help("How metric data arrives from XDM; the current mode is 1.")
+                        .Register(r)),
+        reconnects(prometheus::BuildCounter()
+                       .Name("xpu_exporter_stream_reconnects_total")
+                       .Help("Re-subscriptions to ExporterDataStream after it ended.")
+                       .Register(r)
+                       .Add({})),
+        stream_messages(prometheus::BuildCounter()
+                            .Name("xpu_exporter_stream_messages_total")
+                            .Help("Messages received on ExporterDataStream.")
+                            .Register(r)
+                            .Add({})),
+        poll_requests(prometheus::BuildCounter()
+                          .Name("xpu_exporter_poll_requests_total")
+                          .Help("ExporterGetDataList calls made while the stream was down.")
+                          .Register(r)
+                          .Add({})),
+        poll_failures(prometheus::BuildCounter()
+                          .Name("xpu_exporter_poll_failures_total")
+                          .Help("ExporterGetDataList calls that failed.")
+                          .Register(r)
+                          .Add({})),
+        last_sample(prometheus::BuildGauge()
+                        .Name("xpu_exporter_last_sample_timestamp_seconds")
+                        .Help("Unix time of the last metric data received from XDM.")
+                        .Register(r)
+                        .Add({})),
+        collector_success(prometheus::BuildGauge()
+                              .Name("xpu_exporter_collector_success")
+                              .Help("Whether the last call of each upstream source succeeded.")
+                              .Register(r)),
+        collector_duration(prometheus::BuildGauge()
+                               .Name("xpu_exporter_collector_duration_seconds")
+                               .Help("How long the last call of each upstream source took.")
+                               .Register(r)),
+        series_dropped(prometheus::BuildCounter()
+                           .Name("xpu_exporter_series_dropped_total")
+                           .Help("Samples of new series refused because the series cap was "
+                                 "reached (--collector.max-series).")
+                           .Register(r)
+                           .Add({})),
+        unknown_samples(prometheus::BuildCounter()
+                            .Name("xpu_exporter_unknown_metric_samples_total")
+                            .Help("Samples whose metric ID is not in the catalog.")
+                            .Register(r)
+                            .Add({})),
+        invalid(prometheus::BuildCounter()
+                    .Name("xpu_exporter_invalid_samples_total")
+                    .Help("Upstream data dropped or repaired, by reason.")
+                    .Register(r)) {
+    for (Mode m : {Mode::kDown, Mode::kPoll, Mode::kStream})
+      mode[static_cast<int>(m)] = &mode_family.Add({{"mode", ModeName(m)}});
+    mode[static_cast<int>(Mode::kDown)]->Set(1);
+    for (const char* reason : {"non_finite", "negative_counter", "duplicate", "unknown_device",
+                               "bad_label", "bad_topology"})
+      invalid_by[reason] = &invalid.Add({{"reason", reason}});
+  }
+  prometheus::Gauge& up;
+  prometheus::Family<prometheus::Gauge>& mode_family;
+  prometheus::Gauge* mode[3];
+  prometheus::Counter& reconnects;
+  prometheus::Counter& stream_messages;
+  prometheus::Counter& poll_requests;
+  prometheus::Counter& poll_failures;
+  prometheus::Gauge& last_sample;
+  prometheus::Family<prometheus::Gauge>& collector_success;
+  prometheus::Family<prometheus::Gauge>& collector_duration;
+  prometheus::Counter& series_dropped;
+  prometheus::Counter& unknown_samples;
+  prometheus::Family<prometheus::Counter>& invalid;
+  std::map<std::string, prometheus::Counter*> invalid_by;
+};
+
+XdmClient::XdmClient(ClientOptions options, std::shared_ptr<const catalog::Catalog> catalog,
+                     store::MetricStore* store, store::DeviceRegistry* devices,
+                     prometheus::Registry* self_metrics, ChannelFactory channels,
+                     std::function<double()> uniform01)
+    : options_(std::move(options)),
+      catalog_(std::move(catalog)),
+      store_(store),
+      devices_(devices),
+      metrics_(std::make_unique<Metrics>(*self_metrics)),
+      uniform01_(std::move(uniform01)) {
+  if (options_.interval.count() <= 0) throw std::invalid_argument("interval must be > 0");
+  if (!channels) channels = DefaultChannelFactory(options_);
+  if (!uniform01_) {
+    auto rng = std::make_shared<std::mt19937_64>(std::random_device{}());
+    uniform01_ = [rng] { return std::uniform_real_distribution<double>(0, 1)(*rng); };
+  }
+  channel_ = channels(options_.xdm_endpoint);
+  stub_ = xdm::api::XpuDeviceManagerService::NewStub(channel_);
+  if (!options_.controller_endpoint.empty()) {
+    controller_channel_ = channels(options_.controller_endpoint);
+    controller_ = xdm::config::AmpConfigService::NewStub(controller_channel_);
+  }
+}
+
+XdmClient::~XdmClient() { Stop(); }
+
+void XdmClient::Start() {
+  stream_thread_ = std::thread([this] { StreamLoop(); });
+  poll_thread_ = std::thread([this] { PollLoop(); });
+  info_thread_ = std::thread([this] { InfoLoop(); });
+}
+
+void XdmClient::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+    for (grpc::ClientContext* c : calls_) c->TryCancel();
+  }
+  cv_.notify_all();
+  for (std::thread* t : {&stream_thread_, &poll_thread_, &info_thread_}) {
+    if (t->joinable()) t->join();
+  }
+}
+
+bool XdmClient::Track(grpc::ClientContext* ctx) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (stopping_) return false;
+  calls_.insert(ctx);
+  return true;
+}
+
+void XdmClient::Untrack(grpc::ClientContext* ctx) {
+  std::lock_guard<std::mutex> lock(mu_);
+  calls_.erase(ctx);
+}
+
+bool XdmClient::SleepUntil(SteadyClock::time_point deadline) {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait_until(lock, deadline, [&] { return stopping_.load(); });
+  return !stopping_;
+}
+
+void XdmClient::LogOnce(const std::string& what, const std::string& message) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!logged_.insert(what).second) return;
+  }
+  spdlog::warn("{} (logged once; counted in xpu_exporter_invalid_samples_total)", message);
+}
+
+void XdmClient::Collector(const std::string& name, bool ok, SteadyClock::duration took) {
+  metrics_->collector_success.Add({{"collector", name}}).Set(ok ? 1 : 0);
+  metrics_->collector_duration.Add({{"collector", name}}).Set(Seconds(took));
+}
+
+void XdmClient::Ingest(const xdm::api::ExporterDataResponse& msg) {
+  thread_local std::vector<store::Sample> batch;
+  DecodeStats ds;
+  DecodeData(msg, *catalog_, options_.keep_unknown, &batch, &ds);
+  const store::ApplyStats st = store_->Apply(batch, SteadyClock::now());
+  metrics_->last_sample.Set(std::chrono::duration<double>(
+                                std::chrono::system_clock::now().time_since_epoch())
+                                .count());
+  if (ds.unknown_id) {
+    metrics_->unknown_samples.Increment(static_cast<double>(ds.unknown_id));
+    LogOnce("unknown_id", "XDM sent metric IDs that the catalog does not know");
+  }
+  auto count = [&](const char* reason, size_t n, const char* message) {
+    if (n == 0) return;
+    metrics_->invalid_by[reason]->Increment(static_cast<double>(n));
+    LogOnce(reason, message);
+  };
+  count("non_finite", ds.non_finite, "XDM sent NaN or infinite values; dropped");
+  count("negative_counter", ds.negative_counter, "XDM sent negative counter values; dropped");
+  count("bad_label", ds.bad_instance, "XDM sent instance names with invalid UTF-8 or too long; repaired");
+  count("duplicate", st.duplicates, "XDM sent the same series twice in one message; the last wins");
+  count("unknown_device", st.unknown_device, "XDM sent data for a device ListAndWatch does not list; dropped");
+  if (st.dropped) {
+    metrics_->series_dropped.Increment(static_cast<double>(st.dropped));
+    LogOnce("series_cap", "series cap reached (--collector.max-series); new series dropped");
+  }
+}
+
+void XdmClient::UpdateMode() {
+  Mode m;
+  Mode old;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    const auto now = SteadyClock::now();
+    const bool stream_fresh = stream_open_ && last_stream_msg_ >= stream_opened_ &&
+                              now - last_stream_msg_ < options_.interval * 3 / 2;
+    m = stream_fresh ? Mode::kStream : last_poll_ok_ ? Mode::kPoll : Mode::kDown;
+    old = mode_;
+    mode_ = m;
+  }
+  if (m == old) return;
+  for (Mode x : {Mode::kDown, Mode::kPoll, Mode::kStream})
+    metrics_->mode[static_cast<int>(x)]->Set(x == m ? 1 : 0);
+  metrics_->up.Set(m == Mode::kDown ? 0 : 1);
+  if (m == Mode::kDown) {
+    spdlog::warn("upstream mode {} -> {}: no metric data from XDM at {}", ModeName(old),
+                 ModeName(m), options_.xdm_endpoint);
+  } else {
+    spdlog::info("upstream mode {} -> {}", ModeName(old), ModeName(m));
+  }
+}
+
+void XdmClient::StreamLoop() {
+  Backoff backoff(options_.backoff_initial, 2.0, options_.backoff_max, 0.2, uniform01_);
+  const xdm::api::ExporterDataRequest req;  // everything
+  while (!stopping_) {
+    grpc::ClientContext ctx;
+    if (!Track(&ctx)) break;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stream_ctx_ = &ctx;
+      stream_open_ = true;
+      stream_opened_ = SteadyClock::now();
+    }
+    auto reader = stub_->ExporterDataStream(&ctx, req);
+    xdm::api::ExporterDataResponse msg;
+    bool delivered = false;
+    auto t0 = SteadyClock::now();
+    while (reader->Read(&msg)) {
+      if (!delivered) {
+        delivered = true;
+        backoff.Reset();
+        spdlog::info("ExporterDataStream delivering from {}", options_.xdm_endpoint);
+      }
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        last_stream_msg_ = SteadyClock::now();
+      }
+      metrics_->stream_messages.Increment();
+      Ingest(msg);
+      Collector("stream", true, SteadyClock::now() - t0);
+      UpdateMode();
+      t0 = SteadyClock::now();
+    }
+    const grpc::Status st = reader->Finish();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stream_ctx_ = nullptr;
+      stream_open_ = false;
+      poll_now_ = true;
+      calls_.erase(&ctx);
+    }
+    cv_.notify_all();
+    UpdateMode();
+    if (stopping_) break;
+    Collector("stream", false, SteadyClock::now() - t0);
+    const auto wait = backoff.Next();
+    spdlog::warn("ExporterDataStream ended ({}); polling, re-subscribing in {} ms", Describe(st),
+                 wait.count());
+    if (!SleepUntil(SteadyClock::now() + wait)) break;
+    metrics_->reconnects.Increment();
+    std::lock_guard<std::mutex> lock(mu_);
+    ++reconnects_;
+  }
+}
+
+bool XdmClient::PollOnce() {
+  grpc::ClientContext ctx;
+  if (!Track(&ctx)) return false;
+  ctx.set_deadline(std::chrono::system_clock::now() + options_.interval * 4 / 5);
+  xdm::api::ExporterDataResponse resp;
+  const auto t0 = SteadyClock::now();
+  const grpc::Status st = stub_->ExporterGetDataList(&ctx, xdm::api::ExporterDataRequest(), &resp);
+  Untrack(&ctx);
+  metrics_->poll_requests.Increment();
+  Collector("poll", st.ok(), SteadyClock::now() - t0);
+  if (st.ok()) {
+    Ingest(resp);
+  } else {
+    metrics_->poll_failures.Increment();
+    spdlog::debug("ExporterGetDataList failed: {}", Describe(st));
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  last_poll_ok_ = st.ok();
+  return st.ok();
+}
+
+void XdmClient::PollLoop() {
+  const auto watchdog = options_.watchdog.count() > 0 ? options_.watchdog : options_.interval * 3;
+  auto next = SteadyClock::now();
+  while (!stopping_) {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait_until(lock, next, [&] { return stopping_.load() || poll_now_; });
+      if (stopping_) break;
+      poll_now_ = false;
+    }
+    const auto now = SteadyClock::now();
+    bool stream_fresh;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stream_fresh = stream_open_ && last_stream_msg_ >= stream_opened_ &&
+                     now - last_stream_msg_ < options_.interval * 3 / 2;
+      const auto quiet_since = std::max(last_stream_msg_, stream_opened_);
+      if (stream_open_ && stream_ctx_ != nullptr && now - quiet_since > watchdog) {
+        spdlog::warn("ExporterDataStream silent for {} ms; cancelling it (watchdog)",
+                     std::chrono::duration_cast<milliseconds>(now - quiet_since).count());
+        stream_ctx_->TryCancel();
+      }
+    }
+    if (!stream_fresh) PollOnce();
+    UpdateMode();
+    next = now + options_.interval;
+  }
+}
+
+void XdmClient::ReadStaticInfo() {
+  auto call = [&](const char* name, auto&& fn) {
+    grpc::ClientContext ctx;
+    if (!Track(&ctx)) return;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
+    const auto t0 = SteadyClock::now();
+    grpc::Status st = fn(&ctx);
+    Untrack(&ctx);
+    Collector(name, st.ok(), SteadyClock::now() - t0);
+    if (!st.ok() && !stopping_) spdlog::warn("{} failed: {}", name, Describe(st));
+  };
+  call("gpu_info", [&](grpc::ClientContext* ctx) {
+    xdm::api::GpuInfoResponse resp;
+    grpc::Status st = stub_->ListGpuInfo(ctx, {}, &resp);
+    if (st.ok()) {
+      std::lock_guard<std::mutex> lock(mu_);
+      gpu_info_ = std::move(resp);
+    }
+    return st;
+  });
+  call("supported_types", [&](grpc::ClientContext* ctx) {
+    xdm::api::XPUTypeResponse resp;
+    grpc::Status st = stub_->ListSupportedXPUType(ctx, {}, &resp);
+    if (st.ok()) {
+      std::lock_guard<std::mutex> lock(mu_);
+      info_.supported_types.assign(resp.types().begin(), resp.types().end());
+    }
+    return st;
+  });
+  call("exporter_config", [&](grpc::ClientContext* ctx) {
+    xdm::api::ExporterConfigResponse resp;
+    grpc::Status st = stub_->ExporterGetConfig(ctx, {}, &resp);
+    if (st.ok()) {
+      std::lock_guard<std::mutex> lock(mu_);
+      info_.config = std::move(resp);
+    }
+    return st;
+  });
+  call("exporter_status", [&](grpc::ClientContext* ctx) {
+    xdm::api::ExporterStatusResponse resp;
+    grpc::Status st = stub_->ExporterGetStatus(ctx, {}, &resp);
+    if (st.ok()) {
+      std::lock_guard<std::mutex> lock(mu_);
+      info_.status = std::move(resp);
+    }
+    return st;
+  });
+  if (controller_) {
+    call("controller", [&](grpc::ClientContext* ctx) {
+      xdm::config::QueryStatusResponse resp;
+      grpc::Status st = controller_->QueryStatus(ctx, {}, &resp);
+      if (st.ok()) {
+        std::lock_guard<std::mutex> lock(mu_);
+        info_.controller_enabled = resp.enabled();
+      }
+      return st;
+    });
+  }
+}
+
+void XdmClient::InfoLoop() {
+  Backoff backoff(options_.backoff_initial, 2.0, options_.backoff_max, 0.2, uniform01_);
+  while (!stopping_) {
+    ReadStaticInfo();
+    grpc::ClientContext ctx;
+    if (!Track(&ctx)) break;
+    auto reader = stub_->ListAndWatch(&ctx, {});
+    xdm::api::ListAndWatchResponse resp;
+    auto t0 = SteadyClock::now();
+    while (reader->Read(&resp)) {
+      backoff.Reset();
+      bool missing_info;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        std::set<int32_t> have;
+        for (const auto& g : gpu_info_.gpuinfos()) have.insert(g.minor());
+        missing_info = std::any_of(resp.devices().begin(), resp.devices().end(),
+                                   [&](const auto& d) { return have.count(d.minor()) == 0; });
+      }
+      if (missing_info) ReadStaticInfo();  // new devices: fetch their static info
+      DeviceDecodeStats ds;
+      xdm::api::GpuInfoResponse gpu;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        gpu = gpu_info_;
+      }
+      std::vector<store::DeviceInfo> devs = DecodeDevices(resp, gpu, &ds);
+      if (ds.repaired_labels) {
+        metrics_->invalid_by["bad_label"]->Increment(static_cast<double>(ds.repaired_labels));
+        LogOnce("bad_device_label", "XDM sent device strings with invalid UTF-8 or too long; repaired");
+      }
+      if (ds.bad_topology) {
+        metrics_->invalid_by["bad_topology"]->Increment(static_cast<double>(ds.bad_topology));
+        LogOnce("bad_topology", "XDM sent a malformed topology JSON; topology labels omitted");
+      }
+      std::map<int32_t, store::DeviceLabels> labels;
+      for (const auto& d : devs) labels[d.minor] = {d.uuid, d.model};
+      store_->SetDevices(labels);
+      if (devices_->SetXdmDevices(std::move(devs)))
+        spdlog::info("ListAndWatch: {} devices", resp.devices_size());
+      Collector("list_and_watch", true, SteadyClock::now() - t0);
+      t0 = SteadyClock::now();
+    }
+    const grpc::Status st = reader->Finish();
+    Untrack(&ctx);
+    if (stopping_) break;
+    Collector("list_and_watch", false, SteadyClock::now() - t0);
+    const auto wait = backoff.Next();
+    spdlog::warn("ListAndWatch ended ({}); re-subscribing in {} ms", Describe(st), wait.count());
+    if (!SleepUntil(SteadyClock::now() + wait)) break;
+  }
+}
+
+Mode XdmClient::mode() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return mode_;
+}
+
+UpstreamInfo XdmClient::info() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return info_;
+}
+
+uint64_t XdmClient::reconnects() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return reconnects_;
+}
+
+}  // namespace xpu::upstream

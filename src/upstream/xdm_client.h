@@ -1,0 +1,135 @@
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+
+#include <grpcpp/grpcpp.h>
+#include <prometheus/counter.h>
+#include <prometheus/family.h>
+#include <prometheus/gauge.h>
+#include <prometheus/registry.h>
+
+#include "catalog/catalog.h"
+#include "store/device_registry.h"
+#include "store/metric_store.h"
+#include "upstream/backoff.h"
+#include "upstream/decode.h"
+#include "xdm/api_outer.grpc.pb.h"
+#include "xdm/config_service.grpc.pb.h"
+
+namespace xpu::upstream {
+
+// How metric data currently arrives: `stream` (ExporterDataStream delivering),
+// `poll` (stream down, ExporterGetDataList answering) or `down` (neither).
+enum class Mode { kDown, kPoll, kStream };
+const char* ModeName(Mode m);
+
+struct ClientOptions {
+  std::string xdm_endpoint;         // "unix:///run/.../dp2mgr.sock"
+  std::string controller_endpoint;  // "unix:///run/.../config-daemon.sock"
+  std::chrono::milliseconds interval{1000};
+  // A stream silent this long is cancelled and re-subscribed (hung daemon).
+  // 0 means 3 intervals.
+  std::chrono::milliseconds watchdog{0};
+  std::chrono::milliseconds backoff_initial{1000};
+  std::chrono::milliseconds backoff_max{30000};
+  bool keep_unknown = false;  // export unknown metric IDs as xpu_unknown_metric
+};
+
+// Creates the channel to an endpoint; tests may inject their own.
+using ChannelFactory = std::function<std::shared_ptr<grpc::Channel>(const std::string& endpoint)>;
+// The default: insecure (Unix socket) channel with reconnect backoff and
+// keepalive matching ClientOptions.
+ChannelFactory DefaultChannelFactory(const ClientOptions& options);
+
+// Last-read answers of the informational RPCs, for /status and /config.
+struct UpstreamInfo {
+  std::optional<xdm::api::ExporterConfigResponse> config;
+  std::optional<xdm::api::ExporterStatusResponse> status;
+  std::optional<bool> controller_enabled;
+  std::vector<std::string> supported_types;
+};
+
+// The XDM client: keeps ExporterDataStream subscribed (re-subscribing with
+// Backoff), polls ExporterGetDataList while the stream does not deliver, and
+// follows ListAndWatch plus the static RPCs. It writes samples into the store
+// and device info into the registry, and keeps its self-metrics in the given
+// prometheus registry.
+//
+// Threads: Start() runs three of its own (stream, poller/watchdog, info).
+// Start() and Stop() are for the owning thread; the accessors are thread-safe.
+class XdmClient {
+ public:
+  XdmClient(ClientOptions options, std::shared_ptr<const catalog::Catalog> catalog,
+            store::MetricStore* store, store::DeviceRegistry* devices,
+            prometheus::Registry* self_metrics, ChannelFactory channels = nullptr,
+            std::function<double()> uniform01 = nullptr);
+  ~XdmClient();
+  XdmClient(const XdmClient&) = delete;
+  XdmClient& operator=(const XdmClient&) = delete;
+
+  void Start();
+  // Cancels every call in flight and joins the threads; returns promptly.
+  void Stop();
+
+  Mode mode() const;
+  UpstreamInfo info() const;
+  uint64_t reconnects() const;
+
+ private:
+  struct Metrics;
+  void StreamLoop();
+  void PollLoop();
+  void InfoLoop();
+  bool PollOnce();
+  void Ingest(const xdm::api::ExporterDataResponse& msg);
+  void ReadStaticInfo();
+  void UpdateMode();
+  void Collector(const std::string& name, bool ok, std::chrono::steady_clock::duration took);
+  // Sleeps until `deadline` or Stop(); false if stopping.
+  bool SleepUntil(std::chrono::steady_clock::time_point deadline);
+  void LogOnce(const std::string& what, const std::string& message);
+  // Registers a call for cancellation by Stop(); false if already stopping.
+  bool Track(grpc::ClientContext* ctx);
+  void Untrack(grpc::ClientContext* ctx);
+
+  const ClientOptions options_;
+  const std::shared_ptr<const catalog::Catalog> catalog_;
+  store::MetricStore* const store_;
+  store::DeviceRegistry* const devices_;
+  std::unique_ptr<Metrics> metrics_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::shared_ptr<grpc::Channel> controller_channel_;
+  std::unique_ptr<xdm::api::XpuDeviceManagerService::Stub> stub_;
+  std::unique_ptr<xdm::config::AmpConfigService::Stub> controller_;
+  std::function<double()> uniform01_;
+
+  std::atomic<bool> stopping_{false};
+  std::thread stream_thread_, poll_thread_, info_thread_;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  // State below is protected by mu_.
+  Mode mode_ = Mode::kDown;
+  grpc::ClientContext* stream_ctx_ = nullptr;  // the open stream's, for cancelling
+  std::set<grpc::ClientContext*> calls_;       // every call in flight, for Stop()
+  bool stream_open_ = false;
+  std::chrono::steady_clock::time_point last_stream_msg_{};
+  std::chrono::steady_clock::time_point stream_opened_{};
+  bool last_poll_ok_ = false;
+  bool poll_now_ = false;  // the stream just ended: poll without waiting
+  uint64_t reconnects_ = 0;
+  UpstreamInfo info_;
+  xdm::api::GpuInfoResponse gpu_info_;
+  std::set<std::string> logged_;  // problems already logged once
+};
+
+}  // namespace xpu::upstream
