@@ -1,0 +1,98 @@
+#include "catalog/catalog.h"
+
+#include <set>
+
+#include <gtest/gtest.h>
+
+#include "models.h"  // xdm-sim's metric IDs
+
+namespace xpu::catalog {
+namespace {
+
+TEST(CatalogTest, BuiltinEntriesFollowPrometheusNamingRules) {
+  auto cat = Catalog::Builtin();
+  ASSERT_FALSE(cat->entries().empty());
+  std::set<uint32_t> ids;
+  std::set<std::string> names;
+  for (const Entry& e : cat->entries()) {
+    EXPECT_EQ(CheckEntry(e), "") << e.name;
+    EXPECT_TRUE(ids.insert(e.id).second) << "duplicate id " << e.id;
+    EXPECT_TRUE(names.insert(e.name).second) << "duplicate name " << e.name;
+  }
+}
+
+TEST(CatalogTest, CoversEveryMetricTheSimulatorServes) {
+  auto cat = Catalog::Builtin();
+  for (const auto& m : xdmsim::AllMetrics()) {
+    const Entry* e = cat->Find(m.id);
+    ASSERT_NE(e, nullptr) << m.name;
+    EXPECT_EQ(!e->instance_label.empty(), m.per_link) << m.name;
+  }
+}
+
+Entry Make(std::string name, MetricType type, std::string unit) {
+  Entry e;
+  e.id = 1;
+  e.name = std::move(name);
+  e.type = type;
+  e.unit = std::move(unit);
+  e.help = "h";
+  return e;
+}
+
+TEST(CatalogTest, CheckEntryRejectsNamesThatBreakTheRules) {
+  EXPECT_NE(CheckEntry(Make("gpu_temp_celsius", MetricType::kGauge, "celsius")), "");  // prefix
+  EXPECT_NE(CheckEntry(Make("xpu_util_percent", MetricType::kGauge, "ratio")), "");    // percent
+  EXPECT_NE(CheckEntry(Make("xpu_energy_joules", MetricType::kCounter, "joules")), "");  // _total
+  EXPECT_NE(CheckEntry(Make("xpu_temp_total", MetricType::kGauge, "none")), "");  // gauge _total
+  EXPECT_NE(CheckEntry(Make("xpu_memory_used", MetricType::kGauge, "bytes")), "");  // no unit
+  EXPECT_NE(CheckEntry(Make("xpu_memory_mib", MetricType::kGauge, "mib")), "");  // not base
+  EXPECT_NE(CheckEntry(Make("xpu-bad", MetricType::kGauge, "none")), "");         // chars
+  EXPECT_NE(CheckEntry(Make("xpu_power_watts", MetricType::kGauge, "none")), "");  // unit lies
+  Entry no_help = Make("xpu_power_watts", MetricType::kGauge, "watts");
+  no_help.help.clear();
+  EXPECT_NE(CheckEntry(no_help), "");
+  Entry bad_scale = Make("xpu_power_watts", MetricType::kGauge, "watts");
+  bad_scale.scale = 0;
+  EXPECT_NE(CheckEntry(bad_scale), "");
+  Entry clash = Make("xpu_link_up", MetricType::kGauge, "none");
+  clash.instance_label = "uuid";
+  EXPECT_NE(CheckEntry(clash), "");
+  EXPECT_EQ(CheckEntry(Make("xpu_energy_joules_total", MetricType::kCounter, "joules")), "");
+}
+
+TEST(CatalogTest, ParseNamesUnknownKeyAndLine) {
+  std::shared_ptr<const Catalog> c;
+  Status s = Catalog::Parse(
+      "metrics:\n  - id: 1\n    name: xpu_power_watts\n    type: gauge\n    unit: watts\n"
+      "    help: h\n  - id: 2\n    name: xpu_x_watts\n    type: gauge\n    unit: watts\n"
+      "    help: h\n    colour: red\n",
+      "test.yaml", &c);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("unknown key 'colour'"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("line 7"), std::string::npos) << s.message();
+}
+
+TEST(CatalogTest, ParseRejectsDuplicatesAndGarbage) {
+  std::shared_ptr<const Catalog> c;
+  const std::string one =
+      "  - id: 1\n    name: xpu_power_watts\n    type: gauge\n    unit: watts\n    help: h\n";
+  EXPECT_FALSE(Catalog::Parse("metrics:\n" + one + one, "t", &c).ok());
+  EXPECT_FALSE(Catalog::Parse("metrics: [", "t", &c).ok());
+  EXPECT_FALSE(Catalog::Parse("other: 1", "t", &c).ok());
+  EXPECT_FALSE(Catalog::Parse("metrics:\n  - id: 1\n    name: xpu_a\n    type: histogram\n"
+                              "    unit: none\n    help: h\n",
+                              "t", &c)
+                   .ok());
+  EXPECT_TRUE(Catalog::Parse("metrics:\n" + one, "t", &c).ok());
+}
+
+TEST(CatalogTest, PercentScaleDividesExactly) {
+  const Entry* util = Catalog::Builtin()->Find(1);
+  ASSERT_NE(util, nullptr);
+  EXPECT_EQ(util->Apply(44.7), 0.447);
+  EXPECT_EQ(util->Apply(100), 1.0);
+}
+
+}  // namespace
+}  // namespace xpu::catalog

@@ -1,0 +1,143 @@
+#include "store/metric_store.h"
+
+#include <atomic>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "store/device_registry.h"
+
+namespace xpu::store {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+class StoreTest : public ::testing::Test {
+ protected:
+  MetricStore store_{catalog::Catalog::Builtin(), {seconds(3), 100}};
+  Clock::time_point t0_ = Clock::now();
+};
+
+std::vector<Sample> Batch(std::initializer_list<Sample> s) { return s; }
+
+TEST_F(StoreTest, KeepsLatestSamplePerSeries) {
+  store_.Apply(Batch({{0, 4, "", 40}, {1, 4, "", 41}}), t0_);
+  store_.Apply(Batch({{0, 4, "", 50}}), t0_ + milliseconds(10));
+  Snapshot s = store_.Snap(t0_ + milliseconds(20));
+  ASSERT_EQ(s.values.size(), 2u);
+  EXPECT_EQ(s.set->rows[0].minor, 0);
+  EXPECT_EQ(s.values[0], 50);
+  EXPECT_EQ(s.values[1], 41);
+}
+
+TEST_F(StoreTest, DropsSeriesNotRefreshedWithinStaleAfter) {
+  store_.Apply(Batch({{0, 4, "", 40}, {1, 4, "", 41}}), t0_);
+  store_.Apply(Batch({{0, 4, "", 42}}), t0_ + seconds(2));
+  Snapshot s = store_.Snap(t0_ + milliseconds(3500));
+  ASSERT_EQ(s.values.size(), 1u);
+  EXPECT_EQ(s.set->rows[0].minor, 0);
+}
+
+TEST_F(StoreTest, DropsSeriesOfVanishedDevice) {
+  store_.Apply(Batch({{0, 4, "", 40}, {1, 4, "", 41}, {1, 14, "0", 1}}), t0_);
+  store_.SetDevices({{0, {"U0", "M"}}});
+  Snapshot s = store_.Snap(t0_);
+  ASSERT_EQ(s.values.size(), 1u);
+  EXPECT_EQ(s.set->rows[0].device.uuid, "U0");
+  // Data for a device the list lacks is refused and counted.
+  ApplyStats st = store_.Apply(Batch({{1, 4, "", 41}}), t0_);
+  EXPECT_EQ(st.unknown_device, 1u);
+  EXPECT_EQ(store_.series_count(), 1u);
+}
+
+TEST_F(StoreTest, SeriesCapDropsAndCountsNewSeriesOnly) {
+  std::vector<Sample> many;
+  for (int i = 0; i < 150; ++i) many.push_back({i, 4, "", 1.0 * i});
+  ApplyStats st = store_.Apply(many, t0_);
+  EXPECT_EQ(st.dropped, 50u);
+  EXPECT_EQ(store_.series_count(), 100u);
+  EXPECT_EQ(store_.dropped_total(), 50u);
+  // Existing series still update at the cap.
+  st = store_.Apply(Batch({{0, 4, "", 99}}), t0_);
+  EXPECT_EQ(st.dropped, 0u);
+  EXPECT_EQ(store_.Snap(t0_).values[0], 99);
+}
+
+TEST_F(StoreTest, CountsDuplicatesInOneBatchAndKeepsTheLast) {
+  ApplyStats st = store_.Apply(Batch({{0, 4, "", 1}, {0, 4, "", 2}}), t0_);
+  EXPECT_EQ(st.duplicates, 1u);
+  EXPECT_EQ(store_.Snap(t0_).values[0], 2);
+}
+
+TEST_F(StoreTest, OrdersByCatalogThenMinorThenInstance) {
+  store_.Apply(Batch({{1, 14, "10", 0}, {1, 14, "2", 0}, {0, 14, "1", 0}, {1, 4, "", 0},
+                      {0, 1, "", 0}}),
+               t0_);
+  Snapshot s = store_.Snap(t0_);
+  std::vector<std::tuple<uint32_t, int, std::string>> got;
+  for (const Row& r : s.set->rows) got.emplace_back(r.metric_id, r.minor, r.instance);
+  EXPECT_EQ(got, (std::vector<std::tuple<uint32_t, int, std::string>>{
+                     {1, 0, ""}, {4, 1, ""}, {14, 0, "1"}, {14, 1, "2"}, {14, 1, "10"}}));
+}
+
+TEST_F(StoreTest, GenerationChangesOnlyWhenSeriesSetChanges) {
+  store_.Apply(Batch({{0, 4, "", 1}}), t0_);
+  const uint64_t g1 = store_.Snap(t0_).set->generation;
+  store_.Apply(Batch({{0, 4, "", 2}}), t0_);
+  EXPECT_EQ(store_.Snap(t0_).set->generation, g1);
+  store_.Apply(Batch({{1, 4, "", 2}}), t0_);
+  EXPECT_GT(store_.Snap(t0_).set->generation, g1);
+}
+
+TEST_F(StoreTest, SnapshotIsConsistentUnderConcurrentWrites) {
+  // Every batch writes one value to all series; a snapshot must never mix two.
+  MetricStore store(catalog::Catalog::Builtin(), {seconds(60), 100000});
+  std::atomic<bool> stop{false};
+  std::thread writer([&] {
+    std::vector<Sample> b;
+    for (double v = 1; !stop; v += 1) {
+      b.clear();
+      for (int m = 0; m < 64; ++m)
+        for (int l = 0; l < 8; ++l) b.push_back({m, 14, std::to_string(l), v});
+      store.Apply(b, Clock::now());
+    }
+  });
+  int checked = 0;
+  while (checked < 300) {
+    Snapshot s = store.Snap(Clock::now());
+    if (s.values.size() != 512) continue;
+    for (double v : s.values) ASSERT_EQ(v, s.values[0]);
+    ++checked;
+  }
+  stop = true;
+  writer.join();
+}
+
+TEST(StoreCtorTest, RejectsMisuse) {
+  EXPECT_THROW(MetricStore(nullptr, {}), std::invalid_argument);
+  EXPECT_THROW(MetricStore(catalog::Catalog::Builtin(), {milliseconds(0), 1}),
+               std::invalid_argument);
+}
+
+TEST(DeviceRegistryTest, ExposesInfoTopologyAndXdmHealth) {
+  DeviceRegistry reg;
+  EXPECT_TRUE(reg.Collect().empty());
+  DeviceInfo d;
+  d.minor = 3;
+  d.uuid = "U3";
+  d.model = "PPU-810E";
+  d.health = "Unhealthy";
+  d.topology = {{1, "icnLink2", "1", "1,2"}};
+  EXPECT_TRUE(reg.SetXdmDevices({d}));
+  EXPECT_FALSE(reg.SetXdmDevices({d}));
+  auto fams = reg.Collect();
+  ASSERT_EQ(fams.size(), 3u);
+  EXPECT_EQ(fams[0].name, "xpu_device_info");
+  EXPECT_EQ(fams[1].name, "xpu_device_topology_info");
+  EXPECT_EQ(fams[2].name, "xpu_device_health");
+  EXPECT_EQ(fams[2].metric[0].gauge.value, 0);
+}
+
+}  // namespace
+}  // namespace xpu::store

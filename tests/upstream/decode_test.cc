@@ -1,0 +1,127 @@
+#include "upstream/decode.h"
+
+#include <cmath>
+#include <limits>
+
+#include <gtest/gtest.h>
+
+namespace xpu::upstream {
+namespace {
+
+namespace api = xdm::api;
+
+void Add(api::ExporterDataResponse* msg, int minor, uint32_t id, double v,
+         const std::string& inst = "") {
+  auto* d = msg->add_datalist();
+  d->set_minor(minor);
+  d->set_metricid(id);
+  d->set_value(v);
+  d->set_instance(inst);
+}
+
+TEST(DecodeTest, ScalesToBaseUnits) {
+  api::ExporterDataResponse msg;
+  Add(&msg, 0, 1, 50);      // 50 % -> 0.5
+  Add(&msg, 0, 2, 1024);    // 1024 MiB -> bytes
+  Add(&msg, 1, 7, 2500);    // 2500 mJ -> 2.5 J
+  Add(&msg, 1, 14, 10, "3");
+  std::vector<store::Sample> out;
+  DecodeStats st;
+  DecodeData(msg, *catalog::Catalog::Builtin(), false, &out, &st);
+  ASSERT_EQ(out.size(), 4u);
+  EXPECT_EQ(out[0].value, 0.5);
+  EXPECT_EQ(out[1].value, 1024.0 * 1048576);
+  EXPECT_EQ(out[2].value, 2.5);
+  EXPECT_EQ(out[3].instance, "3");
+}
+
+TEST(DecodeTest, DropsAndCountsNonFiniteNegativeCountersAndUnknownIds) {
+  api::ExporterDataResponse msg;
+  Add(&msg, 0, 4, std::numeric_limits<double>::quiet_NaN());
+  Add(&msg, 0, 4, std::numeric_limits<double>::infinity());
+  Add(&msg, 0, 6, -std::numeric_limits<double>::infinity());
+  Add(&msg, 0, 7, -5);    // negative counter
+  Add(&msg, 0, 6, -5);    // negative gauge is fine
+  Add(&msg, 0, 999, 1);   // unknown
+  std::vector<store::Sample> out;
+  DecodeStats st;
+  DecodeData(msg, *catalog::Catalog::Builtin(), false, &out, &st);
+  EXPECT_EQ(st.non_finite, 3u);
+  EXPECT_EQ(st.negative_counter, 1u);
+  EXPECT_EQ(st.unknown_id, 1u);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].value, -5);
+
+  DecodeStats st2;
+  DecodeData(msg, *catalog::Catalog::Builtin(), true, &out, &st2);
+  ASSERT_EQ(out.size(), 2u);  // unknown kept, unscaled
+  EXPECT_EQ(out[1].metric_id, 999u);
+}
+
+TEST(DecodeTest, RepairsInvalidUtf8AndOverlongInstances) {
+  api::ExporterDataResponse msg;
+  Add(&msg, 0, 14, 1, std::string("a\xff\xfe" "b"));
+  Add(&msg, 0, 15, 1, std::string(10000, 'x'));
+  std::vector<store::Sample> out;
+  DecodeStats st;
+  DecodeData(msg, *catalog::Catalog::Builtin(), false, &out, &st);
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[0].instance, "a\xEF\xBF\xBD\xEF\xBF\xBD" "b");
+  EXPECT_LE(out[1].instance.size(), 256u);
+  EXPECT_EQ(st.bad_instance, 2u);
+}
+
+TEST(DecodeTest, ParsesReferenceTopologyExample) {
+  std::vector<store::TopologyLevel> levels;
+  Status s = ParseTopology(R"({"levels":[
+      {"level": 22, "name": "pointOfDelivery", "topo22": "VM-SQA-G10-P2"},
+      {"level": 1,  "name": "icnLink2", "topo1": [0], "peers": [0, 3]},
+      {"level": 5,  "name": "numaNodes", "topo5": [1], "peers": [0, 1, 2, 3, 8, 9, 10, 11]}]})",
+                           &levels);
+  ASSERT_TRUE(s.ok()) << s.message();
+  ASSERT_EQ(levels.size(), 3u);
+  EXPECT_EQ(levels[0].level, 1);  // sorted nearest first
+  EXPECT_EQ(levels[0].group, "0");
+  EXPECT_EQ(levels[0].peers, "0,3");
+  EXPECT_EQ(levels[1].peers, "0,1,2,3,8,9,10,11");
+  EXPECT_EQ(levels[2].group, "VM-SQA-G10-P2");
+  EXPECT_EQ(levels[2].peers, "");
+}
+
+TEST(DecodeTest, RejectsMalformedTopology) {
+  std::vector<store::TopologyLevel> levels;
+  EXPECT_FALSE(ParseTopology("not json", &levels).ok());
+  EXPECT_FALSE(ParseTopology("{}", &levels).ok());
+  EXPECT_FALSE(ParseTopology(R"({"levels":[{"name":"x"}]})", &levels).ok());
+  EXPECT_FALSE(ParseTopology(R"({"levels":"no"})", &levels).ok());
+  EXPECT_TRUE(levels.empty());
+}
+
+TEST(DecodeTest, DevicesMergeGpuInfoAndSurviveHostileStrings) {
+  api::ListAndWatchResponse law;
+  auto* d = law.add_devices();
+  d->set_minor(1);
+  d->set_id("GPU-1");
+  d->set_type(std::string(1 << 20, 'M') + "\"\\\n\xff");
+  d->set_health("Healthy");
+  d->set_totalmemory(1024);
+  (*d->mutable_extenderresources())["topology"] = "{broken";
+  auto* dup = law.add_devices();
+  dup->set_minor(1);
+  api::GpuInfoResponse info;
+  auto* g = info.add_gpuinfos();
+  g->set_minor(1);
+  g->set_driverversion("1.2.3");
+  DeviceDecodeStats st;
+  auto devs = DecodeDevices(law, info, &st);
+  ASSERT_EQ(devs.size(), 1u);
+  EXPECT_EQ(devs[0].driver_version, "1.2.3");
+  EXPECT_LE(devs[0].model.size(), 256u);
+  EXPECT_EQ(st.repaired_labels, 1u);
+  EXPECT_EQ(st.bad_topology, 1u);
+  EXPECT_EQ(st.duplicate_minor, 1u);
+  EXPECT_FALSE(devs[0].topology_error.empty());
+}
+
+}  // namespace
+}  // namespace xpu::upstream
