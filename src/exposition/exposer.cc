@@ -1,5 +1,6 @@
 #include "exposition/exposer.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "exposition/text_format.h"
@@ -26,8 +27,15 @@ void Exposer::Render(std::string* out) {
   series_.Set(static_cast<double>(snap.values.size()));
   writer_.Append(snap, out);
   for (const prometheus::Collectable* c : collectables_) {
-    for (const prometheus::MetricFamily& f : c->Collect()) {
-      if (!f.metric.empty()) AppendFamily(f, out);
+    for (prometheus::MetricFamily& f : c->Collect()) {
+      if (f.metric.empty()) continue;
+      // prometheus-cpp yields a family's children in hash order; sort them so
+      // consecutive scrapes (and golden files) list series the same way.
+      std::sort(f.metric.begin(), f.metric.end(),
+                [](const prometheus::ClientMetric& a, const prometheus::ClientMetric& b) {
+                  return a.label < b.label;
+                });
+      AppendFamily(f, out);
     }
   }
   scrape_duration_.Set(

@@ -117,6 +117,10 @@ bool ControlHandler::handlePost(CivetServer*, mg_connection* conn) {
     if (!GetInt(body, "count", &count, &error))
       return ReplyStatus(conn, xpu::Status::InvalidArgument(error));
     s = sim_->fleet().SetCount(static_cast<int>(count));
+  } else if (path == "/control/garbage") {
+    if (!body.contains("enabled") || !body["enabled"].is_boolean())
+      return ReplyStatus(conn, xpu::Status::InvalidArgument("missing boolean field 'enabled'"));
+    sim_->fleet().SetGarbage(body["enabled"].get<bool>());
   } else if (path == "/control/ecc") {
     if (!GetInt(body, "minor", &minor, &error))
       return ReplyStatus(conn, xpu::Status::InvalidArgument(error));

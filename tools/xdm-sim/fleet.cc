@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
+#include <limits>
 #include <sstream>
 
 namespace xdmsim {
@@ -35,8 +36,8 @@ std::string DeviceUuid(const std::string& prefix, uint64_t seed, int minor) {
 
 }  // namespace
 
-Fleet::Fleet(const ModelSpec& model, int count, uint64_t seed, int links)
-    : model_(model), seed_(seed), links_(links < 0 ? model.links : links) {
+Fleet::Fleet(const ModelSpec& model, int count, uint64_t seed, int links, bool frozen)
+    : model_(model), seed_(seed), links_(links < 0 ? model.links : links), frozen_(frozen) {
   for (int m = 0; m < count; ++m) devices_.push_back(MakeDevice(m));
 }
 
@@ -56,6 +57,13 @@ Fleet::Device Fleet::MakeDevice(int minor) const {
   return d;
 }
 
+std::string Fleet::ModelNameLocked(const Device& d) const {
+  if (!garbage_ || d.minor != devices_.front().minor) return model_.name;
+  std::string model = model_.name + " \"quoted\" back\\slash\nnewline \xc3\x28";
+  model.resize(1 << 20, 'M');
+  return model;
+}
+
 Fleet::Device* Fleet::FindLocked(int minor) {
   for (Device& d : devices_) {
     if (d.minor == minor) return &d;
@@ -67,6 +75,7 @@ void Fleet::Tick(int64_t now_ms, int64_t dt_ms) {
   std::lock_guard<std::mutex> lock(mu_);
   const double dt = static_cast<double>(dt_ms) / 1000.0;
   for (Device& d : devices_) {
+    if (frozen_) break;
     std::normal_distribution<double> noise(0.0, 1.0);
     std::uniform_real_distribution<double> unit(0.0, 1.0);
     // Utilization wanders with a pull towards a per-device working point.
@@ -152,6 +161,23 @@ xdm::api::ExporterDataResponse Fleet::Data(const xdm::api::ExporterDataRequest& 
     if (!minors.empty() && minors.count(d.minor) == 0) continue;
     AppendSamples(d, ids, &out);
   }
+  if (garbage_ && !devices_.empty()) {
+    const int32_t m = devices_.front().minor;
+    auto add = [&](uint32_t id, double v, const std::string& inst) {
+      auto* s = out.add_datalist();
+      s->set_minor(m);
+      s->set_metricid(id);
+      s->set_value(v);
+      s->set_instance(inst);
+      s->set_timestampms(last_tick_ms_);
+    };
+    add(kTemperature, std::numeric_limits<double>::quiet_NaN(), "");
+    add(kPower, std::numeric_limits<double>::infinity(), "");
+    add(kEnergy, -1, "");
+    add(999, 1, "");
+    add(kUtilization, 12, "");  // a second utilization sample for the same device
+    add(kLinkTxBytes, 5, std::string("q\"uo\\te\nnl\xff\xfe"));
+  }
   out.set_timestampms(last_tick_ms_);
   out.set_sequence(sequence_);
   samples_served_ += static_cast<uint64_t>(out.datalist_size());
@@ -166,10 +192,12 @@ xdm::api::ListAndWatchResponse Fleet::Devices() const {
     auto* dev = out.add_devices();
     dev->set_id(d.uuid);
     dev->set_minor(d.minor);
-    dev->set_type(model_.name);
+    dev->set_type(ModelNameLocked(d));
     dev->set_health(d.healthy ? "Healthy" : "Unhealthy");
     dev->set_totalmemory(model_.memory_mib);
-    (*dev->mutable_extenderresources())["topology"] = TopologyJson(model_, d.minor, count);
+    (*dev->mutable_extenderresources())["topology"] =
+        garbage_ && d.minor == devices_.back().minor ? "{\"levels\": [{oops"
+                                                     : TopologyJson(model_, d.minor, count);
   }
   return out;
 }
@@ -183,7 +211,7 @@ xdm::api::GpuInfoResponse Fleet::GpuInfo(const xdm::api::GpuInfoRequest& req) co
     auto* g = out.add_gpuinfos();
     g->set_minor(d.minor);
     g->set_uuid(d.uuid);
-    g->set_model(model_.name);
+    g->set_model(ModelNameLocked(d));
     g->set_driverversion(model_.driver_version);
     g->set_firmwareversion(model_.firmware_version);
     g->set_totalmemory(model_.memory_mib);
@@ -429,6 +457,12 @@ xpu::Status Fleet::AddEccErrors(int minor, uint64_t correctable, uint64_t uncorr
   d->ecc_corr += static_cast<double>(correctable);
   d->ecc_uncorr += static_cast<double>(uncorrectable);
   return xpu::Status::Ok();
+}
+
+void Fleet::SetGarbage(bool on) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (garbage_ != on) ++devices_generation_;
+  garbage_ = on;
 }
 
 xpu::Status Fleet::SetCount(int count) {

@@ -30,7 +30,7 @@ struct HalDeviceView {
 class Fleet {
  public:
   // `links` < 0 means the model's own link count.
-  Fleet(const ModelSpec& model, int count, uint64_t seed, int links);
+  Fleet(const ModelSpec& model, int count, uint64_t seed, int links, bool frozen = false);
   Fleet(const Fleet&) = delete;
   Fleet& operator=(const Fleet&) = delete;
 
@@ -64,6 +64,11 @@ class Fleet {
   // Devices 0..count-1 exist afterwards; new ones start healthy, removed ones
   // lose their faults and allocations.
   xpu::Status SetCount(int count);
+  // Garbage mode: every data answer also carries hostile samples (NaN, +Inf,
+  // a negative counter, an unknown ID, a duplicate, an instance with quotes,
+  // backslashes, a newline and invalid UTF-8), and device 0's model string is
+  // 1 MiB of the same. For testing the exporter's defences.
+  void SetGarbage(bool on);
 
   // Normalises "0x80e18400" / "80E18400" to "0x80E18400"; nullopt if not hex.
   static std::optional<std::string> NormalizeFaultCode(const std::string& code);
@@ -94,6 +99,7 @@ class Fleet {
 
   Device MakeDevice(int minor) const;
   Device* FindLocked(int minor);
+  std::string ModelNameLocked(const Device& d) const;
   void GiveBackLocked(const xdm::api::AllocatedDevice& a);
   void AppendSamples(const Device& d, const std::set<uint32_t>& ids,
                      xdm::api::ExporterDataResponse* out) const;
@@ -102,6 +108,7 @@ class Fleet {
   const ModelSpec model_;
   const uint64_t seed_;
   const int links_;
+  const bool frozen_;  // metrics keep their initial values (golden tests)
 
   mutable std::mutex mu_;
   // State below is protected by mu_.
@@ -111,6 +118,7 @@ class Fleet {
   int64_t last_tick_ms_ = 0;
   uint64_t devices_generation_ = 1;
   mutable uint64_t samples_served_ = 0;
+  bool garbage_ = false;
 };
 
 }  // namespace xdmsim

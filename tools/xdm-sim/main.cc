@@ -35,6 +35,7 @@ int main(int argc, char** argv) {
   app.add_option("--interval", interval, "collection interval (500ms, 1s, ...)")
       ->capture_default_str();
   app.add_option("--seed", opts.seed, "seed for UUIDs and metric noise")->capture_default_str();
+  app.add_flag("--frozen", opts.frozen, "metric values never move (deterministic output)");
   app.add_option("--hal-root", opts.hal_root, "write a sysfs-like HAL tree here");
   app.add_option("--log-level", log_level, "debug, info, warn, error")->capture_default_str();
   try {

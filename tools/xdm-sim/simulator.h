@@ -29,6 +29,7 @@ struct SimOptions {
   std::chrono::milliseconds interval{1000};
   uint64_t seed = 1;
   std::string hal_root;  // empty: no HAL tree
+  bool frozen = false;   // metric values never move (golden tests)
 };
 
 // Signals shared by the services and the control API: a tick counter that

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# The command line: bad flags and values exit 2 with one clear line;
+# SIGTERM drains and exits 0 within 1 s; --version and --help exit 0.
+source "$(dirname "$0")/lib.sh" "$1"
+expect_usage_error() {
+  local out rc=0
+  out=$("$EXPORTER" "$@" 2>&1 >/dev/null) || rc=$?
+  [ "$rc" = 2 ] || fail "'$*' exited $rc, want 2"
+  [ "$(printf '%s\n' "$out" | wc -l)" = 1 ] || fail "'$*' printed more than one line: $out"
+  printf '%s\n' "$out" | grep -q '^xpu-exporter: ' || fail "'$*' message lacks the program name: $out"
+}
+expect_usage_error --no-such-flag
+expect_usage_error --collector.interval 5parsecs
+expect_usage_error --collector.interval -1s
+expect_usage_error --collector.stale-after ""
+expect_usage_error --log.level loud
+expect_usage_error --log.format xml
+expect_usage_error --web.telemetry-path metrics
+expect_usage_error --metrics.catalog /nonexistent/catalog.yaml
+expect_usage_error --web.listen-address 127.0.0.1:99999
+expect_usage_error --web.listen-address nonsense
+expect_usage_error --xdm.backoff-initial 10s --xdm.backoff-max 1s
+printf 'metrics:\n  - id: 1\n    name: bad-name\n    type: gauge\n    unit: none\n    help: h\n' >"$TMP/bad.yaml"
+expect_usage_error --metrics.catalog "$TMP/bad.yaml" --web.listen-address 127.0.0.1:0
+"$EXPORTER" --version | grep -q '^xpu-exporter ' || fail "--version"
+"$EXPORTER" --help | grep -q -- '--collector.stale-after' || fail "--help"
+
+# SIGTERM while connected and streaming: exit 0 within 1 s.
+start_sim sim --interval 100ms
+start_exporter sim --collector.interval 100ms
+wait_for 10 has_metric 'xpu_utilization_ratio' || fail "no data"
+kill -TERM "$EXP_PID"
+start=$(date +%s%N)
+while kill -0 "$EXP_PID" 2>/dev/null; do
+  [ $(( ($(date +%s%N) - start) / 1000000 )) -lt 1000 ] || fail "still running 1 s after SIGTERM"
+  sleep 0.01
+done
+rc=0; wait "$EXP_PID" || rc=$?
+[ "$rc" = 0 ] || fail "exit code $rc after SIGTERM"
+# SIGTERM while XDM hangs (paused): still prompt.
+start_exporter sim --collector.interval 100ms
+wait_for 10 has_metric 'xpu_utilization_ratio' || fail "no data"
+curl -sf -XPOST "$CONTROL/control/pause" >/dev/null
+kill -TERM "$EXP_PID"
+start=$(date +%s%N)
+while kill -0 "$EXP_PID" 2>/dev/null; do
+  [ $(( ($(date +%s%N) - start) / 1000000 )) -lt 1000 ] || fail "hung XDM: still running 1 s after SIGTERM"
+  sleep 0.01
+done
+echo "flags and signals behave"

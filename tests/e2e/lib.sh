@@ -1,0 +1,51 @@
+# Helpers for the end-to-end tests: real xdm-sim and xpu-exporter processes on
+# temporary Unix sockets and loopback ports, cleaned up on exit.
+# Usage: source lib.sh BUILD_DIR
+set -euo pipefail
+BUILD=${1:?build dir}
+SIM=$BUILD/tools/xdm-sim/xdm-sim
+EXPORTER=$BUILD/src/app/xpu-exporter
+TMP=$(mktemp -d /tmp/xpu-e2e.XXXXXX)
+PIDS=()
+cleanup() {
+  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$TMP"
+}
+trap cleanup EXIT
+
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+# wait_for TIMEOUT_S CMD...: re-runs CMD until it succeeds (a condition, not a sleep).
+wait_for() {
+  local deadline=$((SECONDS + $1)); shift
+  until "$@" >/dev/null 2>&1; do
+    [ $SECONDS -lt $deadline ] || return 1
+    sleep 0.05
+  done
+}
+
+# start_sim NAME [flags...]: sets SIM_PID and CONTROL (http://127.0.0.1:PORT).
+start_sim() {
+  local name=$1; shift
+  "$SIM" --socket "$TMP/$name.sock" --controller-socket "$TMP/$name-ctl.sock" "$@" \
+    >"$TMP/$name.out" 2>"$TMP/$name.err" &
+  SIM_PID=$!
+  PIDS+=("$SIM_PID")
+  wait_for 10 grep -q "xdm-sim ready" "$TMP/$name.out" || fail "xdm-sim did not start: $(cat "$TMP/$name.err")"
+  CONTROL=$(grep -o 'control=http://[0-9.:]*' "$TMP/$name.out" | cut -d= -f2)
+}
+
+# start_exporter SIMNAME [flags...]: sets EXP_PID and URL (http://127.0.0.1:PORT).
+start_exporter() {
+  local name=$1; shift
+  "$EXPORTER" --web.listen-address 127.0.0.1:0 --xdm.endpoint "unix://$TMP/$name.sock" \
+    --controller.endpoint "unix://$TMP/$name-ctl.sock" "$@" 2>"$TMP/exporter.log" &
+  EXP_PID=$!
+  PIDS+=("$EXP_PID")
+  wait_for 10 grep -q "listening on port" "$TMP/exporter.log" || fail "exporter did not start: $(cat "$TMP/exporter.log")"
+  URL="http://127.0.0.1:$(grep -o 'listening on port(s) [0-9]*' "$TMP/exporter.log" | awk '{print $4}')"
+}
+
+scrape() { curl -sf "$URL/metrics"; }
+has_metric() { scrape | grep -q "^$1"; }
