@@ -86,6 +86,7 @@ class Simulator {
   // Binds the sockets and the control port and starts serving. Errors name
   // what could not be bound.
   xpu::Status Start();
+  // Stops for good: a stopped Simulator is not restarted; make a new one.
   void Stop();
 
   // The control API's bound port (after Start), 0 if disabled.

@@ -1,0 +1,131 @@
+// The wired exporter in-process, over real HTTP with libcurl, fed by a real
+// xdm-sim on temporary Unix sockets.
+#include "app/exporter.h"
+
+#include <zlib.h>
+
+#include <gtest/gtest.h>
+
+#include "simulator.h"
+#include "support/test_util.h"
+
+namespace xpu::app {
+namespace {
+
+using std::chrono::milliseconds;
+using xpu::testing::Http;
+using xpu::testing::HttpGet;
+using xpu::testing::HttpPost;
+using xpu::testing::WaitFor;
+
+std::string Gunzip(const std::string& in) {
+  z_stream zs{};
+  inflateInit2(&zs, 15 + 16);
+  std::string out(in.size() * 20 + 1024, '\0');
+  zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));
+  zs.avail_in = static_cast<uInt>(in.size());
+  zs.next_out = reinterpret_cast<Bytef*>(out.data());
+  zs.avail_out = static_cast<uInt>(out.size());
+  const int rc = inflate(&zs, Z_FINISH);
+  out.resize(zs.total_out);
+  inflateEnd(&zs);
+  return rc == Z_STREAM_END ? out : "";
+}
+
+bool HasHeader(const xpu::testing::HttpResponse& r, const std::string& h) {
+  for (const auto& line : r.headers)
+    if (strncasecmp(line.c_str(), h.c_str(), h.size()) == 0) return true;
+  return false;
+}
+
+class ExporterTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    xdmsim::SimOptions so;
+    so.socket_path = dir_.File("x.sock");
+    so.controller_socket_path = dir_.File("c.sock");
+    so.interval = milliseconds(100);
+    sim_ = std::make_unique<xdmsim::Simulator>(so);
+    ASSERT_TRUE(sim_->Start().ok());
+    Config cfg;
+    cfg.listen_addresses = {"127.0.0.1:0"};
+    cfg.xdm_endpoint = "unix://" + so.socket_path;
+    cfg.controller_endpoint = "unix://" + so.controller_socket_path;
+    cfg.interval = milliseconds(100);
+    cfg.backoff_initial = milliseconds(100);
+    cfg.backoff_max = milliseconds(200);
+    exporter_ = std::make_unique<Exporter>(cfg);
+    Status s = exporter_->Start();
+    ASSERT_TRUE(s.ok()) << s.message();
+    base_ = "http://127.0.0.1:" + std::to_string(exporter_->ports().at(0));
+    ASSERT_TRUE(WaitFor([&] {
+      return HttpGet(base_ + "/metrics").body.find("xpu_link_up{minor=\"7\"") != std::string::npos;
+    }));
+  }
+  void TearDown() override {
+    exporter_->Stop();
+    sim_->Stop();
+  }
+  xpu::testing::TempDir dir_;
+  std::unique_ptr<xdmsim::Simulator> sim_;
+  std::unique_ptr<Exporter> exporter_;
+  std::string base_;
+};
+
+TEST_F(ExporterTest, MetricsServesTextFormatWithItsContentType) {
+  auto r = HttpGet(base_ + "/metrics");
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.content_type, "text/plain; version=0.0.4; charset=utf-8");
+  EXPECT_NE(r.body.find("# TYPE xpu_utilization_ratio gauge\n"), std::string::npos);
+  EXPECT_NE(r.body.find("xpu_exporter_upstream_mode{mode=\"stream\"} 1\n"), std::string::npos);
+  EXPECT_NE(r.body.find("xpu_exporter_build_info{"), std::string::npos);
+}
+
+TEST_F(ExporterTest, MetricsIsGzippedOnlyWhenAsked) {
+  auto plain = HttpGet(base_ + "/metrics");
+  EXPECT_FALSE(HasHeader(plain, "Content-Encoding"));
+  auto z = Http({"GET", base_ + "/metrics", "", {"Accept-Encoding: gzip"}, "", 5000});
+  EXPECT_EQ(z.status, 200);
+  EXPECT_TRUE(HasHeader(z, "Content-Encoding: gzip"));
+  const std::string body = Gunzip(z.body);
+  EXPECT_NE(body.find("# TYPE xpu_utilization_ratio gauge\n"), std::string::npos);
+  EXPECT_LT(z.body.size(), body.size() / 3);
+  auto refused = Http({"GET", base_ + "/metrics", "", {"Accept-Encoding: gzip;q=0"}, "", 5000});
+  EXPECT_FALSE(HasHeader(refused, "Content-Encoding"));
+}
+
+TEST_F(ExporterTest, UnknownPathsAndWrongMethodsAreRefused) {
+  EXPECT_EQ(HttpGet(base_ + "/nope").status, 404);
+  EXPECT_EQ(HttpGet(base_ + "/metrics/extra").status, 404);
+  auto r = HttpPost(base_ + "/metrics", "x");
+  EXPECT_EQ(r.status, 405);
+  EXPECT_TRUE(HasHeader(r, "Allow: GET, HEAD"));
+  auto head = Http({"HEAD", base_ + "/metrics", "", {}, "", 5000});
+  EXPECT_EQ(head.status, 200);
+  EXPECT_TRUE(head.body.empty());
+}
+
+TEST_F(ExporterTest, ProbesAndLandingPage) {
+  EXPECT_EQ(HttpGet(base_ + "/-/healthy").status, 200);
+  EXPECT_EQ(HttpGet(base_ + "/-/ready").status, 200);
+  auto page = HttpGet(base_ + "/");
+  EXPECT_EQ(page.status, 200);
+  EXPECT_EQ(page.content_type, "text/html; charset=utf-8");
+  EXPECT_NE(page.body.find("href=\"/metrics\""), std::string::npos);
+}
+
+TEST_F(ExporterTest, ScrapeSucceedsWhileUpstreamIsDownAndReadyFlips) {
+  sim_->Stop();
+  EXPECT_TRUE(WaitFor([&] { return HttpGet(base_ + "/-/ready").status == 503; }));
+  auto r = HttpGet(base_ + "/metrics");
+  EXPECT_EQ(r.status, 200);
+  EXPECT_NE(r.body.find("xpu_exporter_upstream_up 0\n"), std::string::npos);
+  EXPECT_EQ(r.body.find("xpu_utilization_ratio{"), std::string::npos);  // stale, gone
+  sim_ = std::make_unique<xdmsim::Simulator>(sim_->options());
+  ASSERT_TRUE(sim_->Start().ok());
+  EXPECT_TRUE(WaitFor([&] { return HttpGet(base_ + "/-/ready").status == 200; },
+                      std::chrono::seconds(10)));
+}
+
+}  // namespace
+}  // namespace xpu::app
