@@ -232,6 +232,7 @@ void XdmClient::Ingest(const xdm::api::ExporterDataResponse& msg) {
 }
 
 void XdmClient::UpdateMode() {
+  if (stopping_) return;  // calls end because we cancel them, not because XDM left
   Mode m;
   Mode old;
   {
@@ -332,7 +333,8 @@ bool XdmClient::PollOnce() {
 
 void XdmClient::PollLoop() {
   const auto watchdog = options_.watchdog.count() > 0 ? options_.watchdog : options_.interval * 3;
-  auto next = SteadyClock::now();
+  // Give the stream one interval to deliver before the first poll.
+  auto next = SteadyClock::now() + options_.interval;
   while (!stopping_) {
     {
       std::unique_lock<std::mutex> lock(mu_);
