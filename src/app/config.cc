@@ -8,6 +8,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/duration.h"
+#include "http/web_server.h"
 #include "version.h"
 
 namespace xpu::app {
@@ -103,6 +104,18 @@ int ParseFlags(int argc, char** argv, Config* cfg) {
   app.add_option("--metrics.catalog", cfg->catalog_file,
                  "Metric catalog YAML replacing the built-in one")
       ->check(CLI::ExistingFile);
+  std::string hal_interval = "1s";
+  app.add_option("--hal", cfg->hal, "HAL backend: auto (sysfs if --hal.root exists), none, sysfs")
+      ->check(CLI::IsMember({"auto", "none", "sysfs"}))
+      ->capture_default_str();
+  app.add_option("--hal.root", cfg->hal_root, "Root of the sysfs HAL tree (xpu<minor>/...)")
+      ->capture_default_str();
+  app.add_option("--hal.interval", hal_interval, "How often to sample the HAL")
+      ->check(duration)
+      ->capture_default_str();
+  app.add_option("--hal.fault-catalog", cfg->fault_catalog_file,
+                 "Fault-code catalog YAML replacing the built-in one")
+      ->check(CLI::ExistingFile);
   app.add_option("--log.level", cfg->log_level, "debug, info, warn or error")
       ->check(CLI::IsMember({"debug", "info", "warn", "error"}))
       ->capture_default_str();
@@ -122,12 +135,20 @@ int ParseFlags(int argc, char** argv, Config* cfg) {
     return 2;
   }
   if (cfg->listen_addresses.empty()) cfg->listen_addresses = {kDefaultListenAddress};
+  for (const std::string& a : cfg->listen_addresses) {
+    std::string civet;
+    if (Status s = http::WebServer::ToCivetPort(a, &civet); !s.ok()) {
+      std::cerr << "xpu-exporter: --web.listen-address: " << s.message() << "\n";
+      return 2;
+    }
+  }
   if (cfg->telemetry_path.empty() || cfg->telemetry_path[0] != '/' ||
       cfg->telemetry_path.find_first_of("?# ") != std::string::npos) {
     std::cerr << "xpu-exporter: --web.telemetry-path must be a path starting with '/'\n";
     return 2;
   }
   cfg->interval = *ParseDuration(interval);
+  cfg->hal_interval = *ParseDuration(hal_interval);
   if (!stale_after.empty()) cfg->stale_after = *ParseDuration(stale_after);
   cfg->backoff_initial = *ParseDuration(backoff_initial);
   cfg->backoff_max = *ParseDuration(backoff_max);

@@ -27,6 +27,10 @@ struct Config {
   std::string log_level = "info";
   std::string log_format = "logfmt";
   int max_connections = 16;
+  std::string hal = "auto";  // auto | none | sysfs
+  std::string hal_root = "/sys/class/xpu";
+  std::chrono::milliseconds hal_interval{1000};
+  std::string fault_catalog_file;  // empty: the built-in fault catalog
 
   std::chrono::milliseconds effective_stale_after() const {
     return stale_after.count() > 0 ? stale_after : interval * 3;

@@ -18,6 +18,22 @@ Status Exporter::Start() {
     Status s = catalog::Catalog::LoadFile(cfg_.catalog_file, &catalog_);
     if (!s.ok()) return s;
   }
+  if (cfg_.fault_catalog_file.empty()) {
+    fault_catalog_ = hal::FaultCatalog::Builtin();
+  } else {
+    Status s = hal::FaultCatalog::LoadFile(cfg_.fault_catalog_file, &fault_catalog_);
+    if (!s.ok()) return s;
+  }
+  std::unique_ptr<hal::HalBackend> backend;
+  if (Status s = hal::MakeBackend(cfg_.hal, cfg_.hal_root, &backend); !s.ok()) return s;
+  if (backend) {
+    spdlog::info("HAL backend {} at {}, every {} ms", backend->name(), cfg_.hal_root,
+                 cfg_.hal_interval.count());
+    hal_ = std::make_unique<hal::HalSampler>(std::move(backend), fault_catalog_,
+                                             cfg_.hal_interval, &devices_, &self_metrics_);
+  } else {
+    spdlog::info("HAL sampling off (--hal={}, {} absent)", cfg_.hal, cfg_.hal_root);
+  }
   prometheus::BuildGauge()
       .Name("xpu_exporter_build_info")
       .Help("xpu-exporter's version and revision; always 1.")
@@ -54,14 +70,17 @@ Status Exporter::Start() {
     return http::Response{200, "text/plain; charset=utf-8", "Healthy\n", {}};
   });
   web_->Route("/-/ready", {"GET"}, [this](const http::Request&) { return Ready(); });
+  web_->Route("/status", {"GET"}, [this](const http::Request&) { return StatusPage(); });
   Status s = web_->Start();
   if (!s.ok()) return s;
   client_->Start();
+  if (hal_) hal_->Start();
   return Status::Ok();
 }
 
 void Exporter::Stop() {
   if (client_) client_->Stop();
+  if (hal_) hal_->Stop();
   if (web_) web_->Stop();
 }
 
@@ -73,13 +92,18 @@ http::Response Exporter::Metrics(const http::Request&) {
 }
 
 http::Response Exporter::Ready() {
-  auto last = store_->last_update();
   const auto now = std::chrono::steady_clock::now();
-  if (last && now - *last < cfg_.effective_stale_after())
-    return {200, "text/plain; charset=utf-8", "Ready\n", {}};
-  return {503, "text/plain; charset=utf-8",
-          last ? "Not ready: no fresh data from XDM\n" : "Not ready: no data from XDM yet\n",
-          {}};
+  auto fresh = [&](std::optional<std::chrono::steady_clock::time_point> t,
+                   std::chrono::milliseconds window) { return t && now - *t < window; };
+  if (fresh(store_->last_update(), cfg_.effective_stale_after()))
+    return {200, "text/plain; charset=utf-8", "Ready: data from XDM\n", {}};
+  if (hal_ && fresh(hal_->last_success(), cfg_.hal_interval * 3))
+    return {200, "text/plain; charset=utf-8", "Ready: XDM stale, HAL sampling\n", {}};
+  std::string why = store_->last_update() ? "Not ready: XDM data is stale (upstream mode " +
+                                                std::string(upstream::ModeName(client_->mode())) + ")"
+                                          : "Not ready: no data from XDM yet";
+  why += hal_ ? "; HAL not sampling\n" : "; HAL off\n";
+  return {503, "text/plain; charset=utf-8", why, {}};
 }
 
 std::string Exporter::LandingPage() const {

@@ -10,6 +10,7 @@
 #include "app/config.h"
 #include "common/status.h"
 #include "exposition/exposer.h"
+#include "hal/hal_sampler.h"
 #include "http/web_server.h"
 #include "store/device_registry.h"
 #include "store/metric_store.h"
@@ -17,8 +18,8 @@
 
 namespace xpu::app {
 
-// The whole exporter, wired: XdmClient -> MetricStore/DeviceRegistry ->
-// Exposer -> WebServer. Owns every part. Start()/Stop() from the owning thread
+// The whole exporter, wired: XdmClient and HalSampler -> MetricStore and
+// DeviceRegistry -> Exposer -> WebServer. Owns every part. Start()/Stop() from the owning thread
 // (main, or a test); everything else runs on the parts' own threads.
 class Exporter {
  public:
@@ -38,6 +39,7 @@ class Exporter {
  private:
   http::Response Metrics(const http::Request& req);
   http::Response Ready();
+  http::Response StatusPage();
   std::string LandingPage() const;
 
   Config cfg_;
@@ -48,6 +50,8 @@ class Exporter {
   store::DeviceRegistry devices_;
   std::unique_ptr<exposition::Exposer> exposer_;
   std::unique_ptr<upstream::XdmClient> client_;
+  std::shared_ptr<const hal::FaultCatalog> fault_catalog_;
+  std::unique_ptr<hal::HalSampler> hal_;  // null when --hal resolves to none
   std::unique_ptr<http::WebServer> web_;
 };
 

@@ -1,5 +1,7 @@
 #include "store/device_registry.h"
 
+#include <algorithm>
+
 namespace xpu::store {
 namespace {
 
@@ -38,6 +40,16 @@ bool DeviceRegistry::known() const {
   return known_;
 }
 
+void DeviceRegistry::SetHalDevices(std::vector<HalDeviceView> devices) {
+  std::lock_guard<std::mutex> lock(mu_);
+  hal_ = std::move(devices);
+}
+
+std::vector<HalDeviceView> DeviceRegistry::HalDevices() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return hal_;
+}
+
 std::vector<prometheus::MetricFamily> DeviceRegistry::Collect() const {
   std::lock_guard<std::mutex> lock(mu_);
   auto info = Family("xpu_device_info",
@@ -73,7 +85,29 @@ std::vector<prometheus::MetricFamily> DeviceRegistry::Collect() const {
     health.metric.push_back(
         Gauge({{"minor", minor}, {"uuid", d.uuid}, {"source", "xdm"}}, d.health == "Healthy"));
   }
+  auto active = Family("xpu_device_fault_active",
+                       "A fault code the HAL reports active on a device, with its catalog level; "
+                       "always 1 while active.");
+  auto level = Family("xpu_device_fault_level",
+                      "Most severe active fault level on a device (0 none, 1 retry_request, "
+                      "2 restart_job, 3 restart_card, 4 reset_card, 5 isolate_after_job, "
+                      "6 isolate_card).");
+  for (const HalDeviceView& h : hal_) {
+    const std::string minor = std::to_string(h.minor);
+    if (h.healthy)
+      health.metric.push_back(
+          Gauge({{"minor", minor}, {"uuid", h.uuid}, {"source", "hal"}}, *h.healthy ? 1 : 0));
+    int worst = 0;
+    for (const ActiveFault& f : h.faults) {
+      active.metric.push_back(Gauge(
+          {{"minor", minor}, {"uuid", h.uuid}, {"code", f.code}, {"level", f.level_name}}, 1));
+      worst = std::max(worst, f.level);
+    }
+    level.metric.push_back(Gauge({{"minor", minor}, {"uuid", h.uuid}}, worst));
+  }
   std::vector<prometheus::MetricFamily> out;
+  if (!active.metric.empty()) out.push_back(std::move(active));
+  if (!level.metric.empty()) out.push_back(std::move(level));
   if (!info.metric.empty()) out.push_back(std::move(info));
   if (!topo.metric.empty()) out.push_back(std::move(topo));
   if (!health.metric.empty()) out.push_back(std::move(health));

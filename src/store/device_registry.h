@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -39,15 +40,41 @@ struct DeviceInfo {
   bool operator==(const DeviceInfo&) const = default;
 };
 
-// The node's devices as XDM last described them, exposed as
-// xpu_device_info, xpu_device_topology_info and xpu_device_health{source="xdm"}.
-// Thread-safe: the upstream client writes, scrapes and /status read.
+// One active fault as the HAL sees it, with its catalog entry.
+struct ActiveFault {
+  std::string code;
+  std::string name;
+  int level = 0;           // position on the ladder (docs/hal.md)
+  std::string level_name;  // "reset_card"...
+  std::string description;
+  std::string action;
+  bool known = true;
+  bool operator==(const ActiveFault&) const = default;
+};
+
+// One device as the HAL sampled it.
+struct HalDeviceView {
+  int32_t minor = 0;
+  std::string uuid;
+  std::optional<bool> healthy;  // nullopt: health could not be read
+  std::vector<ActiveFault> faults;
+  bool operator==(const HalDeviceView&) const = default;
+};
+
+// The node's devices as XDM last described them and as the HAL last sampled
+// them, exposed as xpu_device_info, xpu_device_topology_info,
+// xpu_device_health{source="xdm"|"hal"}, xpu_device_fault_active and
+// xpu_device_fault_level. Thread-safe: the upstream client and the HAL
+// sampler write, scrapes and /status read.
 class DeviceRegistry : public prometheus::Collectable {
  public:
   // Replaces the device list. Returns false if nothing changed.
   bool SetXdmDevices(std::vector<DeviceInfo> devices);
   std::vector<DeviceInfo> Devices() const;
   bool known() const;
+  // Replaces the HAL's view (sorted by minor).
+  void SetHalDevices(std::vector<HalDeviceView> devices);
+  std::vector<HalDeviceView> HalDevices() const;
 
   std::vector<prometheus::MetricFamily> Collect() const override;
 
@@ -55,6 +82,7 @@ class DeviceRegistry : public prometheus::Collectable {
   mutable std::mutex mu_;
   std::vector<DeviceInfo> devices_;  // guarded by mu_, sorted by minor
   bool known_ = false;               // guarded by mu_
+  std::vector<HalDeviceView> hal_;   // guarded by mu_
 };
 
 }  // namespace xpu::store

@@ -22,8 +22,8 @@ expect_usage_error --web.listen-address nonsense
 expect_usage_error --xdm.backoff-initial 10s --xdm.backoff-max 1s
 printf 'metrics:\n  - id: 1\n    name: bad-name\n    type: gauge\n    unit: none\n    help: h\n' >"$TMP/bad.yaml"
 expect_usage_error --metrics.catalog "$TMP/bad.yaml" --web.listen-address 127.0.0.1:0
-"$EXPORTER" --version | grep -q '^xpu-exporter ' || fail "--version"
-"$EXPORTER" --help | grep -q -- '--collector.stale-after' || fail "--help"
+grep -q '^xpu-exporter ' <<<"$("$EXPORTER" --version)" || fail "--version"
+grep -q -- '--collector.stale-after' <<<"$("$EXPORTER" --help)" || fail "--help"
 
 # SIGTERM while connected and streaming: exit 0 within 1 s.
 start_sim sim --interval 100ms

@@ -48,4 +48,24 @@ start_exporter() {
 }
 
 scrape() { curl -sf "$URL/metrics"; }
-has_metric() { scrape | grep -q "^$1"; }
+# Reads the whole page before matching: with pipefail, `curl | grep -q` fails
+# whenever grep stops early and curl gets SIGPIPE.
+has_metric() {
+  local page
+  page=$(scrape) || return 1
+  grep -q "^$1" <<<"$page"
+}
+
+# wait_ms LIMIT_MS CMD...: like wait_for with a millisecond bound; prints the
+# milliseconds it took.
+wait_ms() {
+  local limit=$1; shift
+  local start now
+  start=$(date +%s%N)
+  until "$@" >/dev/null 2>&1; do
+    now=$(date +%s%N)
+    [ $(( (now - start) / 1000000 )) -lt "$limit" ] || return 1
+    sleep 0.01
+  done
+  echo $(( ($(date +%s%N) - start) / 1000000 ))
+}

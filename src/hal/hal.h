@@ -1,0 +1,39 @@
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace xpu::hal {
+
+struct HalDeviceId {
+  int32_t minor = 0;
+  std::string uuid;  // empty if the backend could not read it
+};
+
+// A source of device health and fault codes read from the hardware (driver,
+// sysfs, vendor library), independent of XDM. Failures are values: a backend
+// never throws. Implementations are called from the HAL sampler thread only.
+class HalBackend {
+ public:
+  virtual ~HalBackend() = default;
+  virtual std::string name() const = 0;
+  // The devices present. An error means the backend as a whole is unusable
+  // this time (exported as xpu_hal_up 0).
+  virtual Status ListDevices(std::vector<HalDeviceId>* out) = 0;
+  // Per-device reads; an error affects that device only.
+  virtual Status ReadHealth(int32_t minor, bool* healthy) = 0;
+  // Active fault codes as written by the hardware (normalised by the caller).
+  virtual Status ReadFaultCodes(int32_t minor, std::vector<std::string>* codes) = 0;
+};
+
+// Backend selection for --hal: "none", "sysfs", or "auto" (sysfs when `root`
+// exists, else none). Returns nullptr for "none"; InvalidArgument for an
+// unknown name.
+Status MakeBackend(const std::string& kind, const std::string& root,
+                   std::unique_ptr<HalBackend>* out);
+
+}  // namespace xpu::hal

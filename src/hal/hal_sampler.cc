@@ -1,0 +1,150 @@
+#include "hal/hal_sampler.h"
+
+#include <spdlog/spdlog.h>
+
+namespace xpu::hal {
+
+HalSampler::HalSampler(std::unique_ptr<HalBackend> backend,
+                       std::shared_ptr<const FaultCatalog> catalog,
+                       std::chrono::milliseconds interval, store::DeviceRegistry* registry,
+                       prometheus::Registry* self_metrics)
+    : backend_(std::move(backend)),
+      catalog_(std::move(catalog)),
+      interval_(interval),
+      registry_(registry),
+      up_gauge_(prometheus::BuildGauge()
+                    .Name("xpu_hal_up")
+                    .Help("Whether the last HAL sample could enumerate devices: 1 yes, 0 no.")
+                    .Register(*self_metrics)
+                    .Add({{"backend", backend_ ? backend_->name() : "none"}})),
+      duration_(prometheus::BuildGauge()
+                    .Name("xpu_hal_sample_duration_seconds")
+                    .Help("How long the last HAL sample took.")
+                    .Register(*self_metrics)
+                    .Add({})),
+      read_errors_(prometheus::BuildCounter()
+                       .Name("xpu_hal_read_errors_total")
+                       .Help("HAL reads that failed or returned malformed data, by device.")
+                       .Register(*self_metrics)),
+      events_(prometheus::BuildCounter()
+                  .Name("xpu_device_fault_events_total")
+                  .Help("Times a fault code was raised on a device (seen active after not being "
+                        "active), by code and catalog level.")
+                  .Register(*self_metrics)),
+      unknown_codes_(prometheus::BuildCounter()
+                         .Name("xpu_hal_unknown_fault_codes_total")
+                         .Help("Raises of fault codes that the fault catalog does not know.")
+                         .Register(*self_metrics)
+                         .Add({})) {
+  if (!backend_) throw std::invalid_argument("HalSampler needs a backend");
+  if (interval_.count() <= 0) throw std::invalid_argument("HAL interval must be > 0");
+}
+
+HalSampler::~HalSampler() { Stop(); }
+
+void HalSampler::Start() {
+  thread_ = std::thread([this] { Loop(); });
+}
+
+void HalSampler::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+std::optional<std::chrono::steady_clock::time_point> HalSampler::last_success() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return last_success_;
+}
+
+void HalSampler::Loop() {
+  auto next = std::chrono::steady_clock::now();
+  for (;;) {
+    SampleOnce();
+    next += interval_;
+    const auto now = std::chrono::steady_clock::now();
+    if (next < now) next = now;  // fell behind: do not burst
+    std::unique_lock<std::mutex> lock(mu_);
+    if (cv_.wait_until(lock, next, [&] { return stopping_; })) return;
+  }
+}
+
+void HalSampler::LogOnce(const std::string& key, const std::string& message) {
+  if (logged_.insert(key).second) spdlog::warn("HAL {}: {} (logged once until it clears)", backend_->name(), message);
+}
+
+void HalSampler::SampleOnce() {
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<HalDeviceId> ids;
+  Status s = backend_->ListDevices(&ids);
+  if (!s.ok()) {
+    up_ = false;
+    up_gauge_.Set(0);
+    LogOnce("list", "cannot enumerate devices: " + s.message());
+    registry_->SetHalDevices({});
+    duration_.Set(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    return;
+  }
+  if (logged_.erase("list")) spdlog::info("HAL {}: enumerating devices again", backend_->name());
+  std::vector<store::HalDeviceView> views;
+  std::map<int32_t, std::set<std::string>> now_active;
+  for (const HalDeviceId& id : ids) {
+    store::HalDeviceView v;
+    v.minor = id.minor;
+    v.uuid = id.uuid;
+    const std::string minor = std::to_string(id.minor);
+    bool healthy = false;
+    Status hs = backend_->ReadHealth(id.minor, &healthy);
+    if (hs.ok()) {
+      v.healthy = healthy;
+      logged_.erase("health" + minor);
+    } else {
+      read_errors_.Add({{"minor", minor}}).Increment();
+      LogOnce("health" + minor, "device " + minor + ": " + hs.message());
+    }
+    std::vector<std::string> codes;
+    Status fs = backend_->ReadFaultCodes(id.minor, &codes);
+    std::set<std::string>& active = now_active[id.minor];
+    if (fs.ok()) {
+      logged_.erase("faults" + minor);
+      active.insert(codes.begin(), codes.end());
+    } else {
+      // Keep what was active: a torn read is not a recovery.
+      read_errors_.Add({{"minor", minor}}).Increment();
+      LogOnce("faults" + minor, "device " + minor + ": " + fs.message());
+      active = active_[id.minor];
+    }
+    const std::set<std::string>& before = active_[id.minor];
+    for (const std::string& code : active) {
+      FaultInfo info = catalog_->Lookup(code);
+      if (before.count(code) == 0) {
+        events_.Add({{"minor", minor}, {"uuid", v.uuid}, {"code", info.code},
+                     {"level", LevelName(info.level)}})
+            .Increment();
+        if (!info.known) unknown_codes_.Increment();
+        spdlog::warn("device {} fault {} raised: {} ({}; {})", minor, info.code, info.name,
+                     LevelName(info.level), info.action);
+      }
+      v.faults.push_back({info.code, info.name, static_cast<int>(info.level),
+                          LevelName(info.level), info.description, info.action, info.known});
+    }
+    for (const std::string& code : before) {
+      if (active.count(code) == 0) spdlog::info("device {} fault {} cleared", minor, code);
+    }
+    views.push_back(std::move(v));
+  }
+  active_ = std::move(now_active);
+  registry_->SetHalDevices(std::move(views));
+  up_ = true;
+  up_gauge_.Set(1);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    last_success_ = std::chrono::steady_clock::now();
+  }
+  duration_.Set(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+}
+
+}  // namespace xpu::hal

@@ -1,0 +1,75 @@
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+
+#include <prometheus/counter.h>
+#include <prometheus/family.h>
+#include <prometheus/gauge.h>
+#include <prometheus/registry.h>
+
+#include "hal/fault_catalog.h"
+#include "hal/hal.h"
+#include "store/device_registry.h"
+
+namespace xpu::hal {
+
+// Samples a HalBackend on its own thread every `interval`, independent of the
+// XDM connection, and publishes health and active faults (with their catalog
+// entries) to the DeviceRegistry. Counts fault raises, read errors and unknown
+// codes in `self_metrics`. A read error affects one device only and is logged
+// once until that device reads cleanly again.
+// Start()/Stop() from the owning thread; SampleOnce() for tests, not
+// concurrently with a running sampler.
+class HalSampler {
+ public:
+  HalSampler(std::unique_ptr<HalBackend> backend, std::shared_ptr<const FaultCatalog> catalog,
+             std::chrono::milliseconds interval, store::DeviceRegistry* registry,
+             prometheus::Registry* self_metrics);
+  ~HalSampler();
+  HalSampler(const HalSampler&) = delete;
+  HalSampler& operator=(const HalSampler&) = delete;
+
+  void Start();
+  void Stop();
+  void SampleOnce();
+
+  std::string backend_name() const { return backend_->name(); }
+  bool up() const { return up_.load(); }
+  // Time of the last sample that enumerated devices successfully.
+  std::optional<std::chrono::steady_clock::time_point> last_success() const;
+
+ private:
+  void Loop();
+  void LogOnce(const std::string& key, const std::string& message);
+
+  std::unique_ptr<HalBackend> backend_;
+  std::shared_ptr<const FaultCatalog> catalog_;
+  const std::chrono::milliseconds interval_;
+  store::DeviceRegistry* const registry_;
+  prometheus::Gauge& up_gauge_;
+  prometheus::Gauge& duration_;
+  prometheus::Family<prometheus::Counter>& read_errors_;
+  prometheus::Family<prometheus::Counter>& events_;
+  prometheus::Counter& unknown_codes_;
+  std::atomic<bool> up_{false};
+
+  // Sampler-thread state.
+  std::map<int32_t, std::set<std::string>> active_;  // minor -> codes seen last time
+  std::set<std::string> logged_;                     // problems logged, until they clear
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool stopping_ = false;  // guarded by mu_
+  std::optional<std::chrono::steady_clock::time_point> last_success_;  // guarded by mu_
+  std::thread thread_;
+};
+
+}  // namespace xpu::hal

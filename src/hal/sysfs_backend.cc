@@ -1,0 +1,158 @@
+#include "hal/sysfs_backend.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include "hal/fault_catalog.h"
+
+namespace xpu::hal {
+namespace {
+
+namespace fs = std::filesystem;
+
+// sysfs attributes are small; anything bigger is not one of ours.
+constexpr size_t kMaxFileBytes = 64 * 1024;
+
+Status NeedsNewline(std::string_view text, const char* what) {
+  if (text.empty()) return Status::InvalidArgument(std::string(what) + " is empty");
+  if (text.back() != '\n')
+    return Status::InvalidArgument(std::string(what) + " is truncated (no final newline)");
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status ParseHealthFile(std::string_view text, bool* healthy) {
+  Status s = NeedsNewline(text, "health");
+  if (!s.ok()) return s;
+  if (text == "1\n") {
+    *healthy = true;
+  } else if (text == "0\n") {
+    *healthy = false;
+  } else {
+    return Status::InvalidArgument("health is neither \"1\" nor \"0\"");
+  }
+  return Status::Ok();
+}
+
+Status ParseUuidFile(std::string_view text, std::string* uuid) {
+  Status s = NeedsNewline(text, "uuid");
+  if (!s.ok()) return s;
+  std::string_view v = text.substr(0, text.size() - 1);
+  if (v.empty() || v.size() > 128 || v.find('\n') != std::string_view::npos)
+    return Status::InvalidArgument("uuid is not one line of 1..128 characters");
+  for (char c : v) {
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == ':' || c == '.'))
+      return Status::InvalidArgument("uuid has a character outside [A-Za-z0-9-_:.]");
+  }
+  *uuid = std::string(v);
+  return Status::Ok();
+}
+
+Status ParseFaultCodesFile(std::string_view text, std::vector<std::string>* codes) {
+  codes->clear();
+  if (text.empty()) return Status::Ok();  // no active faults
+  if (text.back() != '\n')
+    return Status::InvalidArgument("fault_codes is truncated (no final newline)");
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start < text.size()) {
+    const size_t nl = text.find('\n', start);
+    std::string_view line = text.substr(start, nl - start);
+    start = nl + 1;
+    const std::string code = FaultCatalog::Normalize(std::string(line));
+    if (code.empty())
+      return Status::InvalidArgument("fault_codes has a line that is not a hex code");
+    out.push_back(code);
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  *codes = std::move(out);
+  return Status::Ok();
+}
+
+Status SysfsBackend::ReadFile(int32_t minor, const char* file, std::string* out) const {
+  const std::string path = root_ + "/xpu" + std::to_string(minor) + "/" + file;
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) return Status::IoError(path + ": " + std::strerror(errno));
+  out->clear();
+  char buf[4096];
+  for (;;) {
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0) {
+      const int err = errno;
+      ::close(fd);
+      return Status::IoError(path + ": " + std::strerror(err));
+    }
+    if (n == 0) break;
+    out->append(buf, static_cast<size_t>(n));
+    if (out->size() > kMaxFileBytes) {
+      ::close(fd);
+      return Status::IoError(path + ": larger than " + std::to_string(kMaxFileBytes) + " bytes");
+    }
+  }
+  ::close(fd);
+  return Status::Ok();
+}
+
+Status SysfsBackend::ListDevices(std::vector<HalDeviceId>* out) {
+  out->clear();
+  std::error_code ec;
+  fs::directory_iterator it(root_, ec);
+  if (ec) return Status::IoError(root_ + ": " + ec.message());
+  for (const auto& entry : it) {
+    const std::string name = entry.path().filename().string();
+    if (name.size() < 4 || name.rfind("xpu", 0) != 0) continue;
+    const std::string digits = name.substr(3);
+    if (digits.size() > 6 || digits.find_first_not_of("0123456789") != std::string::npos) continue;
+    if (!entry.is_directory(ec)) continue;
+    HalDeviceId id;
+    id.minor = std::stoi(digits);
+    std::string text;
+    if (ReadFile(id.minor, "uuid", &text).ok()) {
+      std::string uuid;
+      if (ParseUuidFile(text, &uuid).ok()) id.uuid = uuid;
+    }
+    out->push_back(std::move(id));
+  }
+  std::sort(out->begin(), out->end(),
+            [](const HalDeviceId& a, const HalDeviceId& b) { return a.minor < b.minor; });
+  return Status::Ok();
+}
+
+Status SysfsBackend::ReadHealth(int32_t minor, bool* healthy) {
+  std::string text;
+  Status s = ReadFile(minor, "health", &text);
+  if (!s.ok()) return s;
+  return ParseHealthFile(text, healthy);
+}
+
+Status SysfsBackend::ReadFaultCodes(int32_t minor, std::vector<std::string>* codes) {
+  std::string text;
+  Status s = ReadFile(minor, "fault_codes", &text);
+  if (!s.ok()) return s;
+  return ParseFaultCodesFile(text, codes);
+}
+
+Status MakeBackend(const std::string& kind, const std::string& root,
+                   std::unique_ptr<HalBackend>* out) {
+  out->reset();
+  if (kind == "none") return Status::Ok();
+  if (kind == "sysfs") {
+    *out = std::make_unique<SysfsBackend>(root);
+    return Status::Ok();
+  }
+  if (kind == "auto") {
+    std::error_code ec;
+    if (fs::is_directory(root, ec)) *out = std::make_unique<SysfsBackend>(root);
+    return Status::Ok();
+  }
+  return Status::InvalidArgument("--hal: unknown backend '" + kind + "' (auto, none, sysfs)");
+}
+
+}  // namespace xpu::hal

@@ -1,0 +1,34 @@
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "hal/hal.h"
+
+namespace xpu::hal {
+
+// Parsers of the sysfs files (docs/hal.md), pure and separate from I/O.
+// Every file must end in a newline: a missing one means a partly written or
+// truncated file, which is an error rather than a guess.
+Status ParseHealthFile(std::string_view text, bool* healthy);
+Status ParseUuidFile(std::string_view text, std::string* uuid);
+// One code per line; an empty file means no active faults.
+Status ParseFaultCodesFile(std::string_view text, std::vector<std::string>* codes);
+
+// Reads <root>/xpu<minor>/{uuid,health,fault_codes}: the layout xdm-sim
+// writes with --hal-root, modelled on a driver's sysfs class directory.
+class SysfsBackend : public HalBackend {
+ public:
+  explicit SysfsBackend(std::string root) : root_(std::move(root)) {}
+  std::string name() const override { return "sysfs"; }
+  Status ListDevices(std::vector<HalDeviceId>* out) override;
+  Status ReadHealth(int32_t minor, bool* healthy) override;
+  Status ReadFaultCodes(int32_t minor, std::vector<std::string>* codes) override;
+
+ private:
+  Status ReadFile(int32_t minor, const char* file, std::string* out) const;
+  std::string root_;
+};
+
+}  // namespace xpu::hal

@@ -1,0 +1,293 @@
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include <gtest/gtest.h>
+
+#include "hal/fault_catalog.h"
+#include "hal/hal_sampler.h"
+#include "hal/sysfs_backend.h"
+#include "support/test_util.h"
+
+namespace xpu::hal {
+namespace {
+
+namespace fs = std::filesystem;
+
+// ---- parsers, one case per kind of bad file ----
+
+TEST(SysfsParseTest, HealthAcceptsOnlyOneOrZeroWithNewline) {
+  bool h = false;
+  EXPECT_TRUE(ParseHealthFile("1\n", &h).ok());
+  EXPECT_TRUE(h);
+  EXPECT_TRUE(ParseHealthFile("0\n", &h).ok());
+  EXPECT_FALSE(h);
+  EXPECT_NE(ParseHealthFile("", &h).message().find("empty"), std::string::npos);
+  EXPECT_NE(ParseHealthFile("1", &h).message().find("truncated"), std::string::npos);
+  EXPECT_FALSE(ParseHealthFile("yes\n", &h).ok());
+  EXPECT_FALSE(ParseHealthFile("\x01\xff\n", &h).ok());
+  EXPECT_FALSE(ParseHealthFile("1\n1\n", &h).ok());
+}
+
+TEST(SysfsParseTest, UuidMustBeOneSaneLine) {
+  std::string u;
+  EXPECT_TRUE(ParseUuidFile("PPU-1234-abcd\n", &u).ok());
+  EXPECT_EQ(u, "PPU-1234-abcd");
+  EXPECT_FALSE(ParseUuidFile("", &u).ok());
+  EXPECT_FALSE(ParseUuidFile("PPU-12", &u).ok());         // truncated
+  EXPECT_FALSE(ParseUuidFile("PPU\"12\n", &u).ok());      // garbage
+  EXPECT_FALSE(ParseUuidFile(std::string(300, 'a') + "\n", &u).ok());
+}
+
+TEST(SysfsParseTest, FaultCodesOnePerLineEmptyMeansNone) {
+  std::vector<std::string> c;
+  EXPECT_TRUE(ParseFaultCodesFile("", &c).ok());
+  EXPECT_TRUE(c.empty());
+  EXPECT_TRUE(ParseFaultCodesFile("0x80e18400\n80C98000\n0x80E18400\n", &c).ok());
+  EXPECT_EQ(c, (std::vector<std::string>{"0x80C98000", "0x80E18400"}));
+  EXPECT_FALSE(ParseFaultCodesFile("0x80E18400\n0x80C9", &c).ok());  // partly written
+  EXPECT_FALSE(ParseFaultCodesFile("0x80E18400\nzzz\n", &c).ok());  // garbage
+  EXPECT_FALSE(ParseFaultCodesFile("\n", &c).ok());                  // blank line
+  EXPECT_FALSE(ParseFaultCodesFile("0x123456789\n", &c).ok());       // too long
+}
+
+// ---- the backend on fixture trees ----
+
+class SysfsTreeTest : public ::testing::Test {
+ protected:
+  void Write(const std::string& rel, const std::string& content) {
+    const fs::path p = fs::path(dir_.path()) / rel;
+    fs::create_directories(p.parent_path());
+    std::ofstream(p) << content;
+  }
+  void Device(int minor, const std::string& health, const std::string& faults) {
+    const std::string d = "xpu" + std::to_string(minor) + "/";
+    Write(d + "uuid", "U-" + std::to_string(minor) + "\n");
+    Write(d + "health", health);
+    Write(d + "fault_codes", faults);
+  }
+  xpu::testing::TempDir dir_;
+};
+
+TEST_F(SysfsTreeTest, ListsDevicesByMinorAndIgnoresStrangers) {
+  Device(10, "1\n", "");
+  Device(2, "1\n", "");
+  Write("xpuX/uuid", "no\n");
+  Write("other/uuid", "no\n");
+  Write("xpu3", "a file, not a directory\n");
+  SysfsBackend b(dir_.path());
+  std::vector<HalDeviceId> ids;
+  ASSERT_TRUE(b.ListDevices(&ids).ok());
+  ASSERT_EQ(ids.size(), 2u);
+  EXPECT_EQ(ids[0].minor, 2);
+  EXPECT_EQ(ids[0].uuid, "U-2");
+  EXPECT_EQ(ids[1].minor, 10);
+}
+
+TEST_F(SysfsTreeTest, EachBadFileIsAnErrorForThatDeviceOnly) {
+  Device(0, "1\n", "0x80E18400\n");
+  Device(1, "", "");              // empty health
+  Device(2, "1", "");             // truncated health
+  Device(3, "1\n", "0x80E1");     // partly written codes
+  Device(4, "1\n", "garbage!\n"); // garbage codes
+  Write("xpu5/uuid", "U-5\n");    // missing health and fault_codes
+  Device(6, "1\n", "");
+  fs::remove(fs::path(dir_.path()) / "xpu6/health");
+  fs::create_directory(fs::path(dir_.path()) / "xpu6/health");  // unreadable: a directory
+  SysfsBackend b(dir_.path());
+  bool h;
+  std::vector<std::string> codes;
+  EXPECT_TRUE(b.ReadHealth(0, &h).ok());
+  EXPECT_TRUE(b.ReadFaultCodes(0, &codes).ok());
+  EXPECT_EQ(codes, std::vector<std::string>{"0x80E18400"});
+  EXPECT_FALSE(b.ReadHealth(1, &h).ok());
+  EXPECT_FALSE(b.ReadHealth(2, &h).ok());
+  EXPECT_FALSE(b.ReadFaultCodes(3, &codes).ok());
+  EXPECT_FALSE(b.ReadFaultCodes(4, &codes).ok());
+  EXPECT_NE(b.ReadHealth(5, &h).message().find("No such file"), std::string::npos);
+  EXPECT_FALSE(b.ReadFaultCodes(5, &codes).ok());
+  EXPECT_FALSE(b.ReadHealth(6, &h).ok());
+  EXPECT_FALSE(b.ReadHealth(99, &h).ok());
+}
+
+TEST_F(SysfsTreeTest, MissingRootIsABackendError) {
+  SysfsBackend b(dir_.File("nope"));
+  std::vector<HalDeviceId> ids;
+  EXPECT_FALSE(b.ListDevices(&ids).ok());
+}
+
+TEST_F(SysfsTreeTest, HugeFileIsRefused) {
+  Device(0, "1\n", std::string(100000, 'A') + "\n");
+  SysfsBackend b(dir_.path());
+  std::vector<std::string> codes;
+  EXPECT_FALSE(b.ReadFaultCodes(0, &codes).ok());
+}
+
+// ---- the sampler ----
+
+double Value(const prometheus::Registry& r, const std::string& name,
+             const std::map<std::string, std::string>& labels = {}) {
+  for (const auto& f : r.Collect()) {
+    if (f.name != name) continue;
+    for (const auto& m : f.metric) {
+      bool match = true;
+      for (const auto& [k, v] : labels) {
+        bool found = false;
+        for (const auto& l : m.label) found = found || (l.name == k && l.value == v);
+        match = match && found;
+      }
+      if (match) return f.type == prometheus::MetricType::Counter ? m.counter.value : m.gauge.value;
+    }
+  }
+  return -1;
+}
+
+class SamplerTest : public SysfsTreeTest {
+ protected:
+  void SetUp() override {
+    sampler_ = std::make_unique<HalSampler>(std::make_unique<SysfsBackend>(dir_.path()),
+                                            FaultCatalog::Builtin(), std::chrono::seconds(1),
+                                            &registry_, &metrics_);
+  }
+  store::DeviceRegistry registry_;
+  prometheus::Registry metrics_;
+  std::unique_ptr<HalSampler> sampler_;
+};
+
+TEST_F(SamplerTest, RaisesClearsAndCountsFaultEvents) {
+  Device(0, "1\n", "");
+  Device(1, "0\n", "0x80E18400\n");
+  sampler_->SampleOnce();
+  auto hal = registry_.HalDevices();
+  ASSERT_EQ(hal.size(), 2u);
+  EXPECT_EQ(hal[0].healthy, true);
+  EXPECT_EQ(hal[1].healthy, false);
+  ASSERT_EQ(hal[1].faults.size(), 1u);
+  EXPECT_EQ(hal[1].faults[0].level_name, "reset_card");
+  EXPECT_EQ(hal[1].faults[0].name, "hbm_uncorrectable_ecc");
+  const std::map<std::string, std::string> ev = {{"minor", "1"}, {"code", "0x80E18400"}};
+  EXPECT_EQ(Value(metrics_, "xpu_device_fault_events_total", ev), 1);
+  sampler_->SampleOnce();  // still active: not a new event
+  EXPECT_EQ(Value(metrics_, "xpu_device_fault_events_total", ev), 1);
+  Device(1, "0\n", "");
+  sampler_->SampleOnce();
+  EXPECT_TRUE(registry_.HalDevices()[1].faults.empty());
+  Device(1, "0\n", "0x80E18400\n");
+  sampler_->SampleOnce();
+  EXPECT_EQ(Value(metrics_, "xpu_device_fault_events_total", ev), 2);
+  EXPECT_EQ(Value(metrics_, "xpu_hal_up"), 1);
+}
+
+TEST_F(SamplerTest, TornReadKeepsActiveFaultsAndCountsTheError) {
+  Device(0, "1\n", "0x80C98000\n");
+  sampler_->SampleOnce();
+  Device(0, "1\n", "0x80C9");  // caught mid-write
+  sampler_->SampleOnce();
+  ASSERT_EQ(registry_.HalDevices()[0].faults.size(), 1u);
+  EXPECT_EQ(Value(metrics_, "xpu_hal_read_errors_total", {{"minor", "0"}}), 1);
+  EXPECT_EQ(Value(metrics_, "xpu_device_fault_events_total", {{"code", "0x80C98000"}}), 1);
+}
+
+TEST_F(SamplerTest, UnknownCodesGetTheDefaultLevelAndAreCounted) {
+  Device(0, "1\n", "0xDEADBEEF\n");
+  sampler_->SampleOnce();
+  auto f = registry_.HalDevices()[0].faults.at(0);
+  EXPECT_FALSE(f.known);
+  EXPECT_EQ(f.level_name, LevelName(FaultCatalog::Builtin()->default_level()));
+  EXPECT_EQ(Value(metrics_, "xpu_hal_unknown_fault_codes_total"), 1);
+}
+
+TEST_F(SamplerTest, BadHealthFileHidesHalHealthForThatDeviceOnly) {
+  Device(0, "maybe\n", "");
+  Device(1, "1\n", "");
+  sampler_->SampleOnce();
+  auto hal = registry_.HalDevices();
+  EXPECT_FALSE(hal[0].healthy.has_value());
+  EXPECT_EQ(hal[1].healthy, true);
+  auto fams = registry_.Collect();
+  int hal_health = 0;
+  for (const auto& f : fams)
+    if (f.name == "xpu_device_health") hal_health = static_cast<int>(f.metric.size());
+  EXPECT_EQ(hal_health, 1);
+}
+
+TEST_F(SamplerTest, VanishedRootMeansHalDown) {
+  Device(0, "1\n", "");
+  sampler_->SampleOnce();
+  EXPECT_TRUE(sampler_->up());
+  fs::remove_all(dir_.path());
+  sampler_->SampleOnce();
+  EXPECT_FALSE(sampler_->up());
+  EXPECT_EQ(Value(metrics_, "xpu_hal_up"), 0);
+  EXPECT_TRUE(registry_.HalDevices().empty());
+}
+
+TEST_F(SamplerTest, FaultLevelIsTheWorstActive) {
+  Device(0, "1\n", "0x80CB8000\n0x80C98000\n0x80CB8001\n");  // none, restart_job, isolate_card
+  sampler_->SampleOnce();
+  for (const auto& f : registry_.Collect()) {
+    if (f.name == "xpu_device_fault_level") {
+      ASSERT_EQ(f.metric.size(), 1u);
+      EXPECT_EQ(f.metric[0].gauge.value, 6);
+    }
+  }
+}
+
+// ---- the fault catalog ----
+
+TEST(FaultCatalogTest, EveryEntryHasLevelDescriptionActionAndUniqueCode) {
+  auto cat = FaultCatalog::Builtin();
+  ASSERT_GE(cat->entries().size(), 10u);
+  std::set<std::string> names;
+  for (const auto& [code, f] : cat->entries()) {
+    EXPECT_EQ(FaultCatalog::Normalize(code), code);
+    EXPECT_FALSE(f.description.empty()) << code;
+    EXPECT_FALSE(f.action.empty()) << code;
+    EXPECT_TRUE(names.insert(f.name).second) << f.name;
+  }
+  // Codes are unique by construction (a map); Parse must refuse duplicates.
+  std::shared_ptr<const FaultCatalog> c;
+  const std::string one =
+      "  - code: \"0x1\"\n    name: a\n    level: none\n    description: d\n    action: a\n";
+  EXPECT_FALSE(FaultCatalog::Parse("codes:\n" + one + one, "t", &c).ok());
+  EXPECT_TRUE(FaultCatalog::Parse("codes:\n" + one, "t", &c).ok());
+}
+
+TEST(FaultCatalogTest, ParseRejectsBadEntries) {
+  std::shared_ptr<const FaultCatalog> c;
+  EXPECT_FALSE(FaultCatalog::Parse("codes:\n  - code: \"0x1\"\n    name: a\n    level: panic\n"
+                                   "    description: d\n    action: a\n", "t", &c).ok());
+  EXPECT_FALSE(FaultCatalog::Parse("codes:\n  - code: \"xyz\"\n    name: a\n    level: none\n"
+                                   "    description: d\n    action: a\n", "t", &c).ok());
+  EXPECT_FALSE(FaultCatalog::Parse("codes:\n  - code: \"0x1\"\n    name: a\n    level: none\n"
+                                   "    action: a\n", "t", &c).ok());
+  Status s = FaultCatalog::Parse("codes: []\nlevels: 3\n", "t", &c);
+  EXPECT_NE(s.message().find("unknown key 'levels'"), std::string::npos);
+}
+
+TEST(FaultCatalogTest, LevelsOrderFromNoActionToIsolation) {
+  FaultLevel l;
+  ASSERT_TRUE(ParseLevel("none", &l));
+  EXPECT_EQ(static_cast<int>(l), 0);
+  ASSERT_TRUE(ParseLevel("isolate_card", &l));
+  EXPECT_EQ(static_cast<int>(l), 6);
+  EXPECT_LT(static_cast<int>(FaultLevel::kRestartJob), static_cast<int>(FaultLevel::kResetCard));
+}
+
+TEST(HalBackendTest, AutoPicksSysfsOnlyWhenRootExists) {
+  xpu::testing::TempDir dir;
+  std::unique_ptr<HalBackend> b;
+  ASSERT_TRUE(MakeBackend("auto", dir.path(), &b).ok());
+  ASSERT_NE(b, nullptr);
+  EXPECT_EQ(b->name(), "sysfs");
+  ASSERT_TRUE(MakeBackend("auto", dir.File("absent"), &b).ok());
+  EXPECT_EQ(b, nullptr);
+  ASSERT_TRUE(MakeBackend("none", dir.path(), &b).ok());
+  EXPECT_EQ(b, nullptr);
+  EXPECT_FALSE(MakeBackend("nvml", dir.path(), &b).ok());
+}
+
+}  // namespace
+}  // namespace xpu::hal
