@@ -1,4 +1,6 @@
 // xpu-exporter: see README.md and docs/architecture.md.
+#include <malloc.h>
+
 #include <csignal>
 #include <cstdio>
 #include <iostream>
@@ -10,6 +12,13 @@
 #include "version.h"
 
 int main(int argc, char** argv) {
+  // Memory: every civetweb worker thread would otherwise get its own malloc
+  // arena and keep a scrape-sized buffer (12 MB at 100,000 series) after
+  // each scrape; and glibc's dynamic mmap threshold would move such buffers
+  // onto the heap, where they stay resident. Two arenas and a fixed 1 MiB
+  // threshold return scrape buffers to the system (docs/benchmarks.md).
+  mallopt(M_ARENA_MAX, 2);
+  mallopt(M_MMAP_THRESHOLD, 1 << 20);
   xpu::app::Config cfg;
   if (int rc = xpu::app::ParseFlags(argc, argv, &cfg); rc >= 0) return rc;
   xpu::app::SetupLogging(cfg);

@@ -27,8 +27,8 @@ const char* kUnknownHelp = "Samples whose XDM metric ID the catalog does not kno
 std::vector<std::pair<std::string, std::string>> RowLabels(const store::Row& row) {
   std::vector<std::pair<std::string, std::string>> labels;
   labels.emplace_back("minor", std::to_string(row.minor));
-  labels.emplace_back("uuid", row.device.uuid);
-  labels.emplace_back("model", row.device.model);
+  labels.emplace_back("uuid", row.device->uuid);
+  labels.emplace_back("model", row.device->model);
   if (row.entry == nullptr) {
     labels.emplace_back("id", std::to_string(row.metric_id));
     if (!row.instance.empty()) labels.emplace_back("instance_id", row.instance);

@@ -91,11 +91,12 @@ void MetricStore::RebuildLocked() {
   auto set = std::make_shared<SeriesSet>();
   set->generation = ++generation_;
   set->rows.reserve(order_.size());
+  set->devices = devices_;
   for (uint32_t i : order_) {
     const Key& k = series_[i].key;
-    auto dev = devices_.find(k.minor);
+    auto dev = set->devices.find(k.minor);
     set->rows.push_back(Row{catalog_->Find(k.metric_id), k.metric_id, k.minor, k.instance,
-                            dev == devices_.end() ? DeviceLabels{} : dev->second});
+                            dev == set->devices.end() ? &set->unknown_device : &dev->second});
   }
   set_ = std::move(set);
   dirty_ = false;

@@ -44,7 +44,7 @@ TEST_F(StoreTest, DropsSeriesOfVanishedDevice) {
   store_.SetDevices({{0, {"U0", "M"}}});
   Snapshot s = store_.Snap(t0_);
   ASSERT_EQ(s.values.size(), 1u);
-  EXPECT_EQ(s.set->rows[0].device.uuid, "U0");
+  EXPECT_EQ(s.set->rows[0].device->uuid, "U0");
   // Data for a device the list lacks is refused and counted.
   ApplyStats st = store_.Apply(Batch({{1, 4, "", 41}}), t0_);
   EXPECT_EQ(st.unknown_device, 1u);

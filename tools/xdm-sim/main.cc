@@ -35,6 +35,9 @@ int main(int argc, char** argv) {
   app.add_option("--interval", interval, "collection interval (500ms, 1s, ...)")
       ->capture_default_str();
   app.add_option("--seed", opts.seed, "seed for UUIDs and metric noise")->capture_default_str();
+  app.add_flag("--flood", opts.flood, "streams push back to back (ingest benchmarks)");
+  app.add_option("--marker-id", opts.marker_id,
+                 "add this metric ID on device 0 carrying the send time in us (freshness)");
   app.add_flag("--frozen", opts.frozen, "metric values never move (deterministic output)");
   app.add_option("--hal-root", opts.hal_root, "write a sysfs-like HAL tree here");
   app.add_option("--log-level", log_level, "debug, info, warn, error")->capture_default_str();

@@ -92,7 +92,7 @@ class XdmService final : public api::XpuDeviceManagerService::Service {
   Status ExporterGetDataList(ServerContext* ctx, const api::ExporterDataRequest* req,
                              api::ExporterDataResponse* resp) override {
     if (!Answering(ctx)) return Unanswered();
-    *resp = sim_->fleet().Data(*req);
+    *resp = Stamped(sim_->fleet().Data(*req));
     return Status::OK;
   }
 
@@ -105,11 +105,14 @@ class XdmService final : public api::XpuDeviceManagerService::Service {
     for (;;) {
       Status end = StreamEnd(sim_, ctx, break_gen);
       if (!end.ok()) return end;
-      const uint64_t now = first ? tick : sim_->signals().WaitTick(tick, break_gen, kPollSlice);
+      const bool flood = sim_->options().flood;
+      const uint64_t now =
+          first || flood ? tick + (flood ? 1 : 0)
+                         : sim_->signals().WaitTick(tick, break_gen, kPollSlice);
       end = StreamEnd(sim_, ctx, break_gen);
       if (!end.ok()) return end;
       if ((first || now != tick) && !sim_->signals().paused()) {
-        if (!writer->Write(sim_->fleet().Data(*req))) return Status::OK;  // client gone
+        if (!writer->Write(Stamped(sim_->fleet().Data(*req)))) return Status::OK;  // client gone
         first = false;
       }
       tick = now;
@@ -147,6 +150,17 @@ class XdmService final : public api::XpuDeviceManagerService::Service {
   }
 
  private:
+  // Adds the freshness marker (--marker-id) stamped at send time.
+  api::ExporterDataResponse Stamped(api::ExporterDataResponse resp) const {
+    if (sim_->options().marker_id == 0) return resp;
+    auto* m = resp.add_datalist();
+    m->set_minor(0);
+    m->set_metricid(sim_->options().marker_id);
+    m->set_value(static_cast<double>(std::chrono::duration_cast<std::chrono::microseconds>(
+                                         std::chrono::system_clock::now().time_since_epoch())
+                                         .count()));
+    return resp;
+  }
   // Paused: hold the call until resumed or the caller gives up.
   bool Answering(ServerContext* ctx) {
     return sim_->signals().WaitWhilePaused([ctx] { return ctx->IsCancelled(); });

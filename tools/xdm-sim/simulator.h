@@ -30,6 +30,9 @@ struct SimOptions {
   uint64_t seed = 1;
   std::string hal_root;  // empty: no HAL tree
   bool frozen = false;   // metric values never move (golden tests)
+  bool flood = false;    // streams push back to back, not once per interval (benchmarks)
+  uint32_t marker_id = 0;  // > 0: each answer carries this metric ID on device 0 with
+                           // the send time in microseconds since the epoch (freshness)
 };
 
 // Signals shared by the services and the control API: a tick counter that

@@ -1,0 +1,120 @@
+// Micro-benchmarks (Google Benchmark) of the hot paths, per series, so a
+// regression shows per change: decode, store update, snapshot, rendering with
+// our writer and with prometheus-cpp's TextSerializer for reference.
+#include <benchmark/benchmark.h>
+#include <prometheus/text_serializer.h>
+
+#include "exposition/snapshot_writer.h"
+#include "store/metric_store.h"
+#include "upstream/decode.h"
+
+namespace {
+
+using xpu::store::Clock;
+
+// A message like xdm-sim's: 15 device metrics + 3 per link.
+xdm::api::ExporterDataResponse Message(int devices, int links) {
+  xdm::api::ExporterDataResponse msg;
+  for (int d = 0; d < devices; ++d) {
+    for (uint32_t id = 1; id <= 18; ++id) {
+      const bool per_link = id >= 14 && id <= 16;
+      for (int l = 0; l < (per_link ? links : 1); ++l) {
+        auto* s = msg.add_datalist();
+        s->set_minor(d);
+        s->set_metricid(id);
+        if (per_link) s->set_instance(std::to_string(l));
+        s->set_value(12345.678 + d + l);
+      }
+    }
+  }
+  return msg;
+}
+
+struct Fixture {
+  explicit Fixture(int64_t series) {
+    const int links = 128;
+    const int devices = static_cast<int>(std::max<int64_t>(1, series / (15 + 3 * links)));
+    msg = Message(devices, links);
+    xpu::upstream::DecodeStats st;
+    xpu::upstream::DecodeData(msg, *xpu::catalog::Catalog::Builtin(), false, &batch, &st);
+    store = std::make_unique<xpu::store::MetricStore>(
+        xpu::catalog::Catalog::Builtin(),
+        xpu::store::MetricStore::Options{std::chrono::seconds(60), 10'000'000});
+    std::map<int32_t, xpu::store::DeviceLabels> labels;
+    for (int d = 0; d < devices; ++d)
+      labels[d] = {"PPU-2744a5fa-2135-0e7d-3fab-c78989a8d6e" + std::to_string(d % 10), "PPU-810E"};
+    store->SetDevices(labels);
+    store->Apply(batch, Clock::now());
+  }
+  xdm::api::ExporterDataResponse msg;
+  std::vector<xpu::store::Sample> batch;
+  std::unique_ptr<xpu::store::MetricStore> store;
+};
+
+void BM_Decode(benchmark::State& state) {
+  Fixture f(state.range(0));
+  std::vector<xpu::store::Sample> out;
+  for (auto _ : state) {
+    xpu::upstream::DecodeStats st;
+    xpu::upstream::DecodeData(f.msg, *xpu::catalog::Catalog::Builtin(), false, &out, &st);
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(f.batch.size()));
+}
+
+void BM_ParseMessage(benchmark::State& state) {
+  Fixture f(state.range(0));
+  const std::string wire = f.msg.SerializeAsString();
+  xdm::api::ExporterDataResponse msg;
+  for (auto _ : state) {
+    msg.ParseFromString(wire);
+    benchmark::DoNotOptimize(msg.datalist_size());
+  }
+  state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(f.batch.size()));
+}
+
+void BM_StoreApply(benchmark::State& state) {
+  Fixture f(state.range(0));
+  for (auto _ : state) f.store->Apply(f.batch, Clock::now());
+  state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(f.batch.size()));
+}
+
+void BM_Snapshot(benchmark::State& state) {
+  Fixture f(state.range(0));
+  for (auto _ : state) benchmark::DoNotOptimize(f.store->Snap(Clock::now()).values.data());
+  state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(f.batch.size()));
+}
+
+void BM_RenderSnapshotWriter(benchmark::State& state) {
+  Fixture f(state.range(0));
+  xpu::exposition::SnapshotWriter w;
+  auto snap = f.store->Snap(Clock::now());
+  std::string out;
+  for (auto _ : state) {
+    out.clear();
+    w.Append(snap, &out);
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(f.batch.size()));
+  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(out.size()));
+}
+
+void BM_RenderTextSerializer(benchmark::State& state) {
+  Fixture f(state.range(0));
+  auto snap = f.store->Snap(Clock::now());
+  for (auto _ : state) {
+    auto fams = xpu::exposition::SnapshotWriter::ToFamilies(snap);
+    benchmark::DoNotOptimize(prometheus::TextSerializer().Serialize(fams).size());
+  }
+  state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(f.batch.size()));
+}
+
+}  // namespace
+
+BENCHMARK(BM_ParseMessage)->Arg(10'000)->Arg(100'000)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Decode)->Arg(10'000)->Arg(100'000)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_StoreApply)->Arg(10'000)->Arg(100'000)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Snapshot)->Arg(10'000)->Arg(100'000)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_RenderSnapshotWriter)->Arg(10'000)->Arg(100'000)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_RenderTextSerializer)->Arg(10'000)->Arg(100'000)->Unit(benchmark::kMillisecond);
+BENCHMARK_MAIN();

@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# The whole benchmark suite, on loopback, in a few minutes on 2 cores:
+#   ./x bench            (or bench/run.sh BUILD_DIR)
+# Prints figures as markdown; docs/benchmarks.md records a run.
+set -euo pipefail
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+BUILD=${1:-$ROOT/build}
+SIM=$BUILD/tools/xdm-sim/xdm-sim
+EXP=$BUILD/src/app/xpu-exporter
+CLIENT=$BUILD/bench/scrape_client
+TMP=$(mktemp -d /tmp/xpu-bench.XXXXXX)
+PIDS=()
+cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$TMP"; }
+trap cleanup EXIT
+HZ=$(getconf CLK_TCK)
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+rss_kb() { awk '/^VmRSS/ {print $2}' "/proc/$1/status"; }
+hwm_kb() { awk '/^VmHWM/ {print $2}' "/proc/$1/status"; }
+until_ok() { for _ in $(seq 1 400); do "$@" >/dev/null 2>&1 && return 0; sleep 0.05; done; return 1; }
+
+start() {  # start NAME SIMFLAGS -- EXPFLAGS ; sets SIM_PID EXP_PID URL
+  local name=$1; shift
+  local simflags=() expflags=()
+  while [ $# -gt 0 ] && [ "$1" != -- ]; do simflags+=("$1"); shift; done
+  [ $# -gt 0 ] && shift
+  expflags=("$@")
+  ${SIM_TASKSET:-} "$SIM" --socket "$TMP/$name.sock" --controller-socket "$TMP/$name-c.sock" \
+    --control-address "" "${simflags[@]}" >"$TMP/$name-sim.log" 2>&1 &
+  SIM_PID=$!; PIDS+=("$SIM_PID")
+  until_ok grep -q ready "$TMP/$name-sim.log"
+  local port; port=$(free_port)
+  ${EXP_TASKSET:-} "$EXP" --xdm.endpoint "unix://$TMP/$name.sock" --controller.endpoint "unix://$TMP/$name-c.sock" \
+    --web.listen-address "127.0.0.1:$port" --hal none "${expflags[@]}" 2>"$TMP/$name-exp.log" &
+  EXP_PID=$!; PIDS+=("$EXP_PID")
+  URL="http://127.0.0.1:$port/metrics"
+  until_ok curl -sf "${URL%/metrics}/-/ready"
+}
+stop() { kill "$SIM_PID" "$EXP_PID" 2>/dev/null || true; wait "$SIM_PID" "$EXP_PID" 2>/dev/null || true; }
+field() { sed -n "s/.*$1=\([^ ]*\).*/\1/p" <<<"$2"; }
+
+echo "# xpu-exporter benchmarks"
+echo
+echo "Machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1); $(date -u +%Y-%m-%d)"
+echo
+echo "## Scrape, side by side with node_exporter's textfile collector"
+echo
+echo "| size | series | body bytes | xpu median ms | xpu p99 ms | xpu CPU ms/scrape | xpu RSS MiB (peak) | idle CPU % | node_exporter median ms | p99 ms | node_exporter RSS MiB | speed-up (median) |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
+for size in "8 devices:8:7:200:200" "10k series:64:50:200:100" "100k series:256:128:200:30"; do
+  IFS=: read -r label devices links n peer_n <<<"$size"
+  start s --devices "$devices" --links "$links" --interval 1s
+  until_ok bash -c "[ \$(curl -sf $URL | grep -c '^xpu_link_up') -ge $((devices * links)) ]"
+  # Idle CPU over 5 s (stream updating every second, no scrapes).
+  c0=$(cpu_ticks "$EXP_PID"); sleep 5; c1=$(cpu_ticks "$EXP_PID")
+  idle=$(awk -v t=$((c1 - c0)) -v hz="$HZ" 'BEGIN {printf "%.2f", 100 * t / hz / 5}')
+  series=$(curl -sf "$URL" | grep -c '^xpu_')
+  c0=$(cpu_ticks "$EXP_PID"); t0=$(date +%s%N)
+  out=$("$CLIENT" "$URL" --count "$n")
+  c1=$(cpu_ticks "$EXP_PID"); t1=$(date +%s%N)
+  # CPU per scrape, less the ingest running meanwhile (idle rate x elapsed).
+  cpu=$(awk -v t=$((c1 - c0)) -v hz="$HZ" -v el=$(( (t1 - t0) / 1000000 )) -v idle="$idle" -v n="$n" \
+    'BEGIN {v = (1000 * t / hz - idle / 100 * el) / n; if (v < 0) v = 0; printf "%.2f", v}')
+  rss=$(awk -v a="$(rss_kb "$EXP_PID")" -v b="$(hwm_kb "$EXP_PID")" 'BEGIN {printf "%.1f (%.1f)", a/1024, b/1024}')
+  # The same exposition served by node_exporter's textfile collector.
+  mkdir -p "$TMP/textfile"
+  curl -sf "$URL" | grep -v '^xpu_exporter_\|^# .* xpu_exporter_' >"$TMP/textfile/xpu.prom"
+  stop
+  nport=$(free_port)
+  prometheus-node-exporter --collector.disable-defaults --collector.textfile \
+    --collector.textfile.directory "$TMP/textfile" --web.listen-address "127.0.0.1:$nport" \
+    >"$TMP/node.log" 2>&1 &
+  NODE_PID=$!; PIDS+=("$NODE_PID")
+  until_ok curl -sf "http://127.0.0.1:$nport/metrics"
+  nout=$("$CLIENT" "http://127.0.0.1:$nport/metrics" --count "$peer_n")
+  nrss=$(awk -v b="$(hwm_kb "$NODE_PID")" 'BEGIN {printf "%.1f", b/1024}')
+  kill "$NODE_PID"; wait "$NODE_PID" 2>/dev/null || true
+  rm -rf "$TMP/textfile"
+  speed=$(awk -v a="$(field median_ms "$out")" -v b="$(field median_ms "$nout")" 'BEGIN {printf "%.1fx", b / a}')
+  echo "| $label | $series | $(field bytes "$out") | $(field median_ms "$out") | $(field p99_ms "$out") | $cpu | $rss | $idle | $(field median_ms "$nout") | $(field p99_ms "$nout") | $nrss | $speed |"
+done
+
+echo
+echo "## Ingest (xdm-sim --flood, 100k samples per message; exporter pinned to one core)"
+echo
+SIM_TASKSET="taskset -c 0" EXP_TASKSET="taskset -c 1" start f --devices 256 --links 128 --flood
+sleep 2
+m0=$(curl -sf "$URL" | awk '/^xpu_exporter_stream_messages_total/ {print $2}'); c0=$(cpu_ticks "$EXP_PID"); t0=$(date +%s%N)
+out=$("$CLIENT" "$URL" --count 50)
+sleep 5
+m1=$(curl -sf "$URL" | awk '/^xpu_exporter_stream_messages_total/ {print $2}'); c1=$(cpu_ticks "$EXP_PID"); t1=$(date +%s%N)
+per=$((256 * (15 + 3 * 128)))
+awk -v m=$((m1 - m0)) -v per=$per -v el=$(( (t1 - t0) / 1000000 )) -v t=$((c1 - c0)) -v hz="$HZ" \
+  'BEGIN {printf "- %.0f samples/s absorbed (%d messages of %d samples in %.1f s), exporter CPU %.0f%% of one core\n", m * per / (el / 1000), m, per, el / 1000, 100 * t / hz / (el / 1000)}'
+echo "- scrape while flooding: median $(field median_ms "$out") ms, p99 $(field p99_ms "$out") ms (50 scrapes of $(field bytes "$out") bytes)"
+stop
+
+echo
+echo "## Freshness (8 devices, 20 ms interval: sample leaves xdm-sim -> visible in /metrics)"
+echo
+start r --interval 20ms --marker-id 9999 -- --collector.interval 20ms --collector.unknown-metrics
+out=$("$CLIENT" "$URL" --freshness 9999 --seconds 5)
+echo "- $(field freshness_samples "$out") samples: median $(field median_ms "$out") ms, p99 $(field p99_ms "$out") ms, max $(field max_ms "$out") ms"
+stop
+
+echo
+echo "## Micro-benchmarks (Google Benchmark)"
+echo
+echo '```'
+"$BUILD/bench/micro_bench" --benchmark_min_time=0.2 2>/dev/null | grep -E '^(BM_|Benchmark|-)'
+echo '```'
