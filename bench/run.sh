@@ -12,9 +12,10 @@ TMP=$(mktemp -d /tmp/xpu-bench.XXXXXX)
 PIDS=()
 cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$TMP"; }
 trap cleanup EXIT
-HZ=$(getconf CLK_TCK)
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+# CPU time of every thread of a process, in microseconds (schedstat is in ns;
+# /proc/PID/stat's clock ticks are too coarse for an idle exporter).
+cpu_us() { cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{s += $1} END {printf "%d", s / 1000}'; }
 rss_kb() { awk '/^VmRSS/ {print $2}' "/proc/$1/status"; }
 hwm_kb() { awk '/^VmHWM/ {print $2}' "/proc/$1/status"; }
 until_ok() { for _ in $(seq 1 400); do "$@" >/dev/null 2>&1 && return 0; sleep 0.05; done; return 1; }
@@ -51,16 +52,16 @@ for size in "8 devices:8:7:200:200" "10k series:64:50:200:100" "100k series:256:
   IFS=: read -r label devices links n peer_n <<<"$size"
   start s --devices "$devices" --links "$links" --interval 1s
   until_ok bash -c "[ \$(curl -sf $URL | grep -c '^xpu_link_up') -ge $((devices * links)) ]"
-  # Idle CPU over 5 s (stream updating every second, no scrapes).
-  c0=$(cpu_ticks "$EXP_PID"); sleep 5; c1=$(cpu_ticks "$EXP_PID")
-  idle=$(awk -v t=$((c1 - c0)) -v hz="$HZ" 'BEGIN {printf "%.2f", 100 * t / hz / 5}')
+  # Idle CPU over 10 s (stream updating every second, no scrapes).
+  c0=$(cpu_us "$EXP_PID"); sleep 10; c1=$(cpu_us "$EXP_PID")
+  idle=$(awk -v t=$((c1 - c0)) 'BEGIN {printf "%.3f", 100 * t / 1e6 / 10}')
   series=$(curl -sf "$URL" | grep -c '^xpu_')
-  c0=$(cpu_ticks "$EXP_PID"); t0=$(date +%s%N)
+  c0=$(cpu_us "$EXP_PID"); t0=$(date +%s%N)
   out=$("$CLIENT" "$URL" --count "$n")
-  c1=$(cpu_ticks "$EXP_PID"); t1=$(date +%s%N)
+  c1=$(cpu_us "$EXP_PID"); t1=$(date +%s%N)
   # CPU per scrape, less the ingest running meanwhile (idle rate x elapsed).
-  cpu=$(awk -v t=$((c1 - c0)) -v hz="$HZ" -v el=$(( (t1 - t0) / 1000000 )) -v idle="$idle" -v n="$n" \
-    'BEGIN {v = (1000 * t / hz - idle / 100 * el) / n; if (v < 0) v = 0; printf "%.2f", v}')
+  cpu=$(awk -v t=$((c1 - c0)) -v el=$(( (t1 - t0) / 1000000 )) -v idle="$idle" -v n="$n" \
+    'BEGIN {v = (t / 1000 - idle / 100 * el) / n; if (v < 0) v = 0; printf "%.3f", v}')
   rss=$(awk -v a="$(rss_kb "$EXP_PID")" -v b="$(hwm_kb "$EXP_PID")" 'BEGIN {printf "%.1f (%.1f)", a/1024, b/1024}')
   # The same exposition served by node_exporter's textfile collector.
   mkdir -p "$TMP/textfile"
@@ -85,13 +86,13 @@ echo "## Ingest (xdm-sim --flood, 100k samples per message; exporter pinned to o
 echo
 SIM_TASKSET="taskset -c 0" EXP_TASKSET="taskset -c 1" start f --devices 256 --links 128 --flood
 sleep 2
-m0=$(curl -sf "$URL" | awk '/^xpu_exporter_stream_messages_total/ {print $2}'); c0=$(cpu_ticks "$EXP_PID"); t0=$(date +%s%N)
+m0=$(curl -sf "$URL" | awk '/^xpu_exporter_stream_messages_total/ {print $2}'); c0=$(cpu_us "$EXP_PID"); t0=$(date +%s%N)
 out=$("$CLIENT" "$URL" --count 50)
 sleep 5
-m1=$(curl -sf "$URL" | awk '/^xpu_exporter_stream_messages_total/ {print $2}'); c1=$(cpu_ticks "$EXP_PID"); t1=$(date +%s%N)
+m1=$(curl -sf "$URL" | awk '/^xpu_exporter_stream_messages_total/ {print $2}'); c1=$(cpu_us "$EXP_PID"); t1=$(date +%s%N)
 per=$((256 * (15 + 3 * 128)))
-awk -v m=$((m1 - m0)) -v per=$per -v el=$(( (t1 - t0) / 1000000 )) -v t=$((c1 - c0)) -v hz="$HZ" \
-  'BEGIN {printf "- %.0f samples/s absorbed (%d messages of %d samples in %.1f s), exporter CPU %.0f%% of one core\n", m * per / (el / 1000), m, per, el / 1000, 100 * t / hz / (el / 1000)}'
+awk -v m=$((m1 - m0)) -v per=$per -v el=$(( (t1 - t0) / 1000000 )) -v t=$((c1 - c0)) \
+  'BEGIN {printf "- %.0f samples/s absorbed (%d messages of %d samples in %.1f s), exporter CPU %.0f%% of one core\n", m * per / (el / 1000), m, per, el / 1000, 100 * t / 1e6 / (el / 1000)}'
 echo "- scrape while flooding: median $(field median_ms "$out") ms, p99 $(field p99_ms "$out") ms (50 scrapes of $(field bytes "$out") bytes)"
 stop
 
