@@ -1,11 +1,14 @@
 #include "app/config.h"
 
+#include <algorithm>
 #include <iostream>
+#include <set>
 
 #include <CLI/CLI.hpp>
 #include <spdlog/pattern_formatter.h>
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
+#include <yaml-cpp/yaml.h>
 
 #include "common/duration.h"
 #include "http/web_server.h"
@@ -59,15 +62,23 @@ class QuotedMessage : public spdlog::custom_flag_formatter {
   bool json_;
 };
 
-}  // namespace
 
-int ParseFlags(int argc, char** argv, Config* cfg) {
-  CLI::App app{"xpu-exporter: Prometheus exporter for AI accelerators (Lingjun Runtime Kit / XDM)",
-               "xpu-exporter"};
+// Raw option values that need post-processing.
+struct Strings {
+  std::string interval = "1s", stale_after, backoff_initial = "1s", backoff_max = "30s",
+              hal_interval = "1s";
+};
+
+void Build(CLI::App& app, Config* cfg, Strings* st) {
+  static DurationValidator duration;
   app.set_version_flag("--version", std::string("xpu-exporter ") + kVersion);
-  DurationValidator duration;
-  std::string interval = "1s", stale_after, backoff_initial = "1s", backoff_max = "30s";
   cfg->listen_addresses.clear();
+  app.add_option("--config.file", cfg->config_file,
+                 "YAML file setting any of these flags by name (flags override it)");
+  app.add_option("--web.config.file", cfg->web_config_file,
+                 "Exporter-toolkit web config: TLS, basic auth, headers (re-read on SIGHUP)");
+  app.add_flag("--web.probes-require-auth", cfg->protect_probes,
+               "Require basic auth on /-/healthy and /-/ready too");
   app.add_option("--web.listen-address", cfg->listen_addresses,
                  "Address to listen on, repeatable (default :9445)");
   app.add_option("--web.telemetry-path", cfg->telemetry_path, "Path under which to expose metrics")
@@ -81,18 +92,18 @@ int ParseFlags(int argc, char** argv, Config* cfg) {
   app.add_option("--controller.endpoint", cfg->controller_endpoint,
                  "Controller gRPC endpoint (config-daemon.sock); empty disables")
       ->capture_default_str();
-  app.add_option("--xdm.backoff-initial", backoff_initial,
+  app.add_option("--xdm.backoff-initial", st->backoff_initial,
                  "First wait before re-subscribing a broken stream")
       ->check(duration)
       ->capture_default_str();
-  app.add_option("--xdm.backoff-max", backoff_max, "Longest wait before re-subscribing")
+  app.add_option("--xdm.backoff-max", st->backoff_max, "Longest wait before re-subscribing")
       ->check(duration)
       ->capture_default_str();
-  app.add_option("--collector.interval", interval,
+  app.add_option("--collector.interval", st->interval,
                  "Expected XDM collection interval; polling period while the stream is down")
       ->check(duration)
       ->capture_default_str();
-  app.add_option("--collector.stale-after", stale_after,
+  app.add_option("--collector.stale-after", st->stale_after,
                  "Drop series not refreshed for this long (default 3 intervals)")
       ->check(duration);
   app.add_option("--collector.max-series", cfg->max_series,
@@ -104,13 +115,12 @@ int ParseFlags(int argc, char** argv, Config* cfg) {
   app.add_option("--metrics.catalog", cfg->catalog_file,
                  "Metric catalog YAML replacing the built-in one")
       ->check(CLI::ExistingFile);
-  std::string hal_interval = "1s";
   app.add_option("--hal", cfg->hal, "HAL backend: auto (sysfs if --hal.root exists), none, sysfs")
       ->check(CLI::IsMember({"auto", "none", "sysfs"}))
       ->capture_default_str();
   app.add_option("--hal.root", cfg->hal_root, "Root of the sysfs HAL tree (xpu<minor>/...)")
       ->capture_default_str();
-  app.add_option("--hal.interval", hal_interval, "How often to sample the HAL")
+  app.add_option("--hal.interval", st->hal_interval, "How often to sample the HAL")
       ->check(duration)
       ->capture_default_str();
   app.add_option("--hal.fault-catalog", cfg->fault_catalog_file,
@@ -122,8 +132,13 @@ int ParseFlags(int argc, char** argv, Config* cfg) {
   app.add_option("--log.format", cfg->log_format, "logfmt or json")
       ->check(CLI::IsMember({"logfmt", "json"}))
       ->capture_default_str();
+}
+
+// Parses `args`; returns -1 to go on, or an exit code after printing.
+int Parse(CLI::App& app, std::vector<std::string> args) {
+  std::reverse(args.begin(), args.end());  // CLI11 takes them back to front
   try {
-    app.parse(argc, argv);
+    app.parse(args);
   } catch (const CLI::CallForHelp& e) {
     app.exit(e);
     return 0;
@@ -133,6 +148,117 @@ int ParseFlags(int argc, char** argv, Config* cfg) {
   } catch (const CLI::ParseError& e) {
     std::cerr << "xpu-exporter: " << e.what() << " (see --help)\n";
     return 2;
+  }
+  return -1;
+}
+
+void Flatten(const YAML::Node& node, const std::string& prefix,
+             std::vector<std::pair<std::string, YAML::Node>>* out) {
+  for (const auto& kv : node) {
+    const std::string key = (prefix.empty() ? "" : prefix + ".") + kv.first.as<std::string>();
+    if (kv.second.IsMap()) {
+      Flatten(kv.second, key, out);
+    } else {
+      out->emplace_back(key, kv.first);  // the key node, for its line
+      out->back().second = kv.second;
+      out->back().second.SetTag(std::to_string(kv.first.Mark().line + 1));
+    }
+  }
+}
+
+// Turns the YAML config file into flag arguments for the options the command
+// line does not set. Errors name the file, line and key.
+Status FileArgs(const std::string& path, CLI::App& app, std::vector<std::string>* args,
+                std::set<std::string>* from_file) {
+  YAML::Node root;
+  try {
+    root = YAML::LoadFile(path);
+  } catch (const YAML::BadFile&) {
+    return Status::InvalidArgument("--config.file: cannot read " + path);
+  } catch (const YAML::Exception& e) {
+    return Status::InvalidArgument(path + ": " + e.what());
+  }
+  if (root.IsNull()) return Status::Ok();
+  if (!root.IsMap()) return Status::InvalidArgument(path + ": must be a mapping of flag names");
+  std::vector<std::pair<std::string, YAML::Node>> entries;
+  try {
+    Flatten(root, "", &entries);
+  } catch (const YAML::Exception& e) {
+    return Status::InvalidArgument(path + ": " + e.what());
+  }
+  for (const auto& [key, value] : entries) {
+    const std::string where = path + ":" + value.Tag();
+    CLI::Option* opt = app.get_option_no_throw("--" + key);
+    if (opt == nullptr || key == "config.file" || key == "help" || key == "version")
+      return Status::InvalidArgument(where + ": unknown key '" + key + "'");
+    if (opt->count() > 0) continue;  // the command line wins
+    from_file->insert(key);
+    const bool flag = opt->get_expected_max() == 0;
+    std::vector<std::string> values;
+    try {
+      if (value.IsSequence()) {
+        for (const auto& v : value) values.push_back(v.as<std::string>());
+      } else if (value.IsScalar()) {
+        values.push_back(value.as<std::string>());
+      } else {
+        return Status::InvalidArgument(where + ": '" + key + "' needs a value");
+      }
+    } catch (const YAML::Exception&) {
+      return Status::InvalidArgument(where + ": '" + key + "' must be a value or a list of values");
+    }
+    if (flag) {
+      if (values.size() != 1 || (values[0] != "true" && values[0] != "false"))
+        return Status::InvalidArgument(where + ": '" + key + "' must be true or false");
+      if (values[0] == "true") args->push_back("--" + key);
+      continue;
+    }
+    for (const std::string& v : values) {
+      args->push_back("--" + key);
+      args->push_back(v);
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+int ParseFlags(int argc, char** argv, Config* cfg) {
+  const std::vector<std::string> cmdline(argv + 1, argv + argc);
+  // Pass 1: the command line alone, to find --config.file and what it sets.
+  Config first;
+  Strings first_strings;
+  CLI::App probe{"xpu-exporter", "xpu-exporter"};
+  Build(probe, &first, &first_strings);
+  if (int rc = Parse(probe, cmdline); rc >= 0) return rc;
+  std::vector<std::string> args;
+  std::set<std::string> from_file;
+  if (!first.config_file.empty()) {
+    if (Status s = FileArgs(first.config_file, probe, &args, &from_file); !s.ok()) {
+      std::cerr << "xpu-exporter: " << s.message() << "\n";
+      return 2;
+    }
+  }
+  // Pass 2: the file's values, then the command line's.
+  args.insert(args.end(), cmdline.begin(), cmdline.end());
+  Strings st;
+  CLI::App app{"xpu-exporter: Prometheus exporter for AI accelerators (Lingjun Runtime Kit / XDM)",
+               "xpu-exporter"};
+  *cfg = Config();
+  Build(app, cfg, &st);
+  if (int rc = Parse(app, args); rc >= 0) return rc;
+  for (CLI::Option* opt : app.get_options()) {
+    const std::string name = opt->get_name();
+    if (name.rfind("--", 0) != 0 || name == "--help" || name == "--version") continue;
+    const std::string key = name.substr(2);
+    Config::Setting setting;
+    if (opt->count() > 0) {
+      setting.values = opt->results();
+      setting.source = from_file.count(key) ? "file" : "flag";
+    } else {
+      setting.values = {opt->get_default_str()};
+      setting.source = "default";
+    }
+    cfg->settings[key] = setting;
   }
   if (cfg->listen_addresses.empty()) cfg->listen_addresses = {kDefaultListenAddress};
   for (const std::string& a : cfg->listen_addresses) {
@@ -147,11 +273,11 @@ int ParseFlags(int argc, char** argv, Config* cfg) {
     std::cerr << "xpu-exporter: --web.telemetry-path must be a path starting with '/'\n";
     return 2;
   }
-  cfg->interval = *ParseDuration(interval);
-  cfg->hal_interval = *ParseDuration(hal_interval);
-  if (!stale_after.empty()) cfg->stale_after = *ParseDuration(stale_after);
-  cfg->backoff_initial = *ParseDuration(backoff_initial);
-  cfg->backoff_max = *ParseDuration(backoff_max);
+  cfg->interval = *ParseDuration(st.interval);
+  cfg->hal_interval = *ParseDuration(st.hal_interval);
+  if (!st.stale_after.empty()) cfg->stale_after = *ParseDuration(st.stale_after);
+  cfg->backoff_initial = *ParseDuration(st.backoff_initial);
+  cfg->backoff_max = *ParseDuration(st.backoff_max);
   if (cfg->backoff_max < cfg->backoff_initial) {
     std::cerr << "xpu-exporter: --xdm.backoff-max must not be below --xdm.backoff-initial\n";
     return 2;
@@ -159,6 +285,12 @@ int ParseFlags(int argc, char** argv, Config* cfg) {
   if (cfg->xdm_endpoint.empty()) {
     std::cerr << "xpu-exporter: --xdm.endpoint must not be empty\n";
     return 2;
+  }
+  if (!cfg->web_config_file.empty()) {
+    if (Status s = http::WebConfig::Load(cfg->web_config_file, &cfg->web_config); !s.ok()) {
+      std::cerr << "xpu-exporter: " << s.message() << "\n";
+      return 2;
+    }
   }
   return -1;
 }

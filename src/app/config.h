@@ -2,8 +2,12 @@
 
 #include <chrono>
 #include <cstddef>
+#include <map>
+#include <memory>
 #include <string>
 #include <vector>
+
+#include "http/web_config.h"
 
 namespace xpu::app {
 
@@ -31,15 +35,28 @@ struct Config {
   std::string hal_root = "/sys/class/xpu";
   std::chrono::milliseconds hal_interval{1000};
   std::string fault_catalog_file;  // empty: the built-in fault catalog
+  std::string config_file;         // --config.file (YAML of the flags)
+  std::string web_config_file;     // --web.config.file (exporter-toolkit format)
+  bool protect_probes = false;     // basic auth on /-/healthy and /-/ready too
+  std::shared_ptr<const http::WebConfig> web_config;  // loaded from web_config_file
+
+  // Every option's effective value and where it came from ("default",
+  // "file" or "flag"), for /config.
+  struct Setting {
+    std::vector<std::string> values;
+    std::string source;
+  };
+  std::map<std::string, Setting> settings;
 
   std::chrono::milliseconds effective_stale_after() const {
     return stale_after.count() > 0 ? stale_after : interval * 3;
   }
 };
 
-// Parses the command line into `cfg`. Returns -1 to go on, or the exit code
-// to exit with at once: 0 after --help/--version, 2 after one clear line on
-// stderr for a bad flag or value.
+// Parses the command line, and --config.file if given (flags override the
+// file), into `cfg`; also loads --web.config.file. Returns -1 to go on, or the
+// exit code to exit with at once: 0 after --help/--version, 2 after one clear
+// line on stderr for a bad flag, value or file.
 int ParseFlags(int argc, char** argv, Config* cfg);
 
 // Sets up spdlog: level (debug|info|warn|error) and format (logfmt|json).

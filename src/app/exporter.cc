@@ -1,5 +1,7 @@
 #include "app/exporter.h"
 
+#include <google/protobuf/util/json_util.h>
+#include <nlohmann/json.hpp>
 #include <prometheus/gauge.h>
 #include <spdlog/spdlog.h>
 
@@ -56,8 +58,13 @@ Status Exporter::Start() {
   client_ = std::make_unique<upstream::XdmClient>(co, catalog_, store_.get(), &devices_,
                                                   &self_metrics_);
 
-  web_ = std::make_unique<http::WebServer>(
-      http::WebOptions{cfg_.listen_addresses, cfg_.max_connections, 10000});
+  http::WebOptions wo;
+  wo.listen_addresses = cfg_.listen_addresses;
+  wo.max_connections = cfg_.max_connections;
+  wo.web_config = cfg_.web_config;
+  wo.probe_paths = {"/-/healthy", "/-/ready"};
+  wo.protect_probes = cfg_.protect_probes;
+  web_ = std::make_unique<http::WebServer>(wo);
   web_->Route(cfg_.telemetry_path, {"GET"},
               [this](const http::Request& r) { return Metrics(r); }, /*gzip=*/true);
   web_->Route("/", {"GET"}, [this](const http::Request&) {
@@ -71,11 +78,25 @@ Status Exporter::Start() {
   });
   web_->Route("/-/ready", {"GET"}, [this](const http::Request&) { return Ready(); });
   web_->Route("/status", {"GET"}, [this](const http::Request&) { return StatusPage(); });
+  web_->Route("/config", {"GET"}, [this](const http::Request&) { return ConfigPage(); });
   Status s = web_->Start();
   if (!s.ok()) return s;
   client_->Start();
   if (hal_) hal_->Start();
   return Status::Ok();
+}
+
+Status Exporter::ReloadWebConfig() {
+  if (cfg_.web_config_file.empty()) return Status::Ok();
+  std::shared_ptr<const http::WebConfig> fresh;
+  Status s = http::WebConfig::Load(cfg_.web_config_file, &fresh);
+  if (!s.ok()) return s;
+  s = web_->Reload(fresh);
+  if (s.ok()) {
+    std::lock_guard<std::mutex> lock(web_config_mu_);
+    cfg_.web_config = fresh;
+  }
+  return s;
 }
 
 void Exporter::Stop() {
@@ -88,6 +109,60 @@ http::Response Exporter::Metrics(const http::Request&) {
   http::Response r;
   r.content_type = "text/plain; version=0.0.4; charset=utf-8";
   exposer_->Render(&r.body);
+  return r;
+}
+
+http::Response Exporter::ConfigPage() {
+  using Json = nlohmann::ordered_json;
+  Json j;
+  Json settings = Json::object();
+  for (const auto& [key, st] : cfg_.settings) {
+    Json v = st.values.size() == 1 && key != "web.listen-address" ? Json(st.values[0])
+                                                                   : Json(st.values);
+    settings[key] = {{"value", v}, {"source", st.source}};
+  }
+  j["settings"] = settings;
+  std::shared_ptr<const http::WebConfig> wc;
+  {
+    std::lock_guard<std::mutex> lock(web_config_mu_);
+    wc = cfg_.web_config;
+  }
+  if (wc) {
+    Json w;
+    w["path"] = wc->path;
+    if (wc->tls) {
+      w["tls"] = {{"certFile", wc->tls->cert_file},
+                  {"keyFile", wc->tls->key_file},
+                  {"clientCaFile", wc->tls->client_ca_file},
+                  {"clientAuthType", wc->tls->client_auth_type},
+                  {"minVersion", wc->tls->min_version},
+                  {"maxVersion", wc->tls->max_version}};
+    } else {
+      w["tls"] = nullptr;
+    }
+    Json users = Json::object();
+    for (const auto& [user, hash] : wc->users) users[user] = "<secret>";  // never the hash
+    w["basicAuthUsers"] = users;
+    Json headers = Json::object();
+    for (const auto& [k, v] : wc->headers) headers[k] = v;
+    w["headers"] = headers;
+    j["webConfig"] = w;
+  } else {
+    j["webConfig"] = nullptr;
+  }
+  const upstream::UpstreamInfo info = client_->info();
+  if (info.config) {
+    std::string js;
+    google::protobuf::util::JsonPrintOptions opts;
+    opts.always_print_primitive_fields = true;
+    (void)google::protobuf::util::MessageToJsonString(*info.config, &js, opts);
+    j["xdmConfig"] = Json::parse(js, nullptr, false);
+  } else {
+    j["xdmConfig"] = nullptr;
+  }
+  http::Response r;
+  r.content_type = "application/json";
+  r.body = j.dump(2, ' ', false, Json::error_handler_t::replace) + "\n";
   return r;
 }
 
@@ -104,17 +179,6 @@ http::Response Exporter::Ready() {
                                           : "Not ready: no data from XDM yet";
   why += hal_ ? "; HAL not sampling\n" : "; HAL off\n";
   return {503, "text/plain; charset=utf-8", why, {}};
-}
-
-std::string Exporter::LandingPage() const {
-  const std::string path = cfg_.telemetry_path;
-  return "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>xpu-exporter</title></head>"
-         "<body><h1>xpu-exporter</h1><p>Version " +
-         std::string(kVersion) + " (" + kRevision + ")</p><ul><li><a href=\"" + path + "\">" +
-         path +
-         "</a></li><li><a href=\"/-/healthy\">/-/healthy</a></li>"
-         "<li><a href=\"/-/ready\">/-/ready</a></li></ul><p>Upstream mode: " +
-         upstream::ModeName(client_->mode()) + "</p></body></html>\n";
 }
 
 }  // namespace xpu::app

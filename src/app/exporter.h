@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,8 @@ class Exporter {
   // client. Errors are configuration errors (exit 2) or bind errors.
   Status Start();
   void Stop();
+  // Re-reads --web.config.file (SIGHUP). On error the old one stays in force.
+  Status ReloadWebConfig();
 
   std::vector<int> ports() const { return web_ ? web_->ports() : std::vector<int>{}; }
   upstream::XdmClient* client() { return client_.get(); }
@@ -40,9 +43,12 @@ class Exporter {
   http::Response Metrics(const http::Request& req);
   http::Response Ready();
   http::Response StatusPage();
-  std::string LandingPage() const;
+  http::Response ConfigPage();
+  std::string StatusJson();
+  std::string LandingPage();
 
-  Config cfg_;
+  Config cfg_;  // cfg_.web_config is guarded by web_config_mu_ after Start
+  std::mutex web_config_mu_;
   const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
   std::shared_ptr<const catalog::Catalog> catalog_;
   prometheus::Registry self_metrics_;

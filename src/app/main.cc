@@ -28,6 +28,7 @@ int main(int argc, char** argv) {
   sigemptyset(&stop);
   sigaddset(&stop, SIGINT);
   sigaddset(&stop, SIGTERM);
+  sigaddset(&stop, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &stop, nullptr);
   std::signal(SIGPIPE, SIG_IGN);
 
@@ -42,7 +43,15 @@ int main(int argc, char** argv) {
   spdlog::info("xpu-exporter {} listening on port(s) {}, metrics at {}, upstream {}", xpu::kVersion,
                where, cfg.telemetry_path, cfg.xdm_endpoint);
   int sig = 0;
-  sigwait(&stop, &sig);
+  for (;;) {
+    sigwait(&stop, &sig);
+    if (sig != SIGHUP) break;
+    if (xpu::Status r = exporter.ReloadWebConfig(); r.ok()) {
+      spdlog::info("SIGHUP: web config {} reloaded", cfg.web_config_file.empty() ? "(none)" : cfg.web_config_file);
+    } else {
+      spdlog::error("SIGHUP: web config not reloaded, keeping the old one: {}", r.message());
+    }
+  }
   spdlog::info("signal {}: shutting down", sig);
   exporter.Stop();
   return 0;

@@ -1,6 +1,10 @@
 #include "http/web_server.h"
 
 #include <CivetServer.h>
+#include <crypt.h>
+#include <openssl/err.h>
+#include <openssl/evp.h>
+#include <openssl/ssl.h>
 #include <zlib.h>
 
 #include <cstring>
@@ -47,6 +51,97 @@ bool AcceptsGzip(const std::string& accept) {
   return false;
 }
 
+int TlsVersion(const std::string& v) {
+  if (v == "TLS10") return TLS1_VERSION;
+  if (v == "TLS11") return TLS1_1_VERSION;
+  if (v == "TLS12") return TLS1_2_VERSION;
+  return TLS1_3_VERSION;
+}
+
+// Accepts any client certificate (RequestClientCert, RequireAnyClientCert).
+int AcceptAnyCert(int, X509_STORE_CTX*) { return 1; }
+
+std::string OpenSslError() {
+  char buf[256] = "unknown error";
+  if (unsigned long e = ERR_get_error()) ERR_error_string_n(e, buf, sizeof buf);
+  return buf;
+}
+
+// The TLS settings for the server being constructed on this thread: civetweb
+// asks for the SSL_CTX from inside the CivetServer constructor.
+thread_local const TlsConfig* g_tls_in_construction = nullptr;
+thread_local std::string g_tls_error;
+
+// civetweb init_ssl callback: civetweb creates the SSL_CTX, we load the
+// certificate and key and apply every exporter-toolkit setting directly with
+// OpenSSL (returning 1 tells civetweb not to load certificates itself).
+int InitSsl(void* ssl_ctx, void*) {
+  const TlsConfig* tls = g_tls_in_construction;
+  if (tls == nullptr) return -1;
+  SSL_CTX* ctx = static_cast<SSL_CTX*>(ssl_ctx);
+  auto fail = [&](const std::string& what) {
+    g_tls_error = what + ": " + OpenSslError();
+    return -1;
+  };
+  SSL_CTX_set_min_proto_version(ctx, TlsVersion(tls->min_version));
+  SSL_CTX_set_max_proto_version(ctx, TlsVersion(tls->max_version));
+  if (SSL_CTX_use_certificate_chain_file(ctx, tls->cert_file.c_str()) != 1)
+    return fail("cert_file " + tls->cert_file);
+  if (SSL_CTX_use_PrivateKey_file(ctx, tls->key_file.c_str(), SSL_FILETYPE_PEM) != 1)
+    return fail("key_file " + tls->key_file);
+  if (SSL_CTX_check_private_key(ctx) != 1) return fail("key_file does not match cert_file");
+  if (!tls->client_ca_file.empty() &&
+      SSL_CTX_load_verify_locations(ctx, tls->client_ca_file.c_str(), nullptr) != 1)
+    return fail("client_ca_file " + tls->client_ca_file);
+  const std::string& a = tls->client_auth_type;
+  if (a == "RequestClientCert") {
+    SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, AcceptAnyCert);
+  } else if (a == "RequireAnyClientCert") {
+    SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, AcceptAnyCert);
+  } else if (a == "VerifyClientCertIfGiven") {
+    SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, nullptr);
+  } else if (a == "RequireAndVerifyClientCert") {
+    SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, nullptr);
+  } else {
+    SSL_CTX_set_verify(ctx, SSL_VERIFY_NONE, nullptr);
+  }
+  return 1;
+}
+
+std::string Sha256Hex(const std::string& in) {
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  EVP_Digest(in.data(), in.size(), md, &len, EVP_sha256(), nullptr);
+  static const char* hex = "0123456789abcdef";
+  std::string out;
+  for (unsigned int i = 0; i < len; ++i) {
+    out += hex[md[i] >> 4];
+    out += hex[md[i] & 15];
+  }
+  return out;
+}
+
+std::string Base64Decode(const std::string& in) {
+  if (in.empty() || in.size() % 4 != 0 || in.size() > 4096) return {};
+  std::string out(in.size() / 4 * 3, '\0');
+  const int n = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(out.data()),
+                                reinterpret_cast<const unsigned char*>(in.data()),
+                                static_cast<int>(in.size()));
+  if (n < 0) return {};
+  size_t len = static_cast<size_t>(n);
+  if (in.size() >= 1 && in[in.size() - 1] == '=') --len;  // EVP_DecodeBlock keeps padding bytes
+  if (in.size() >= 2 && in[in.size() - 2] == '=') --len;
+  out.resize(len);
+  return out;
+}
+
+bool ConstantTimeEqual(const std::string& a, const std::string& b) {
+  if (a.size() != b.size()) return false;
+  unsigned char d = 0;
+  for (size_t i = 0; i < a.size(); ++i) d |= static_cast<unsigned char>(a[i] ^ b[i]);
+  return d == 0;
+}
+
 }  // namespace
 
 std::string Gzip(const std::string& in) {
@@ -86,8 +181,17 @@ class WebServer::Dispatcher : public CivetHandler {
     req.accept_encoding = ae ? ae : "";
     Response resp;
     bool gzip = false;
+    const std::shared_ptr<const WebConfig> cfg = server_->config();
+    const bool needs_auth = cfg && !cfg->users.empty() &&
+                            (server_->options_.protect_probes ||
+                             server_->options_.probe_paths.count(req.path) == 0);
+    const char* authz = mg_get_header(conn, "Authorization");
     auto it = server_->routes_.find(req.path);
-    if (it == server_->routes_.end()) {
+    if (needs_auth && !server_->Authorized(authz ? authz : "")) {
+      resp.status = 401;
+      resp.body = "401 unauthorized\n";
+      resp.headers.emplace_back("WWW-Authenticate", "Basic realm=\"xpu-exporter\"");
+    } else if (it == server_->routes_.end()) {
       resp.status = 404;
       resp.body = "404 page not found\n";
     } else if (it->second.methods.count(req.method) == 0) {
@@ -114,6 +218,9 @@ class WebServer::Dispatcher : public CivetHandler {
                        "\r\nContent-Type: " + resp.content_type +
                        "\r\nContent-Length: " + std::to_string(body.size()) + "\r\n";
     for (const auto& [k, v] : resp.headers) head += k + ": " + v + "\r\n";
+    if (cfg) {
+      for (const auto& [k, v] : cfg->headers) head += k + ": " + v + "\r\n";
+    }
     head += "\r\n";
     const bool with_body = req.method != "HEAD" && !body.empty();
     if (with_body && body.size() < 256 * 1024) {
@@ -130,7 +237,79 @@ class WebServer::Dispatcher : public CivetHandler {
   const WebServer* server_;
 };
 
-WebServer::WebServer(WebOptions options) : options_(std::move(options)) {}
+WebServer::WebServer(WebOptions options)
+    : options_(std::move(options)), config_(options_.web_config) {}
+
+std::shared_ptr<const WebConfig> WebServer::config() const {
+  std::lock_guard<std::mutex> lock(config_mu_);
+  return config_;
+}
+
+bool WebServer::Authorized(const std::string& authorization) const {
+  const std::shared_ptr<const WebConfig> cfg = config();
+  if (authorization.rfind("Basic ", 0) != 0) return false;
+  const std::string decoded = Base64Decode(authorization.substr(6));
+  const size_t colon = decoded.find(':');
+  if (colon == std::string::npos) return false;
+  const std::string user = decoded.substr(0, colon);
+  const std::string password = decoded.substr(colon + 1);
+  auto it = cfg->users.find(user);
+  // Unknown users still cost one bcrypt, so timing does not reveal names.
+  static const std::string kDummy = "$2y$10$QOauhQNbBCuQDKes6eFzPeMqBSjb7Mr5DUmpZ/VcEd00UAV/LDeSi";
+  const std::string& hash = it == cfg->users.end() ? kDummy : it->second;
+  const std::string key = Sha256Hex(user + '\0' + password + '\0' + hash);
+  {
+    std::lock_guard<std::mutex> lock(cache_mu_);
+    if (auth_cache_.count(key)) return it != cfg->users.end();
+  }
+  crypt_data data{};
+  const char* out = crypt_r(password.c_str(), hash.c_str(), &data);
+  const bool ok = out != nullptr && out[0] != '*' && ConstantTimeEqual(out, hash) &&
+                  it != cfg->users.end();
+  if (ok) {
+    std::lock_guard<std::mutex> lock(cache_mu_);
+    if (auth_cache_.size() > 1024) auth_cache_.clear();  // bounded
+    auth_cache_.insert(key);
+  }
+  return ok;
+}
+
+Status WebServer::Reload(std::shared_ptr<const WebConfig> config) {
+  std::shared_ptr<const WebConfig> old = this->config();
+  const bool tls_changed = (old && old->tls) != (config && config->tls) ||
+                           (old && config && old->tls && config->tls && !(*old->tls == *config->tls));
+  {
+    std::lock_guard<std::mutex> lock(config_mu_);
+    config_ = config;
+  }
+  {
+    std::lock_guard<std::mutex> lock(cache_mu_);
+    auth_cache_.clear();
+  }
+  if (!tls_changed || !server_) return Status::Ok();
+  // Rebind the same ports (those chosen for port 0 too) with the new TLS.
+  std::vector<int> bound = ports();
+  std::vector<std::string> addrs = options_.listen_addresses;
+  for (size_t i = 0; i < addrs.size() && i < bound.size(); ++i) {
+    const size_t colon = addrs[i].rfind(':');
+    addrs[i] = addrs[i].substr(0, colon + 1) + std::to_string(bound[i]);
+  }
+  Stop();
+  const WebOptions saved = options_;
+  options_.listen_addresses = addrs;
+  Status s = Start();
+  if (!s.ok()) {
+    std::lock_guard<std::mutex> lock(config_mu_);
+    config_ = old;
+  }
+  if (!s.ok()) {
+    Status again = Start();
+    options_ = saved;
+    return Status::InvalidArgument(s.message() + (again.ok() ? "; kept the old TLS settings" : ""));
+  }
+  options_ = saved;
+  return Status::Ok();
+}
 
 WebServer::~WebServer() { Stop(); }
 
@@ -155,13 +334,19 @@ Status WebServer::ToCivetPort(const std::string& address, std::string* out) {
   return Status::Ok();
 }
 
+extern "C" int xpu_ssl_compat_present(void);  // sslcompat/ssl_compat.cc
+
 Status WebServer::Start() {
+  // Keeps the libssl.so shim a dependency: civetweb's TLS needs it.
+  if (xpu_ssl_compat_present() != 1) return Status::IoError("TLS compatibility shim missing");
+  const std::shared_ptr<const WebConfig> cfg = config();
+  const bool tls = cfg && cfg->tls;
   std::string ports;
   for (const std::string& a : options_.listen_addresses) {
     std::string p;
     Status s = ToCivetPort(a, &p);
     if (!s.ok()) return s;
-    ports += (ports.empty() ? "" : ",") + p;
+    ports += (ports.empty() ? "" : ",") + p + (tls ? "s" : "");
   }
   if (ports.empty()) return Status::InvalidArgument("no listen address");
   std::vector<std::string> opts = {
@@ -173,11 +358,18 @@ Status WebServer::Start() {
       // Nothing is served from disk: no document_root at all.
   };
   dispatcher_ = std::make_unique<Dispatcher>(this);
+  CivetCallbacks callbacks{};
+  callbacks.init_ssl = InitSsl;
+  g_tls_in_construction = tls ? &*cfg->tls : nullptr;
+  g_tls_error.clear();
   try {
-    server_ = std::make_unique<CivetServer>(opts);
+    server_ = std::make_unique<CivetServer>(opts, &callbacks);
   } catch (const CivetException& e) {
+    g_tls_in_construction = nullptr;
+    if (!g_tls_error.empty()) return Status::InvalidArgument("TLS: " + g_tls_error);
     return Status::IoError("cannot listen on " + ports + ": " + e.what());
   }
+  g_tls_in_construction = nullptr;
   server_->addHandler("/", dispatcher_.get());
   return Status::Ok();
 }

@@ -2,12 +2,14 @@
 
 #include <functional>
 #include <map>
+#include <mutex>
 #include <memory>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "common/status.h"
+#include "http/web_config.h"
 
 class CivetServer;
 
@@ -30,10 +32,14 @@ struct Response {
 using Handler = std::function<Response(const Request&)>;
 
 struct WebOptions {
-  // Prometheus-style addresses: ":9445", "127.0.0.1:0", "[::1]:9445".
+  // Prometheus-style addresses: ":9445", "127.0.0.1:0".
   std::vector<std::string> listen_addresses;
   int max_connections = 16;     // concurrent requests (civetweb worker threads)
   int request_timeout_ms = 10000;
+  std::shared_ptr<const WebConfig> web_config;  // TLS, basic auth, headers; may be null
+  // Paths exempt from basic auth (kubelet probes) unless protect_probes.
+  std::set<std::string> probe_paths;
+  bool protect_probes = false;
 };
 
 // The HTTP front: exact-path routing over civetweb, 404 for unknown paths,
@@ -53,6 +59,10 @@ class WebServer {
 
   Status Start();
   void Stop();
+  // Applies a re-read web config (SIGHUP): auth and headers at once; a TLS
+  // change restarts the listeners on the same ports. On error the server
+  // keeps (or restores) the old config.
+  Status Reload(std::shared_ptr<const WebConfig> config);
   // Bound ports, in the order of listen_addresses (after Start).
   std::vector<int> ports() const;
 
@@ -67,8 +77,15 @@ class WebServer {
     Handler handler;
     bool gzip;
   };
+  bool Authorized(const std::string& authorization) const;
+  std::shared_ptr<const WebConfig> config() const;
+
   WebOptions options_;
   std::map<std::string, RouteEntry> routes_;  // immutable after Start
+  mutable std::mutex config_mu_;
+  std::shared_ptr<const WebConfig> config_;  // guarded by config_mu_
+  mutable std::mutex cache_mu_;
+  mutable std::set<std::string> auth_cache_;  // sha256(user:password:hash) that verified; cache_mu_
   std::unique_ptr<Dispatcher> dispatcher_;
   std::unique_ptr<CivetServer> server_;
 };

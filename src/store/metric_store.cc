@@ -15,7 +15,12 @@ ApplyStats MetricStore::Apply(const std::vector<Sample>& batch, Clock::time_poin
   std::lock_guard<std::mutex> lock(mu_);
   const uint64_t b = ++batch_;
   Key probe;
+  int32_t last_minor = -1;
   for (const Sample& s : batch) {
+    if (s.minor != last_minor) {  // batches come grouped by device: one map write each
+      if (!devices_known_ || devices_.count(s.minor) > 0) device_updates_[s.minor] = now;
+      last_minor = s.minor;
+    }
     probe.minor = s.minor;
     probe.metric_id = s.metric_id;
     probe.instance = s.instance;
@@ -66,6 +71,8 @@ void MetricStore::SetDevices(const std::map<int32_t, DeviceLabels>& devices) {
   for (size_t i = series_.size(); i-- > 0;) {
     if (devices_.count(series_[i].key.minor) == 0) RemoveLocked(i);
   }
+  for (auto it = device_updates_.begin(); it != device_updates_.end();)
+    it = devices_.count(it->first) ? std::next(it) : device_updates_.erase(it);
 }
 
 void MetricStore::RebuildLocked() {
@@ -124,6 +131,11 @@ size_t MetricStore::series_count() const {
 uint64_t MetricStore::dropped_total() const {
   std::lock_guard<std::mutex> lock(mu_);
   return dropped_total_;
+}
+
+std::map<int32_t, Clock::time_point> MetricStore::device_updates() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return device_updates_;
 }
 
 std::optional<Clock::time_point> MetricStore::last_update() const {

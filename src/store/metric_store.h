@@ -95,6 +95,8 @@ class MetricStore {
   uint64_t dropped_total() const;
   // Time of the last Apply that stored anything, if any.
   std::optional<Clock::time_point> last_update() const;
+  // When each device last had a sample stored.
+  std::map<int32_t, Clock::time_point> device_updates() const;
 
  private:
   struct Key {
@@ -135,6 +137,7 @@ class MetricStore {
   uint64_t batch_ = 0;
   uint64_t dropped_total_ = 0;
   std::optional<Clock::time_point> last_update_;
+  std::map<int32_t, Clock::time_point> device_updates_;
   std::shared_ptr<const SeriesSet> set_;
   std::vector<uint32_t> order_;  // set_->rows[i] is series_[order_[i]]
 };

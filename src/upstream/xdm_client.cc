@@ -201,6 +201,8 @@ void XdmClient::LogOnce(const std::string& what, const std::string& message) {
 void XdmClient::Collector(const std::string& name, bool ok, SteadyClock::duration took) {
   metrics_->collector_success.Add({{"collector", name}}).Set(ok ? 1 : 0);
   metrics_->collector_duration.Add({{"collector", name}}).Set(Seconds(took));
+  std::lock_guard<std::mutex> lock(mu_);
+  collectors_[name] = CollectorState{ok, Seconds(took), std::chrono::system_clock::now()};
 }
 
 void XdmClient::Ingest(const xdm::api::ExporterDataResponse& msg) {
@@ -243,6 +245,7 @@ void XdmClient::UpdateMode() {
     m = stream_fresh ? Mode::kStream : last_poll_ok_ ? Mode::kPoll : Mode::kDown;
     old = mode_;
     mode_ = m;
+    if (m != old) mode_since_ = std::chrono::system_clock::now();
   }
   if (m == old) return;
   for (Mode x : {Mode::kDown, Mode::kPoll, Mode::kStream})
@@ -276,6 +279,10 @@ void XdmClient::StreamLoop() {
       if (!delivered) {
         delivered = true;
         backoff.Reset();
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          backoff_base_ = backoff.base();
+        }
         spdlog::info("ExporterDataStream delivering from {}", options_.xdm_endpoint);
       }
       {
@@ -301,6 +308,10 @@ void XdmClient::StreamLoop() {
     if (stopping_) break;
     Collector("stream", false, SteadyClock::now() - t0);
     const auto wait = backoff.Next();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      backoff_base_ = backoff.base();
+    }
     spdlog::warn("ExporterDataStream ended ({}); polling, re-subscribing in {} ms", Describe(st),
                  wait.count());
     if (!SleepUntil(SteadyClock::now() + wait)) break;
@@ -328,6 +339,8 @@ bool XdmClient::PollOnce() {
   }
   std::lock_guard<std::mutex> lock(mu_);
   last_poll_ok_ = st.ok();
+  last_poll_ = SteadyClock::now();
+  polled_ = true;
   return st.ok();
 }
 
@@ -482,6 +495,20 @@ Mode XdmClient::mode() const {
 UpstreamInfo XdmClient::info() const {
   std::lock_guard<std::mutex> lock(mu_);
   return info_;
+}
+
+UpstreamState XdmClient::state() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  UpstreamState s;
+  s.mode = mode_;
+  s.mode_since = mode_since_;
+  s.reconnects = reconnects_;
+  s.current_backoff = backoff_base_.count() > 0 ? backoff_base_ : options_.backoff_initial;
+  const auto now = SteadyClock::now();
+  if (last_stream_msg_ != SteadyClock::time_point{}) s.since_stream_message = now - last_stream_msg_;
+  if (polled_) s.since_poll = now - last_poll_;
+  s.collectors = collectors_;
+  return s;
 }
 
 uint64_t XdmClient::reconnects() const {

@@ -6,6 +6,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
@@ -58,6 +59,24 @@ struct UpstreamInfo {
   std::vector<std::string> supported_types;
 };
 
+// The last outcome of one upstream source ("collector").
+struct CollectorState {
+  bool ok = false;
+  double duration_seconds = 0;
+  std::chrono::system_clock::time_point at;
+};
+
+// Where the client stands, for /status.
+struct UpstreamState {
+  Mode mode = Mode::kDown;
+  std::chrono::system_clock::time_point mode_since;
+  uint64_t reconnects = 0;
+  std::chrono::milliseconds current_backoff{0};  // the stream's next wait if it breaks
+  std::optional<std::chrono::steady_clock::duration> since_stream_message;
+  std::optional<std::chrono::steady_clock::duration> since_poll;
+  std::map<std::string, CollectorState> collectors;
+};
+
 // The XDM client: keeps ExporterDataStream subscribed (re-subscribing with
 // Backoff), polls ExporterGetDataList while the stream does not deliver, and
 // follows ListAndWatch plus the static RPCs. It writes samples into the store
@@ -82,6 +101,7 @@ class XdmClient {
 
   Mode mode() const;
   UpstreamInfo info() const;
+  UpstreamState state() const;
   uint64_t reconnects() const;
 
  private:
@@ -125,6 +145,11 @@ class XdmClient {
   std::chrono::steady_clock::time_point last_stream_msg_{};
   std::chrono::steady_clock::time_point stream_opened_{};
   bool last_poll_ok_ = false;
+  std::chrono::steady_clock::time_point last_poll_{};
+  bool polled_ = false;
+  std::chrono::system_clock::time_point mode_since_ = std::chrono::system_clock::now();
+  std::chrono::milliseconds backoff_base_{0};
+  std::map<std::string, CollectorState> collectors_;
   bool poll_now_ = false;  // the stream just ended: poll without waiting
   uint64_t reconnects_ = 0;
   UpstreamInfo info_;

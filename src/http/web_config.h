@@ -1,0 +1,41 @@
+#pragma once
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace xpu::http {
+
+// TLS settings of --web.config.file (Prometheus exporter-toolkit names).
+struct TlsConfig {
+  std::string cert_file;
+  std::string key_file;
+  std::string client_ca_file;
+  // NoClientCert, RequestClientCert, RequireAnyClientCert,
+  // VerifyClientCertIfGiven, RequireAndVerifyClientCert.
+  std::string client_auth_type = "NoClientCert";
+  std::string min_version = "TLS12";  // TLS10, TLS11, TLS12, TLS13
+  std::string max_version = "TLS13";
+  bool operator==(const TlsConfig&) const = default;
+};
+
+// The exporter-toolkit web configuration: TLS, basic-auth users (bcrypt
+// hashes) and extra response headers. Immutable once parsed.
+struct WebConfig {
+  std::optional<TlsConfig> tls;
+  std::map<std::string, std::string> users;  // user -> bcrypt hash
+  std::vector<std::pair<std::string, std::string>> headers;
+  std::string path;  // where it came from, for messages
+
+  // Parses and checks the file: files named in it must be readable, hashes
+  // must be bcrypt, unknown keys are errors naming the key and line.
+  static Status Load(const std::string& path, std::shared_ptr<const WebConfig>* out);
+  static Status Parse(const std::string& yaml_text, const std::string& origin,
+                      std::shared_ptr<const WebConfig>* out);
+};
+
+}  // namespace xpu::http
