@@ -4,6 +4,8 @@
 #include <set>
 #include <sstream>
 
+#include <openssl/err.h>
+#include <openssl/ssl.h>
 #include <yaml-cpp/yaml.h>
 
 namespace xpu::http {
@@ -26,6 +28,31 @@ Status CheckKeys(const YAML::Node& map, const std::set<std::string>& known,
 }
 
 bool Readable(const std::string& path) { return std::ifstream(path).good(); }
+
+// Loads the certificate chain, key and CA the way the server will, so that a
+// bad pair is a config error (exit 2, or a refused reload), not a late one.
+Status CheckTlsFiles(const TlsConfig& tls) {
+  SSL_CTX* ctx = SSL_CTX_new(TLS_server_method());
+  if (ctx == nullptr) return Status::IoError("cannot create a TLS context");
+  auto error = [&](const std::string& what) {
+    char buf[256] = "";
+    if (unsigned long e = ERR_get_error()) ERR_error_string_n(e, buf, sizeof buf);
+    ERR_clear_error();
+    SSL_CTX_free(ctx);
+    return Status::InvalidArgument(what + (buf[0] ? std::string(": ") + buf : ""));
+  };
+  if (SSL_CTX_use_certificate_chain_file(ctx, tls.cert_file.c_str()) != 1)
+    return error("cert_file " + tls.cert_file + " is not a PEM certificate");
+  if (SSL_CTX_use_PrivateKey_file(ctx, tls.key_file.c_str(), SSL_FILETYPE_PEM) != 1)
+    return error("key_file " + tls.key_file + " is not a PEM private key for cert_file " + tls.cert_file);
+  if (SSL_CTX_check_private_key(ctx) != 1)
+    return error("key_file " + tls.key_file + " does not match cert_file " + tls.cert_file);
+  if (!tls.client_ca_file.empty() &&
+      SSL_CTX_load_verify_locations(ctx, tls.client_ca_file.c_str(), nullptr) != 1)
+    return error("client_ca_file " + tls.client_ca_file + " is not a PEM certificate bundle");
+  SSL_CTX_free(ctx);
+  return Status::Ok();
+}
 
 }  // namespace
 
@@ -92,6 +119,8 @@ Status WebConfig::Parse(const std::string& text, const std::string& origin,
       }
       if (tls.min_version > tls.max_version)
         return Status::InvalidArgument(Where(origin, t) + ": min_version above max_version");
+      if (Status s = CheckTlsFiles(tls); !s.ok())
+        return Status::InvalidArgument(Where(origin, t) + ": " + s.message());
       cfg->tls = tls;
     }
     if (YAML::Node h = root["http_server_config"]; h && !h.IsNull()) {

@@ -5,6 +5,7 @@
 #include <zlib.h>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "simulator.h"
 #include "support/test_util.h"
@@ -111,7 +112,62 @@ TEST_F(ExporterTest, ProbesAndLandingPage) {
   auto page = HttpGet(base_ + "/");
   EXPECT_EQ(page.status, 200);
   EXPECT_EQ(page.content_type, "text/html; charset=utf-8");
-  EXPECT_NE(page.body.find("href=\"/metrics\""), std::string::npos);
+  EXPECT_NE(page.body.find("href=\"metrics\""), std::string::npos);
+  EXPECT_NE(page.body.find("href=\"status\""), std::string::npos);
+  EXPECT_NE(page.body.find("href=\"config\""), std::string::npos);
+  // Server-rendered: one row per device before any JavaScript runs.
+  size_t rows = 0;
+  for (size_t p = page.body.find("<tr><td>"); p != std::string::npos;
+       p = page.body.find("<tr><td>", p + 1))
+    ++rows;
+  EXPECT_EQ(rows, 8u);
+  EXPECT_NE(page.body.find("PPU-810E"), std::string::npos);
+}
+
+TEST_F(ExporterTest, StatusDescribesUpstreamHalAndEveryDevice) {
+  ASSERT_TRUE(WaitFor([&] {
+    auto j = nlohmann::json::parse(HttpGet(base_ + "/status").body, nullptr, false);
+    return j.is_object() && j["upstream"]["xdmStatus"].is_object() &&
+           j["upstream"]["controllerEnabled"].is_boolean();
+  }));
+  auto r = HttpGet(base_ + "/status");
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.content_type, "application/json");
+  auto j = nlohmann::json::parse(r.body);
+  EXPECT_FALSE(j["version"].get<std::string>().empty());
+  EXPECT_GT(j["uptimeSeconds"].get<double>(), 0);
+  EXPECT_EQ(j["upstream"]["mode"], "stream");
+  EXPECT_TRUE(j["upstream"]["modeSince"].is_string());
+  EXPECT_TRUE(j["upstream"]["currentBackoffSeconds"].is_number());
+  EXPECT_TRUE(j["upstream"]["secondsSinceStreamMessage"].is_number());
+  EXPECT_TRUE(j["upstream"]["collectors"]["stream"]["success"].get<bool>());
+  EXPECT_EQ(j["hal"]["backend"], "none");
+  ASSERT_EQ(j["devices"].size(), 8u);
+  const auto& d = j["devices"][3];
+  EXPECT_EQ(d["minor"], 3);
+  EXPECT_EQ(d["model"], "PPU-810E");
+  EXPECT_EQ(d["health"]["xdm"], true);
+  EXPECT_TRUE(d["health"]["hal"].is_null());
+  EXPECT_TRUE(d["faults"].is_array());
+  EXPECT_TRUE(d["utilization"].is_number());
+  EXPECT_TRUE(d["memoryTotalBytes"].is_number());
+  EXPECT_TRUE(d["temperatureCelsius"].is_number());
+  EXPECT_LT(d["secondsSinceSample"].get<double>(), 5);
+  EXPECT_EQ(d["topology"].size(), 8u);
+}
+
+TEST_F(ExporterTest, ConfigShowsEffectiveSettingsWithSources) {
+  ASSERT_TRUE(WaitFor([&] {
+    auto j = nlohmann::json::parse(HttpGet(base_ + "/config").body, nullptr, false);
+    return j.is_object() && j["xdmConfig"].is_object();
+  }));
+  auto r = HttpGet(base_ + "/config");
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.content_type, "application/json");
+  auto j = nlohmann::json::parse(r.body);
+  EXPECT_EQ(j["xdmConfig"]["intervalMs"], 100);
+  EXPECT_TRUE(j["webConfig"].is_null());
+  EXPECT_TRUE(j["settings"].is_object());
 }
 
 TEST_F(ExporterTest, ScrapeSucceedsWhileUpstreamIsDownAndReadyFlips) {
