@@ -1,5 +1,7 @@
 #include "catalog/catalog.h"
 
+#include "common/file_util.h"
+
 #include <cmath>
 #include <fstream>
 #include <set>
@@ -149,11 +151,9 @@ std::shared_ptr<const Catalog> Catalog::Builtin() {
 }
 
 Status Catalog::LoadFile(const std::string& path, std::shared_ptr<const Catalog>* out) {
-  std::ifstream in(path);
-  if (!in) return Status::IoError("cannot read metrics catalog " + path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return Parse(ss.str(), path, out);
+  std::string text;
+  if (Status s = ReadTextFile(path, "metrics catalog", &text); !s.ok()) return s;
+  return Parse(text, path, out);
 }
 
 }  // namespace xpu::catalog

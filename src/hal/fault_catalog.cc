@@ -1,5 +1,7 @@
 #include "hal/fault_catalog.h"
 
+#include "common/file_util.h"
+
 #include <cctype>
 #include <fstream>
 #include <set>
@@ -103,11 +105,9 @@ std::shared_ptr<const FaultCatalog> FaultCatalog::Builtin() {
 }
 
 Status FaultCatalog::LoadFile(const std::string& path, std::shared_ptr<const FaultCatalog>* out) {
-  std::ifstream in(path);
-  if (!in) return Status::IoError("cannot read fault catalog " + path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return Parse(ss.str(), path, out);
+  std::string text;
+  if (Status s = ReadTextFile(path, "fault catalog", &text); !s.ok()) return s;
+  return Parse(text, path, out);
 }
 
 FaultInfo FaultCatalog::Lookup(const std::string& code) const {

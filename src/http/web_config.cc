@@ -1,5 +1,7 @@
 #include "http/web_config.h"
 
+#include "common/file_util.h"
+
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -57,11 +59,10 @@ Status CheckTlsFiles(const TlsConfig& tls) {
 }  // namespace
 
 Status WebConfig::Load(const std::string& path, std::shared_ptr<const WebConfig>* out) {
-  std::ifstream in(path);
-  if (!in) return Status::InvalidArgument("--web.config.file: cannot read " + path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return Parse(ss.str(), path, out);
+  std::string text;
+  if (Status s = ReadTextFile(path, "--web.config.file", &text); !s.ok())
+    return Status::InvalidArgument(s.message());
+  return Parse(text, path, out);
 }
 
 Status WebConfig::Parse(const std::string& text, const std::string& origin,

@@ -25,26 +25,26 @@ expect_usage_error --metrics.catalog "$TMP/bad.yaml" --web.listen-address 127.0.
 grep -q '^xpu-exporter ' <<<"$("$EXPORTER" --version)" || fail "--version"
 grep -q -- '--collector.stale-after' <<<"$("$EXPORTER" --help)" || fail "--help"
 
+# Sends SIGTERM and fails unless the exporter is gone within 1 s.
+term_within_1s() {
+  kill -TERM "$EXP_PID"
+  local start; start=$(date +%s%N)
+  while kill -0 "$EXP_PID" 2>/dev/null; do
+    [ $(( ($(date +%s%N) - start) / 1000000 )) -lt 1000 ] || fail "$1: still running 1 s after SIGTERM"
+    sleep 0.01
+  done
+}
+
 # SIGTERM while connected and streaming: exit 0 within 1 s.
 start_sim sim --interval 100ms
 start_exporter sim --collector.interval 100ms
 wait_for 10 has_metric 'xpu_utilization_ratio' || fail "no data"
-kill -TERM "$EXP_PID"
-start=$(date +%s%N)
-while kill -0 "$EXP_PID" 2>/dev/null; do
-  [ $(( ($(date +%s%N) - start) / 1000000 )) -lt 1000 ] || fail "still running 1 s after SIGTERM"
-  sleep 0.01
-done
+term_within_1s "streaming"
 rc=0; wait "$EXP_PID" || rc=$?
 [ "$rc" = 0 ] || fail "exit code $rc after SIGTERM"
 # SIGTERM while XDM hangs (paused): still prompt.
 start_exporter sim --collector.interval 100ms
 wait_for 10 has_metric 'xpu_utilization_ratio' || fail "no data"
 curl -sf -XPOST "$CONTROL/control/pause" >/dev/null
-kill -TERM "$EXP_PID"
-start=$(date +%s%N)
-while kill -0 "$EXP_PID" 2>/dev/null; do
-  [ $(( ($(date +%s%N) - start) / 1000000 )) -lt 1000 ] || fail "hung XDM: still running 1 s after SIGTERM"
-  sleep 0.01
-done
+term_within_1s "hung XDM"
 echo "flags and signals behave"

@@ -9,6 +9,7 @@
 #include "hal/fault_catalog.h"
 #include "hal/hal_sampler.h"
 #include "hal/sysfs_backend.h"
+#include "support/metrics_util.h"
 #include "support/test_util.h"
 
 namespace xpu::hal {
@@ -129,19 +130,7 @@ TEST_F(SysfsTreeTest, HugeFileIsRefused) {
 
 double Value(const prometheus::Registry& r, const std::string& name,
              const std::map<std::string, std::string>& labels = {}) {
-  for (const auto& f : r.Collect()) {
-    if (f.name != name) continue;
-    for (const auto& m : f.metric) {
-      bool match = true;
-      for (const auto& [k, v] : labels) {
-        bool found = false;
-        for (const auto& l : m.label) found = found || (l.name == k && l.value == v);
-        match = match && found;
-      }
-      if (match) return f.type == prometheus::MetricType::Counter ? m.counter.value : m.gauge.value;
-    }
-  }
-  return -1;
+  return xpu::testing::MetricValue(r, name, labels);
 }
 
 class SamplerTest : public SysfsTreeTest {

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "simulator.h"
+#include "support/metrics_util.h"
 #include "support/test_util.h"
 
 namespace xpu::upstream {
@@ -19,19 +20,7 @@ constexpr milliseconds kInterval(200);
 
 double Value(const prometheus::Registry& r, const std::string& name,
              const std::map<std::string, std::string>& labels = {}) {
-  for (const auto& f : r.Collect()) {
-    if (f.name != name) continue;
-    for (const auto& m : f.metric) {
-      bool match = true;
-      for (const auto& [k, v] : labels) {
-        bool found = false;
-        for (const auto& l : m.label) found = found || (l.name == k && l.value == v);
-        match = match && found;
-      }
-      if (match) return f.type == prometheus::MetricType::Counter ? m.counter.value : m.gauge.value;
-    }
-  }
-  return -1;
+  return xpu::testing::MetricValue(r, name, labels);
 }
 
 class ClientTest : public ::testing::Test {
