@@ -18,6 +18,9 @@ free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",
 cpu_us() { cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{s += $1} END {printf "%d", s / 1000}'; }
 rss_kb() { awk '/^VmRSS/ {print $2}' "/proc/$1/status"; }
 hwm_kb() { awk '/^VmHWM/ {print $2}' "/proc/$1/status"; }
+# Memory the process does not share: anonymous and private pages (RSS also
+# counts the shared-library text every process maps).
+private_kb() { awk '/^Private_(Clean|Dirty)/ {s += $2} END {print s}' "/proc/$1/smaps_rollup"; }
 until_ok() { for _ in $(seq 1 400); do "$@" >/dev/null 2>&1 && return 0; sleep 0.05; done; return 1; }
 
 start() {  # start NAME SIMFLAGS -- EXPFLAGS ; sets SIM_PID EXP_PID URL
@@ -63,6 +66,7 @@ for size in "8 devices:8:7:200:200" "10k series:64:50:200:100" "100k series:256:
   cpu=$(awk -v t=$((c1 - c0)) -v el=$(( (t1 - t0) / 1000000 )) -v idle="$idle" -v n="$n" \
     'BEGIN {v = (t / 1000 - idle / 100 * el) / n; if (v < 0) v = 0; printf "%.3f", v}')
   rss=$(awk -v a="$(rss_kb "$EXP_PID")" -v b="$(hwm_kb "$EXP_PID")" 'BEGIN {printf "%.1f (%.1f)", a/1024, b/1024}')
+  priv=$(awk -v a="$(private_kb "$EXP_PID")" 'BEGIN {printf "%.1f", a/1024}')
   # The same exposition served by node_exporter's textfile collector.
   mkdir -p "$TMP/textfile"
   curl -sf "$URL" | grep -v '^xpu_exporter_\|^# .* xpu_exporter_' >"$TMP/textfile/xpu.prom"
@@ -78,7 +82,7 @@ for size in "8 devices:8:7:200:200" "10k series:64:50:200:100" "100k series:256:
   kill "$NODE_PID"; wait "$NODE_PID" 2>/dev/null || true
   rm -rf "$TMP/textfile"
   speed=$(awk -v a="$(field median_ms "$out")" -v b="$(field median_ms "$nout")" 'BEGIN {printf "%.1fx", b / a}')
-  echo "| $label | $series | $(field bytes "$out") | $(field median_ms "$out") | $(field p99_ms "$out") | $cpu | $rss | $idle | $(field median_ms "$nout") | $(field p99_ms "$nout") | $nrss | $speed |"
+  echo "| $label | $series | $(field bytes "$out") | $(field median_ms "$out") | $(field p99_ms "$out") | $cpu | $rss | $priv | $idle | $(field median_ms "$nout") | $(field p99_ms "$nout") | $nrss | $speed |"
 done
 
 echo
