@@ -49,8 +49,8 @@ echo "Machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}
 echo
 echo "## Scrape, side by side with node_exporter's textfile collector"
 echo
-echo "| size | series | body bytes | xpu median ms | xpu p99 ms | xpu CPU ms/scrape | xpu RSS MiB (peak) | idle CPU % | node_exporter median ms | p99 ms | node_exporter RSS MiB | speed-up (median) |"
-echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
+echo "| size | series | body bytes | xpu median ms | xpu p99 ms | xpu CPU ms/scrape | xpu RSS MiB (peak) | xpu private MiB | idle CPU % | node_exporter median ms | p99 ms | node_exporter RSS MiB | speed-up (median) |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 for size in "8 devices:8:7:200:200" "10k series:64:50:200:100" "100k series:256:128:200:30"; do
   IFS=: read -r label devices links n peer_n <<<"$size"
   start s --devices "$devices" --links "$links" --interval 1s
