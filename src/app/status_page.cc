@@ -119,6 +119,8 @@ std::string Exporter::StatusJson() {
     }
     return o;
   };
+  // Devices that only the data knows of (ListAndWatch not answered yet) too.
+  for (const auto& [minor, when] : updates) base(minor);
   for (const store::DeviceInfo& d : devices_.Devices()) {
     Json& o = base(d.minor);
     o["uuid"] = d.uuid;

@@ -60,7 +60,9 @@ class ExporterTest : public ::testing::Test {
     ASSERT_TRUE(s.ok()) << s.message();
     base_ = "http://127.0.0.1:" + std::to_string(exporter_->ports().at(0));
     ASSERT_TRUE(WaitFor([&] {
-      return HttpGet(base_ + "/metrics").body.find("xpu_link_up{minor=\"7\"") != std::string::npos;
+      const std::string page = HttpGet(base_ + "/metrics").body;
+      return page.find("xpu_link_up{minor=\"7\"") != std::string::npos &&
+             page.find("xpu_device_info{minor=\"7\"") != std::string::npos;
     }));
   }
   void TearDown() override {
