@@ -6,7 +6,7 @@
 # both sources.
 source "$(dirname "$0")/lib.sh" "$1"
 HAL_MS=500
-SLACK_MS=300  # one scrape and process scheduling on a busy 2-core machine
+SLACK_MS=400  # one scrape and process scheduling on a busy 2-core machine
 start_sim sim --interval 100ms --hal-root "$TMP/hal"
 start_exporter sim --collector.interval 100ms --hal sysfs --hal.root "$TMP/hal" --hal.interval ${HAL_MS}ms
 wait_for 10 has_metric 'xpu_hal_up{backend="sysfs"} 1' || fail "HAL not up"
