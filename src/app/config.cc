@@ -66,7 +66,7 @@ class QuotedMessage : public spdlog::custom_flag_formatter {
 // Raw option values that need post-processing.
 struct Strings {
   std::string interval = "1s", stale_after, backoff_initial = "1s", backoff_max = "30s",
-              hal_interval = "1s";
+              hal_interval = "1s", kubelet_interval = "10s";
 };
 
 void Build(CLI::App& app, Config* cfg, Strings* st) {
@@ -126,6 +126,12 @@ void Build(CLI::App& app, Config* cfg, Strings* st) {
   app.add_option("--hal.fault-catalog", cfg->fault_catalog_file,
                  "Fault-code catalog YAML replacing the built-in one")
       ->check(CLI::ExistingFile);
+  app.add_option("--kubelet.pod-resources-socket", cfg->kubelet_socket,
+                 "kubelet PodResources socket for device-to-pod attribution; empty disables")
+      ->capture_default_str();
+  app.add_option("--kubelet.interval", st->kubelet_interval, "How often to ask the kubelet")
+      ->check(duration)
+      ->capture_default_str();
   app.add_option("--log.level", cfg->log_level, "debug, info, warn or error")
       ->check(CLI::IsMember({"debug", "info", "warn", "error"}))
       ->capture_default_str();
@@ -275,6 +281,7 @@ int ParseFlags(int argc, char** argv, Config* cfg) {
   }
   cfg->interval = *ParseDuration(st.interval);
   cfg->hal_interval = *ParseDuration(st.hal_interval);
+  cfg->kubelet_interval = *ParseDuration(st.kubelet_interval);
   if (!st.stale_after.empty()) cfg->stale_after = *ParseDuration(st.stale_after);
   cfg->backoff_initial = *ParseDuration(st.backoff_initial);
   cfg->backoff_max = *ParseDuration(st.backoff_max);

@@ -35,6 +35,9 @@ struct Config {
   std::string hal_root = "/sys/class/xpu";
   std::chrono::milliseconds hal_interval{1000};
   std::string fault_catalog_file;  // empty: the built-in fault catalog
+  // Empty: no pod attribution.
+  std::string kubelet_socket = "/var/lib/kubelet/pod-resources/kubelet.sock";
+  std::chrono::milliseconds kubelet_interval{10000};
   std::string config_file;         // --config.file (YAML of the flags)
   std::string web_config_file;     // --web.config.file (exporter-toolkit format)
   bool protect_probes = false;     // basic auth on /-/healthy and /-/ready too

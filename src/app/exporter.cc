@@ -36,6 +36,9 @@ Status Exporter::Start() {
   } else {
     spdlog::info("HAL sampling off (--hal={}, {} absent)", cfg_.hal, cfg_.hal_root);
   }
+  if (!cfg_.kubelet_socket.empty())
+    pods_ = std::make_unique<kubelet::PodMapper>(cfg_.kubelet_socket, cfg_.kubelet_interval,
+                                                 &devices_, &self_metrics_);
   prometheus::BuildGauge()
       .Name("xpu_exporter_build_info")
       .Help("xpu-exporter's version and revision; always 1.")
@@ -83,6 +86,7 @@ Status Exporter::Start() {
   if (!s.ok()) return s;
   client_->Start();
   if (hal_) hal_->Start();
+  if (pods_) pods_->Start();
   return Status::Ok();
 }
 
@@ -102,6 +106,7 @@ Status Exporter::ReloadWebConfig() {
 void Exporter::Stop() {
   if (client_) client_->Stop();
   if (hal_) hal_->Stop();
+  if (pods_) pods_->Stop();
   if (web_) web_->Stop();
 }
 

@@ -12,6 +12,7 @@
 #include "common/status.h"
 #include "exposition/exposer.h"
 #include "hal/hal_sampler.h"
+#include "kubelet/pod_mapper.h"
 #include "http/web_server.h"
 #include "store/device_registry.h"
 #include "store/metric_store.h"
@@ -58,6 +59,7 @@ class Exporter {
   std::unique_ptr<upstream::XdmClient> client_;
   std::shared_ptr<const hal::FaultCatalog> fault_catalog_;
   std::unique_ptr<hal::HalSampler> hal_;  // null when --hal resolves to none
+  std::unique_ptr<kubelet::PodMapper> pods_;  // null when the socket flag is empty
   std::unique_ptr<http::WebServer> web_;
 };
 

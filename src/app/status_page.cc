@@ -144,8 +144,19 @@ std::string Exporter::StatusJson() {
                              {"known", f.known}});
     }
   }
+  for (const store::PodAssignment& p : devices_.PodAssignments()) {
+    for (auto& [minor, o] : devices) {
+      if (o["uuid"] != p.uuid) continue;
+      if (!o.contains("pods")) o["pods"] = Json::array();
+      o["pods"].push_back({{"namespace", p.namespace_}, {"pod", p.pod}, {"container", p.container},
+                           {"resource", p.resource}});
+    }
+  }
   Json list = Json::array();
-  for (auto& [minor, o] : devices) list.push_back(std::move(o));
+  for (auto& [minor, o] : devices) {
+    if (!o.contains("pods")) o["pods"] = Json::array();
+    list.push_back(std::move(o));
+  }
   j["devices"] = list;
   return j.dump(2, ' ', false, Json::error_handler_t::replace) + "\n";
 }

@@ -50,6 +50,16 @@ std::vector<HalDeviceView> DeviceRegistry::HalDevices() const {
   return hal_;
 }
 
+void DeviceRegistry::SetPodAssignments(std::vector<PodAssignment> pods) {
+  std::lock_guard<std::mutex> lock(mu_);
+  pods_ = std::move(pods);
+}
+
+std::vector<PodAssignment> DeviceRegistry::PodAssignments() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return pods_;
+}
+
 std::vector<prometheus::MetricFamily> DeviceRegistry::Collect() const {
   std::lock_guard<std::mutex> lock(mu_);
   auto info = Family("xpu_device_info",
@@ -105,7 +115,25 @@ std::vector<prometheus::MetricFamily> DeviceRegistry::Collect() const {
     }
     level.metric.push_back(Gauge({{"minor", minor}, {"uuid", h.uuid}}, worst));
   }
+  auto pods = Family("xpu_device_pod_info",
+                     "A container that the kubelet reports holding a device (PodResources "
+                     "API); always 1. Join on uuid to attribute device metrics to pods.");
+  for (const PodAssignment& p : pods_) {
+    std::string minor;
+    for (const DeviceInfo& d : devices_)
+      if (d.uuid == p.uuid) minor = std::to_string(d.minor);
+    for (const HalDeviceView& h : hal_)
+      if (minor.empty() && h.uuid == p.uuid) minor = std::to_string(h.minor);
+    pods.metric.push_back(Gauge({{"minor", minor},
+                                 {"uuid", p.uuid},
+                                 {"namespace", p.namespace_},
+                                 {"pod", p.pod},
+                                 {"container", p.container},
+                                 {"resource", p.resource}},
+                                1));
+  }
   std::vector<prometheus::MetricFamily> out;
+  if (!pods.metric.empty()) out.push_back(std::move(pods));
   if (!active.metric.empty()) out.push_back(std::move(active));
   if (!level.metric.empty()) out.push_back(std::move(level));
   if (!info.metric.empty()) out.push_back(std::move(info));

@@ -61,6 +61,16 @@ struct HalDeviceView {
   bool operator==(const HalDeviceView&) const = default;
 };
 
+// A container that the kubelet reports holding a device.
+struct PodAssignment {
+  std::string uuid;  // the device, as XDM names it
+  std::string pod;
+  std::string namespace_;
+  std::string container;
+  std::string resource;  // the extended resource, e.g. "example.com/ppu"
+  bool operator==(const PodAssignment&) const = default;
+};
+
 // The node's devices as XDM last described them and as the HAL last sampled
 // them, exposed as xpu_device_info, xpu_device_topology_info,
 // xpu_device_health{source="xdm"|"hal"}, xpu_device_fault_active and
@@ -75,6 +85,9 @@ class DeviceRegistry : public prometheus::Collectable {
   // Replaces the HAL's view (sorted by minor).
   void SetHalDevices(std::vector<HalDeviceView> devices);
   std::vector<HalDeviceView> HalDevices() const;
+  // Replaces the kubelet's view of which containers hold which devices.
+  void SetPodAssignments(std::vector<PodAssignment> pods);
+  std::vector<PodAssignment> PodAssignments() const;
 
   std::vector<prometheus::MetricFamily> Collect() const override;
 
@@ -83,6 +96,7 @@ class DeviceRegistry : public prometheus::Collectable {
   std::vector<DeviceInfo> devices_;  // guarded by mu_, sorted by minor
   bool known_ = false;               // guarded by mu_
   std::vector<HalDeviceView> hal_;   // guarded by mu_
+  std::vector<PodAssignment> pods_;  // guarded by mu_
 };
 
 }  // namespace xpu::store

@@ -1,0 +1,135 @@
+#include "kubelet/pod_mapper.h"
+
+#include <algorithm>
+#include <cctype>
+#include <filesystem>
+
+#include <prometheus/gauge.h>
+#include <spdlog/spdlog.h>
+
+namespace xpu::kubelet {
+namespace {
+
+// The device UUID a kubelet device ID names, if any. A node has a handful of
+// devices, so a scan is fine.
+const std::string* UuidOf(const std::string& id, const std::set<std::string>& uuids) {
+  for (const std::string& u : uuids) {
+    if (u.empty() || id.compare(0, u.size(), u) != 0) continue;
+    if (id.size() == u.size() || !std::isalnum(static_cast<unsigned char>(id[u.size()])))
+      return &u;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+std::vector<store::PodAssignment> MatchPods(const v1::ListPodResourcesResponse& resp,
+                                            const std::set<std::string>& uuids) {
+  std::vector<store::PodAssignment> out;
+  for (const auto& pod : resp.pod_resources()) {
+    for (const auto& c : pod.containers()) {
+      for (const auto& dev : c.devices()) {
+        for (const auto& id : dev.device_ids()) {
+          if (const std::string* uuid = UuidOf(id, uuids))
+            out.push_back({*uuid, pod.name(), pod.namespace_(), c.name(), dev.resource_name()});
+        }
+      }
+    }
+  }
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) {
+    return std::tie(a.uuid, a.namespace_, a.pod, a.container) <
+           std::tie(b.uuid, b.namespace_, b.pod, b.container);
+  });
+  out.erase(std::unique(out.begin(), out.end()), out.end());  // several shares of one device
+  return out;
+}
+
+PodMapper::PodMapper(std::string socket_path, std::chrono::milliseconds interval,
+                     store::DeviceRegistry* registry, prometheus::Registry* self_metrics)
+    : socket_path_(std::move(socket_path)),
+      interval_(interval),
+      registry_(registry),
+      success_(prometheus::BuildGauge()
+                   .Name("xpu_exporter_collector_success")
+                   .Help("Whether the last call of each upstream source succeeded.")
+                   .Register(*self_metrics)),
+      duration_(prometheus::BuildGauge()
+                    .Name("xpu_exporter_collector_duration_seconds")
+                    .Help("How long the last call of each upstream source took.")
+                    .Register(*self_metrics)) {
+  if (interval_.count() <= 0) throw std::invalid_argument("kubelet interval must be > 0");
+  stub_ = v1::PodResourcesLister::NewStub(
+      grpc::CreateChannel("unix://" + socket_path_, grpc::InsecureChannelCredentials()));
+}
+
+PodMapper::~PodMapper() { Stop(); }
+
+void PodMapper::Start() {
+  thread_ = std::thread([this] { Loop(); });
+}
+
+void PodMapper::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+    if (call_ != nullptr) call_->TryCancel();
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void PodMapper::Loop() {
+  for (;;) {
+    PollOnce();
+    std::unique_lock<std::mutex> lock(mu_);
+    if (cv_.wait_for(lock, interval_, [&] { return stopping_; })) return;
+  }
+}
+
+bool PodMapper::PollOnce() {
+  std::error_code ec;
+  if (!std::filesystem::exists(socket_path_, ec)) {
+    if (!said_absent_) {
+      spdlog::info("kubelet PodResources socket {} absent: no pod attribution", socket_path_);
+      said_absent_ = true;
+    }
+    if (polled_) {  // the kubelet went away: its answers no longer hold
+      success_.Add({{"collector", "kubelet"}}).Set(0);
+      registry_->SetPodAssignments({});
+    }
+    return false;
+  }
+  polled_ = true;
+  said_absent_ = false;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) return false;
+    call_ = &ctx;
+  }
+  v1::ListPodResourcesResponse resp;
+  const auto t0 = std::chrono::steady_clock::now();
+  const grpc::Status st = stub_->List(&ctx, v1::ListPodResourcesRequest(), &resp);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    call_ = nullptr;
+  }
+  duration_.Add({{"collector", "kubelet"}})
+      .Set(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  success_.Add({{"collector", "kubelet"}}).Set(st.ok() ? 1 : 0);
+  if (!st.ok()) {
+    if (!said_error_) spdlog::warn("kubelet PodResources List failed: {}", st.error_message());
+    said_error_ = true;
+    registry_->SetPodAssignments({});
+    return false;
+  }
+  said_error_ = false;
+  std::set<std::string> uuids;
+  for (const auto& d : registry_->Devices()) uuids.insert(d.uuid);
+  for (const auto& h : registry_->HalDevices()) uuids.insert(h.uuid);
+  registry_->SetPodAssignments(MatchPods(resp, uuids));
+  return true;
+}
+
+}  // namespace xpu::kubelet

@@ -1,0 +1,67 @@
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <grpcpp/grpcpp.h>
+#include <prometheus/registry.h>
+
+#include "kubelet/podresources.grpc.pb.h"
+#include "store/device_registry.h"
+
+namespace xpu::kubelet {
+
+// Which containers hold which of our devices, from one ListPodResources
+// answer: a device ID matches a device whose UUID it equals, or starts with
+// followed by a separator (shared devices are often advertised as
+// "<uuid>-<n>" or "<uuid>::<n>"). Other resources (CPUs, NICs) are ignored.
+// Pure; sorted by uuid, namespace, pod, container.
+std::vector<store::PodAssignment> MatchPods(const v1::ListPodResourcesResponse& resp,
+                                            const std::set<std::string>& uuids);
+
+// Polls the kubelet's PodResources API every `interval` on its own thread and
+// publishes the matches to the DeviceRegistry (xpu_device_pod_info). When the
+// socket does not exist (not a Kubernetes node) it does nothing and says so
+// once. Start()/Stop() from the owning thread.
+class PodMapper {
+ public:
+  PodMapper(std::string socket_path, std::chrono::milliseconds interval,
+            store::DeviceRegistry* registry, prometheus::Registry* self_metrics);
+  ~PodMapper();
+  PodMapper(const PodMapper&) = delete;
+  PodMapper& operator=(const PodMapper&) = delete;
+
+  void Start();
+  void Stop();
+  // One poll; returns whether the kubelet answered. For tests.
+  bool PollOnce();
+
+ private:
+  void Loop();
+
+  const std::string socket_path_;
+  const std::chrono::milliseconds interval_;
+  store::DeviceRegistry* const registry_;
+  // The collector's series exist only once the socket does: a node without a
+  // kubelet must not show a failing collector.
+  prometheus::Family<prometheus::Gauge>& success_;
+  prometheus::Family<prometheus::Gauge>& duration_;
+  std::unique_ptr<v1::PodResourcesLister::Stub> stub_;
+  bool said_absent_ = false;  // sampler-thread state
+  bool said_error_ = false;
+  bool polled_ = false;  // the socket existed at least once
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stopping_ = false;                  // guarded by mu_
+  grpc::ClientContext* call_ = nullptr;    // the call in flight; guarded by mu_
+  std::thread thread_;
+};
+
+}  // namespace xpu::kubelet
