@@ -153,6 +153,8 @@ def device():
             [(f"xpu_device_fault_level{{{ND}}}", "level"),
              (f"sum(increase(xpu_device_fault_events_total{{{ND}}}[$__rate_interval])) or vector(0)",
               "raises")])
+    b.panel("table", "Pods holding this device (kubelet)", "none",
+            [(f"xpu_device_pod_info{{{ND}}}", "")], w=24, h=5)
     b.panel("table", "Topology levels", "none", [(f"xpu_device_topology_info{{{ND}}}", "")], w=24)
     b.panel("table", "Device info", "none", [(f"xpu_device_info{{{ND}}}", "")], w=24, h=5)
     return b

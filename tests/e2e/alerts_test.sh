@@ -10,10 +10,15 @@ ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
 HERE="$(cd "$(dirname "$0")" && pwd)"
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
-start_sim sim --interval 200ms --hal-root "$TMP/hal"
-start_exporter sim --collector.interval 200ms --hal sysfs --hal.root "$TMP/hal" --hal.interval 200ms
+start_sim sim --interval 200ms --hal-root "$TMP/hal" --kubelet-socket "$TMP/kubelet.sock"
+# A training job holding device 1, as the kubelet will report it.
+curl -sf -XPOST "$CONTROL/control/allocate" -d '{"id":"trainjob-7f3a","devices":[{"minor":1}]}' >/dev/null ||
+  fail "allocate"
+start_exporter sim --collector.interval 200ms --hal sysfs --hal.root "$TMP/hal" --hal.interval 200ms \
+  --kubelet.pod-resources-socket "$TMP/kubelet.sock" --kubelet.interval 1s
 EXP_ADDR=${URL#http://}
 wait_for 10 has_metric 'xpu_device_info{minor="1"' || fail "exporter has no devices"
+wait_for 10 has_metric 'xpu_device_pod_info{minor="1",.*pod="alloc-trainjob"' || fail "no pod attribution"
 
 # Webhook receiver.
 python3 "$HERE/webhook_receiver.py" "$TMP/notifications" 0 "$TMP/hook.port" &

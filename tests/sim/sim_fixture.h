@@ -9,6 +9,7 @@
 #include "simulator.h"
 #include "support/test_util.h"
 #include "xdm/api_outer.grpc.pb.h"
+#include "kubelet/podresources.grpc.pb.h"
 #include "xdm/config_service.grpc.pb.h"
 
 namespace xdmsim {
@@ -23,6 +24,7 @@ class SimFixture : public ::testing::Test {
     o.socket_path = dir_.File("dp2mgr.sock");
     o.controller_socket_path = dir_.File("config-daemon.sock");
     o.hal_root = dir_.File("hal");
+    o.kubelet_socket_path = dir_.File("kubelet.sock");
     o.model = model;
     o.devices = devices;
     o.interval = interval;

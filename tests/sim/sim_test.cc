@@ -359,6 +359,32 @@ TEST_F(SimTest, ControllerEnableDisableQueryStatus) {
   EXPECT_TRUE(query());
 }
 
+TEST_F(SimTest, ControlAllocateShowsAsPodOnTheStandInKubelet) {
+  auto ch = grpc::CreateChannel("unix://" + dir_.File("kubelet.sock"),
+                                grpc::InsecureChannelCredentials());
+  auto kubelet = v1::PodResourcesLister::NewStub(ch);
+  auto list = [&] {
+    grpc::ClientContext ctx;
+    Deadline(&ctx);
+    v1::ListPodResourcesResponse resp;
+    EXPECT_TRUE(kubelet->List(&ctx, {}, &resp).ok());
+    return resp;
+  };
+  EXPECT_EQ(list().pod_resources_size(), 0);
+  auto r = HttpPost(Control("/control/allocate"), R"({"id":"job-12345678-x","devices":[{"minor":4}]})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  auto resp = list();
+  ASSERT_EQ(resp.pod_resources_size(), 1);
+  EXPECT_EQ(resp.pod_resources(0).name(), "alloc-job-1234");
+  const auto& dev = resp.pod_resources(0).containers(0).devices(0);
+  ASSERT_EQ(dev.device_ids_size(), 1);
+  EXPECT_EQ(dev.device_ids(0), FirstDeviceList(xdm_.get()).devices(4).id());
+  // The control API applies the same rules as the gRPC Allocate.
+  r = HttpPost(Control("/control/allocate"), R"({"id":"bad","devices":[{"minor":4,"core":101}]})");
+  EXPECT_EQ(r.status, 400);
+  EXPECT_NE(r.body.find("core 101"), std::string::npos);
+}
+
 TEST(SimStartTest, UnknownModelIsAnError) {
   xpu::testing::TempDir dir;
   SimOptions o;

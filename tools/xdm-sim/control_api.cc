@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include <google/protobuf/util/json_util.h>
 #include <nlohmann/json.hpp>
 
 #include "simulator.h"
@@ -117,6 +118,13 @@ bool ControlHandler::handlePost(CivetServer*, mg_connection* conn) {
     if (!GetInt(body, "count", &count, &error))
       return ReplyStatus(conn, xpu::Status::InvalidArgument(error));
     s = sim_->fleet().SetCount(static_cast<int>(count));
+  } else if (path == "/control/allocate") {
+    // The gRPC Allocate, for scripts: the body is an AllocateRequest in JSON.
+    xdm::api::AllocateRequest req;
+    if (!google::protobuf::util::JsonStringToMessage(body.dump(), &req).ok())
+      return ReplyStatus(conn, xpu::Status::InvalidArgument("body is not an AllocateRequest"));
+    const xdm::api::AllocateResponse resp = sim_->fleet().Allocate(req);
+    if (resp.status() != 0) return ReplyStatus(conn, xpu::Status::InvalidArgument(resp.message()));
   } else if (path == "/control/garbage") {
     if (!body.contains("enabled") || !body["enabled"].is_boolean())
       return ReplyStatus(conn, xpu::Status::InvalidArgument("missing boolean field 'enabled'"));

@@ -370,6 +370,16 @@ xdm::api::ReleaseResponse Fleet::Release(const xdm::api::ReleaseRequest& req) {
   return resp;
 }
 
+std::map<std::string, std::vector<std::string>> Fleet::AllocatedUuids() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::map<std::string, std::vector<std::string>> out;
+  for (const auto& [id, alloc] : allocations_) {
+    auto& uuids = out[id];
+    for (const auto& d : alloc.devices) uuids.push_back(d.uuid());
+  }
+  return out;
+}
+
 std::vector<int32_t> Fleet::Minors() const {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<int32_t> out;

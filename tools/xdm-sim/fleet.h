@@ -47,6 +47,8 @@ class Fleet {
   xdm::api::AllocateResponse Allocate(const xdm::api::AllocateRequest& req);
   xdm::api::ReleaseResponse Release(const xdm::api::ReleaseRequest& req);
   std::vector<int32_t> Minors() const;
+  // Allocation id -> the device UUIDs it holds (for the fake kubelet).
+  std::map<std::string, std::vector<std::string>> AllocatedUuids() const;
   std::vector<HalDeviceView> HalView() const;
   uint64_t samples_served() const;
   int64_t last_tick_ms() const;

@@ -39,6 +39,8 @@ int main(int argc, char** argv) {
   app.add_option("--marker-id", opts.marker_id,
                  "add this metric ID on device 0 carrying the send time in us (freshness)");
   app.add_flag("--frozen", opts.frozen, "metric values never move (deterministic output)");
+  app.add_option("--kubelet-socket", opts.kubelet_socket_path,
+                 "also serve a stand-in kubelet PodResources API here (one pod per allocation)");
   app.add_option("--hal-root", opts.hal_root, "write a sysfs-like HAL tree here");
   app.add_option("--log-level", log_level, "debug, info, warn, error")->capture_default_str();
   try {

@@ -5,6 +5,7 @@
 
 #include "simulator.h"
 #include "xdm/api_outer.grpc.pb.h"
+#include "kubelet/podresources.grpc.pb.h"
 #include "xdm/config_service.grpc.pb.h"
 
 namespace xdmsim {
@@ -204,7 +205,34 @@ class ConfigService final : public cfg::AmpConfigService::Service {
   std::atomic<bool> enabled_{true};
 };
 
+class KubeletService final : public v1::PodResourcesLister::Service {
+ public:
+  explicit KubeletService(Simulator* sim) : sim_(sim) {}
+  Status List(ServerContext*, const v1::ListPodResourcesRequest*,
+              v1::ListPodResourcesResponse* resp) override {
+    for (const auto& [id, uuids] : sim_->fleet().AllocatedUuids()) {
+      if (uuids.empty()) continue;  // a CPU container holds no device
+      auto* pod = resp->add_pod_resources();
+      pod->set_name("alloc-" + id.substr(0, 8));
+      pod->set_namespace_("default");
+      auto* c = pod->add_containers();
+      c->set_name("main");
+      auto* d = c->add_devices();
+      d->set_resource_name("lingjun.com/xpu");
+      for (const auto& u : uuids) d->add_device_ids(u);
+    }
+    return Status::OK;
+  }
+
+ private:
+  Simulator* sim_;
+};
+
 }  // namespace
+
+std::unique_ptr<grpc::Service> MakeKubeletService(Simulator* sim) {
+  return std::make_unique<KubeletService>(sim);
+}
 
 std::unique_ptr<grpc::Service> MakeXdmService(Simulator* sim) {
   return std::make_unique<XdmService>(sim);

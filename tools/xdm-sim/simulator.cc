@@ -131,7 +131,9 @@ xpu::Status Simulator::Start() {
   start_time_ms_ = NowMs();
   fleet_->Tick(start_time_ms_, 0);
 
-  for (const std::string& p : {options_.socket_path, options_.controller_socket_path}) {
+  for (const std::string& p : {options_.socket_path, options_.controller_socket_path,
+                               options_.kubelet_socket_path}) {
+    if (p.empty()) continue;
     xpu::Status s = PrepareSocket(p);
     if (!s.ok()) return s;
   }
@@ -146,6 +148,14 @@ xpu::Status Simulator::Start() {
   builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::CQ_TIMEOUT_MSEC, 50);
   builder.RegisterService(xdm_service_.get());
   builder.RegisterService(config_service_.get());
+  if (!options_.kubelet_socket_path.empty()) {
+    // One server, three sockets: each service answers on all of them, which
+    // a client cannot tell from separate daemons.
+    kubelet_service_ = MakeKubeletService(this);
+    builder.AddListeningPort("unix://" + options_.kubelet_socket_path,
+                             grpc::InsecureServerCredentials());
+    builder.RegisterService(kubelet_service_.get());
+  }
   server_ = builder.BuildAndStart();
   if (!server_) {
     return xpu::Status::IoError("cannot listen on " + options_.socket_path + " or " +
@@ -236,6 +246,7 @@ void Simulator::Stop() {
   std::error_code ec;
   if (!options_.socket_path.empty()) fs::remove(options_.socket_path, ec);
   if (!options_.controller_socket_path.empty()) fs::remove(options_.controller_socket_path, ec);
+  if (!options_.kubelet_socket_path.empty()) fs::remove(options_.kubelet_socket_path, ec);
 }
 
 }  // namespace xdmsim

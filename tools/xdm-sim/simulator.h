@@ -29,6 +29,9 @@ struct SimOptions {
   std::chrono::milliseconds interval{1000};
   uint64_t seed = 1;
   std::string hal_root;  // empty: no HAL tree
+  // Non-empty: also serve a stand-in kubelet PodResources API here, one pod
+  // per allocation (pod "alloc-<id>", namespace "default", container "main").
+  std::string kubelet_socket_path;
   bool frozen = false;   // metric values never move (golden tests)
   bool flood = false;    // streams push back to back, not once per interval (benchmarks)
   uint32_t marker_id = 0;  // > 0: each answer carries this metric ID on device 0 with
@@ -115,6 +118,7 @@ class Simulator {
   int64_t start_time_ms_ = 0;
   std::unique_ptr<grpc::Service> xdm_service_;
   std::unique_ptr<grpc::Service> config_service_;
+  std::unique_ptr<grpc::Service> kubelet_service_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<CivetServer> control_;
   std::unique_ptr<class ControlHandler> control_handler_;
