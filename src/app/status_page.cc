@@ -198,6 +198,7 @@ const char* kPageScript = R"JS(
                (d.memoryTotalBytes / 1073741824).toFixed(1) + " GiB");
       cell(tr, d.temperatureCelsius === null ? "-" : d.temperatureCelsius + " °C");
       cell(tr, d.secondsSinceSample === null ? "-" : d.secondsSinceSample.toFixed(1) + " s");
+      cell(tr, d.pods.map(function (p) { return p.namespace + "/" + p.pod; }).join(", ") || "-");
       body.appendChild(tr);
     });
     document.getElementById("updated").textContent = new Date().toISOString();
@@ -231,7 +232,7 @@ std::string Exporter::LandingPage() {
       "</b> · updated <span id=\"updated\">at load</span></p>\n"
       "<table id=\"devices\"><thead><tr><th>minor</th><th>model</th><th>health (XDM)</th>"
       "<th>health (HAL)</th><th>active faults</th><th>utilization</th><th>memory</th>"
-      "<th>temperature</th><th>last sample</th></tr></thead><tbody>\n";
+      "<th>temperature</th><th>last sample</th><th>pods</th></tr></thead><tbody>\n";
   auto health = [](const Json& v) -> std::string {
     return v.is_null() ? "-" : v.get<bool>() ? "healthy" : "UNHEALTHY";
   };
@@ -249,6 +250,11 @@ std::string Exporter::LandingPage() {
                     d["memoryTotalBytes"].get<double>() / 1073741824);
     if (!d["temperatureCelsius"].is_null()) std::snprintf(temp, sizeof temp, "%g °C", d["temperatureCelsius"].get<double>());
     if (!d["secondsSinceSample"].is_null()) std::snprintf(age, sizeof age, "%.1f s", d["secondsSinceSample"].get<double>());
+    std::string pods;
+    for (const Json& p : d["pods"]) {
+      if (!pods.empty()) pods += ", ";
+      pods += p["namespace"].get<std::string>() + "/" + p["pod"].get<std::string>();
+    }
     const bool xdm_bad = d["health"]["xdm"].is_boolean() && !d["health"]["xdm"].get<bool>();
     const bool hal_bad = d["health"]["hal"].is_boolean() && !d["health"]["hal"].get<bool>();
     h += "<tr><td>" + std::to_string(d["minor"].get<int>()) + "</td><td>" +
@@ -256,7 +262,8 @@ std::string Exporter::LandingPage() {
          health(d["health"]["xdm"]) + "</td><td" + (hal_bad ? " class=\"bad\"" : "") + ">" +
          health(d["health"]["hal"]) + "</td><td" + (faults.empty() ? "" : " class=\"bad\"") + ">" +
          (faults.empty() ? "none" : Html(faults)) + "</td><td>" + util + "</td><td>" + mem +
-         "</td><td>" + temp + "</td><td>" + age + "</td></tr>\n";
+         "</td><td>" + temp + "</td><td>" + age + "</td><td>" + (pods.empty() ? "-" : Html(pods)) +
+         "</td></tr>\n";
   }
   h += "</tbody></table>\n<script>" + std::string(kPageScript) + "</script>\n</body></html>\n";
   return h;

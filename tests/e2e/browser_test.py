@@ -74,6 +74,8 @@ try:
     else:
         sys.exit(f"FAIL: the fault did not appear in the table within 10 s: {text}")
     print(f"fault appeared in the table after {time.time() - t0:.1f} s: {text[:120]}")
+    if "default/alloc-notebook" not in text:
+        sys.exit(f"FAIL: the pod holding device 2 is not in its row: {text}")
     png = call("GET", s + "/screenshot")["value"]
     os.makedirs(os.path.dirname(shot), exist_ok=True)
     with open(shot, "wb") as f:
