@@ -1,5 +1,6 @@
 #include "hal/fault_catalog.h"
 
+#include "common/fault_code.h"
 #include "common/file_util.h"
 
 #include <cctype>
@@ -33,16 +34,7 @@ bool ParseLevel(const std::string& name, FaultLevel* out) {
   return false;
 }
 
-std::string FaultCatalog::Normalize(const std::string& code) {
-  std::string hex = code;
-  if (hex.size() > 2 && hex[0] == '0' && (hex[1] == 'x' || hex[1] == 'X')) hex = hex.substr(2);
-  if (hex.empty() || hex.size() > 8) return "";
-  for (char& c : hex) {
-    if (!std::isxdigit(static_cast<unsigned char>(c))) return "";
-    c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  }
-  return "0x" + std::string(8 - hex.size(), '0') + hex;
-}
+std::string FaultCatalog::Normalize(const std::string& code) { return NormalizeFaultCode(code); }
 
 Status FaultCatalog::Parse(const std::string& yaml_text, const std::string& origin,
                            std::shared_ptr<const FaultCatalog>* out) {

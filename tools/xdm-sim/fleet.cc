@@ -1,5 +1,7 @@
 #include "fleet.h"
 
+#include "common/fault_code.h"
+
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
@@ -412,14 +414,9 @@ uint64_t Fleet::devices_generation() const {
 }
 
 std::optional<std::string> Fleet::NormalizeFaultCode(const std::string& code) {
-  std::string hex = code;
-  if (hex.size() > 2 && hex[0] == '0' && (hex[1] == 'x' || hex[1] == 'X')) hex = hex.substr(2);
-  if (hex.empty() || hex.size() > 8) return std::nullopt;
-  for (char& c : hex) {
-    if (!std::isxdigit(static_cast<unsigned char>(c))) return std::nullopt;
-    c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  }
-  return "0x" + std::string(8 - hex.size(), '0') + hex;
+  std::string norm = xpu::NormalizeFaultCode(code);
+  if (norm.empty()) return std::nullopt;
+  return norm;
 }
 
 xpu::Status Fleet::RaiseFault(int minor, const std::string& code) {
