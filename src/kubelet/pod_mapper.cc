@@ -49,14 +49,7 @@ PodMapper::PodMapper(std::string socket_path, std::chrono::milliseconds interval
     : socket_path_(std::move(socket_path)),
       interval_(interval),
       registry_(registry),
-      success_(prometheus::BuildGauge()
-                   .Name("xpu_exporter_collector_success")
-                   .Help("Whether the last call of each upstream source succeeded.")
-                   .Register(*self_metrics)),
-      duration_(prometheus::BuildGauge()
-                    .Name("xpu_exporter_collector_duration_seconds")
-                    .Help("How long the last call of each upstream source took.")
-                    .Register(*self_metrics)) {
+      collectors_(*self_metrics) {
   if (interval_.count() <= 0) throw std::invalid_argument("kubelet interval must be > 0");
   stub_ = v1::PodResourcesLister::NewStub(
       grpc::CreateChannel("unix://" + socket_path_, grpc::InsecureChannelCredentials()));
@@ -94,7 +87,7 @@ bool PodMapper::PollOnce() {
       said_absent_ = true;
     }
     if (polled_) {  // the kubelet went away: its answers no longer hold
-      success_.Add({{"collector", "kubelet"}}).Set(0);
+      collectors_.Record("kubelet", false, std::chrono::steady_clock::duration::zero());
       registry_->SetPodAssignments({});
     }
     return false;
@@ -115,9 +108,7 @@ bool PodMapper::PollOnce() {
     std::lock_guard<std::mutex> lock(mu_);
     call_ = nullptr;
   }
-  duration_.Add({{"collector", "kubelet"}})
-      .Set(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  success_.Add({{"collector", "kubelet"}}).Set(st.ok() ? 1 : 0);
+  collectors_.Record("kubelet", st.ok(), std::chrono::steady_clock::now() - t0);
   if (!st.ok()) {
     if (!said_error_) spdlog::warn("kubelet PodResources List failed: {}", st.error_message());
     said_error_ = true;

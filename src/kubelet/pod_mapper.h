@@ -12,6 +12,7 @@
 #include <grpcpp/grpcpp.h>
 #include <prometheus/registry.h>
 
+#include "common/collector_metrics.h"
 #include "kubelet/podresources.grpc.pb.h"
 #include "store/device_registry.h"
 
@@ -50,8 +51,7 @@ class PodMapper {
   store::DeviceRegistry* const registry_;
   // The collector's series exist only once the socket does: a node without a
   // kubelet must not show a failing collector.
-  prometheus::Family<prometheus::Gauge>& success_;
-  prometheus::Family<prometheus::Gauge>& duration_;
+  CollectorMetrics collectors_;
   std::unique_ptr<v1::PodResourcesLister::Stub> stub_;
   bool said_absent_ = false;  // sampler-thread state
   bool said_error_ = false;

@@ -4,6 +4,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/collector_metrics.h"
+
 namespace xpu::upstream {
 namespace {
 
@@ -82,14 +84,7 @@ struct XdmClient::Metrics {
                         .Help("Unix time of the last metric data received from XDM.")
                         .Register(r)
                         .Add({})),
-        collector_success(prometheus::BuildGauge()
-                              .Name("xpu_exporter_collector_success")
-                              .Help("Whether the last call of each upstream source succeeded.")
-                              .Register(r)),
-        collector_duration(prometheus::BuildGauge()
-                               .Name("xpu_exporter_collector_duration_seconds")
-                               .Help("How long the last call of each upstream source took.")
-                               .Register(r)),
+        collectors(r),
         series_dropped(prometheus::BuildCounter()
                            .Name("xpu_exporter_series_dropped_total")
                            .Help("Samples of new series refused because the series cap was "
@@ -120,8 +115,7 @@ struct XdmClient::Metrics {
   prometheus::Counter& poll_requests;
   prometheus::Counter& poll_failures;
   prometheus::Gauge& last_sample;
-  prometheus::Family<prometheus::Gauge>& collector_success;
-  prometheus::Family<prometheus::Gauge>& collector_duration;
+  CollectorMetrics collectors;
   prometheus::Counter& series_dropped;
   prometheus::Counter& unknown_samples;
   prometheus::Family<prometheus::Counter>& invalid;
@@ -199,8 +193,7 @@ void XdmClient::LogOnce(const std::string& what, const std::string& message) {
 }
 
 void XdmClient::Collector(const std::string& name, bool ok, SteadyClock::duration took) {
-  metrics_->collector_success.Add({{"collector", name}}).Set(ok ? 1 : 0);
-  metrics_->collector_duration.Add({{"collector", name}}).Set(Seconds(took));
+  metrics_->collectors.Record(name, ok, took);
   std::lock_guard<std::mutex> lock(mu_);
   collectors_[name] = CollectorState{ok, Seconds(took), std::chrono::system_clock::now()};
 }
