@@ -166,16 +166,17 @@ void XdmClient::Stop() {
   }
 }
 
-bool XdmClient::Track(grpc::ClientContext* ctx) {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (stopping_) return false;
-  calls_.insert(ctx);
-  return true;
+XdmClient::TrackedCall::TrackedCall(XdmClient* client, grpc::ClientContext* ctx)
+    : client_(client), ctx_(ctx) {
+  std::lock_guard<std::mutex> lock(client_->mu_);
+  ok_ = !client_->stopping_;
+  if (ok_) client_->calls_.insert(ctx_);
 }
 
-void XdmClient::Untrack(grpc::ClientContext* ctx) {
-  std::lock_guard<std::mutex> lock(mu_);
-  calls_.erase(ctx);
+XdmClient::TrackedCall::~TrackedCall() {
+  if (!ok_) return;
+  std::lock_guard<std::mutex> lock(client_->mu_);
+  client_->calls_.erase(ctx_);
 }
 
 bool XdmClient::SleepUntil(SteadyClock::time_point deadline) {
@@ -257,7 +258,8 @@ void XdmClient::StreamLoop() {
   const xdm::api::ExporterDataRequest req;  // everything
   while (!stopping_) {
     grpc::ClientContext ctx;
-    if (!Track(&ctx)) break;
+    TrackedCall tracked(this, &ctx);
+    if (!tracked.ok()) break;
     {
       std::lock_guard<std::mutex> lock(mu_);
       stream_ctx_ = &ctx;
@@ -294,7 +296,6 @@ void XdmClient::StreamLoop() {
       stream_ctx_ = nullptr;
       stream_open_ = false;
       poll_now_ = true;
-      calls_.erase(&ctx);
     }
     cv_.notify_all();
     UpdateMode();
@@ -316,12 +317,12 @@ void XdmClient::StreamLoop() {
 
 bool XdmClient::PollOnce() {
   grpc::ClientContext ctx;
-  if (!Track(&ctx)) return false;
+  TrackedCall tracked(this, &ctx);
+  if (!tracked.ok()) return false;
   ctx.set_deadline(std::chrono::system_clock::now() + options_.interval * 4 / 5);
   xdm::api::ExporterDataResponse resp;
   const auto t0 = SteadyClock::now();
   const grpc::Status st = stub_->ExporterGetDataList(&ctx, xdm::api::ExporterDataRequest(), &resp);
-  Untrack(&ctx);
   metrics_->poll_requests.Increment();
   Collector("poll", st.ok(), SteadyClock::now() - t0);
   if (st.ok()) {
@@ -370,11 +371,11 @@ void XdmClient::PollLoop() {
 void XdmClient::ReadStaticInfo() {
   auto call = [&](const char* name, auto&& fn) {
     grpc::ClientContext ctx;
-    if (!Track(&ctx)) return;
+    TrackedCall tracked(this, &ctx);
+    if (!tracked.ok()) return;
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
     const auto t0 = SteadyClock::now();
     grpc::Status st = fn(&ctx);
-    Untrack(&ctx);
     Collector(name, st.ok(), SteadyClock::now() - t0);
     if (!st.ok() && !stopping_) spdlog::warn("{} failed: {}", name, Describe(st));
   };
@@ -432,7 +433,8 @@ void XdmClient::InfoLoop() {
   while (!stopping_) {
     ReadStaticInfo();
     grpc::ClientContext ctx;
-    if (!Track(&ctx)) break;
+    TrackedCall tracked(this, &ctx);
+    if (!tracked.ok()) break;
     auto reader = stub_->ListAndWatch(&ctx, {});
     xdm::api::ListAndWatchResponse resp;
     auto t0 = SteadyClock::now();
@@ -471,7 +473,6 @@ void XdmClient::InfoLoop() {
       t0 = SteadyClock::now();
     }
     const grpc::Status st = reader->Finish();
-    Untrack(&ctx);
     if (stopping_) break;
     Collector("list_and_watch", false, SteadyClock::now() - t0);
     const auto wait = backoff.Next();

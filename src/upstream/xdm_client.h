@@ -117,9 +117,22 @@ class XdmClient {
   // Sleeps until `deadline` or Stop(); false if stopping.
   bool SleepUntil(std::chrono::steady_clock::time_point deadline);
   void LogOnce(const std::string& what, const std::string& message);
-  // Registers a call for cancellation by Stop(); false if already stopping.
-  bool Track(grpc::ClientContext* ctx);
-  void Untrack(grpc::ClientContext* ctx);
+  // Registers a call for cancellation by Stop() for as long as it lives;
+  // ok() is false if the client is already stopping (make no call then).
+  // Declare it right after the ClientContext so it goes first.
+  class TrackedCall {
+   public:
+    TrackedCall(XdmClient* client, grpc::ClientContext* ctx);
+    ~TrackedCall();
+    TrackedCall(const TrackedCall&) = delete;
+    TrackedCall& operator=(const TrackedCall&) = delete;
+    bool ok() const { return ok_; }
+
+   private:
+    XdmClient* client_;
+    grpc::ClientContext* ctx_;
+    bool ok_;
+  };
 
   const ClientOptions options_;
   const std::shared_ptr<const catalog::Catalog> catalog_;
