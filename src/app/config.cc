@@ -24,6 +24,7 @@ struct DurationValidator : public CLI::Validator {
     func_ = [](const std::string& s) -> std::string {
       auto d = ParseDuration(s);
       if (!d || d->count() <= 0) return "'" + s + "' is not a positive duration (e.g. 500ms, 1s, 2m)";
+      if (*d > kMaxDuration) return "'" + s + "' is longer than " + FormatDuration(kMaxDuration);
       return "";
     };
   }
@@ -109,6 +110,14 @@ void Build(CLI::App& app, Config* cfg, Strings* st) {
   app.add_option("--collector.max-series", cfg->max_series,
                  "Cap on device series held; new series beyond it are dropped and counted")
       ->check(CLI::Range(size_t{1}, size_t{100000000}))
+      ->capture_default_str();
+  app.add_option("--collector.max-devices", cfg->max_devices,
+                 "Cap on devices taken from XDM; data of further devices is dropped and counted")
+      ->check(CLI::Range(size_t{1}, size_t{65536}))
+      ->capture_default_str();
+  app.add_option("--xdm.max-message-size", cfg->xdm_max_message_bytes,
+                 "Largest gRPC message accepted from XDM, in bytes (bounds memory)")
+      ->check(CLI::Range(4096, 1 << 30))
       ->capture_default_str();
   app.add_flag("--collector.unknown-metrics", cfg->unknown_metrics,
                "Export samples with metric IDs the catalog lacks as xpu_unknown_metric{id=...}");
@@ -278,6 +287,13 @@ int ParseFlags(int argc, char** argv, Config* cfg) {
       cfg->telemetry_path.find_first_of("?# ") != std::string::npos) {
     std::cerr << "xpu-exporter: --web.telemetry-path must be a path starting with '/'\n";
     return 2;
+  }
+  for (const char* reserved : kReservedPaths) {
+    if (cfg->telemetry_path == reserved) {
+      std::cerr << "xpu-exporter: --web.telemetry-path " << reserved
+                << " would shadow a page the exporter serves there\n";
+      return 2;
+    }
   }
   cfg->interval = *ParseDuration(st.interval);
   cfg->hal_interval = *ParseDuration(st.hal_interval);

@@ -15,6 +15,15 @@ namespace xpu::app {
 // npu-exporter 8082; see docs/configuration.md.
 inline constexpr const char* kDefaultListenAddress = ":9445";
 
+// Every duration flag must lie in (0, kMaxDuration]: longer ones overflow
+// the clock arithmetic (100y in nanoseconds does) and mean nothing here.
+inline constexpr std::chrono::milliseconds kMaxDuration{std::chrono::hours(24)};
+
+// Paths the exporter serves besides the telemetry path, which must not
+// shadow them.
+inline constexpr const char* kReservedPaths[] = {"/", "/status", "/config", "/-/healthy",
+                                                 "/-/ready"};
+
 // The effective configuration, from defaults and flags.
 struct Config {
   std::vector<std::string> listen_addresses = {kDefaultListenAddress};
@@ -25,7 +34,9 @@ struct Config {
   std::chrono::milliseconds stale_after{0};  // 0: 3 intervals
   std::chrono::milliseconds backoff_initial{1000};
   std::chrono::milliseconds backoff_max{30000};
-  size_t max_series = 500000;
+  size_t max_series = 150000;
+  size_t max_devices = 1024;
+  int xdm_max_message_bytes = 16 * 1024 * 1024;
   bool unknown_metrics = false;
   std::string catalog_file;  // empty: the built-in catalog
   std::string log_level = "info";

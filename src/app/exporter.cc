@@ -46,7 +46,8 @@ Status Exporter::Start() {
       .Add({{"version", kVersion}, {"revision", kRevision}})
       .Set(1);
   store_ = std::make_unique<store::MetricStore>(
-      catalog_, store::MetricStore::Options{cfg_.effective_stale_after(), cfg_.max_series});
+      catalog_, store::MetricStore::Options{cfg_.effective_stale_after(), cfg_.max_series,
+                                            cfg_.max_devices});
   exposer_ = std::make_unique<exposition::Exposer>(store_.get(), &self_metrics_);
   exposer_->AddCollectable(&devices_);
   exposer_->AddCollectable(&self_metrics_);
@@ -58,6 +59,9 @@ Status Exporter::Start() {
   co.backoff_initial = cfg_.backoff_initial;
   co.backoff_max = cfg_.backoff_max;
   co.keep_unknown = cfg_.unknown_metrics;
+  co.stale_after = cfg_.stale_after;
+  co.max_message_bytes = cfg_.xdm_max_message_bytes;
+  co.max_devices = cfg_.max_devices;
   client_ = std::make_unique<upstream::XdmClient>(co, catalog_, store_.get(), &devices_,
                                                   &self_metrics_);
 
@@ -175,7 +179,7 @@ http::Response Exporter::Ready() {
   const auto now = std::chrono::steady_clock::now();
   auto fresh = [&](std::optional<std::chrono::steady_clock::time_point> t,
                    std::chrono::milliseconds window) { return t && now - *t < window; };
-  if (fresh(store_->last_update(), cfg_.effective_stale_after()))
+  if (fresh(store_->last_update(), store_->stale_after()))
     return {200, "text/plain; charset=utf-8", "Ready: data from XDM\n", {}};
   if (hal_ && fresh(hal_->last_success(), cfg_.hal_interval * 3))
     return {200, "text/plain; charset=utf-8", "Ready: XDM stale, HAL sampling\n", {}};

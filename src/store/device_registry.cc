@@ -40,6 +40,11 @@ bool DeviceRegistry::known() const {
   return known_;
 }
 
+void DeviceRegistry::SetXdmLive(bool live) {
+  std::lock_guard<std::mutex> lock(mu_);
+  xdm_live_ = live;
+}
+
 void DeviceRegistry::SetHalDevices(std::vector<HalDeviceView> devices) {
   std::lock_guard<std::mutex> lock(mu_);
   hal_ = std::move(devices);
@@ -92,8 +97,9 @@ std::vector<prometheus::MetricFamily> DeviceRegistry::Collect() const {
                                    {"peers", t.peers}},
                                   1));
     }
-    health.metric.push_back(
-        Gauge({{"minor", minor}, {"uuid", d.uuid}, {"source", "xdm"}}, d.health == "Healthy"));
+    if (xdm_live_)
+      health.metric.push_back(
+          Gauge({{"minor", minor}, {"uuid", d.uuid}, {"source", "xdm"}}, d.health == "Healthy"));
   }
   auto active = Family("xpu_device_fault_active",
                        "A fault code the HAL reports active on a device, with its catalog level; "

@@ -82,6 +82,10 @@ class DeviceRegistry : public prometheus::Collectable {
   bool SetXdmDevices(std::vector<DeviceInfo> devices);
   std::vector<DeviceInfo> Devices() const;
   bool known() const;
+  // Whether XDM is alive (ListAndWatch open, data fresh). While it is not,
+  // xpu_device_health{source="xdm"} is withdrawn: a dead daemon's last word
+  // on health is not current truth. True until first set.
+  void SetXdmLive(bool live);
   // Replaces the HAL's view (sorted by minor).
   void SetHalDevices(std::vector<HalDeviceView> devices);
   std::vector<HalDeviceView> HalDevices() const;
@@ -95,6 +99,7 @@ class DeviceRegistry : public prometheus::Collectable {
   mutable std::mutex mu_;
   std::vector<DeviceInfo> devices_;  // guarded by mu_, sorted by minor
   bool known_ = false;               // guarded by mu_
+  bool xdm_live_ = true;             // guarded by mu_
   std::vector<HalDeviceView> hal_;   // guarded by mu_
   std::vector<PodAssignment> pods_;  // guarded by mu_
 };

@@ -5,7 +5,7 @@
 namespace xpu::store {
 
 MetricStore::MetricStore(std::shared_ptr<const catalog::Catalog> catalog, Options options)
-    : catalog_(std::move(catalog)), options_(options) {
+    : catalog_(std::move(catalog)), options_(options), stale_after_(options.stale_after) {
   if (!catalog_) throw std::invalid_argument("MetricStore needs a catalog");
   if (options_.stale_after.count() <= 0) throw std::invalid_argument("stale_after must be > 0");
 }
@@ -18,8 +18,15 @@ ApplyStats MetricStore::Apply(const std::vector<Sample>& batch, Clock::time_poin
   int32_t last_minor = -1;
   for (const Sample& s : batch) {
     if (s.minor != last_minor) {  // batches come grouped by device: one map write each
-      if (!devices_known_ || devices_.count(s.minor) > 0) device_updates_[s.minor] = now;
       last_minor = s.minor;
+      if (!devices_known_ || devices_.count(s.minor) > 0) {
+        auto du = device_updates_.find(s.minor);
+        if (du != device_updates_.end()) {
+          du->second = now;
+        } else if (device_updates_.size() < options_.max_devices) {
+          device_updates_.emplace(s.minor, now);
+        }
+      }
     }
     probe.minor = s.minor;
     probe.metric_id = s.metric_id;
@@ -28,6 +35,10 @@ ApplyStats MetricStore::Apply(const std::vector<Sample>& batch, Clock::time_poin
     if (it == index_.end()) {
       if (devices_known_ && devices_.count(s.minor) == 0) {
         ++stats.unknown_device;
+        continue;
+      }
+      if (device_updates_.count(s.minor) == 0) {  // a minor beyond max_devices
+        ++stats.over_device_cap;
         continue;
       }
       if (series_.size() >= options_.max_series) {
@@ -112,7 +123,7 @@ void MetricStore::RebuildLocked() {
 Snapshot MetricStore::Snap(Clock::time_point now) {
   Snapshot snap;
   std::lock_guard<std::mutex> lock(mu_);
-  const Clock::time_point cutoff = now - options_.stale_after;
+  const Clock::time_point cutoff = now - stale_after_;
   for (size_t i = series_.size(); i-- > 0;) {
     if (series_[i].updated < cutoff) RemoveLocked(i);
   }
@@ -121,6 +132,17 @@ Snapshot MetricStore::Snap(Clock::time_point now) {
   snap.values.resize(order_.size());
   for (size_t i = 0; i < order_.size(); ++i) snap.values[i] = series_[order_[i]].value;
   return snap;
+}
+
+void MetricStore::set_stale_after(std::chrono::milliseconds stale_after) {
+  if (stale_after.count() <= 0) throw std::invalid_argument("stale_after must be > 0");
+  std::lock_guard<std::mutex> lock(mu_);
+  stale_after_ = stale_after;
+}
+
+std::chrono::milliseconds MetricStore::stale_after() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stale_after_;
 }
 
 size_t MetricStore::series_count() const {

@@ -64,6 +64,7 @@ struct ApplyStats {
   size_t duplicates = 0;  // the same series twice in one batch; the last wins
   size_t dropped = 0;     // new series refused by the series cap
   size_t unknown_device = 0;  // minor absent from the authoritative device list
+  size_t over_device_cap = 0;  // samples of a new minor beyond Options::max_devices
 };
 
 // The latest sample per (device, metric, instance). The ingest thread writes
@@ -75,7 +76,10 @@ class MetricStore {
  public:
   struct Options {
     std::chrono::milliseconds stale_after{3000};
-    size_t max_series = 500000;
+    size_t max_series = 150000;
+    // Distinct minors held before ListAndWatch answers (and after): bounds
+    // the per-device maps a flooding daemon could grow.
+    size_t max_devices = 1024;
   };
   MetricStore(std::shared_ptr<const catalog::Catalog> catalog, Options options);
   MetricStore(const MetricStore&) = delete;
@@ -90,6 +94,10 @@ class MetricStore {
 
   // Expires stale series as of `now` and returns the current view.
   Snapshot Snap(Clock::time_point now);
+
+  // Follows the interval XDM really uses (ExporterGetConfig); must be > 0.
+  void set_stale_after(std::chrono::milliseconds stale_after);
+  std::chrono::milliseconds stale_after() const;
 
   size_t series_count() const;
   uint64_t dropped_total() const;
@@ -128,6 +136,7 @@ class MetricStore {
 
   mutable std::mutex mu_;
   // State below is protected by mu_.
+  std::chrono::milliseconds stale_after_;
   std::vector<Series> series_;
   std::unordered_map<Key, uint32_t, KeyHash> index_;
   std::map<int32_t, DeviceLabels> devices_;

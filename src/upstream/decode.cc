@@ -29,6 +29,40 @@ std::string JoinJson(const nlohmann::json& v) {
   return v.dump();
 }
 
+// Checks size and nesting depth before any parser sees the text: nlohmann's
+// parser is iterative, but dump() and our JoinJson recurse, and a 2 MB
+// "[[[[..." once overflowed the stack (docs/reliability.md).
+Status CheckJsonShape(const std::string& json) {
+  if (json.size() > kMaxTopologyBytes)
+    return Status::InvalidArgument("topology larger than " + std::to_string(kMaxTopologyBytes) +
+                                   " bytes");
+  int depth = 0;
+  bool in_string = false;
+  bool escaped = false;
+  for (char c : json) {
+    if (in_string) {
+      if (escaped) {
+        escaped = false;
+      } else if (c == '\\') {
+        escaped = true;
+      } else if (c == '"') {
+        in_string = false;
+      }
+      continue;
+    }
+    if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > kMaxTopologyDepth)
+        return Status::InvalidArgument("topology nested deeper than " +
+                                       std::to_string(kMaxTopologyDepth));
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 void DecodeData(const xdm::api::ExporterDataResponse& msg, const catalog::Catalog& catalog,
@@ -50,6 +84,10 @@ void DecodeData(const xdm::api::ExporterDataResponse& msg, const catalog::Catalo
       ++stats->negative_counter;
       continue;
     }
+    if (e != nullptr && e->instance_label.empty() && !d.instance().empty()) {
+      ++stats->unexpected_instance;
+      continue;
+    }
     store::Sample& s = out->emplace_back();
     s.minor = d.minor();
     s.metric_id = d.metricid();
@@ -61,10 +99,14 @@ void DecodeData(const xdm::api::ExporterDataResponse& msg, const catalog::Catalo
 
 Status ParseTopology(const std::string& json, std::vector<store::TopologyLevel>* out) {
   out->clear();
+  if (Status s = CheckJsonShape(json); !s.ok()) return s;
   nlohmann::json j = nlohmann::json::parse(json, nullptr, false);
   if (j.is_discarded()) return Status::InvalidArgument("topology is not JSON");
   if (!j.is_object() || !j.contains("levels") || !j["levels"].is_array())
     return Status::InvalidArgument("topology lacks a \"levels\" array");
+  if (j["levels"].size() > kMaxTopologyLevels)
+    return Status::InvalidArgument("topology has more than " + std::to_string(kMaxTopologyLevels) +
+                                   " levels");
   std::vector<store::TopologyLevel> levels;
   for (const auto& l : j["levels"]) {
     if (!l.is_object() || !l.contains("level") || !l["level"].is_number_integer())
@@ -87,8 +129,8 @@ Status ParseTopology(const std::string& json, std::vector<store::TopologyLevel>*
 }
 
 std::vector<store::DeviceInfo> DecodeDevices(const xdm::api::ListAndWatchResponse& devices,
-                                      const xdm::api::GpuInfoResponse& gpu_info,
-                                      DeviceDecodeStats* stats) {
+                                             const xdm::api::GpuInfoResponse& gpu_info,
+                                             size_t max_devices, DeviceDecodeStats* stats) {
   std::map<int32_t, const xdm::api::GpuInfo*> info;
   for (const auto& g : gpu_info.gpuinfos()) info[g.minor()] = &g;
   std::map<int32_t, store::DeviceInfo> out;
@@ -131,7 +173,13 @@ std::vector<store::DeviceInfo> DecodeDevices(const xdm::api::ListAndWatchRespons
     out.emplace(di.minor, std::move(di));
   }
   std::vector<store::DeviceInfo> list;
-  for (auto& [minor, di] : out) list.push_back(std::move(di));
+  for (auto& [minor, di] : out) {
+    if (list.size() >= max_devices) {
+      ++stats->over_device_cap;
+      continue;
+    }
+    list.push_back(std::move(di));
+  }
   return list;
 }
 

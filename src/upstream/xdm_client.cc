@@ -12,6 +12,9 @@ namespace {
 using SteadyClock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
+constexpr int kChannelReconnectMin = 100;   // ms
+constexpr int kChannelReconnectMax = 1000;  // ms
+
 double Seconds(SteadyClock::duration d) { return std::chrono::duration<double>(d).count(); }
 
 std::string Describe(const grpc::Status& s) {
@@ -32,10 +35,12 @@ const char* ModeName(Mode m) {
 ChannelFactory DefaultChannelFactory(const ClientOptions& options) {
   return [options](const std::string& endpoint) {
     grpc::ChannelArguments args;
-    // The channel's own reconnect schedule matches the stream's backoff.
-    args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, static_cast<int>(options.backoff_initial.count()));
-    args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, static_cast<int>(options.backoff_initial.count()));
-    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, static_cast<int>(options.backoff_max.count()));
+    // The channel reconnects within a second: a connect to a Unix socket
+    // costs nothing, and a poll must find a returning daemon at once (the
+    // stream's own, longer backoff is cut short by it).
+    args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, kChannelReconnectMin);
+    args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, kChannelReconnectMin);
+    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, kChannelReconnectMax);
     // Keepalive finds a dead peer on an idle connection; the stream watchdog
     // covers a live but silent one. 20 s keeps well inside servers' ping policy
     // while a stream is active.
@@ -43,7 +48,9 @@ ChannelFactory DefaultChannelFactory(const ClientOptions& options) {
     args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 10000);
     args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 0);
     // A 100,000-series snapshot is several MB; gRPC's default cap is 4 MB.
-    args.SetMaxReceiveMessageSize(256 * 1024 * 1024);
+    // A 100,000-series snapshot is several MB; gRPC's default cap is 4 MB. The
+    // cap bounds what one message can make us allocate (docs/reliability.md).
+    args.SetMaxReceiveMessageSize(options.max_message_bytes);
     return grpc::CreateCustomChannel(endpoint, grpc::InsecureChannelCredentials(), args);
   };
 }
@@ -99,12 +106,26 @@ struct XdmClient::Metrics {
         invalid(prometheus::BuildCounter()
                     .Name("xpu_exporter_invalid_samples_total")
                     .Help("Upstream data dropped or repaired, by reason.")
-                    .Register(r)) {
+                    .Register(r)),
+        stale_messages(prometheus::BuildCounter()
+                           .Name("xpu_exporter_stale_messages_total")
+                           .Help("XDM messages without fresh data (the same sequence and "
+                                 "timestamp again, or sampled longer than stale-after ago); "
+                                 "their values were not refreshed.")
+                           .Register(r)
+                           .Add({})),
+        interval(prometheus::BuildGauge()
+                     .Name("xpu_exporter_upstream_interval_seconds")
+                     .Help("Collection interval in force: XDM's own (ExporterGetConfig) when "
+                           "known, else --collector.interval.")
+                     .Register(r)
+                     .Add({})) {
     for (Mode m : {Mode::kDown, Mode::kPoll, Mode::kStream})
       mode[static_cast<int>(m)] = &mode_family.Add({{"mode", ModeName(m)}});
     mode[static_cast<int>(Mode::kDown)]->Set(1);
     for (const char* reason : {"non_finite", "negative_counter", "duplicate", "unknown_device",
-                               "bad_label", "bad_topology"})
+                               "bad_label", "bad_topology", "unexpected_instance",
+                               "duplicate_minor", "device_cap"})
       invalid_by[reason] = &invalid.Add({{"reason", reason}});
   }
   prometheus::Gauge& up;
@@ -120,6 +141,8 @@ struct XdmClient::Metrics {
   prometheus::Counter& unknown_samples;
   prometheus::Family<prometheus::Counter>& invalid;
   std::map<std::string, prometheus::Counter*> invalid_by;
+  prometheus::Counter& stale_messages;
+  prometheus::Gauge& interval;
 };
 
 XdmClient::XdmClient(ClientOptions options, std::shared_ptr<const catalog::Catalog> catalog,
@@ -131,8 +154,13 @@ XdmClient::XdmClient(ClientOptions options, std::shared_ptr<const catalog::Catal
       store_(store),
       devices_(devices),
       metrics_(std::make_unique<Metrics>(*self_metrics)),
-      uniform01_(std::move(uniform01)) {
+      uniform01_(std::move(uniform01)),
+      interval_(options_.interval) {
   if (options_.interval.count() <= 0) throw std::invalid_argument("interval must be > 0");
+  if (options_.max_message_bytes <= 0) throw std::invalid_argument("max_message_bytes must be > 0");
+  if (options_.max_devices == 0) throw std::invalid_argument("max_devices must be > 0");
+  metrics_->interval.Set(std::chrono::duration<double>(interval_).count());
+  devices_->SetXdmLive(false);
   if (!channels) channels = DefaultChannelFactory(options_);
   if (!uniform01_) {
     auto rng = std::make_shared<std::mt19937_64>(std::random_device{}());
@@ -185,6 +213,32 @@ bool XdmClient::SleepUntil(SteadyClock::time_point deadline) {
   return !stopping_;
 }
 
+bool XdmClient::SleepOrWake(SteadyClock::time_point deadline, bool* wake) {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait_until(lock, deadline, [&] { return stopping_.load() || *wake; });
+  *wake = false;
+  return !stopping_;
+}
+
+std::chrono::milliseconds XdmClient::interval() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return interval_;
+}
+
+void XdmClient::SetIntervalLocked(milliseconds interval) {
+  if (interval == interval_) return;
+  spdlog::info("XDM collects every {} ms; freshness, watchdog and polling follow it",
+               interval.count());
+  interval_ = interval;
+  if (options_.stale_after.count() == 0) store_->set_stale_after(interval * 3);
+  metrics_->interval.Set(std::chrono::duration<double>(interval).count());
+}
+
+bool XdmClient::StreamFreshLocked(SteadyClock::time_point now) const {
+  return stream_open_ && last_stream_msg_ >= stream_opened_ &&
+         now - last_stream_msg_ < interval_ * 3 / 2;
+}
+
 void XdmClient::LogOnce(const std::string& what, const std::string& message) {
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -199,11 +253,47 @@ void XdmClient::Collector(const std::string& name, bool ok, SteadyClock::duratio
   collectors_[name] = CollectorState{ok, Seconds(took), std::chrono::system_clock::now()};
 }
 
-void XdmClient::Ingest(const xdm::api::ExporterDataResponse& msg) {
+bool XdmClient::Ingest(const xdm::api::ExporterDataResponse& msg) {
+  {
+    // Fresh data has a new sequence or timestamp and was sampled within
+    // stale-after: a daemon re-serving its last snapshot must not keep old
+    // values alive (docs/reliability.md).
+    std::lock_guard<std::mutex> lock(mu_);
+    const bool stamped = msg.sequence() != 0 || msg.timestampms() != 0;
+    const bool repeat = stamped && msg.sequence() == last_sequence_ &&
+                        msg.timestampms() == last_timestamp_ms_;
+    const int64_t now_ms = std::chrono::duration_cast<milliseconds>(
+                               std::chrono::system_clock::now().time_since_epoch())
+                               .count();
+    const milliseconds stale_after =
+        options_.stale_after.count() > 0 ? options_.stale_after : interval_ * 3;
+    const bool old = msg.timestampms() > 0 && now_ms - msg.timestampms() > stale_after.count();
+    const auto now = SteadyClock::now();
+    if (repeat && !old) {
+      // The snapshot already stored (a poll and the stream may both fetch
+      // it within one interval): nothing new to apply, and still current
+      // only while its interval lasts.
+      const bool current = now - sequence_seen_ < interval_ * 3 / 2;
+      if (!current) metrics_->stale_messages.Increment();
+      return current;
+    }
+    if (old) {
+      metrics_->stale_messages.Increment();
+      return false;
+    }
+    last_sequence_ = msg.sequence();
+    last_timestamp_ms_ = msg.timestampms();
+    sequence_seen_ = now;
+  }
   thread_local std::vector<store::Sample> batch;
   DecodeStats ds;
   DecodeData(msg, *catalog_, options_.keep_unknown, &batch, &ds);
   const store::ApplyStats st = store_->Apply(batch, SteadyClock::now());
+  // One huge message must not pin its buffer for the life of the thread.
+  if (batch.capacity() > 4096 && batch.capacity() > 2 * batch.size()) {
+    batch.clear();
+    batch.shrink_to_fit();
+  }
   metrics_->last_sample.Set(std::chrono::duration<double>(
                                 std::chrono::system_clock::now().time_since_epoch())
                                 .count());
@@ -221,10 +311,26 @@ void XdmClient::Ingest(const xdm::api::ExporterDataResponse& msg) {
   count("bad_label", ds.bad_instance, "XDM sent instance names with invalid UTF-8 or too long; repaired");
   count("duplicate", st.duplicates, "XDM sent the same series twice in one message; the last wins");
   count("unknown_device", st.unknown_device, "XDM sent data for a device ListAndWatch does not list; dropped");
+  count("unexpected_instance", ds.unexpected_instance,
+        "XDM sent an instance for a metric that has none in the catalog; dropped");
+  count("device_cap", st.over_device_cap,
+        "XDM sent data for more devices than --collector.max-devices; dropped");
   if (st.dropped) {
     metrics_->series_dropped.Increment(static_cast<double>(st.dropped));
     LogOnce("series_cap", "series cap reached (--collector.max-series); new series dropped");
   }
+  return true;
+}
+
+// Gauges and the registry's liveness are set under mu_, so concurrent mode
+// changes cannot leave them disagreeing with mode_.
+void XdmClient::PublishModeLocked() {
+  for (Mode x : {Mode::kDown, Mode::kPoll, Mode::kStream})
+    metrics_->mode[static_cast<int>(x)]->Set(x == mode_ ? 1 : 0);
+  metrics_->up.Set(mode_ == Mode::kDown ? 0 : 1);
+  // XDM's view of device health is served only while XDM is alive: its
+  // ListAndWatch open and its data fresh.
+  devices_->SetXdmLive(info_open_ && mode_ != Mode::kDown);
 }
 
 void XdmClient::UpdateMode() {
@@ -233,18 +339,14 @@ void XdmClient::UpdateMode() {
   Mode old;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    const auto now = SteadyClock::now();
-    const bool stream_fresh = stream_open_ && last_stream_msg_ >= stream_opened_ &&
-                              now - last_stream_msg_ < options_.interval * 3 / 2;
+    const bool stream_fresh = StreamFreshLocked(SteadyClock::now());
     m = stream_fresh ? Mode::kStream : last_poll_ok_ ? Mode::kPoll : Mode::kDown;
     old = mode_;
     mode_ = m;
     if (m != old) mode_since_ = std::chrono::system_clock::now();
+    PublishModeLocked();
   }
   if (m == old) return;
-  for (Mode x : {Mode::kDown, Mode::kPoll, Mode::kStream})
-    metrics_->mode[static_cast<int>(x)]->Set(x == m ? 1 : 0);
-  metrics_->up.Set(m == Mode::kDown ? 0 : 1);
   if (m == Mode::kDown) {
     spdlog::warn("upstream mode {} -> {}: no metric data from XDM at {}", ModeName(old),
                  ModeName(m), options_.xdm_endpoint);
@@ -264,6 +366,7 @@ void XdmClient::StreamLoop() {
       std::lock_guard<std::mutex> lock(mu_);
       stream_ctx_ = &ctx;
       stream_open_ = true;
+      stream_wake_ = false;
       stream_opened_ = SteadyClock::now();
     }
     auto reader = stub_->ExporterDataStream(&ctx, req);
@@ -280,12 +383,14 @@ void XdmClient::StreamLoop() {
         }
         spdlog::info("ExporterDataStream delivering from {}", options_.xdm_endpoint);
       }
-      {
+      metrics_->stream_messages.Increment();
+      if (Ingest(msg)) {
         std::lock_guard<std::mutex> lock(mu_);
         last_stream_msg_ = SteadyClock::now();
       }
-      metrics_->stream_messages.Increment();
-      Ingest(msg);
+      // A message far larger than usual would keep its memory: start afresh.
+      if (msg.datalist().Capacity() > 4096 && msg.datalist().Capacity() > 2 * msg.datalist_size())
+        msg = xdm::api::ExporterDataResponse();
       Collector("stream", true, SteadyClock::now() - t0);
       UpdateMode();
       t0 = SteadyClock::now();
@@ -306,9 +411,10 @@ void XdmClient::StreamLoop() {
       std::lock_guard<std::mutex> lock(mu_);
       backoff_base_ = backoff.base();
     }
-    spdlog::warn("ExporterDataStream ended ({}); polling, re-subscribing in {} ms", Describe(st),
-                 wait.count());
-    if (!SleepUntil(SteadyClock::now() + wait)) break;
+    spdlog::warn("ExporterDataStream ended ({}); polling, re-subscribing in {} ms "
+                 "(at once when a poll succeeds)",
+                 Describe(st), wait.count());
+    if (!SleepOrWake(SteadyClock::now() + wait, &stream_wake_)) break;
     metrics_->reconnects.Increment();
     std::lock_guard<std::mutex> lock(mu_);
     ++reconnects_;
@@ -319,27 +425,35 @@ bool XdmClient::PollOnce() {
   grpc::ClientContext ctx;
   TrackedCall tracked(this, &ctx);
   if (!tracked.ok()) return false;
-  ctx.set_deadline(std::chrono::system_clock::now() + options_.interval * 4 / 5);
+  ctx.set_deadline(std::chrono::system_clock::now() + interval() * 4 / 5);
   xdm::api::ExporterDataResponse resp;
   const auto t0 = SteadyClock::now();
   const grpc::Status st = stub_->ExporterGetDataList(&ctx, xdm::api::ExporterDataRequest(), &resp);
   metrics_->poll_requests.Increment();
   Collector("poll", st.ok(), SteadyClock::now() - t0);
+  bool fresh = false;
   if (st.ok()) {
-    Ingest(resp);
+    fresh = Ingest(resp);
   } else {
     metrics_->poll_failures.Increment();
     spdlog::debug("ExporterGetDataList failed: {}", Describe(st));
   }
-  std::lock_guard<std::mutex> lock(mu_);
-  last_poll_ok_ = st.ok();
-  last_poll_ = SteadyClock::now();
-  polled_ = true;
-  return st.ok();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    last_poll_ok_ = fresh;
+    last_poll_ = SteadyClock::now();
+    polled_ = true;
+    if (st.ok()) {
+      // The daemon answers: whatever is down re-subscribes now.
+      if (!stream_open_) stream_wake_ = true;
+      if (!info_open_) info_wake_ = true;
+    }
+  }
+  if (st.ok()) cv_.notify_all();
+  return fresh;
 }
 
 void XdmClient::PollLoop() {
-  const auto watchdog = options_.watchdog.count() > 0 ? options_.watchdog : options_.interval * 3;
   // Give the stream one interval to deliver before the first poll.
   auto next = SteadyClock::now() + options_.interval;
   while (!stopping_) {
@@ -351,10 +465,12 @@ void XdmClient::PollLoop() {
     }
     const auto now = SteadyClock::now();
     bool stream_fresh;
+    milliseconds interval;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      stream_fresh = stream_open_ && last_stream_msg_ >= stream_opened_ &&
-                     now - last_stream_msg_ < options_.interval * 3 / 2;
+      interval = interval_;
+      const milliseconds watchdog = options_.watchdog.count() > 0 ? options_.watchdog : interval * 3;
+      stream_fresh = StreamFreshLocked(now);
       const auto quiet_since = std::max(last_stream_msg_, stream_opened_);
       if (stream_open_ && stream_ctx_ != nullptr && now - quiet_since > watchdog) {
         spdlog::warn("ExporterDataStream silent for {} ms; cancelling it (watchdog)",
@@ -364,7 +480,7 @@ void XdmClient::PollLoop() {
     }
     if (!stream_fresh) PollOnce();
     UpdateMode();
-    next = now + options_.interval;
+    next = now + interval;
   }
 }
 
@@ -402,6 +518,9 @@ void XdmClient::ReadStaticInfo() {
     grpc::Status st = stub_->ExporterGetConfig(ctx, {}, &resp);
     if (st.ok()) {
       std::lock_guard<std::mutex> lock(mu_);
+      const milliseconds reported(resp.intervalms());
+      if (reported >= kMinUpstreamInterval && reported <= kMaxUpstreamInterval)
+        SetIntervalLocked(reported);
       info_.config = std::move(resp);
     }
     return st;
@@ -455,10 +574,23 @@ void XdmClient::InfoLoop() {
         std::lock_guard<std::mutex> lock(mu_);
         gpu = gpu_info_;
       }
-      std::vector<store::DeviceInfo> devs = DecodeDevices(resp, gpu, &ds);
+      std::vector<store::DeviceInfo> devs = DecodeDevices(resp, gpu, options_.max_devices, &ds);
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        info_open_ = true;
+        PublishModeLocked();
+      }
+      if (ds.duplicate_minor) {
+        metrics_->invalid_by["duplicate_minor"]->Increment(static_cast<double>(ds.duplicate_minor));
+        LogOnce("duplicate_minor", "XDM listed a minor twice in ListAndWatch; the first wins");
+      }
+      if (ds.over_device_cap) {
+        metrics_->invalid_by["device_cap"]->Increment(static_cast<double>(ds.over_device_cap));
+        LogOnce("device_cap", "XDM listed more devices than --collector.max-devices; dropped");
+      }
       if (ds.repaired_labels) {
         metrics_->invalid_by["bad_label"]->Increment(static_cast<double>(ds.repaired_labels));
-        LogOnce("bad_device_label", "XDM sent device strings with invalid UTF-8 or too long; repaired");
+        LogOnce("bad_label", "XDM sent device strings with invalid UTF-8 or too long; repaired");
       }
       if (ds.bad_topology) {
         metrics_->invalid_by["bad_topology"]->Increment(static_cast<double>(ds.bad_topology));
@@ -473,11 +605,18 @@ void XdmClient::InfoLoop() {
       t0 = SteadyClock::now();
     }
     const grpc::Status st = reader->Finish();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      info_open_ = false;
+      info_wake_ = false;
+      PublishModeLocked();
+    }
     if (stopping_) break;
     Collector("list_and_watch", false, SteadyClock::now() - t0);
     const auto wait = backoff.Next();
-    spdlog::warn("ListAndWatch ended ({}); re-subscribing in {} ms", Describe(st), wait.count());
-    if (!SleepUntil(SteadyClock::now() + wait)) break;
+    spdlog::warn("ListAndWatch ended ({}); re-subscribing in {} ms (at once when a poll succeeds)",
+                 Describe(st), wait.count());
+    if (!SleepOrWake(SteadyClock::now() + wait, &info_wake_)) break;
   }
 }
 

@@ -36,14 +36,26 @@ const char* ModeName(Mode m);
 struct ClientOptions {
   std::string xdm_endpoint;         // "unix:///run/.../dp2mgr.sock"
   std::string controller_endpoint;  // "unix:///run/.../config-daemon.sock"
+  // The collection interval to assume until ExporterGetConfig tells the one
+  // XDM really uses; freshness, the watchdog and the poll period follow that.
   std::chrono::milliseconds interval{1000};
   // A stream silent this long is cancelled and re-subscribed (hung daemon).
   // 0 means 3 intervals.
   std::chrono::milliseconds watchdog{0};
+  // Series expire this long after their last fresh sample; 0 means 3
+  // intervals (following the interval XDM reports).
+  std::chrono::milliseconds stale_after{0};
   std::chrono::milliseconds backoff_initial{1000};
   std::chrono::milliseconds backoff_max{30000};
   bool keep_unknown = false;  // export unknown metric IDs as xpu_unknown_metric
+  // Largest message accepted from XDM; bigger ones fail the call (counted).
+  int max_message_bytes = 16 * 1024 * 1024;
+  size_t max_devices = 1024;  // devices taken from one ListAndWatch push
 };
+
+// XDM's own interval is believed only within these bounds.
+inline constexpr std::chrono::milliseconds kMinUpstreamInterval{50};
+inline constexpr std::chrono::milliseconds kMaxUpstreamInterval{std::chrono::minutes(10)};
 
 // Creates the channel to an endpoint; tests may inject their own.
 using ChannelFactory = std::function<std::shared_ptr<grpc::Channel>(const std::string& endpoint)>;
@@ -100,6 +112,9 @@ class XdmClient {
   void Stop();
 
   Mode mode() const;
+  // The collection interval in force: XDM's (ExporterGetConfig) when known,
+  // else ClientOptions::interval.
+  std::chrono::milliseconds interval() const;
   UpstreamInfo info() const;
   UpstreamState state() const;
   uint64_t reconnects() const;
@@ -110,7 +125,15 @@ class XdmClient {
   void PollLoop();
   void InfoLoop();
   bool PollOnce();
-  void Ingest(const xdm::api::ExporterDataResponse& msg);
+  // Stores a message's samples; false if the message holds no fresh data (the
+  // same snapshot again, or one sampled longer than stale-after ago).
+  bool Ingest(const xdm::api::ExporterDataResponse& msg);
+  bool StreamFreshLocked(std::chrono::steady_clock::time_point now) const;
+  void SetIntervalLocked(std::chrono::milliseconds interval);
+  void PublishModeLocked();
+  // Sleeps until `deadline`, Stop(), or `*wake` turns true (then clears it);
+  // false if stopping.
+  bool SleepOrWake(std::chrono::steady_clock::time_point deadline, bool* wake);
   void ReadStaticInfo();
   void UpdateMode();
   void Collector(const std::string& name, bool ok, std::chrono::steady_clock::duration took);
@@ -164,6 +187,17 @@ class XdmClient {
   std::chrono::milliseconds backoff_base_{0};
   std::map<std::string, CollectorState> collectors_;
   bool poll_now_ = false;  // the stream just ended: poll without waiting
+  // A poll succeeded while the stream or ListAndWatch was down: the daemon is
+  // back, so re-subscribe now instead of waiting out the backoff.
+  bool stream_wake_ = false;
+  bool info_wake_ = false;
+  bool info_open_ = false;  // ListAndWatch delivering
+  std::chrono::milliseconds interval_;  // see interval()
+  // The last fresh message's sequence and timestampMs, to tell a re-served
+  // snapshot from new data.
+  uint64_t last_sequence_ = 0;
+  int64_t last_timestamp_ms_ = 0;
+  std::chrono::steady_clock::time_point sequence_seen_{};  // when it first came
   uint64_t reconnects_ = 0;
   UpstreamInfo info_;
   xdm::api::GpuInfoResponse gpu_info_;

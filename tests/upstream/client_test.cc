@@ -25,18 +25,29 @@ double Value(const prometheus::Registry& r, const std::string& name,
 
 class ClientTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    StartSim();
-    store_ = std::make_unique<store::MetricStore>(
-        catalog::Catalog::Builtin(), store::MetricStore::Options{kInterval * 3, 100000});
+  void SetUp() override { Begin(kInterval, DefaultOptions()); }
+  ClientOptions DefaultOptions() {
     ClientOptions o;
     o.xdm_endpoint = "unix://" + dir_.File("dp2mgr.sock");
     o.controller_endpoint = "unix://" + dir_.File("config-daemon.sock");
     o.interval = kInterval;
     o.backoff_initial = milliseconds(100);
     o.backoff_max = milliseconds(400);
-    client_ = std::make_unique<XdmClient>(o, catalog::Catalog::Builtin(), store_.get(), &devices_,
-                                          &registry_);
+    return o;
+  }
+  // (Re)starts xdm-sim collecting every `sim_interval` and a fresh client.
+  void Begin(milliseconds sim_interval, const ClientOptions& o) {
+    if (client_) client_->Stop();
+    client_.reset();
+    if (sim_) sim_->Stop();
+    sim_interval_ = sim_interval;
+    StartSim();
+    store_ = std::make_unique<store::MetricStore>(
+        catalog::Catalog::Builtin(), store::MetricStore::Options{o.interval * 3, 100000});
+    registry_ = std::make_unique<prometheus::Registry>();
+    devices_ = std::make_unique<store::DeviceRegistry>();
+    client_ = std::make_unique<XdmClient>(o, catalog::Catalog::Builtin(), store_.get(),
+                                          devices_.get(), registry_.get());
     client_->Start();
   }
   void TearDown() override {
@@ -47,7 +58,7 @@ class ClientTest : public ::testing::Test {
     xdmsim::SimOptions so;
     so.socket_path = dir_.File("dp2mgr.sock");
     so.controller_socket_path = dir_.File("config-daemon.sock");
-    so.interval = kInterval;
+    so.interval = sim_interval_;
     sim_ = std::make_unique<xdmsim::Simulator>(so);
     ASSERT_TRUE(sim_->Start().ok());
   }
@@ -65,10 +76,22 @@ class ClientTest : public ::testing::Test {
     return WaitFor([&] { return client_->mode() == m; }, timeout);
   }
 
+  // Whether xpu_device_health{source="xdm"} is on the page for any device.
+  bool XdmHealthServed() {
+    for (const auto& f : devices_->Collect()) {
+      if (f.name != "xpu_device_health") continue;
+      for (const auto& m : f.metric)
+        for (const auto& l : m.label)
+          if (l.name == "source" && l.value == "xdm") return true;
+    }
+    return false;
+  }
+
   xpu::testing::TempDir dir_;
+  milliseconds sim_interval_ = kInterval;
   std::unique_ptr<xdmsim::Simulator> sim_;
-  prometheus::Registry registry_;
-  store::DeviceRegistry devices_;
+  std::unique_ptr<prometheus::Registry> registry_;
+  std::unique_ptr<store::DeviceRegistry> devices_;
   std::unique_ptr<store::MetricStore> store_;
   std::unique_ptr<XdmClient> client_;
 };
@@ -76,13 +99,13 @@ class ClientTest : public ::testing::Test {
 TEST_F(ClientTest, StreamFillsStoreAndDeviceRegistry) {
   ASSERT_TRUE(WaitMode(Mode::kStream));
   ASSERT_TRUE(WaitFor([&] { return Series() == 8u * (15 + 3 * 7); }));
-  ASSERT_TRUE(WaitFor([&] { return devices_.Devices().size() == 8; }));
-  const auto devs = devices_.Devices();
+  ASSERT_TRUE(WaitFor([&] { return devices_->Devices().size() == 8; }));
+  const auto devs = devices_->Devices();
   EXPECT_EQ(devs[0].model, "PPU-810E");
   EXPECT_FALSE(devs[0].driver_version.empty());
   EXPECT_EQ(devs[0].topology.size(), 8u);
-  EXPECT_EQ(Value(registry_, "xpu_exporter_upstream_up"), 1);
-  EXPECT_EQ(Value(registry_, "xpu_exporter_upstream_mode", {{"mode", "stream"}}), 1);
+  EXPECT_EQ(Value(*registry_, "xpu_exporter_upstream_up"), 1);
+  EXPECT_EQ(Value(*registry_, "xpu_exporter_upstream_mode", {{"mode", "stream"}}), 1);
   ASSERT_TRUE(WaitFor([&] { return client_->info().controller_enabled.has_value(); }));
   EXPECT_TRUE(*client_->info().controller_enabled);
   EXPECT_EQ(client_->info().config->intervalms(), kInterval.count());
@@ -93,18 +116,18 @@ TEST_F(ClientTest, StreamBreakFallsBackToPollingThenReturnsToStream) {
   // Keep the stream from coming back at once: while paused, re-subscriptions
   // get nothing, so only a poll can... not answer either. Instead break and
   // watch the poll happen before the 100 ms backoff ends.
-  const double polls_before = Value(registry_, "xpu_exporter_poll_requests_total");
+  const double polls_before = Value(*registry_, "xpu_exporter_poll_requests_total");
   ASSERT_EQ(HttpPost(Control("/control/stream/break")).status, 200);
   ASSERT_TRUE(WaitFor([&] {
-    return Value(registry_, "xpu_exporter_poll_requests_total") > polls_before;
+    return Value(*registry_, "xpu_exporter_poll_requests_total") > polls_before;
   }, kInterval + milliseconds(300)));
-  EXPECT_GE(Value(registry_, "xpu_exporter_collector_success", {{"collector", "poll"}}), 1);
+  EXPECT_GE(Value(*registry_, "xpu_exporter_collector_success", {{"collector", "poll"}}), 1);
   // The backoff is 100 ms: the stream returns, and polling stops.
   ASSERT_TRUE(WaitFor([&] { return client_->reconnects() >= 1 && client_->mode() == Mode::kStream; }));
-  const double polls = Value(registry_, "xpu_exporter_poll_requests_total");
+  const double polls = Value(*registry_, "xpu_exporter_poll_requests_total");
   const uint64_t ticks = sim_->signals().ticks();
   ASSERT_TRUE(WaitFor([&] { return sim_->signals().ticks() >= ticks + 4; }));
-  EXPECT_LE(Value(registry_, "xpu_exporter_poll_requests_total"), polls + 1);
+  EXPECT_LE(Value(*registry_, "xpu_exporter_poll_requests_total"), polls + 1);
   EXPECT_EQ(client_->mode(), Mode::kStream);
 }
 
@@ -134,9 +157,9 @@ TEST_F(ClientTest, DaemonGoneMeansDownAndStaleSeriesVanishThenStreamReturns) {
   ASSERT_TRUE(WaitFor([&] { return Series() > 0; }));
   sim_->Stop();
   EXPECT_TRUE(WaitMode(Mode::kDown));
-  EXPECT_EQ(Value(registry_, "xpu_exporter_upstream_up"), 0);
+  EXPECT_EQ(Value(*registry_, "xpu_exporter_upstream_up"), 0);
   EXPECT_TRUE(WaitFor([&] { return Series() == 0; }));  // stale after 3 intervals
-  EXPECT_GT(Value(registry_, "xpu_exporter_poll_failures_total"), 0);
+  EXPECT_GT(Value(*registry_, "xpu_exporter_poll_failures_total"), 0);
   StartSim();
   EXPECT_TRUE(WaitMode(Mode::kStream, milliseconds(10000)));
   EXPECT_TRUE(WaitFor([&] { return Series() > 0; }));
@@ -159,7 +182,7 @@ TEST_F(ClientTest, DevicesAppearingAndVanishingChangeTheSeries) {
   EXPECT_TRUE(WaitFor([&] { return Minors() == std::set<int32_t>{0, 1, 2}; }));
   ASSERT_EQ(HttpPost(Control("/control/devices"), R"({"count":10})").status, 200);
   EXPECT_TRUE(WaitFor([&] { return Minors().size() == 10; }));
-  EXPECT_TRUE(WaitFor([&] { return devices_.Devices().size() == 10; }));
+  EXPECT_TRUE(WaitFor([&] { return devices_->Devices().size() == 10; }));
 }
 
 TEST_F(ClientTest, StopReturnsPromptlyWithCallsInFlight) {
@@ -169,6 +192,71 @@ TEST_F(ClientTest, StopReturnsPromptlyWithCallsInFlight) {
   client_->Stop();
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(1));
   HttpPost(Control("/control/resume"));
+}
+
+TEST_F(ClientTest, FollowsTheIntervalXdmReportsInsteadOfFlapping) {
+  // XDM collects every 600 ms; the flag says 100 ms. Judged by the flag, the
+  // stream would look dead between pushes: poll, watchdog, reconnect.
+  ClientOptions o = DefaultOptions();
+  o.interval = milliseconds(100);
+  Begin(milliseconds(600), o);
+  ASSERT_TRUE(WaitMode(Mode::kStream));
+  ASSERT_TRUE(WaitFor([&] { return client_->interval() == milliseconds(600); }));
+  EXPECT_EQ(Value(*registry_, "xpu_exporter_upstream_interval_seconds"), 0.6);
+  const double polls = Value(*registry_, "xpu_exporter_poll_requests_total");
+  const uint64_t reconnects = client_->reconnects();
+  const uint64_t ticks = sim_->signals().ticks();
+  bool left_stream = false;
+  WaitFor([&] {
+    left_stream |= client_->mode() != Mode::kStream;
+    return sim_->signals().ticks() >= ticks + 5;
+  }, milliseconds(10000));
+  EXPECT_FALSE(left_stream);
+  EXPECT_EQ(client_->reconnects(), reconnects);
+  EXPECT_EQ(Value(*registry_, "xpu_exporter_poll_requests_total"), polls);
+  EXPECT_GT(Series(), 0u);  // stale-after followed the interval too
+}
+
+TEST_F(ClientTest, DeadDaemonsHealthIsWithdrawn) {
+  ASSERT_TRUE(WaitMode(Mode::kStream));
+  ASSERT_TRUE(WaitFor([&] { return XdmHealthServed(); }));
+  sim_->Stop();
+  EXPECT_TRUE(WaitFor([&] { return !XdmHealthServed(); }, kInterval * 6));
+  EXPECT_EQ(devices_->Devices().size(), 8u);  // identity stays for joins
+  StartSim();
+  EXPECT_TRUE(WaitFor([&] { return XdmHealthServed(); }));
+}
+
+TEST_F(ClientTest, ReservedSnapshotIsNotFreshData) {
+  ASSERT_TRUE(WaitMode(Mode::kStream));
+  ASSERT_TRUE(WaitFor([&] { return Series() > 0; }));
+  // The daemon keeps answering, but with the same sequence and timestamps.
+  ASSERT_EQ(HttpPost(Control("/control/replay"), R"({"enabled":true})").status, 200);
+  EXPECT_TRUE(WaitFor([&] { return Series() == 0; }));
+  EXPECT_TRUE(WaitMode(Mode::kDown));
+  EXPECT_FALSE(XdmHealthServed());
+  EXPECT_GT(Value(*registry_, "xpu_exporter_stale_messages_total"), 0);
+  ASSERT_EQ(HttpPost(Control("/control/replay"), R"({"enabled":false})").status, 200);
+  EXPECT_TRUE(WaitMode(Mode::kStream));
+  EXPECT_TRUE(WaitFor([&] { return Series() > 0; }));
+}
+
+TEST_F(ClientTest, ReturningDaemonIsStreamedAtOnceDespiteLongBackoff) {
+  // A long backoff: without a shortcut the stream and ListAndWatch would
+  // wait ~4-6 s after the daemon is back.
+  ClientOptions o = DefaultOptions();
+  o.backoff_initial = milliseconds(5000);
+  o.backoff_max = milliseconds(30000);
+  Begin(kInterval, o);
+  ASSERT_TRUE(WaitMode(Mode::kStream));
+  ASSERT_TRUE(WaitFor([&] { return XdmHealthServed(); }));
+  sim_->Stop();
+  ASSERT_TRUE(WaitMode(Mode::kDown));
+  ASSERT_TRUE(WaitFor([&] { return !XdmHealthServed(); }));
+  StartSim();
+  // A poll finds the daemon within an interval; both streams follow at once.
+  EXPECT_TRUE(WaitMode(Mode::kStream, milliseconds(2000)));
+  EXPECT_TRUE(WaitFor([&] { return XdmHealthServed(); }, milliseconds(2000)));
 }
 
 }  // namespace

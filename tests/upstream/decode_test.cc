@@ -113,7 +113,7 @@ TEST(DecodeTest, DevicesMergeGpuInfoAndSurviveHostileStrings) {
   g->set_minor(1);
   g->set_driverversion("1.2.3");
   DeviceDecodeStats st;
-  auto devs = DecodeDevices(law, info, &st);
+  auto devs = DecodeDevices(law, info, 1024, &st);
   ASSERT_EQ(devs.size(), 1u);
   EXPECT_EQ(devs[0].driver_version, "1.2.3");
   EXPECT_LE(devs[0].model.size(), 256u);
@@ -121,6 +121,53 @@ TEST(DecodeTest, DevicesMergeGpuInfoAndSurviveHostileStrings) {
   EXPECT_EQ(st.bad_topology, 1u);
   EXPECT_EQ(st.duplicate_minor, 1u);
   EXPECT_FALSE(devs[0].topology_error.empty());
+}
+
+TEST(DecodeTest, DeeplyNestedTopologyIsRejectedWithoutRecursing) {
+  // 1,000,000 nested arrays (2 MB): walking them recursively overflowed the stack.
+  const std::string deep = std::string(1000000, '[') + std::string(1000000, ']');
+  std::vector<store::TopologyLevel> levels;
+  Status s = ParseTopology(R"({"levels":[{"level":0,"topo0":)" + deep + "}]}", &levels);
+  EXPECT_FALSE(s.ok());
+  EXPECT_TRUE(levels.empty());
+  // Within the size cap, depth alone is refused too.
+  const std::string deep_small = std::string(kMaxTopologyDepth + 1, '[') +
+                                 std::string(kMaxTopologyDepth + 1, ']');
+  s = ParseTopology(R"({"levels":[{"level":0,"topo0":)" + deep_small + "}]}", &levels);
+  EXPECT_NE(s.message().find("deeper"), std::string::npos) << s.message();
+  // Brackets inside strings do not count.
+  s = ParseTopology(R"({"levels":[{"level":0,"name":"[[[[[[[[[[[[[[[[[[[[[[[[[[\"[["}]})", &levels);
+  EXPECT_TRUE(s.ok()) << s.message();
+}
+
+TEST(DecodeTest, TopologyWithTooManyLevelsIsRejected) {
+  std::string json = R"({"levels":[)";
+  for (size_t i = 0; i <= kMaxTopologyLevels; ++i) json += (i ? "," : "") + std::string(R"({"level":)") + std::to_string(i) + "}";
+  json += "]}";
+  std::vector<store::TopologyLevel> levels;
+  EXPECT_FALSE(ParseTopology(json, &levels).ok());
+}
+
+TEST(DecodeTest, InstanceOnMetricWithoutInstanceLabelIsDroppedNotDuplicated) {
+  api::ExporterDataResponse msg;
+  Add(&msg, 0, 4, 40);        // temperature: no instance label in the catalog
+  Add(&msg, 0, 4, 41, "7");   // would render as a second, identical series
+  std::vector<store::Sample> out;
+  DecodeStats st;
+  DecodeData(msg, *catalog::Catalog::Builtin(), false, &out, &st);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].value, 40);
+  EXPECT_EQ(st.unexpected_instance, 1u);
+}
+
+TEST(DecodeTest, DevicesBeyondTheCapAreDroppedAndCounted) {
+  api::ListAndWatchResponse law;
+  for (int m = 9; m >= 0; --m) law.add_devices()->set_minor(m);
+  DeviceDecodeStats st;
+  auto devs = DecodeDevices(law, {}, 4, &st);
+  ASSERT_EQ(devs.size(), 4u);
+  EXPECT_EQ(devs.back().minor, 3);
+  EXPECT_EQ(st.over_device_cap, 6u);
 }
 
 }  // namespace

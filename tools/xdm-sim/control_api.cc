@@ -129,6 +129,10 @@ bool ControlHandler::handlePost(CivetServer*, mg_connection* conn) {
     if (!body.contains("enabled") || !body["enabled"].is_boolean())
       return ReplyStatus(conn, xpu::Status::InvalidArgument("missing boolean field 'enabled'"));
     sim_->fleet().SetGarbage(body["enabled"].get<bool>());
+  } else if (path == "/control/replay") {
+    if (!body.contains("enabled") || !body["enabled"].is_boolean())
+      return ReplyStatus(conn, xpu::Status::InvalidArgument("missing boolean field 'enabled'"));
+    sim_->SetReplay(body["enabled"].get<bool>());
   } else if (path == "/control/ecc") {
     if (!GetInt(body, "minor", &minor, &error))
       return ReplyStatus(conn, xpu::Status::InvalidArgument(error));

@@ -196,7 +196,7 @@ void Simulator::TickLoop() {
     signals_.SleepUntil(next);
     if (signals_.stopping()) break;
     const int64_t now = NowMs();
-    fleet_->Tick(now, now - last);
+    if (!replay_) fleet_->Tick(now, now - last);
     last = now;
     signals_.Tick();
     if (!options_.hal_root.empty()) WriteHal();

@@ -107,6 +107,10 @@ class Simulator {
 
   // Used by the services to count open streams.
   std::atomic<int>& stream_counter() { return active_streams_; }
+  // While set, ticks still wake the streams but the data does not advance:
+  // every push re-serves the last snapshot (same sequence and timestamps),
+  // like a daemon whose collector hung behind a live gRPC server.
+  void SetReplay(bool on) { replay_ = on; }
 
  private:
   void TickLoop();
@@ -115,6 +119,7 @@ class Simulator {
   std::unique_ptr<Fleet> fleet_;
   Signals signals_;
   std::atomic<int> active_streams_{0};
+  std::atomic<bool> replay_{false};
   int64_t start_time_ms_ = 0;
   std::unique_ptr<grpc::Service> xdm_service_;
   std::unique_ptr<grpc::Service> config_service_;
