@@ -38,6 +38,7 @@ class Exporter {
   Status ReloadWebConfig();
 
   std::vector<int> ports() const { return web_ ? web_->ports() : std::vector<int>{}; }
+  bool listening() const { return web_ && web_->listening(); }
   upstream::XdmClient* client() { return client_.get(); }
 
  private:

@@ -47,9 +47,15 @@ int main(int argc, char** argv) {
     sigwait(&stop, &sig);
     if (sig != SIGHUP) break;
     if (xpu::Status r = exporter.ReloadWebConfig(); r.ok()) {
-      spdlog::info("SIGHUP: web config {} reloaded", cfg.web_config_file.empty() ? "(none)" : cfg.web_config_file);
+      spdlog::info("SIGHUP: reloaded web config {}",
+                   cfg.web_config_file.empty() ? "(none)" : cfg.web_config_file);
+    } else if (!exporter.listening()) {
+      // Better a restart by the supervisor than a process nobody can scrape.
+      spdlog::error("SIGHUP: web config: {}; exiting", r.message());
+      exporter.Stop();
+      return 1;
     } else {
-      spdlog::error("SIGHUP: web config not reloaded, keeping the old one: {}", r.message());
+      spdlog::error("SIGHUP: kept the old web config: {}", r.message());
     }
   }
   spdlog::info("signal {}: shutting down", sig);

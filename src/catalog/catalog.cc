@@ -46,9 +46,26 @@ bool IsValidLabelName(const std::string& name) {
   return true;
 }
 
+bool IsReservedFamily(const std::string& name) {
+  // Families exported by the device registry, the HAL and the exporter
+  // itself: a catalog entry of the same name would emit a second family.
+  static const std::set<std::string> exact = {
+      "xpu_device_info",          "xpu_device_topology_info", "xpu_device_health",
+      "xpu_device_fault_active",  "xpu_device_fault_level",   "xpu_device_fault_events_total",
+      "xpu_device_pod_info",      "xpu_unknown_metric"};
+  for (const char* prefix : {"xpu_exporter_", "xpu_hal_", "xpu_kubelet_"})
+    if (name.rfind(prefix, 0) == 0) return true;
+  // A name whose series collide with a reserved family's (counter _total).
+  std::string base = name;
+  if (EndsWith(base, "_total")) base.resize(base.size() - 6);
+  return exact.count(name) > 0 || exact.count(base) > 0 || exact.count(base + "_total") > 0;
+}
+
 std::string CheckEntry(const Entry& e) {
   if (!IsValidMetricName(e.name)) return "name '" + e.name + "' is not a valid metric name";
   if (e.name.rfind("xpu_", 0) != 0) return "name '" + e.name + "' lacks the xpu_ prefix";
+  if (IsReservedFamily(e.name))
+    return "name '" + e.name + "' is a family the exporter exports itself";
   if (e.name.find("percent") != std::string::npos)
     return "name '" + e.name + "' uses percent; export a 0..1 ratio";
   if (BaseUnits().count(e.unit) == 0)
@@ -130,6 +147,9 @@ Status Catalog::Parse(const std::string& yaml_text, const std::string& origin,
         return Status::InvalidArgument(where + ": duplicate id " + std::to_string(e.id));
       if (!names.insert(e.name).second)
         return Status::InvalidArgument(where + ": duplicate name " + e.name);
+      if (cat->entries_.size() >= kMaxCatalogEntries)
+        return Status::InvalidArgument(where + ": more than " +
+                                       std::to_string(kMaxCatalogEntries) + " entries");
       cat->by_id_[e.id] = cat->entries_.size();
       cat->entries_.push_back(std::move(e));
     }

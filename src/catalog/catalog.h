@@ -55,6 +55,12 @@ class Catalog {
 // violation, or an empty string.
 std::string CheckEntry(const Entry& e);
 
+// Whether `name` belongs to (or collides with) a family the exporter exports
+// itself (xpu_device_info, xpu_exporter_*, xpu_hal_*...).
+bool IsReservedFamily(const std::string& name);
+
+inline constexpr size_t kMaxCatalogEntries = 4096;
+
 // Whether `name` is a valid Prometheus metric / label name.
 bool IsValidMetricName(const std::string& name);
 bool IsValidLabelName(const std::string& name);

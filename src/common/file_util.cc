@@ -1,18 +1,44 @@
 #include "common/file_util.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 
 namespace xpu {
 
-Status ReadTextFile(const std::string& path, const std::string& what, std::string* out) {
-  std::ifstream in(path);
-  if (!in) return Status::IoError("cannot read " + what + " " + path + ": " + std::strerror(errno));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  *out = ss.str();
+Status ReadTextFile(const std::string& path, const std::string& what, std::string* out,
+                    size_t max_bytes) {
+  const std::string where = what + " " + path;
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return Status::IoError("cannot read " + where + ": " + std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return Status::IoError("cannot read " + where + ": not a regular file");
+  }
+  std::string text;
+  char buf[16384];
+  for (;;) {
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int err = errno;
+      ::close(fd);
+      return Status::IoError("cannot read " + where + ": " + std::strerror(err));
+    }
+    if (n == 0) break;
+    text.append(buf, static_cast<size_t>(n));
+    if (text.size() > max_bytes) {
+      ::close(fd);
+      return Status::IoError("cannot read " + where + ": larger than " +
+                             std::to_string(max_bytes) + " bytes");
+    }
+  }
+  ::close(fd);
+  *out = std::move(text);
   return Status::Ok();
 }
 

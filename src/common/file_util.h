@@ -1,13 +1,20 @@
 #pragma once
 
+#include <cstddef>
 #include <string>
 
 #include "common/status.h"
 
 namespace xpu {
 
-// Reads a whole (small) file into `out`. `what` names it in the error, e.g.
-// "metrics catalog": "cannot read metrics catalog /x: No such file or directory".
-Status ReadTextFile(const std::string& path, const std::string& what, std::string* out);
+// Configuration files are small; a bigger one is a mistake or an attack.
+inline constexpr size_t kMaxConfigFileBytes = 1024 * 1024;
+
+// Reads a whole (small) regular file into `out`, refusing anything longer
+// than `max_bytes` and anything that is not a regular file (a FIFO would
+// block). `what` names it in the error, e.g. "metrics catalog":
+// "cannot read metrics catalog /x: No such file or directory".
+Status ReadTextFile(const std::string& path, const std::string& what, std::string* out,
+                    size_t max_bytes = kMaxConfigFileBytes);
 
 }  // namespace xpu

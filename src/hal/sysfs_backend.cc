@@ -1,6 +1,7 @@
 #include "hal/sysfs_backend.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -69,6 +70,9 @@ Status ParseFaultCodesFile(std::string_view text, std::vector<std::string>* code
     if (code.empty())
       return Status::InvalidArgument("fault_codes has a line that is not a hex code");
     out.push_back(code);
+    if (out.size() > kMaxFaultCodes)
+      return Status::InvalidArgument("fault_codes lists more than " +
+                                     std::to_string(kMaxFaultCodes) + " codes");
   }
   std::sort(out.begin(), out.end());
   out.erase(std::unique(out.begin(), out.end()), out.end());
@@ -78,14 +82,22 @@ Status ParseFaultCodesFile(std::string_view text, std::vector<std::string>* code
 
 Status SysfsBackend::ReadFile(int32_t minor, const char* file, std::string* out) const {
   const std::string path = root_ + "/xpu" + std::to_string(minor) + "/" + file;
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  // O_NONBLOCK: a FIFO or a driver attribute that blocks must not hang the
+  // sampler (and with it SIGTERM); only regular files are read.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
   if (fd < 0) return Status::IoError(path + ": " + std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return Status::IoError(path + ": not a regular file");
+  }
   out->clear();
   char buf[4096];
   for (;;) {
     const ssize_t n = ::read(fd, buf, sizeof buf);
     if (n < 0) {
       const int err = errno;
+      if (err == EINTR) continue;
       ::close(fd);
       return Status::IoError(path + ": " + std::strerror(err));
     }
@@ -109,8 +121,13 @@ Status SysfsBackend::ListDevices(std::vector<HalDeviceId>* out) {
     const std::string name = entry.path().filename().string();
     if (name.size() < 4 || name.rfind("xpu", 0) != 0) continue;
     const std::string digits = name.substr(3);
-    if (digits.size() > 6 || digits.find_first_not_of("0123456789") != std::string::npos) continue;
+    // Canonical decimal only: "xpu01" would alias "xpu1" as minor 1.
+    if (digits.size() > 6 || digits.find_first_not_of("0123456789") != std::string::npos ||
+        (digits.size() > 1 && digits[0] == '0'))
+      continue;
     if (!entry.is_directory(ec)) continue;
+    if (out->size() >= kMaxHalDevices)
+      return Status::IoError(root_ + ": more than " + std::to_string(kMaxHalDevices) + " devices");
     HalDeviceId id;
     id.minor = std::stoi(digits);
     std::string text;

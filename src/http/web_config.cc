@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include <openssl/err.h>
+#include <openssl/evp.h>
 #include <openssl/ssl.h>
 #include <yaml-cpp/yaml.h>
 
@@ -53,6 +54,29 @@ Status CheckTlsFiles(const TlsConfig& tls) {
       SSL_CTX_load_verify_locations(ctx, tls.client_ca_file.c_str(), nullptr) != 1)
     return error("client_ca_file " + tls.client_ca_file + " is not a PEM certificate bundle");
   SSL_CTX_free(ctx);
+  return Status::Ok();
+}
+
+// Fingerprints the TLS files' contents, so a rotated certificate counts as a
+// change even when its path does not.
+Status DigestFiles(const TlsConfig& tls, std::string* out) {
+  EVP_MD_CTX* md = EVP_MD_CTX_new();
+  EVP_DigestInit_ex(md, EVP_sha256(), nullptr);
+  for (const std::string* path : {&tls.cert_file, &tls.key_file, &tls.client_ca_file}) {
+    if (path->empty()) continue;
+    std::string text;
+    if (Status s = ReadTextFile(*path, "TLS file", &text); !s.ok()) {
+      EVP_MD_CTX_free(md);
+      return s;
+    }
+    EVP_DigestUpdate(md, text.data(), text.size());
+    EVP_DigestUpdate(md, "", 1);  // separator
+  }
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  EVP_DigestFinal_ex(md, digest, &len);
+  EVP_MD_CTX_free(md);
+  out->assign(reinterpret_cast<const char*>(digest), len);
   return Status::Ok();
 }
 
@@ -112,15 +136,24 @@ Status WebConfig::Parse(const std::string& text, const std::string& origin,
                                        tls.client_auth_type + " needs client_ca_file");
       if (!tls.client_ca_file.empty() && !Readable(tls.client_ca_file))
         return Status::InvalidArgument(Where(origin, t) + ": cannot read " + tls.client_ca_file);
-      static const std::set<std::string> versions = {"TLS10", "TLS11", "TLS12", "TLS13"};
+      // Ranked once; older versions cannot be served with OpenSSL 3's defaults.
+      auto rank = [](const std::string& v) {
+        return v == "TLS12" ? 12 : v == "TLS13" ? 13 : v == "TLS10" || v == "TLS11" ? -1 : 0;
+      };
       for (const std::string* v : {&tls.min_version, &tls.max_version}) {
-        if (versions.count(*v) == 0)
+        if (rank(*v) < 0)
+          return Status::InvalidArgument(Where(origin, t) + ": TLS version '" + *v +
+                                         "' is not supported (OpenSSL 3 refuses it); use TLS12 "
+                                         "or TLS13");
+        if (rank(*v) == 0)
           return Status::InvalidArgument(Where(origin, t) + ": unknown TLS version '" + *v +
-                                         "' (TLS10, TLS11, TLS12, TLS13)");
+                                         "' (TLS12, TLS13)");
       }
-      if (tls.min_version > tls.max_version)
+      if (rank(tls.min_version) > rank(tls.max_version))
         return Status::InvalidArgument(Where(origin, t) + ": min_version above max_version");
       if (Status s = CheckTlsFiles(tls); !s.ok())
+        return Status::InvalidArgument(Where(origin, t) + ": " + s.message());
+      if (Status s = DigestFiles(tls, &tls.files_digest); !s.ok())
         return Status::InvalidArgument(Where(origin, t) + ": " + s.message());
       cfg->tls = tls;
     }

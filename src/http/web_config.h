@@ -18,8 +18,13 @@ struct TlsConfig {
   // NoClientCert, RequestClientCert, RequireAnyClientCert,
   // VerifyClientCertIfGiven, RequireAndVerifyClientCert.
   std::string client_auth_type = "NoClientCert";
-  std::string min_version = "TLS12";  // TLS10, TLS11, TLS12, TLS13
+  // TLS12 or TLS13: OpenSSL 3 at its default security level refuses older
+  // versions whatever is configured, so they are rejected as errors.
+  std::string min_version = "TLS12";
   std::string max_version = "TLS13";
+  // SHA-256 of the certificate, key and CA files' contents when loaded: a
+  // certificate rotated under the same path is a change (SIGHUP re-applies).
+  std::string files_digest;
   bool operator==(const TlsConfig&) const = default;
 };
 

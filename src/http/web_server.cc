@@ -51,12 +51,12 @@ bool AcceptsGzip(const std::string& accept) {
   return false;
 }
 
-int TlsVersion(const std::string& v) {
-  if (v == "TLS10") return TLS1_VERSION;
-  if (v == "TLS11") return TLS1_1_VERSION;
-  if (v == "TLS12") return TLS1_2_VERSION;
-  return TLS1_3_VERSION;
-}
+// WebConfig::Parse admits only these two.
+int TlsVersion(const std::string& v) { return v == "TLS12" ? TLS1_2_VERSION : TLS1_3_VERSION; }
+
+// Sessions cached under client-certificate verification need a context id,
+// or OpenSSL refuses to resume them (TLS 1.2 clients then fail).
+constexpr unsigned char kSessionIdContext[] = "xpu-exporter";
 
 // Accepts any client certificate (RequestClientCert, RequireAnyClientCert).
 int AcceptAnyCert(int, X509_STORE_CTX*) { return 1; }
@@ -93,6 +93,7 @@ int InitSsl(void* ssl_ctx, void*) {
   if (!tls->client_ca_file.empty() &&
       SSL_CTX_load_verify_locations(ctx, tls->client_ca_file.c_str(), nullptr) != 1)
     return fail("client_ca_file " + tls->client_ca_file);
+  SSL_CTX_set_session_id_context(ctx, kSessionIdContext, sizeof kSessionIdContext - 1);
   const std::string& a = tls->client_auth_type;
   if (a == "RequestClientCert") {
     SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, AcceptAnyCert);
@@ -288,6 +289,7 @@ Status WebServer::Reload(std::shared_ptr<const WebConfig> config) {
   }
   if (!tls_changed || !server_) return Status::Ok();
   // Rebind the same ports (those chosen for port 0 too) with the new TLS.
+  // options_ is never written after construction: worker threads read it.
   std::vector<int> bound = ports();
   std::vector<std::string> addrs = options_.listen_addresses;
   for (size_t i = 0; i < addrs.size() && i < bound.size(); ++i) {
@@ -295,21 +297,21 @@ Status WebServer::Reload(std::shared_ptr<const WebConfig> config) {
     addrs[i] = addrs[i].substr(0, colon + 1) + std::to_string(bound[i]);
   }
   Stop();
-  const WebOptions saved = options_;
-  options_.listen_addresses = addrs;
-  Status s = Start();
-  if (!s.ok()) {
+  Status s = StartOn(addrs);
+  if (s.ok()) return Status::Ok();
+  {
     std::lock_guard<std::mutex> lock(config_mu_);
     config_ = old;
   }
-  if (!s.ok()) {
-    Status again = Start();
-    options_ = saved;
-    return Status::InvalidArgument(s.message() + (again.ok() ? "; kept the old TLS settings" : ""));
+  Status again = StartOn(addrs);
+  if (!again.ok()) {
+    return Status::IoError(s.message() + "; restarting with the old TLS settings failed too (" +
+                           again.message() + "): no listener");
   }
-  options_ = saved;
-  return Status::Ok();
+  return Status::InvalidArgument(s.message() + "; kept the old TLS settings");
 }
+
+bool WebServer::listening() const { return server_ != nullptr; }
 
 WebServer::~WebServer() { Stop(); }
 
@@ -336,13 +338,15 @@ Status WebServer::ToCivetPort(const std::string& address, std::string* out) {
 
 extern "C" int xpu_ssl_compat_present(void);  // sslcompat/ssl_compat.cc
 
-Status WebServer::Start() {
+Status WebServer::Start() { return StartOn(options_.listen_addresses); }
+
+Status WebServer::StartOn(const std::vector<std::string>& addresses) {
   // Keeps the libssl.so shim a dependency: civetweb's TLS needs it.
   if (xpu_ssl_compat_present() != 1) return Status::IoError("TLS compatibility shim missing");
   const std::shared_ptr<const WebConfig> cfg = config();
   const bool tls = cfg && cfg->tls;
   std::string ports;
-  for (const std::string& a : options_.listen_addresses) {
+  for (const std::string& a : addresses) {
     std::string p;
     Status s = ToCivetPort(a, &p);
     if (!s.ok()) return s;

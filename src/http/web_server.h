@@ -60,9 +60,12 @@ class WebServer {
   Status Start();
   void Stop();
   // Applies a re-read web config (SIGHUP): auth and headers at once; a TLS
-  // change restarts the listeners on the same ports. On error the server
-  // keeps (or restores) the old config.
+  // change (also new contents under the same file names) restarts the
+  // listeners on the same ports. On error the server keeps (or restores) the
+  // old config: InvalidArgument. IoError means even the old config could not
+  // listen again and the server has no listener (see listening()).
   Status Reload(std::shared_ptr<const WebConfig> config);
+  bool listening() const;
   // Bound ports, in the order of listen_addresses (after Start).
   std::vector<int> ports() const;
 
@@ -77,10 +80,11 @@ class WebServer {
     Handler handler;
     bool gzip;
   };
+  Status StartOn(const std::vector<std::string>& addresses);
   bool Authorized(const std::string& authorization) const;
   std::shared_ptr<const WebConfig> config() const;
 
-  WebOptions options_;
+  const WebOptions options_;  // read by worker threads: never assigned
   std::map<std::string, RouteEntry> routes_;  // immutable after Start
   mutable std::mutex config_mu_;
   std::shared_ptr<const WebConfig> config_;  // guarded by config_mu_

@@ -61,6 +61,15 @@ TEST(CatalogTest, CheckEntryRejectsNamesThatBreakTheRules) {
   EXPECT_EQ(CheckEntry(Make("xpu_energy_joules_total", MetricType::kCounter, "joules")), "");
 }
 
+TEST(CatalogTest, CheckEntryRejectsFamiliesTheExporterExportsItself) {
+  EXPECT_NE(CheckEntry(Make("xpu_device_info", MetricType::kGauge, "none")), "");
+  EXPECT_NE(CheckEntry(Make("xpu_device_health", MetricType::kGauge, "none")), "");
+  EXPECT_NE(CheckEntry(Make("xpu_hal_up", MetricType::kGauge, "none")), "");
+  EXPECT_NE(CheckEntry(Make("xpu_exporter_series", MetricType::kGauge, "none")), "");
+  EXPECT_NE(CheckEntry(Make("xpu_device_fault_events_total", MetricType::kCounter, "none")), "");
+  EXPECT_EQ(CheckEntry(Make("xpu_device_info_extra", MetricType::kGauge, "none")), "");
+}
+
 TEST(CatalogTest, ParseNamesUnknownKeyAndLine) {
   std::shared_ptr<const Catalog> c;
   Status s = Catalog::Parse(

@@ -42,7 +42,6 @@ YML
 start_exporter sim --web.config.file web.yml --collector.interval 200ms
 U=${URL/http:/https:}
 expect 000 "plain HTTP to the TLS port" "$URL/-/healthy"
-code --cacert ca.crt --tls-max 1.1 "$U/-/healthy" | grep -q '^000$' || fail "TLS 1.1 accepted with min_version TLS12"
 for path in /metrics /status /config / /nope; do
   expect 401 "$path without credentials" --cacert ca.crt "$U$path"
   expect 401 "$path with a wrong password" --cacert ca.crt -u prometheus:wrong "$U$path"
@@ -67,15 +66,27 @@ echo "basic_auth_users: {prometheus: not-a-hash}" >web.yml.bad
 cp web.yml web.yml.good
 cp web.yml.bad web.yml
 kill -HUP "$EXP_PID"
-wait_for 10 grep -q "not reloaded" "$TMP/exporter.log" || fail "bad reload not reported"
+wait_for 10 grep -q "kept the old web config" "$TMP/exporter.log" || fail "bad reload not reported"
 expect 200 "old config kept after a bad reload" --cacert ca.crt -u 'prometheus:open sesame' "$U/metrics"
 HASH2=$(echo 'new secret' | "$PASSWD" --cost 6)
 sed "s|'$HASH'|'$HASH2'|" web.yml.good >web.yml
 kill -HUP "$EXP_PID"
-wait_for 10 grep -q "reloaded" "$TMP/exporter.log" || fail "good reload not reported"
+wait_for 10 grep -q "reloaded web config" "$TMP/exporter.log" || fail "good reload not reported"
 wait_for 10 bash -c "[ \$(curl -s -o /dev/null -w '%{http_code}' --cacert ca.crt -u 'prometheus:new secret' $U/metrics) = 200 ]" ||
   fail "new password not in force after SIGHUP"
 expect 401 "old password refused after SIGHUP" --cacert ca.crt -u 'prometheus:open sesame' "$U/metrics"
+
+# ---- SIGHUP: a certificate rotated under the same path is served ----
+openssl req -x509 -newkey rsa:2048 -nodes -keyout ca2.key -out ca2.crt -days 2 -subj "/CN=xpu-test-ca2" 2>/dev/null
+openssl req -newkey rsa:2048 -nodes -keyout srv2.key -out srv2.csr -subj "/CN=127.0.0.1" 2>/dev/null
+openssl x509 -req -in srv2.csr -CA ca2.crt -CAkey ca2.key -CAcreateserial -out srv2.crt -days 2 -extfile srv.ext 2>/dev/null
+expect 000 "the rotated CA is not trusted yet" --cacert ca2.crt "$U/-/healthy"
+cp srv.crt srv1.crt; cp srv.key srv1.key
+cp srv2.crt srv.crt; cp srv2.key srv.key
+kill -HUP "$EXP_PID"
+wait_for 10 bash -c "[ \$(curl -s -o /dev/null -w '%{http_code}' --cacert ca2.crt $U/-/healthy) = 200 ]" ||
+  fail "rotated certificate not served after SIGHUP"
+cp srv1.crt srv.crt; cp srv1.key srv.key
 kill "$EXP_PID"; wait "$EXP_PID" 2>/dev/null || true
 
 # ---- min_version TLS13 refuses a TLS 1.2 client ----
@@ -101,6 +112,13 @@ U=${URL/http:/https:}
 expect 000 "no client certificate" --cacert ca.crt "$U/metrics"
 expect 000 "a certificate from another CA" --cacert ca.crt --cert rogue.crt --key rogue.key "$U/metrics"
 expect 200 "a CA-signed client certificate" --cacert ca.crt --cert cli.crt --key cli.key "$U/metrics"
+# TLS 1.2 session resumption under client-certificate verification needs a
+# session id context; without one OpenSSL aborts the resumed handshake.
+A=${U#https://}; A=${A%%/*}
+openssl s_client -connect "$A" -tls1_2 -CAfile ca.crt -cert cli.crt -key cli.key -sess_out sess.pem </dev/null >/dev/null 2>&1 ||
+  fail "TLS 1.2 handshake with a client certificate"
+resumed=$(openssl s_client -connect "$A" -tls1_2 -CAfile ca.crt -cert cli.crt -key cli.key -sess_in sess.pem </dev/null 2>&1 || true)
+grep -q "^Reused, TLSv1.2" <<<"$resumed" || fail "TLS 1.2 session not resumed with a client certificate: $(grep -m1 -iE 'error|New,' <<<"$resumed")"
 kill "$EXP_PID"; wait "$EXP_PID" 2>/dev/null || true
 
 # ---- probes protected on request ----
@@ -159,13 +177,27 @@ printf "http_server_config:\n  headers:\n    Set-Cookie: x\n" >w5.yml
 bad "web config: forbidden header" "may not be set" --web.config.file w5.yml
 printf "tls_server_config:\n  cert_file: %s/srv.crt\n  key_file: %s/srv.key\n  ciphers: all\n" "$TMP" "$TMP" >w6.yml
 bad "web config: unknown key" "unknown key 'tls_server_config.ciphers'" --web.config.file w6.yml
+printf "tls_server_config:\n  cert_file: %s/srv.crt\n  key_file: %s/srv.key\n  min_version: TLS11\n" "$TMP" "$TMP" >w8.yml
+bad "web config: TLS 1.1 cannot be served" "TLS version 'TLS11' is not supported" --web.config.file w8.yml
+printf "tls_server_config:\n  cert_file: %s/srv.crt\n  key_file: %s/srv.key\n  min_version: TLS13\n  max_version: TLS12\n" "$TMP" "$TMP" >w9.yml
+bad "web config: min above max" "min_version above max_version" --web.config.file w9.yml
+bad "absurd duration" "longer than" --collector.interval 100y
+bad "telemetry path shadowing a probe" "would shadow" --web.telemetry-path /-/healthy
+bad "telemetry path shadowing the landing page" "would shadow" --web.telemetry-path /
 printf "tls_server_config:\n  cert_file: %s/srv.crt\n  key_file: %s/cli.key\n" "$TMP" "$TMP" >w7.yml
 bad "web config: key does not match certificate" "key values mismatch" --web.config.file w7.yml
 
 # ---- hostile requests: no crash, no file reads ----
 start_exporter sim
 A=${URL#http://}
-expect 404 "path traversal" --path-as-is "${URL%/metrics}/../../../../etc/passwd"
+# No route reads files, so a traversal must end in our router: the normalised
+# path of /x/../metrics is served, and no spelling reaches /etc/passwd.
+expect 200 "dot segments resolved before routing" --path-as-is "${URL%/metrics}/x/../metrics"
+for p in /../../../../etc/passwd /%2e%2e/%2e%2e/etc/passwd /metrics/..%2f..%2f..%2fetc%2fpasswd; do
+  body=$(curl -s --path-as-is "${URL%/metrics}$p" || true)
+  grep -q "root:" <<<"$body" && fail "path traversal $p served a file"
+  [ "$(code --path-as-is "${URL%/metrics}$p")" = 404 ] || fail "path traversal $p not 404"
+done
 expect 405 "wrong method" -X DELETE "$URL"
 resp=$(printf 'GARBAGE\r\n\r\n' | timeout 5 bash -c "exec 3<>/dev/tcp/${A%:*}/${A#*:}; cat >&3; cat <&3" || true)
 grep -qE '^HTTP/1.[01] 4' <<<"$resp" || fail "malformed request not answered 4xx: $resp"

@@ -2,7 +2,9 @@
 
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <set>
+#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -126,6 +128,48 @@ TEST_F(SysfsTreeTest, HugeFileIsRefused) {
   EXPECT_FALSE(b.ReadFaultCodes(0, &codes).ok());
 }
 
+TEST_F(SysfsTreeTest, BlockingFileIsRefusedInsteadOfHangingTheSampler) {
+  Device(0, "1\n", "");
+  const fs::path fifo = fs::path(dir_.path()) / "xpu0/health";
+  fs::remove(fifo);
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  // A read that blocks would never return: run it where the test can give up.
+  auto done = std::make_shared<std::promise<Status>>();
+  std::future<Status> result = done->get_future();
+  std::thread([root = dir_.path(), done] {
+    SysfsBackend b(root);
+    bool h;
+    done->set_value(b.ReadHealth(0, &h));
+  }).detach();
+  ASSERT_EQ(result.wait_for(std::chrono::seconds(5)), std::future_status::ready)
+      << "reading a FIFO blocked";
+  const Status s = result.get();
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("not a regular file"), std::string::npos) << s.message();
+}
+
+TEST_F(SysfsTreeTest, LeadingZeroDirectoryDoesNotAliasAMinor) {
+  Device(1, "1\n", "");
+  Write("xpu01/uuid", "ALIAS\n");
+  Write("xpu00/uuid", "ALIAS\n");
+  Device(0, "1\n", "");
+  SysfsBackend b(dir_.path());
+  std::vector<HalDeviceId> ids;
+  ASSERT_TRUE(b.ListDevices(&ids).ok());
+  ASSERT_EQ(ids.size(), 2u);
+  EXPECT_EQ(ids[0].uuid, "U-0");
+  EXPECT_EQ(ids[1].uuid, "U-1");
+}
+
+TEST_F(SysfsTreeTest, TooManyFaultCodesAreRefused) {
+  std::string codes;
+  for (size_t i = 0; i <= kMaxFaultCodes; ++i) codes += "0x" + std::to_string(10000 + i) + "\n";
+  Device(0, "1\n", codes);
+  SysfsBackend b(dir_.path());
+  std::vector<std::string> out;
+  EXPECT_FALSE(b.ReadFaultCodes(0, &out).ok());
+}
+
 // ---- the sampler ----
 
 double Value(const prometheus::Registry& r, const std::string& name,
@@ -216,12 +260,13 @@ TEST_F(SamplerTest, VanishedRootMeansHalDown) {
 TEST_F(SamplerTest, FaultLevelIsTheWorstActive) {
   Device(0, "1\n", "0x80CB8000\n0x80C98000\n0x80CB8001\n");  // none, restart_job, isolate_card
   sampler_->SampleOnce();
-  for (const auto& f : registry_.Collect()) {
-    if (f.name == "xpu_device_fault_level") {
-      ASSERT_EQ(f.metric.size(), 1u);
-      EXPECT_EQ(f.metric[0].gauge.value, 6);
-    }
-  }
+  const prometheus::MetricFamily* level = nullptr;
+  const auto fams = registry_.Collect();
+  for (const auto& f : fams)
+    if (f.name == "xpu_device_fault_level") level = &f;
+  ASSERT_NE(level, nullptr) << "xpu_device_fault_level not exported";
+  ASSERT_EQ(level->metric.size(), 1u);
+  EXPECT_EQ(level->metric[0].gauge.value, 6);
 }
 
 // ---- the fault catalog ----

@@ -44,6 +44,12 @@ HttpResponse HttpGet(const std::string& url);
 HttpResponse HttpPost(const std::string& url, const std::string& body = "");
 HttpResponse HttpDelete(const std::string& url);
 
+// Sends `request` as is on a new TCP connection to 127.0.0.1:`port` and
+// returns every byte received until the peer closes or `timeout` passes: for
+// what a client library would hide (a body after HEAD, say).
+std::string RawHttp(int port, const std::string& request,
+                    std::chrono::milliseconds timeout = std::chrono::seconds(5));
+
 // Polls `cond` every few milliseconds until it holds or `timeout` passes.
 // Returns whether it held. This is waiting for a condition, not a sleep.
 bool WaitFor(const std::function<bool()>& cond,
