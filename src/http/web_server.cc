@@ -24,6 +24,7 @@ const char* Reason(int status) {
     case 401: return "Unauthorized";
     case 404: return "Not Found";
     case 405: return "Method Not Allowed";
+    case 413: return "Payload Too Large";
     case 500: return "Internal Server Error";
     case 503: return "Service Unavailable";
     default: return "Status";
@@ -160,6 +161,38 @@ std::string Gzip(const std::string& in) {
   return rc == Z_STREAM_END ? out : std::string();
 }
 
+HeadGuard* GuardOf(const mg_connection* conn) {
+  // CivetServer passes itself as the context's user data and keeps the
+  // caller's pointer (the guard) as its user context.
+  const mg_context* ctx = mg_get_context(conn);
+  auto* server = static_cast<const CivetServer*>(mg_get_user_data(ctx));
+  if (server == nullptr) return nullptr;
+  return static_cast<HeadGuard*>(const_cast<void*>(server->getUserContext()));
+}
+
+int OnConnect(const mg_connection* conn, void**) {
+  if (HeadGuard* g = GuardOf(conn)) g->OnConnect();
+  return 0;
+}
+int OnHead(mg_connection*) {
+  HeadGuard::OnHead();
+  return 0;  // civetweb goes on to route the request
+}
+void OnRequestEnd(const mg_connection* conn, int) {
+  if (HeadGuard* g = GuardOf(conn)) g->OnRequestEnd();
+}
+void OnClose(const mg_connection*) { HeadGuard::OnClose(); }
+
+// Whether the request announces a body. No route reads one, so the body is
+// refused unread and the connection closed: civetweb would otherwise read
+// (and discard) all of it after the handler, a gigabyte at a byte a second.
+bool HasBody(mg_connection* conn) {
+  const mg_request_info* info = mg_get_request_info(conn);
+  if (info->content_length > 0) return true;
+  const char* te = mg_get_header(conn, "Transfer-Encoding");
+  return te != nullptr && *te != '\0';
+}
+
 class WebServer::Dispatcher : public CivetHandler {
  public:
   explicit Dispatcher(const WebServer* server) : server_(server) {}
@@ -182,6 +215,8 @@ class WebServer::Dispatcher : public CivetHandler {
     req.accept_encoding = ae ? ae : "";
     Response resp;
     bool gzip = false;
+    const bool body_unread = HasBody(conn);
+    if (body_unread) mg_disable_connection_keep_alive(conn);
     const std::shared_ptr<const WebConfig> cfg = server_->config();
     const bool needs_auth = cfg && !cfg->users.empty() &&
                             (server_->options_.protect_probes ||
@@ -195,6 +230,9 @@ class WebServer::Dispatcher : public CivetHandler {
     } else if (it == server_->routes_.end()) {
       resp.status = 404;
       resp.body = "404 page not found\n";
+    } else if (body_unread && it->second.methods.count(req.method) > 0) {
+      resp.status = 413;
+      resp.body = "413 this endpoint takes no request body\n";
     } else if (it->second.methods.count(req.method) == 0) {
       resp.status = 405;
       resp.body = "405 method not allowed\n";
@@ -222,6 +260,7 @@ class WebServer::Dispatcher : public CivetHandler {
     if (cfg) {
       for (const auto& [k, v] : cfg->headers) head += k + ": " + v + "\r\n";
     }
+    if (body_unread) head += "Connection: close\r\n";
     head += "\r\n";
     const bool with_body = req.method != "HEAD" && !body.empty();
     if (with_body && body.size() < 256 * 1024) {
@@ -362,12 +401,18 @@ Status WebServer::StartOn(const std::vector<std::string>& addresses) {
       // Nothing is served from disk: no document_root at all.
   };
   dispatcher_ = std::make_unique<Dispatcher>(this);
+  guard_ = std::make_unique<HeadGuard>(options_.head_timeout, options_.busy_head_timeout,
+                                       options_.max_connections);
   CivetCallbacks callbacks{};
   callbacks.init_ssl = InitSsl;
+  callbacks.init_connection = OnConnect;
+  callbacks.begin_request = OnHead;
+  callbacks.end_request = OnRequestEnd;
+  callbacks.connection_close = OnClose;
   g_tls_in_construction = tls ? &*cfg->tls : nullptr;
   g_tls_error.clear();
   try {
-    server_ = std::make_unique<CivetServer>(opts, &callbacks);
+    server_ = std::make_unique<CivetServer>(opts, &callbacks, guard_.get());
   } catch (const CivetException& e) {
     g_tls_in_construction = nullptr;
     if (!g_tls_error.empty()) return Status::InvalidArgument("TLS: " + g_tls_error);
@@ -383,6 +428,8 @@ void WebServer::Stop() {
   CloseCivetServer(*server_);
   server_.reset();
 }
+
+uint64_t WebServer::head_timeouts() const { return guard_ ? guard_->timeouts() : 0; }
 
 std::vector<int> WebServer::ports() const {
   return server_ ? server_->getListeningPorts() : std::vector<int>{};

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "http/conn_guard.h"
 #include "http/web_config.h"
 
 class CivetServer;
@@ -36,6 +38,11 @@ struct WebOptions {
   std::vector<std::string> listen_addresses;
   int max_connections = 16;     // concurrent requests (civetweb worker threads)
   int request_timeout_ms = 10000;
+  // Deadline for a request's head (also for an idle keep-alive connection),
+  // and the shorter one applied once half the workers wait for heads
+  // (HeadGuard, docs/reliability.md).
+  std::chrono::milliseconds head_timeout{5000};
+  std::chrono::milliseconds busy_head_timeout{50};
   std::shared_ptr<const WebConfig> web_config;  // TLS, basic auth, headers; may be null
   // Paths exempt from basic auth (kubelet probes) unless protect_probes.
   std::set<std::string> probe_paths;
@@ -68,6 +75,8 @@ class WebServer {
   bool listening() const;
   // Bound ports, in the order of listen_addresses (after Start).
   std::vector<int> ports() const;
+  // Request heads cut off at their deadline (slow or idle clients).
+  uint64_t head_timeouts() const;
 
   // Converts a Prometheus-style listen address into civetweb's
   // listening_ports syntax; InvalidArgument if malformed.
@@ -90,6 +99,7 @@ class WebServer {
   std::shared_ptr<const WebConfig> config_;  // guarded by config_mu_
   mutable std::mutex cache_mu_;
   mutable std::set<std::string> auth_cache_;  // sha256(user:password:hash) that verified; cache_mu_
+  std::unique_ptr<HeadGuard> guard_;
   std::unique_ptr<Dispatcher> dispatcher_;
   std::unique_ptr<CivetServer> server_;
 };

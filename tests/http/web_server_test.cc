@@ -1,0 +1,87 @@
+// WebServer over real sockets: routing, bodies refused unread, head deadlines.
+#include "http/web_server.h"
+
+#include <chrono>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "support/test_util.h"
+
+namespace xpu::http {
+namespace {
+
+using std::chrono::milliseconds;
+using xpu::testing::RawHttp;
+
+class WebServerTest : public ::testing::Test {
+ protected:
+  void Start(milliseconds head_timeout = milliseconds(5000)) {
+    WebOptions o;
+    o.listen_addresses = {"127.0.0.1:0"};
+    o.max_connections = 4;
+    o.head_timeout = head_timeout;
+    server_ = std::make_unique<WebServer>(o);
+    server_->Route("/-/healthy", {"GET"}, [](const Request&) {
+      return Response{200, "text/plain", "Healthy\n", {}};
+    });
+    ASSERT_TRUE(server_->Start().ok());
+    port_ = server_->ports().at(0);
+  }
+  void TearDown() override {
+    if (server_) server_->Stop();
+  }
+  std::unique_ptr<WebServer> server_;
+  int port_ = 0;
+};
+
+TEST_F(WebServerTest, AnnouncedBodyIsRefusedUnreadAndTheConnectionClosed) {
+  Start();
+  // A gigabyte announced, none sent: civetweb would wait to discard it all.
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::string resp = RawHttp(
+      port_, "GET /-/healthy HTTP/1.1\r\nHost: x\r\nContent-Length: 1000000000\r\n\r\n",
+      milliseconds(3000));
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, milliseconds(2500)) << "connection not closed";
+  EXPECT_EQ(resp.rfind("HTTP/1.1 413", 0), 0u) << resp;
+  EXPECT_NE(resp.find("Connection: close"), std::string::npos) << resp;
+  const std::string post = RawHttp(
+      port_, "POST /-/healthy HTTP/1.1\r\nHost: x\r\nContent-Length: 1000000000\r\n\r\n",
+      milliseconds(3000));
+  EXPECT_EQ(post.rfind("HTTP/1.1 405", 0), 0u) << post;
+  EXPECT_NE(post.find("Connection: close"), std::string::npos) << post;
+}
+
+TEST_F(WebServerTest, SlowHeadIsCutOffAtItsDeadline) {
+  Start(milliseconds(300));
+  const auto t0 = std::chrono::steady_clock::now();
+  // Half a head, then silence: the guard closes it after 300 ms, not after
+  // civetweb's 10 s request timeout.
+  const std::string resp = RawHttp(port_, "GET /-/healthy HTTP/1.1\r\nHost:", milliseconds(5000));
+  const auto took = std::chrono::steady_clock::now() - t0;
+  EXPECT_LT(took, milliseconds(3000));
+  EXPECT_GE(server_->head_timeouts(), 1u);
+  // The server still answers.
+  EXPECT_EQ(RawHttp(port_, "GET /-/healthy HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+                .rfind("HTTP/1.1 200", 0),
+            0u);
+}
+
+TEST_F(WebServerTest, HeadGuardCountsWorkersWaitingForHeads) {
+  HeadGuard guard(milliseconds(1000), milliseconds(10), 4);
+  EXPECT_EQ(guard.in_head(), 0);
+  guard.OnConnect();
+  EXPECT_EQ(guard.in_head(), 1);
+  guard.OnConnect();  // same thread: a phase never nests
+  EXPECT_EQ(guard.in_head(), 1);
+  HeadGuard::OnHead();
+  EXPECT_EQ(guard.in_head(), 0);
+  guard.OnRequestEnd();
+  EXPECT_EQ(guard.in_head(), 1);
+  HeadGuard::OnClose();
+  EXPECT_EQ(guard.in_head(), 0);
+  EXPECT_THROW(HeadGuard(milliseconds(0), milliseconds(10), 4), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace xpu::http
