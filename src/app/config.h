@@ -34,9 +34,9 @@ struct Config {
   std::chrono::milliseconds stale_after{0};  // 0: 3 intervals
   std::chrono::milliseconds backoff_initial{1000};
   std::chrono::milliseconds backoff_max{30000};
-  size_t max_series = 150000;
+  size_t max_series = 50000;
   size_t max_devices = 1024;
-  int xdm_max_message_bytes = 16 * 1024 * 1024;
+  int xdm_max_message_bytes = 4 * 1024 * 1024;
   bool unknown_metrics = false;
   std::string catalog_file;  // empty: the built-in catalog
   std::string log_level = "info";

@@ -1,5 +1,7 @@
 #include "http/conn_guard.h"
 
+#include "http/headers.h"
+
 #include <dlfcn.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -7,6 +9,8 @@
 
 #include <cerrno>
 #include <stdexcept>
+#include <string>
+#include <string_view>
 
 namespace xpu::http {
 namespace {
@@ -17,6 +21,10 @@ using Clock = std::chrono::steady_clock;
 thread_local HeadGuard* t_guard = nullptr;
 thread_local bool t_in_head = false;
 thread_local Clock::time_point t_deadline{};
+// The request line as far as read in this head phase, until checked.
+thread_local bool t_line_checked = false;
+thread_local std::string t_line;
+constexpr size_t kMaxRequestLine = 8192;
 
 bool Expired() { return t_in_head && Clock::now() >= t_deadline; }
 
@@ -46,6 +54,8 @@ void HeadGuard::EnterHead() {
   HeadGuardAccess::Leave();  // a phase never nests; keep the count exact
   t_guard = this;
   t_in_head = true;
+  t_line_checked = false;
+  t_line.clear();
   const int waiting = in_head_.fetch_add(1) + 1;
   t_deadline = Clock::now() + (waiting > busy_threshold_ ? busy_head_timeout_ : head_timeout_);
 }
@@ -104,6 +114,37 @@ ssize_t GuardedRead(const char* name, int fd, Args... args) {
   return real(fd, args...);
 }
 
+// Plain HTTP only (TLS records arrive through read() and are opaque here):
+// checks the first line of each request head as it arrives, and answers a
+// malformed one with 400 before civetweb can echo it back (headers.h).
+ssize_t GuardedRecv(int fd, void* buf, size_t len, int flags) {
+  const ssize_t n = GuardedRead<ssize_t (*)(int, void*, size_t, int)>("recv", fd, buf, len, flags);
+  if (n <= 0 || !t_in_head || t_line_checked || (flags & MSG_PEEK) != 0) return n;
+  const char* data = static_cast<const char*>(buf);
+  const std::string_view got(data, static_cast<size_t>(n));
+  const size_t nl = got.find('\n');
+  t_line.append(got.substr(0, nl == std::string_view::npos ? got.size() : nl));
+  if (nl == std::string_view::npos && t_line.size() <= kMaxRequestLine) return n;
+  t_line_checked = true;
+  std::string_view line = t_line;
+  if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+  // Blank lines before a request are allowed (RFC 9112 2.2): check the next.
+  if (line.empty() && nl != std::string_view::npos && t_line.size() <= 1) {
+    t_line_checked = false;
+    t_line.clear();
+    return n;
+  }
+  if (nl != std::string_view::npos && line.size() <= kMaxRequestLine && ValidRequestLine(line))
+    return n;
+  static const char kBadRequest[] =
+      "HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\n"
+      "Content-Length: 20\r\nConnection: close\r\n\r\n400 bad request line\n";
+  (void)::send(fd, kBadRequest, sizeof kBadRequest - 1, MSG_NOSIGNAL);
+  ::shutdown(fd, SHUT_RD);
+  HeadGuardAccess::Leave();
+  return 0;
+}
+
 }  // namespace
 }  // namespace xpu::http
 
@@ -114,7 +155,7 @@ __attribute__((visibility("default"))) int poll(struct pollfd* fds, nfds_t nfds,
 }
 
 __attribute__((visibility("default"))) ssize_t recv(int fd, void* buf, size_t len, int flags) {
-  return xpu::http::GuardedRead<ssize_t (*)(int, void*, size_t, int)>("recv", fd, buf, len, flags);
+  return xpu::http::GuardedRecv(fd, buf, len, flags);
 }
 
 __attribute__((visibility("default"))) ssize_t read(int fd, void* buf, size_t len) {

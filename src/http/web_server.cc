@@ -2,6 +2,9 @@
 
 #include <CivetServer.h>
 #include <crypt.h>
+#include <dlfcn.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/ssl.h>
@@ -12,6 +15,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/civet_util.h"
+#include "http/headers.h"
 
 namespace xpu::http {
 namespace {
@@ -29,27 +33,6 @@ const char* Reason(int status) {
     case 503: return "Service Unavailable";
     default: return "Status";
   }
-}
-
-bool AcceptsGzip(const std::string& accept) {
-  // "gzip", "deflate, gzip;q=0.5", "*;q=1"; a q of 0 refuses.
-  size_t start = 0;
-  while (start <= accept.size()) {
-    size_t end = accept.find(',', start);
-    if (end == std::string::npos) end = accept.size();
-    std::string token = accept.substr(start, end - start);
-    start = end + 1;
-    const size_t semi = token.find(';');
-    std::string name = token.substr(0, semi);
-    name.erase(0, name.find_first_not_of(" \t"));
-    name.erase(name.find_last_not_of(" \t") + 1);
-    if (name != "gzip" && name != "*") continue;
-    if (semi == std::string::npos) return true;
-    const size_t q = token.find("q=", semi);
-    if (q == std::string::npos) return true;
-    return std::strtod(token.c_str() + q + 2, nullptr) > 0;
-  }
-  return false;
 }
 
 // WebConfig::Parse admits only these two.
@@ -120,20 +103,6 @@ std::string Sha256Hex(const std::string& in) {
     out += hex[md[i] >> 4];
     out += hex[md[i] & 15];
   }
-  return out;
-}
-
-std::string Base64Decode(const std::string& in) {
-  if (in.empty() || in.size() % 4 != 0 || in.size() > 4096) return {};
-  std::string out(in.size() / 4 * 3, '\0');
-  const int n = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(out.data()),
-                                reinterpret_cast<const unsigned char*>(in.data()),
-                                static_cast<int>(in.size()));
-  if (n < 0) return {};
-  size_t len = static_cast<size_t>(n);
-  if (in.size() >= 1 && in[in.size() - 1] == '=') --len;  // EVP_DecodeBlock keeps padding bytes
-  if (in.size() >= 2 && in[in.size() - 2] == '=') --len;
-  out.resize(len);
   return out;
 }
 
@@ -287,12 +256,8 @@ std::shared_ptr<const WebConfig> WebServer::config() const {
 
 bool WebServer::Authorized(const std::string& authorization) const {
   const std::shared_ptr<const WebConfig> cfg = config();
-  if (authorization.rfind("Basic ", 0) != 0) return false;
-  const std::string decoded = Base64Decode(authorization.substr(6));
-  const size_t colon = decoded.find(':');
-  if (colon == std::string::npos) return false;
-  const std::string user = decoded.substr(0, colon);
-  const std::string password = decoded.substr(colon + 1);
+  std::string user, password;
+  if (!ParseBasicAuth(authorization, &user, &password)) return false;
   auto it = cfg->users.find(user);
   // Unknown users still cost one bcrypt, so timing does not reveal names.
   static const std::string kDummy = "$2y$10$QOauhQNbBCuQDKes6eFzPeMqBSjb7Mr5DUmpZ/VcEd00UAV/LDeSi";
@@ -377,11 +342,38 @@ Status WebServer::ToCivetPort(const std::string& address, std::string* out) {
 
 extern "C" int xpu_ssl_compat_present(void);  // sslcompat/ssl_compat.cc
 
+namespace {
+
+// The shim is code loaded into a process that may run as root: it must come
+// from an absolute path that only root can change (docs/reliability.md,
+// threat model), not from a writable build tree.
+Status CheckShim() {
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&xpu_ssl_compat_present), &info) == 0 ||
+      info.dli_fname == nullptr)
+    return Status::IoError("cannot locate the libssl.so shim");
+  const std::string path = info.dli_fname;
+  if (path.empty() || path[0] != '/')
+    return Status::IoError("libssl.so shim loaded from a relative path: " + path);
+  for (std::string p = path; !p.empty() && p != "/"; p = p.substr(0, p.rfind('/'))) {
+    struct stat st {};
+    if (::stat(p.c_str(), &st) != 0) return Status::IoError("cannot stat " + p);
+    if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0 || (st.st_uid != 0 && st.st_uid != ::geteuid()))
+      return Status::IoError("libssl.so shim " + path + ": " + p +
+                             " is writable by another user; install it root-owned");
+    if (p.rfind('/') == 0) break;
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 Status WebServer::Start() { return StartOn(options_.listen_addresses); }
 
 Status WebServer::StartOn(const std::vector<std::string>& addresses) {
   // Keeps the libssl.so shim a dependency: civetweb's TLS needs it.
   if (xpu_ssl_compat_present() != 1) return Status::IoError("TLS compatibility shim missing");
+  if (Status s = CheckShim(); !s.ok()) return s;
   const std::shared_ptr<const WebConfig> cfg = config();
   const bool tls = cfg && cfg->tls;
   std::string ports;

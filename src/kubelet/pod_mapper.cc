@@ -1,5 +1,7 @@
 #include "kubelet/pod_mapper.h"
 
+#include "exposition/text_format.h"
+
 #include <algorithm>
 #include <cctype>
 #include <filesystem>
@@ -30,8 +32,15 @@ std::vector<store::PodAssignment> MatchPods(const v1::ListPodResourcesResponse& 
     for (const auto& c : pod.containers()) {
       for (const auto& dev : c.devices()) {
         for (const auto& id : dev.device_ids()) {
-          if (const std::string* uuid = UuidOf(id, uuids))
-            out.push_back({*uuid, pod.name(), pod.namespace_(), c.name(), dev.resource_name()});
+          const std::string* uuid = UuidOf(id, uuids);
+          if (uuid == nullptr) continue;
+          if (out.size() >= kMaxPodAssignments) break;
+          store::PodAssignment a{*uuid, pod.name(), pod.namespace_(), c.name(),
+                                 dev.resource_name()};
+          // Label values: valid UTF-8, bounded, whatever the kubelet sent.
+          for (std::string* v : {&a.pod, &a.namespace_, &a.container, &a.resource})
+            exposition::SanitizeLabelValue(v, kMaxLabelBytes);
+          out.push_back(std::move(a));
         }
       }
     }
@@ -51,8 +60,10 @@ PodMapper::PodMapper(std::string socket_path, std::chrono::milliseconds interval
       registry_(registry),
       collectors_(*self_metrics) {
   if (interval_.count() <= 0) throw std::invalid_argument("kubelet interval must be > 0");
-  stub_ = v1::PodResourcesLister::NewStub(
-      grpc::CreateChannel("unix://" + socket_path_, grpc::InsecureChannelCredentials()));
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(kMaxMessageBytes);
+  stub_ = v1::PodResourcesLister::NewStub(grpc::CreateCustomChannel(
+      "unix://" + socket_path_, grpc::InsecureChannelCredentials(), args));
 }
 
 PodMapper::~PodMapper() { Stop(); }

@@ -18,11 +18,17 @@
 
 namespace xpu::kubelet {
 
+// Limits on what a kubelet answer can make us hold (docs/reliability.md).
+inline constexpr int kMaxMessageBytes = 4 * 1024 * 1024;
+inline constexpr size_t kMaxPodAssignments = 4096;
+inline constexpr size_t kMaxLabelBytes = 256;
+
 // Which containers hold which of our devices, from one ListPodResources
 // answer: a device ID matches a device whose UUID it equals, or starts with
 // followed by a separator (shared devices are often advertised as
 // "<uuid>-<n>" or "<uuid>::<n>"). Other resources (CPUs, NICs) are ignored.
-// Pure; sorted by uuid, namespace, pod, container.
+// Names are made valid label values; at most kMaxPodAssignments. Pure; sorted
+// by uuid, namespace, pod, container.
 std::vector<store::PodAssignment> MatchPods(const v1::ListPodResourcesResponse& resp,
                                             const std::set<std::string>& uuids);
 

@@ -76,7 +76,7 @@ class MetricStore {
  public:
   struct Options {
     std::chrono::milliseconds stale_after{3000};
-    size_t max_series = 150000;
+    size_t max_series = 50000;
     // Distinct minors held before ListAndWatch answers (and after): bounds
     // the per-device maps a flooding daemon could grow.
     size_t max_devices = 1024;

@@ -1,5 +1,7 @@
 #include "upstream/xdm_client.h"
 
+#include <malloc.h>
+
 #include <random>
 
 #include <spdlog/spdlog.h>
@@ -12,8 +14,11 @@ namespace {
 using SteadyClock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
-constexpr int kChannelReconnectMin = 100;   // ms
-constexpr int kChannelReconnectMax = 1000;  // ms
+constexpr int kTrimAfterSamples = 20000;
+constexpr std::chrono::seconds kTrimEvery(2);
+constexpr int kChannelReconnectInitial = 100;  // ms
+constexpr int kChannelConnectTimeout = 1000;   // ms
+constexpr int kChannelReconnectMax = 1000;     // ms
 
 double Seconds(SteadyClock::duration d) { return std::chrono::duration<double>(d).count(); }
 
@@ -35,11 +40,13 @@ const char* ModeName(Mode m) {
 ChannelFactory DefaultChannelFactory(const ClientOptions& options) {
   return [options](const std::string& endpoint) {
     grpc::ChannelArguments args;
-    // The channel reconnects within a second: a connect to a Unix socket
-    // costs nothing, and a poll must find a returning daemon at once (the
-    // stream's own, longer backoff is cut short by it).
-    args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, kChannelReconnectMin);
-    args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, kChannelReconnectMin);
+    // The channel retries within a second: a connect to a Unix socket costs
+    // nothing, and a poll must find a returning daemon at once (the stream's
+    // own, longer backoff is cut short by it). gRPC also takes the "min"
+    // as the connect timeout: a busy daemon may need most of a second to
+    // send its SETTINGS frame, and a shorter one makes every attempt fail.
+    args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, kChannelReconnectInitial);
+    args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, kChannelConnectTimeout);
     args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, kChannelReconnectMax);
     // Keepalive finds a dead peer on an idle connection; the stream watchdog
     // covers a live but silent one. 20 s keeps well inside servers' ping policy
@@ -293,6 +300,17 @@ bool XdmClient::Ingest(const xdm::api::ExporterDataResponse& msg) {
   if (batch.capacity() > 4096 && batch.capacity() > 2 * batch.size()) {
     batch.clear();
     batch.shrink_to_fit();
+  }
+  // A large message leaves hundreds of thousands of freed small objects
+  // behind (its decoded fields); hand their pages back to the system now and
+  // then, so a flooding daemon cannot ratchet RSS up (docs/reliability.md).
+  if (msg.datalist_size() > kTrimAfterSamples) {
+    static std::atomic<int64_t> last_trim{0};
+    const int64_t now = SteadyClock::now().time_since_epoch().count();
+    int64_t last = last_trim.load();
+    if (now - last > std::chrono::nanoseconds(kTrimEvery).count() &&
+        last_trim.compare_exchange_strong(last, now))
+      malloc_trim(0);
   }
   metrics_->last_sample.Set(std::chrono::duration<double>(
                                 std::chrono::system_clock::now().time_since_epoch())

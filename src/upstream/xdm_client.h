@@ -49,7 +49,7 @@ struct ClientOptions {
   std::chrono::milliseconds backoff_max{30000};
   bool keep_unknown = false;  // export unknown metric IDs as xpu_unknown_metric
   // Largest message accepted from XDM; bigger ones fail the call (counted).
-  int max_message_bytes = 16 * 1024 * 1024;
+  int max_message_bytes = 4 * 1024 * 1024;
   size_t max_devices = 1024;  // devices taken from one ListAndWatch push
 };
 

@@ -22,6 +22,17 @@ expect_usage_error --web.listen-address nonsense
 expect_usage_error --xdm.backoff-initial 10s --xdm.backoff-max 1s
 printf 'metrics:\n  - id: 1\n    name: bad-name\n    type: gauge\n    unit: none\n    help: h\n' >"$TMP/bad.yaml"
 expect_usage_error --metrics.catalog "$TMP/bad.yaml" --web.listen-address 127.0.0.1:0
+expect_usage_error --collector.interval 100y
+expect_usage_error --web.telemetry-path /status
+expect_usage_error --xdm.max-message-size 10
+
+# The libssl.so shim is code in a process that may run as root: loaded from a
+# directory others can write, the exporter refuses to start.
+mkdir -p "$TMP/evil" && chmod 777 "$TMP/evil"
+cp "$BUILD/src/http/sslcompat/lib/libssl.so" "$TMP/evil/"
+out=$(LD_LIBRARY_PATH=$TMP/evil timeout 5 "$EXPORTER" --web.listen-address 127.0.0.1:0 --hal none 2>&1) && fail "started with a writable shim"
+grep -q "writable by another user" <<<"$out" || fail "writable shim not named: $out"
+
 grep -q '^xpu-exporter ' <<<"$("$EXPORTER" --version)" || fail "--version"
 grep -q -- '--collector.stale-after' <<<"$("$EXPORTER" --help)" || fail "--help"
 

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include "http/headers.h"
 #include "support/test_util.h"
 
 namespace xpu::http {
@@ -65,6 +66,45 @@ TEST_F(WebServerTest, SlowHeadIsCutOffAtItsDeadline) {
   EXPECT_EQ(RawHttp(port_, "GET /-/healthy HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
                 .rfind("HTTP/1.1 200", 0),
             0u);
+}
+
+TEST_F(WebServerTest, MalformedRequestLineIsRefusedBeforeCivetwebEchoesIt) {
+  Start();
+  // Found by fuzzing: civetweb put this version text, bare LF and all, into
+  // its own status line ("HTTP/HHTTP/1.1 401 Unau\nContent2Length: ...").
+  const std::string resp = RawHttp(
+      port_, "POST /metrics HHTTP/1.1 401 Unau\nContent2Length: 1000000000\r\n\r\nab");
+  EXPECT_EQ(resp.rfind("HTTP/1.1 400 Bad Request\r\n", 0), 0u) << resp;
+  EXPECT_EQ(resp.find("Content2Length"), std::string::npos) << resp;
+  // Blank lines before a request are allowed, and a good request still works.
+  EXPECT_EQ(RawHttp(port_, "\r\nGET /-/healthy HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+                .rfind("HTTP/1.1 200", 0),
+            0u);
+}
+
+TEST(HeadersTest, ValidRequestLine) {
+  EXPECT_TRUE(ValidRequestLine("GET /metrics HTTP/1.1"));
+  EXPECT_TRUE(ValidRequestLine("HEAD /-/ready?x=1 HTTP/1.0"));
+  EXPECT_FALSE(ValidRequestLine("GET /metrics HTTP/2.0"));
+  EXPECT_FALSE(ValidRequestLine("GET /metrics HTTP/1.1 extra"));
+  EXPECT_FALSE(ValidRequestLine("GET /me trics HTTP/1.1"));
+  EXPECT_FALSE(ValidRequestLine("get /metrics HTTP/1.1"));
+  EXPECT_FALSE(ValidRequestLine("GET  HTTP/1.1"));
+  EXPECT_FALSE(ValidRequestLine(std::string("GET /a\x01 HTTP/1.1")));
+  EXPECT_FALSE(ValidRequestLine(""));
+}
+
+TEST(HeadersTest, AcceptEncodingAndBasicAuth) {
+  EXPECT_TRUE(AcceptsGzip("gzip"));
+  EXPECT_TRUE(AcceptsGzip("deflate, gzip;q=0.5"));
+  EXPECT_FALSE(AcceptsGzip("gzip;q=0"));
+  EXPECT_FALSE(AcceptsGzip("identity"));
+  std::string user, password;
+  ASSERT_TRUE(ParseBasicAuth("Basic dTpwOnc=", &user, &password));  // u:p:w
+  EXPECT_EQ(user, "u");
+  EXPECT_EQ(password, "p:w");
+  EXPECT_FALSE(ParseBasicAuth("Basic !!!!", &user, &password));
+  EXPECT_FALSE(ParseBasicAuth("Bearer x", &user, &password));
 }
 
 TEST_F(WebServerTest, HeadGuardCountsWorkersWaitingForHeads) {

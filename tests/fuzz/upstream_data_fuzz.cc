@@ -1,0 +1,79 @@
+// ExporterDataStream / ExporterGetDataList messages through decode, the store
+// and the /metrics writer. Structure-aware: half the mutations parse the input
+// as a message and change fields (extreme values, duplicated samples, hostile
+// instance names); the rest mutate raw bytes.
+#include <cmath>
+#include <limits>
+#include <random>
+
+#include "catalog/catalog.h"
+#include "exposition/snapshot_writer.h"
+#include "fuzz_util.h"
+#include "store/metric_store.h"
+#include "upstream/decode.h"
+
+namespace api = xdm::api;
+
+extern "C" size_t LLVMFuzzerMutate(uint8_t* data, size_t size, size_t max_size);
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  api::ExporterDataResponse msg;
+  if (!msg.ParseFromArray(data, static_cast<int>(size))) return 0;
+  static const auto catalog = xpu::catalog::Catalog::Builtin();
+  for (bool keep_unknown : {false, true}) {
+    std::vector<xpu::store::Sample> samples;
+    xpu::upstream::DecodeStats stats;
+    xpu::upstream::DecodeData(msg, *catalog, keep_unknown, &samples, &stats);
+    xpu::store::MetricStore store(catalog, {std::chrono::seconds(3), 5000, 64});
+    const auto now = std::chrono::steady_clock::now();
+    store.Apply(samples, now);
+    if (size % 2) store.SetDevices({{0, {"u0", "m0"}}, {1, {"u\n1", "m\xff"}}});
+    store.Apply(samples, now);
+    xpu::exposition::SnapshotWriter writer;
+    std::string page;
+    writer.Append(store.Snap(now), &page);
+    xpu::fuzz::CheckExposition(page);
+  }
+  return 0;
+}
+
+extern "C" size_t LLVMFuzzerCustomMutator(uint8_t* data, size_t size, size_t max_size,
+                                          unsigned int seed) {
+  std::minstd_rand rng(seed);
+  api::ExporterDataResponse msg;
+  if (rng() % 2 == 0 || !msg.ParseFromArray(data, static_cast<int>(size)))
+    return LLVMFuzzerMutate(data, size, max_size);
+  auto pick = [&](int n) { return n > 0 ? static_cast<int>(rng() % static_cast<unsigned>(n)) : 0; };
+  static const double kValues[] = {0,    -1,  1e308, -1e308, std::numeric_limits<double>::quiet_NaN(),
+                                   INFINITY, -INFINITY, 5e-324, 4294967296.0, 0.1};
+  static const char* kInstances[] = {"", "0", "7", "q\"uo\\te", "nl\n", "\xff\xfe", "x{y}=\"",
+                                     "very-long-very-long-very-long-very-long-very-long"};
+  const int n = msg.datalist_size();
+  switch (rng() % 7) {
+    case 0:
+      if (n > 0) *msg.add_datalist() = msg.datalist(pick(n));  // duplicate a sample
+      break;
+    case 1:
+      if (n > 0) msg.mutable_datalist(pick(n))->set_value(kValues[pick(10)]);
+      break;
+    case 2:
+      if (n > 0) msg.mutable_datalist(pick(n))->set_minor(static_cast<int32_t>(rng()) % 4096 - 8);
+      break;
+    case 3:
+      if (n > 0) msg.mutable_datalist(pick(n))->set_metricid(static_cast<uint32_t>(rng() % 40));
+      break;
+    case 4:
+      if (n > 0) msg.mutable_datalist(pick(n))->set_instance(kInstances[pick(8)]);
+      break;
+    case 5:
+      msg.set_sequence(rng());
+      msg.set_timestampms(static_cast<int64_t>(rng()));
+      break;
+    default:
+      if (n > 1) msg.mutable_datalist()->SwapElements(pick(n), pick(n));
+  }
+  const std::string out = msg.SerializeAsString();
+  if (out.size() > max_size) return LLVMFuzzerMutate(data, size, max_size);
+  std::copy(out.begin(), out.end(), data);
+  return out.size();
+}
