@@ -53,7 +53,8 @@ echo "| size | series | body bytes | xpu median ms | xpu p99 ms | xpu CPU ms/scr
 echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 for size in "8 devices:8:7:200:200" "10k series:64:50:200:100" "100k series:256:128:200:30"; do
   IFS=: read -r label devices links n peer_n <<<"$size"
-  start s --devices "$devices" --links "$links" --interval 1s
+  # Above the default series cap (--collector.max-series 50000) on purpose.
+  start s --devices "$devices" --links "$links" --interval 1s -- --collector.max-series 200000
   until_ok bash -c "[ \$(curl -sf $URL | grep -c '^xpu_link_up') -ge $((devices * links)) ]"
   # Idle CPU over 10 s (stream updating every second, no scrapes).
   c0=$(cpu_us "$EXP_PID"); sleep 10; c1=$(cpu_us "$EXP_PID")
@@ -88,7 +89,8 @@ done
 echo
 echo "## Ingest (xdm-sim --flood, 100k samples per message; exporter pinned to one core)"
 echo
-SIM_TASKSET="taskset -c 0" EXP_TASKSET="taskset -c 1" start f --devices 256 --links 128 --flood
+SIM_TASKSET="taskset -c 0" EXP_TASKSET="taskset -c 1" start f --devices 256 --links 128 --flood \
+  -- --collector.max-series 200000
 sleep 2
 m0=$(curl -sf "$URL" | awk '/^xpu_exporter_stream_messages_total/ {print $2}'); c0=$(cpu_us "$EXP_PID"); t0=$(date +%s%N)
 out=$("$CLIENT" "$URL" --count 50)
@@ -106,6 +108,20 @@ echo
 start r --interval 20ms --marker-id 9999 -- --collector.interval 20ms --collector.unknown-metrics
 out=$("$CLIENT" "$URL" --freshness 9999 --seconds 5)
 echo "- $(field freshness_samples "$out") samples: median $(field median_ms "$out") ms, p99 $(field p99_ms "$out") ms, max $(field max_ms "$out") ms"
+stop
+
+echo
+echo "## Memory under a flooding daemon (default limits; docs/reliability.md)"
+echo
+# 1024 devices x 44 links: ~153,000 samples a message, just under the default
+# 4 MiB --xdm.max-message-size; the default 50,000-series cap refuses the rest.
+start m --devices 1024 --links 44 --flood
+for _ in 1 2 3 4 5 6; do sleep 5; curl -sf -H 'Accept-Encoding: gzip' "$URL" >/dev/null; done
+page=$(curl -sf "$URL")
+echo "- 30 s, a scrape every 5 s: RSS $(( $(rss_kb "$EXP_PID") / 1024 )) MiB, peak (VmHWM)" \
+  "$(( $(hwm_kb "$EXP_PID") / 1024 )) MiB; $(awk '/^xpu_exporter_stream_messages_total/ {print $2}' <<<"$page")" \
+  "messages, series $(awk '/^xpu_exporter_series / {print $2}' <<<"$page"), dropped at the cap" \
+  "$(awk '/^xpu_exporter_series_dropped_total/ {print $2}' <<<"$page")"
 stop
 
 echo

@@ -254,6 +254,12 @@ void XdmClient::LogOnce(const std::string& what, const std::string& message) {
   spdlog::warn("{} (logged once; counted in xpu_exporter_invalid_samples_total)", message);
 }
 
+void XdmClient::CountInvalid(const char* reason, size_t n, const char* message) {
+  if (n == 0) return;
+  metrics_->invalid_by.at(reason)->Increment(static_cast<double>(n));
+  LogOnce(message, message);
+}
+
 void XdmClient::Collector(const std::string& name, bool ok, SteadyClock::duration took) {
   metrics_->collectors.Record(name, ok, took);
   std::lock_guard<std::mutex> lock(mu_);
@@ -319,19 +325,14 @@ bool XdmClient::Ingest(const xdm::api::ExporterDataResponse& msg) {
     metrics_->unknown_samples.Increment(static_cast<double>(ds.unknown_id));
     LogOnce("unknown_id", "XDM sent metric IDs that the catalog does not know");
   }
-  auto count = [&](const char* reason, size_t n, const char* message) {
-    if (n == 0) return;
-    metrics_->invalid_by[reason]->Increment(static_cast<double>(n));
-    LogOnce(reason, message);
-  };
-  count("non_finite", ds.non_finite, "XDM sent NaN or infinite values; dropped");
-  count("negative_counter", ds.negative_counter, "XDM sent negative counter values; dropped");
-  count("bad_label", ds.bad_instance, "XDM sent instance names with invalid UTF-8 or too long; repaired");
-  count("duplicate", st.duplicates, "XDM sent the same series twice in one message; the last wins");
-  count("unknown_device", st.unknown_device, "XDM sent data for a device ListAndWatch does not list; dropped");
-  count("unexpected_instance", ds.unexpected_instance,
+  CountInvalid("non_finite", ds.non_finite, "XDM sent NaN or infinite values; dropped");
+  CountInvalid("negative_counter", ds.negative_counter, "XDM sent negative counter values; dropped");
+  CountInvalid("bad_label", ds.bad_instance, "XDM sent instance names with invalid UTF-8 or too long; repaired");
+  CountInvalid("duplicate", st.duplicates, "XDM sent the same series twice in one message; the last wins");
+  CountInvalid("unknown_device", st.unknown_device, "XDM sent data for a device ListAndWatch does not list; dropped");
+  CountInvalid("unexpected_instance", ds.unexpected_instance,
         "XDM sent an instance for a metric that has none in the catalog; dropped");
-  count("device_cap", st.over_device_cap,
+  CountInvalid("device_cap", st.over_device_cap,
         "XDM sent data for more devices than --collector.max-devices; dropped");
   if (st.dropped) {
     metrics_->series_dropped.Increment(static_cast<double>(st.dropped));
@@ -598,22 +599,14 @@ void XdmClient::InfoLoop() {
         info_open_ = true;
         PublishModeLocked();
       }
-      if (ds.duplicate_minor) {
-        metrics_->invalid_by["duplicate_minor"]->Increment(static_cast<double>(ds.duplicate_minor));
-        LogOnce("duplicate_minor", "XDM listed a minor twice in ListAndWatch; the first wins");
-      }
-      if (ds.over_device_cap) {
-        metrics_->invalid_by["device_cap"]->Increment(static_cast<double>(ds.over_device_cap));
-        LogOnce("device_cap", "XDM listed more devices than --collector.max-devices; dropped");
-      }
-      if (ds.repaired_labels) {
-        metrics_->invalid_by["bad_label"]->Increment(static_cast<double>(ds.repaired_labels));
-        LogOnce("bad_label", "XDM sent device strings with invalid UTF-8 or too long; repaired");
-      }
-      if (ds.bad_topology) {
-        metrics_->invalid_by["bad_topology"]->Increment(static_cast<double>(ds.bad_topology));
-        LogOnce("bad_topology", "XDM sent a malformed topology JSON; topology labels omitted");
-      }
+      CountInvalid("duplicate_minor", ds.duplicate_minor,
+                   "XDM listed a minor twice in ListAndWatch; the first wins");
+      CountInvalid("device_cap", ds.over_device_cap,
+                   "XDM listed more devices than --collector.max-devices; dropped");
+      CountInvalid("bad_label", ds.repaired_labels,
+                   "XDM sent device strings with invalid UTF-8 or too long; repaired");
+      CountInvalid("bad_topology", ds.bad_topology,
+                   "XDM sent a malformed topology JSON; topology labels omitted");
       std::map<int32_t, store::DeviceLabels> labels;
       for (const auto& d : devs) labels[d.minor] = {d.uuid, d.model};
       store_->SetDevices(labels);

@@ -137,6 +137,9 @@ class XdmClient {
   void ReadStaticInfo();
   void UpdateMode();
   void Collector(const std::string& name, bool ok, std::chrono::steady_clock::duration took);
+  // Counts `n` samples under xpu_exporter_invalid_samples_total{reason} and
+  // logs `message` the first time.
+  void CountInvalid(const char* reason, size_t n, const char* message);
   // Sleeps until `deadline` or Stop(); false if stopping.
   bool SleepUntil(std::chrono::steady_clock::time_point deadline);
   void LogOnce(const std::string& what, const std::string& message);

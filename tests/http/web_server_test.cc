@@ -2,6 +2,8 @@
 #include "http/web_server.h"
 
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -105,6 +107,63 @@ TEST(HeadersTest, AcceptEncodingAndBasicAuth) {
   EXPECT_EQ(password, "p:w");
   EXPECT_FALSE(ParseBasicAuth("Basic !!!!", &user, &password));
   EXPECT_FALSE(ParseBasicAuth("Bearer x", &user, &password));
+}
+
+// A self-signed certificate and key under `dir`, made with the openssl CLI.
+bool MakeCert(const std::string& dir, const std::string& name) {
+  const std::string cmd = "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=127.0.0.1 -keyout " +
+                          dir + "/" + name + ".key -out " + dir + "/" + name + ".crt 2>/dev/null";
+  return std::system(cmd.c_str()) == 0;
+}
+
+std::shared_ptr<const WebConfig> TlsConfigFor(const std::string& dir, const std::string& name) {
+  std::shared_ptr<const WebConfig> cfg;
+  const Status s = WebConfig::Parse("tls_server_config:\n  cert_file: " + dir + "/" + name +
+                                        ".crt\n  key_file: " + dir + "/" + name + ".key\n",
+                                    "test", &cfg);
+  return s.ok() ? cfg : nullptr;
+}
+
+// A TLS server on certificate "a", with config "b" ready to reload.
+class TlsReloadTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(MakeCert(dir_.path(), "a"));
+    ASSERT_TRUE(MakeCert(dir_.path(), "b"));
+    auto a = TlsConfigFor(dir_.path(), "a");
+    b_ = TlsConfigFor(dir_.path(), "b");
+    ASSERT_TRUE(a && b_);
+    WebOptions o;
+    o.listen_addresses = {"127.0.0.1:0"};
+    o.web_config = a;
+    server_ = std::make_unique<WebServer>(o);
+    server_->Route("/-/healthy", {"GET"}, [](const Request&) { return Response{}; });
+    ASSERT_TRUE(server_->Start().ok());
+  }
+  void Remove(const std::string& name) { std::remove((dir_.path() + "/" + name).c_str()); }
+  xpu::testing::TempDir dir_;
+  std::shared_ptr<const WebConfig> b_;
+  std::unique_ptr<WebServer> server_;
+};
+
+TEST_F(TlsReloadTest, ReloadThatCannotListenAgainSaysSoInsteadOfClaimingTheOldOne) {
+  // Both certificates vanish after their configs were checked: neither the
+  // new TLS settings nor the old ones can listen again.
+  Remove("a.crt");
+  Remove("b.crt");
+  const Status s = server_->Reload(b_);
+  EXPECT_EQ(s.code(), Status::Code::kIoError) << s.message();
+  EXPECT_NE(s.message().find("no listener"), std::string::npos) << s.message();
+  EXPECT_FALSE(server_->listening());
+}
+
+TEST_F(TlsReloadTest, FailedTlsReloadKeepsServingTheOldSettingsOnTheSamePort) {
+  const int port = server_->ports().at(0);
+  Remove("b.crt");
+  const Status s = server_->Reload(b_);
+  EXPECT_EQ(s.code(), Status::Code::kInvalidArgument) << s.message();
+  EXPECT_TRUE(server_->listening());
+  EXPECT_EQ(server_->ports().at(0), port);
 }
 
 TEST_F(WebServerTest, HeadGuardCountsWorkersWaitingForHeads) {
