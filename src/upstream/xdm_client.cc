@@ -17,8 +17,8 @@ using std::chrono::milliseconds;
 constexpr int kTrimAfterSamples = 20000;
 constexpr std::chrono::seconds kTrimEvery(2);
 constexpr int kChannelReconnectInitial = 100;  // ms
-constexpr int kChannelConnectTimeout = 1000;   // ms
-constexpr int kChannelReconnectMax = 1000;     // ms
+constexpr int kChannelConnectTimeout = 300;    // ms
+constexpr int kChannelReconnectMax = 500;      // ms
 
 double Seconds(SteadyClock::duration d) { return std::chrono::duration<double>(d).count(); }
 
