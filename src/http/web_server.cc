@@ -358,7 +358,10 @@ Status CheckShim() {
   for (std::string p = path; !p.empty() && p != "/"; p = p.substr(0, p.rfind('/'))) {
     struct stat st {};
     if (::stat(p.c_str(), &st) != 0) return Status::IoError("cannot stat " + p);
-    if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0 || (st.st_uid != 0 && st.st_uid != ::geteuid()))
+    // A sticky directory (/tmp) lets nobody replace another user's entry.
+    const bool sticky_dir = S_ISDIR(st.st_mode) && (st.st_mode & S_ISVTX) != 0;
+    if ((!sticky_dir && (st.st_mode & (S_IWGRP | S_IWOTH)) != 0) ||
+        (st.st_uid != 0 && st.st_uid != ::geteuid()))
       return Status::IoError("libssl.so shim " + path + ": " + p +
                              " is writable by another user; install it root-owned");
     if (p.rfind('/') == 0) break;
