@@ -15,6 +15,7 @@ using SteadyClock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
 constexpr int kTrimAfterSamples = 20000;
+constexpr std::chrono::seconds kRenewChannelAfter(1);
 constexpr std::chrono::seconds kTrimEvery(2);
 constexpr int kChannelReconnectInitial = 100;  // ms
 constexpr int kChannelConnectTimeout = 300;    // ms
@@ -48,6 +49,9 @@ ChannelFactory DefaultChannelFactory(const ClientOptions& options) {
     args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, kChannelReconnectInitial);
     args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, kChannelConnectTimeout);
     args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, kChannelReconnectMax);
+    // Each channel its own subchannels, so that a renewed channel (see
+    // MaybeRenewChannel) does not inherit a stuck connection attempt.
+    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
     // Keepalive finds a dead peer on an idle connection; the stream watchdog
     // covers a live but silent one. 20 s keeps well inside servers' ping policy
     // while a stream is active.
@@ -173,8 +177,8 @@ XdmClient::XdmClient(ClientOptions options, std::shared_ptr<const catalog::Catal
     auto rng = std::make_shared<std::mt19937_64>(std::random_device{}());
     uniform01_ = [rng] { return std::uniform_real_distribution<double>(0, 1)(*rng); };
   }
-  channel_ = channels(options_.xdm_endpoint);
-  stub_ = xdm::api::XpuDeviceManagerService::NewStub(channel_);
+  channels_ = channels;
+  stub_ = xdm::api::XpuDeviceManagerService::NewStub(channels_(options_.xdm_endpoint));
   if (!options_.controller_endpoint.empty()) {
     controller_channel_ = channels(options_.controller_endpoint);
     controller_ = xdm::config::AmpConfigService::NewStub(controller_channel_);
@@ -225,6 +229,28 @@ bool XdmClient::SleepOrWake(SteadyClock::time_point deadline, bool* wake) {
   cv_.wait_until(lock, deadline, [&] { return stopping_.load() || *wake; });
   *wake = false;
   return !stopping_;
+}
+
+std::shared_ptr<xdm::api::XpuDeviceManagerService::Stub> XdmClient::stub() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stub_;
+}
+
+// gRPC 1.51's client sometimes never sees the SETTINGS frame of a daemon that
+// just restarted: its connection attempts time out one after another for
+// seconds (docs/reliability.md). A fresh channel starts a fresh attempt.
+void XdmClient::MaybeRenewChannel() {
+  const auto now = SteadyClock::now();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (mode_ != Mode::kDown || now - down_since_ < kRenewChannelAfter ||
+        now - channel_renewed_ < kRenewChannelAfter)
+      return;
+    channel_renewed_ = now;
+  }
+  auto fresh = xdm::api::XpuDeviceManagerService::NewStub(channels_(options_.xdm_endpoint));
+  std::lock_guard<std::mutex> lock(mu_);
+  stub_ = std::move(fresh);
 }
 
 std::chrono::milliseconds XdmClient::interval() const {
@@ -363,6 +389,7 @@ void XdmClient::UpdateMode() {
     old = mode_;
     mode_ = m;
     if (m != old) mode_since_ = std::chrono::system_clock::now();
+    if (m == Mode::kDown && old != Mode::kDown) down_since_ = SteadyClock::now();
     PublishModeLocked();
   }
   if (m == old) return;
@@ -388,7 +415,10 @@ void XdmClient::StreamLoop() {
       stream_wake_ = false;
       stream_opened_ = SteadyClock::now();
     }
-    auto reader = stub_->ExporterDataStream(&ctx, req);
+    // The stub (and its channel) must outlive the call: a renewed channel
+    // replaces stub_ while this stream may still be open.
+    const auto stub = this->stub();
+    auto reader = stub->ExporterDataStream(&ctx, req);
     xdm::api::ExporterDataResponse msg;
     bool delivered = false;
     auto t0 = SteadyClock::now();
@@ -447,7 +477,8 @@ bool XdmClient::PollOnce() {
   ctx.set_deadline(std::chrono::system_clock::now() + interval() * 4 / 5);
   xdm::api::ExporterDataResponse resp;
   const auto t0 = SteadyClock::now();
-  const grpc::Status st = stub_->ExporterGetDataList(&ctx, xdm::api::ExporterDataRequest(), &resp);
+  const auto stub = this->stub();  // outlives the call
+  const grpc::Status st = stub->ExporterGetDataList(&ctx, xdm::api::ExporterDataRequest(), &resp);
   metrics_->poll_requests.Increment();
   Collector("poll", st.ok(), SteadyClock::now() - t0);
   bool fresh = false;
@@ -499,11 +530,13 @@ void XdmClient::PollLoop() {
     }
     if (!stream_fresh) PollOnce();
     UpdateMode();
+    MaybeRenewChannel();
     next = now + interval;
   }
 }
 
 void XdmClient::ReadStaticInfo() {
+  const auto stub = this->stub();  // outlives the calls below
   auto call = [&](const char* name, auto&& fn) {
     grpc::ClientContext ctx;
     TrackedCall tracked(this, &ctx);
@@ -516,7 +549,7 @@ void XdmClient::ReadStaticInfo() {
   };
   call("gpu_info", [&](grpc::ClientContext* ctx) {
     xdm::api::GpuInfoResponse resp;
-    grpc::Status st = stub_->ListGpuInfo(ctx, {}, &resp);
+    grpc::Status st = stub->ListGpuInfo(ctx, {}, &resp);
     if (st.ok()) {
       std::lock_guard<std::mutex> lock(mu_);
       gpu_info_ = std::move(resp);
@@ -525,7 +558,7 @@ void XdmClient::ReadStaticInfo() {
   });
   call("supported_types", [&](grpc::ClientContext* ctx) {
     xdm::api::XPUTypeResponse resp;
-    grpc::Status st = stub_->ListSupportedXPUType(ctx, {}, &resp);
+    grpc::Status st = stub->ListSupportedXPUType(ctx, {}, &resp);
     if (st.ok()) {
       std::lock_guard<std::mutex> lock(mu_);
       info_.supported_types.assign(resp.types().begin(), resp.types().end());
@@ -534,7 +567,7 @@ void XdmClient::ReadStaticInfo() {
   });
   call("exporter_config", [&](grpc::ClientContext* ctx) {
     xdm::api::ExporterConfigResponse resp;
-    grpc::Status st = stub_->ExporterGetConfig(ctx, {}, &resp);
+    grpc::Status st = stub->ExporterGetConfig(ctx, {}, &resp);
     if (st.ok()) {
       std::lock_guard<std::mutex> lock(mu_);
       const milliseconds reported(resp.intervalms());
@@ -546,7 +579,7 @@ void XdmClient::ReadStaticInfo() {
   });
   call("exporter_status", [&](grpc::ClientContext* ctx) {
     xdm::api::ExporterStatusResponse resp;
-    grpc::Status st = stub_->ExporterGetStatus(ctx, {}, &resp);
+    grpc::Status st = stub->ExporterGetStatus(ctx, {}, &resp);
     if (st.ok()) {
       std::lock_guard<std::mutex> lock(mu_);
       info_.status = std::move(resp);
@@ -573,7 +606,8 @@ void XdmClient::InfoLoop() {
     grpc::ClientContext ctx;
     TrackedCall tracked(this, &ctx);
     if (!tracked.ok()) break;
-    auto reader = stub_->ListAndWatch(&ctx, {});
+    const auto stub = this->stub();  // outlives the stream
+    auto reader = stub->ListAndWatch(&ctx, {});
     xdm::api::ListAndWatchResponse resp;
     auto t0 = SteadyClock::now();
     while (reader->Read(&resp)) {

@@ -165,9 +165,15 @@ class XdmClient {
   store::MetricStore* const store_;
   store::DeviceRegistry* const devices_;
   std::unique_ptr<Metrics> metrics_;
-  std::shared_ptr<grpc::Channel> channel_;
+  ChannelFactory channels_;
   std::shared_ptr<grpc::Channel> controller_channel_;
-  std::unique_ptr<xdm::api::XpuDeviceManagerService::Stub> stub_;
+  // The XDM channel's stub; replaced (under mu_) by a fresh channel when
+  // connection attempts to a returned daemon keep hanging. Calls hold their
+  // own reference.
+  std::shared_ptr<xdm::api::XpuDeviceManagerService::Stub> stub_;
+  std::shared_ptr<xdm::api::XpuDeviceManagerService::Stub> stub() const;
+  // Replaces the XDM channel if the daemon has been unreachable for a while.
+  void MaybeRenewChannel();
   std::unique_ptr<xdm::config::AmpConfigService::Stub> controller_;
   std::function<double()> uniform01_;
 
@@ -202,6 +208,8 @@ class XdmClient {
   int64_t last_timestamp_ms_ = 0;
   std::chrono::steady_clock::time_point sequence_seen_{};  // when it first came
   uint64_t reconnects_ = 0;
+  std::chrono::steady_clock::time_point down_since_{};     // last transition to down
+  std::chrono::steady_clock::time_point channel_renewed_{};  // last fresh channel
   UpstreamInfo info_;
   xdm::api::GpuInfoResponse gpu_info_;
   std::set<std::string> logged_;  // problems already logged once
