@@ -120,29 +120,34 @@ ssize_t GuardedRead(const char* name, int fd, Args... args) {
 ssize_t GuardedRecv(int fd, void* buf, size_t len, int flags) {
   const ssize_t n = GuardedRead<ssize_t (*)(int, void*, size_t, int)>("recv", fd, buf, len, flags);
   if (n <= 0 || !t_in_head || t_line_checked || (flags & MSG_PEEK) != 0) return n;
-  const char* data = static_cast<const char*>(buf);
-  const std::string_view got(data, static_cast<size_t>(n));
-  const size_t nl = got.find('\n');
-  t_line.append(got.substr(0, nl == std::string_view::npos ? got.size() : nl));
-  if (nl == std::string_view::npos && t_line.size() <= kMaxRequestLine) return n;
-  t_line_checked = true;
-  std::string_view line = t_line;
-  if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-  // Blank lines before a request are allowed (RFC 9112 2.2): check the next.
-  if (line.empty() && nl != std::string_view::npos && t_line.size() <= 1) {
-    t_line_checked = false;
-    t_line.clear();
+  auto refuse = [fd] {
+    static const char kBadRequest[] =
+        "HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\n"
+        "Content-Length: 20\r\nConnection: close\r\n\r\n400 bad request line\n";
+    (void)::send(fd, kBadRequest, sizeof kBadRequest - 1, MSG_NOSIGNAL);
+    ::shutdown(fd, SHUT_RD);
+    HeadGuardAccess::Leave();
+    return ssize_t{0};
+  };
+  const std::string_view got(static_cast<const char*>(buf), static_cast<size_t>(n));
+  size_t pos = 0;
+  while (pos < got.size()) {
+    const size_t nl = got.find('\n', pos);
+    t_line.append(got.substr(pos, (nl == std::string_view::npos ? got.size() : nl) - pos));
+    if (t_line.size() > kMaxRequestLine) return refuse();
+    if (nl == std::string_view::npos) return n;  // the line goes on in the next read
+    pos = nl + 1;
+    std::string_view line = t_line;
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    if (line.empty()) {  // blank lines before a request are allowed (RFC 9112 2.2)
+      t_line.clear();
+      continue;
+    }
+    if (!ValidRequestLine(line)) return refuse();
+    t_line_checked = true;
     return n;
   }
-  if (nl != std::string_view::npos && line.size() <= kMaxRequestLine && ValidRequestLine(line))
-    return n;
-  static const char kBadRequest[] =
-      "HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\n"
-      "Content-Length: 20\r\nConnection: close\r\n\r\n400 bad request line\n";
-  (void)::send(fd, kBadRequest, sizeof kBadRequest - 1, MSG_NOSIGNAL);
-  ::shutdown(fd, SHUT_RD);
-  HeadGuardAccess::Leave();
-  return 0;
+  return n;  // only blank lines so far
 }
 
 }  // namespace
