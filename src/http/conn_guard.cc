@@ -119,16 +119,21 @@ ssize_t GuardedRead(const char* name, int fd, Args... args) {
 // malformed one with 400 before civetweb can echo it back (headers.h).
 ssize_t GuardedRecv(int fd, void* buf, size_t len, int flags) {
   const ssize_t n = GuardedRead<ssize_t (*)(int, void*, size_t, int)>("recv", fd, buf, len, flags);
-  if (n <= 0 || !t_in_head || t_line_checked || (flags & MSG_PEEK) != 0) return n;
+  if (n < 0 || !t_in_head || t_line_checked || (flags & MSG_PEEK) != 0) return n;
+  // Shut both ways after our answer: civetweb must not add its own (echoing)
+  // error page behind it.
   auto refuse = [fd] {
     static const char kBadRequest[] =
         "HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\n"
         "Content-Length: 20\r\nConnection: close\r\n\r\n400 bad request line\n";
     (void)::send(fd, kBadRequest, sizeof kBadRequest - 1, MSG_NOSIGNAL);
-    ::shutdown(fd, SHUT_RD);
+    ::shutdown(fd, SHUT_RDWR);
     HeadGuardAccess::Leave();
     return ssize_t{0};
   };
+  // The client stopped sending inside an unchecked line: civetweb would parse
+  // and echo the fragment.
+  if (n == 0) return t_line.empty() ? n : refuse();
   const std::string_view got(static_cast<const char*>(buf), static_cast<size_t>(n));
   size_t pos = 0;
   while (pos < got.size()) {
