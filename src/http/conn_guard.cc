@@ -144,15 +144,14 @@ ssize_t GuardedRecv(int fd, void* buf, size_t len, int flags) {
     pos = nl + 1;
     std::string_view line = t_line;
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-    if (line.empty()) {  // blank lines before a request are allowed (RFC 9112 2.2)
-      t_line.clear();
-      continue;
-    }
+    // RFC 9112 2.2 lets a server skip blank lines before a request, but
+    // civetweb takes them for an empty request and echoes what follows into
+    // its error page; no real client sends them.
     if (!ValidRequestLine(line)) return refuse();
     t_line_checked = true;
     return n;
   }
-  return n;  // only blank lines so far
+  return n;
 }
 
 }  // namespace

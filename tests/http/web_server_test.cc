@@ -78,17 +78,13 @@ TEST_F(WebServerTest, MalformedRequestLineIsRefusedBeforeCivetwebEchoesIt) {
       port_, "POST /metrics HHTTP/1.1 401 Unau\nContent2Length: 1000000000\r\n\r\nab");
   EXPECT_EQ(resp.rfind("HTTP/1.1 400 Bad Request\r\n", 0), 0u) << resp;
   EXPECT_EQ(resp.find("Content2Length"), std::string::npos) << resp;
-  // Found next: blank lines, then a bad line in the same read. Whoever
-  // answers (the gate, or civetweb for an unfinished line), the status line
-  // is a 400 with no stray control byte.
-  const std::string after_blank = RawHttp(port_, "\n\n``\n");
-  EXPECT_EQ(after_blank.rfind("HTTP/1.1 400 Bad Request\r\n", 0), 0u) << after_blank;
-  const std::string unfinished = RawHttp(port_, "\n\n``", milliseconds(1000));
-  const std::string status = unfinished.substr(0, unfinished.find("\r\n"));
-  EXPECT_NE(status.find(" 400 "), std::string::npos) << unfinished;
-  EXPECT_EQ(status.find('\n'), std::string::npos) << unfinished;
-  // Blank lines before a request are allowed, and a good request still works.
-  EXPECT_EQ(RawHttp(port_, "\r\nGET /-/healthy HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+  // Found next by fuzzing: blank lines before a line, which civetweb takes for
+  // an empty request and answers with an echo. Refused by us, whatever follows.
+  for (const char* req : {"\n\n``\n", "\n\n``", "\r\nGET /-/healthy HTTP/1.1\r\n\r\n"}) {
+    const std::string resp = RawHttp(port_, req, milliseconds(2000));
+    EXPECT_EQ(resp.rfind("HTTP/1.1 400 Bad Request\r\n", 0), 0u) << resp;
+  }
+  EXPECT_EQ(RawHttp(port_, "GET /-/healthy HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
                 .rfind("HTTP/1.1 200", 0),
             0u);
 }
