@@ -218,12 +218,6 @@ XdmClient::TrackedCall::~TrackedCall() {
   client_->calls_.erase(ctx_);
 }
 
-bool XdmClient::SleepUntil(SteadyClock::time_point deadline) {
-  std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait_until(lock, deadline, [&] { return stopping_.load(); });
-  return !stopping_;
-}
-
 bool XdmClient::SleepOrWake(SteadyClock::time_point deadline, bool* wake) {
   std::unique_lock<std::mutex> lock(mu_);
   cv_.wait_until(lock, deadline, [&] { return stopping_.load() || *wake; });

@@ -140,8 +140,6 @@ class XdmClient {
   // Counts `n` samples under xpu_exporter_invalid_samples_total{reason} and
   // logs `message` the first time.
   void CountInvalid(const char* reason, size_t n, const char* message);
-  // Sleeps until `deadline` or Stop(); false if stopping.
-  bool SleepUntil(std::chrono::steady_clock::time_point deadline);
   void LogOnce(const std::string& what, const std::string& message);
   // Registers a call for cancellation by Stop() for as long as it lives;
   // ok() is false if the client is already stopping (make no call then).
