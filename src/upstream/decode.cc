@@ -77,22 +77,22 @@ void DecodeData(const xdm::api::ExporterDataResponse& msg, const catalog::Catalo
     }
     const double v = d.value();
     if (!std::isfinite(v)) {
-      ++stats->non_finite;
+      stats->invalid.Add(InvalidReason::kNonFinite);
       continue;
     }
     if (e != nullptr && e->type == catalog::MetricType::kCounter && v < 0) {
-      ++stats->negative_counter;
+      stats->invalid.Add(InvalidReason::kNegativeCounter);
       continue;
     }
     if (e != nullptr && e->instance_label.empty() && !d.instance().empty()) {
-      ++stats->unexpected_instance;
+      stats->invalid.Add(InvalidReason::kUnexpectedInstance);
       continue;
     }
     store::Sample& s = out->emplace_back();
     s.minor = d.minor();
     s.metric_id = d.metricid();
     s.instance = d.instance();
-    if (!s.instance.empty() && Repair(&s.instance)) ++stats->bad_instance;
+    if (!s.instance.empty() && Repair(&s.instance)) stats->invalid.Add(InvalidReason::kBadLabel);
     s.value = e ? e->Apply(v) : v;
   }
 }
@@ -136,7 +136,7 @@ std::vector<store::DeviceInfo> DecodeDevices(const xdm::api::ListAndWatchRespons
   std::map<int32_t, store::DeviceInfo> out;
   for (const auto& d : devices.devices()) {
     if (out.count(d.minor()) > 0) {
-      ++stats->duplicate_minor;
+      stats->Add(InvalidReason::kDuplicateMinor);
       continue;
     }
     store::DeviceInfo di;
@@ -160,13 +160,13 @@ std::vector<store::DeviceInfo> DecodeDevices(const xdm::api::ListAndWatchRespons
     }
     for (std::string* s : {&di.uuid, &di.model, &di.health, &di.driver_version,
                            &di.firmware_version, &di.bus_id, &di.serial}) {
-      if (Repair(s)) ++stats->repaired_labels;
+      if (Repair(s)) stats->Add(InvalidReason::kBadLabel);
     }
     auto topo = d.extenderresources().find("topology");
     if (topo != d.extenderresources().end()) {
       Status s = ParseTopology(topo->second, &di.topology);
       if (!s.ok()) {
-        ++stats->bad_topology;
+        stats->Add(InvalidReason::kBadTopology);
         di.topology_error = s.message();
       }
     }
@@ -175,7 +175,7 @@ std::vector<store::DeviceInfo> DecodeDevices(const xdm::api::ListAndWatchRespons
   std::vector<store::DeviceInfo> list;
   for (auto& [minor, di] : out) {
     if (list.size() >= max_devices) {
-      ++stats->over_device_cap;
+      stats->Add(InvalidReason::kDeviceCap);
       continue;
     }
     list.push_back(std::move(di));

@@ -7,20 +7,19 @@
 #include "catalog/catalog.h"
 #include "store/device_registry.h"
 #include "store/metric_store.h"
+#include "upstream/invalid_reason.h"
 #include "xdm/api_outer.pb.h"
 
 namespace xpu::upstream {
 
-// What decoding had to drop or repair. Counted by the caller into
+// What decoding had to drop or repair: counted by the caller into
 // xpu_exporter_invalid_samples_total{reason} and logged once per reason.
 struct DecodeStats {
-  size_t unknown_id = 0;        // metric ID not in the catalog
-  size_t non_finite = 0;        // NaN or +-Inf value
-  size_t negative_counter = 0;  // counter below zero
-  size_t bad_instance = 0;      // instance label repaired (invalid UTF-8, too long)
-  // An instance on a metric whose catalog entry has no instance label: it
+  size_t unknown_id = 0;  // metric ID not in the catalog (its own counter)
+  // kNonFinite, kNegativeCounter, kBadLabel (instance repaired), and
+  // kUnexpectedInstance: an instance on a metric whose catalog entry has none
   // would render as a second sample with the label set of the first.
-  size_t unexpected_instance = 0;
+  InvalidCounts invalid;
 };
 
 // Limits on what one upstream message may make the exporter hold
@@ -38,12 +37,9 @@ void DecodeData(const xdm::api::ExporterDataResponse& msg, const catalog::Catalo
 // `out` is left empty then.
 Status ParseTopology(const std::string& json, std::vector<store::TopologyLevel>* out);
 
-struct DeviceDecodeStats {
-  size_t repaired_labels = 0;  // strings cut or with invalid UTF-8 replaced
-  size_t bad_topology = 0;
-  size_t duplicate_minor = 0;
-  size_t over_device_cap = 0;  // devices beyond `max_devices`, dropped
-};
+// kBadLabel, kBadTopology, kDuplicateMinor and kDeviceCap (devices beyond
+// `max_devices`, dropped).
+using DeviceDecodeStats = InvalidCounts;
 
 // Merges a ListAndWatch push with the last ListGpuInfo answer (may be empty),
 // one DeviceInfo per minor of the ListAndWatch push, sorted by minor, at most

@@ -2,6 +2,7 @@
 
 #include <malloc.h>
 
+#include <array>
 #include <random>
 
 #include <spdlog/spdlog.h>
@@ -134,10 +135,8 @@ struct XdmClient::Metrics {
     for (Mode m : {Mode::kDown, Mode::kPoll, Mode::kStream})
       mode[static_cast<int>(m)] = &mode_family.Add({{"mode", ModeName(m)}});
     mode[static_cast<int>(Mode::kDown)]->Set(1);
-    for (const char* reason : {"non_finite", "negative_counter", "duplicate", "unknown_device",
-                               "bad_label", "bad_topology", "unexpected_instance",
-                               "duplicate_minor", "device_cap"})
-      invalid_by[reason] = &invalid.Add({{"reason", reason}});
+    for (const InvalidReasonInfo& r : kInvalidReasons)
+      invalid_by[static_cast<size_t>(r.reason)] = &invalid.Add({{"reason", std::string(r.name)}});
   }
   prometheus::Gauge& up;
   prometheus::Family<prometheus::Gauge>& mode_family;
@@ -151,7 +150,7 @@ struct XdmClient::Metrics {
   prometheus::Counter& series_dropped;
   prometheus::Counter& unknown_samples;
   prometheus::Family<prometheus::Counter>& invalid;
-  std::map<std::string, prometheus::Counter*> invalid_by;
+  std::array<prometheus::Counter*, kInvalidReasonCount> invalid_by{};
   prometheus::Counter& stale_messages;
   prometheus::Gauge& interval;
 };
@@ -274,10 +273,13 @@ void XdmClient::LogOnce(const std::string& what, const std::string& message) {
   spdlog::warn("{} (logged once; counted in xpu_exporter_invalid_samples_total)", message);
 }
 
-void XdmClient::CountInvalid(const char* reason, size_t n, const char* message) {
-  if (n == 0) return;
-  metrics_->invalid_by.at(reason)->Increment(static_cast<double>(n));
-  LogOnce(message, message);
+void XdmClient::CountInvalid(const InvalidCounts& counts) {
+  for (const InvalidReasonInfo& r : kInvalidReasons) {
+    const size_t n = counts[r.reason];
+    if (n == 0) continue;
+    metrics_->invalid_by[static_cast<size_t>(r.reason)]->Increment(static_cast<double>(n));
+    LogOnce(std::string(r.name), std::string(r.message));
+  }
 }
 
 void XdmClient::Collector(const std::string& name, bool ok, SteadyClock::duration took) {
@@ -345,15 +347,11 @@ bool XdmClient::Ingest(const xdm::api::ExporterDataResponse& msg) {
     metrics_->unknown_samples.Increment(static_cast<double>(ds.unknown_id));
     LogOnce("unknown_id", "XDM sent metric IDs that the catalog does not know");
   }
-  CountInvalid("non_finite", ds.non_finite, "XDM sent NaN or infinite values; dropped");
-  CountInvalid("negative_counter", ds.negative_counter, "XDM sent negative counter values; dropped");
-  CountInvalid("bad_label", ds.bad_instance, "XDM sent instance names with invalid UTF-8 or too long; repaired");
-  CountInvalid("duplicate", st.duplicates, "XDM sent the same series twice in one message; the last wins");
-  CountInvalid("unknown_device", st.unknown_device, "XDM sent data for a device ListAndWatch does not list; dropped");
-  CountInvalid("unexpected_instance", ds.unexpected_instance,
-        "XDM sent an instance for a metric that has none in the catalog; dropped");
-  CountInvalid("device_cap", st.over_device_cap,
-        "XDM sent data for more devices than --collector.max-devices; dropped");
+  InvalidCounts invalid = ds.invalid;
+  invalid.Add(InvalidReason::kDuplicate, st.duplicates);
+  invalid.Add(InvalidReason::kUnknownDevice, st.unknown_device);
+  invalid.Add(InvalidReason::kDeviceCap, st.over_device_cap);
+  CountInvalid(invalid);
   if (st.dropped) {
     metrics_->series_dropped.Increment(static_cast<double>(st.dropped));
     LogOnce("series_cap", "series cap reached (--collector.max-series); new series dropped");
@@ -627,14 +625,7 @@ void XdmClient::InfoLoop() {
         info_open_ = true;
         PublishModeLocked();
       }
-      CountInvalid("duplicate_minor", ds.duplicate_minor,
-                   "XDM listed a minor twice in ListAndWatch; the first wins");
-      CountInvalid("device_cap", ds.over_device_cap,
-                   "XDM listed more devices than --collector.max-devices; dropped");
-      CountInvalid("bad_label", ds.repaired_labels,
-                   "XDM sent device strings with invalid UTF-8 or too long; repaired");
-      CountInvalid("bad_topology", ds.bad_topology,
-                   "XDM sent a malformed topology JSON; topology labels omitted");
+      CountInvalid(ds);
       std::map<int32_t, store::DeviceLabels> labels;
       for (const auto& d : devs) labels[d.minor] = {d.uuid, d.model};
       store_->SetDevices(labels);

@@ -137,9 +137,9 @@ class XdmClient {
   void ReadStaticInfo();
   void UpdateMode();
   void Collector(const std::string& name, bool ok, std::chrono::steady_clock::duration took);
-  // Counts `n` samples under xpu_exporter_invalid_samples_total{reason} and
-  // logs `message` the first time.
-  void CountInvalid(const char* reason, size_t n, const char* message);
+  // Adds `counts` to xpu_exporter_invalid_samples_total{reason} and logs each
+  // reason's message the first time it occurs.
+  void CountInvalid(const InvalidCounts& counts);
   void LogOnce(const std::string& what, const std::string& message);
   // Registers a call for cancellation by Stop() for as long as it lives;
   // ok() is false if the client is already stopping (make no call then).

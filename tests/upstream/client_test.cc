@@ -111,6 +111,18 @@ TEST_F(ClientTest, StreamFillsStoreAndDeviceRegistry) {
   EXPECT_EQ(client_->info().config->intervalms(), kInterval.count());
 }
 
+TEST_F(ClientTest, ExportsEveryInvalidReasonFromTheStart) {
+  std::set<std::string_view> names;
+  for (const InvalidReasonInfo& r : kInvalidReasons) {
+    EXPECT_TRUE(names.insert(r.name).second) << r.name;
+    EXPECT_FALSE(r.message.empty()) << r.name;
+    EXPECT_EQ(Value(*registry_, "xpu_exporter_invalid_samples_total",
+                    {{"reason", std::string(r.name)}}),
+              0)
+        << r.name;
+  }
+}
+
 TEST_F(ClientTest, StreamBreakFallsBackToPollingThenReturnsToStream) {
   ASSERT_TRUE(WaitMode(Mode::kStream));
   // Keep the stream from coming back at once: while paused, re-subscriptions

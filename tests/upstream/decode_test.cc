@@ -46,8 +46,8 @@ TEST(DecodeTest, DropsAndCountsNonFiniteNegativeCountersAndUnknownIds) {
   std::vector<store::Sample> out;
   DecodeStats st;
   DecodeData(msg, *catalog::Catalog::Builtin(), false, &out, &st);
-  EXPECT_EQ(st.non_finite, 3u);
-  EXPECT_EQ(st.negative_counter, 1u);
+  EXPECT_EQ(st.invalid[InvalidReason::kNonFinite], 3u);
+  EXPECT_EQ(st.invalid[InvalidReason::kNegativeCounter], 1u);
   EXPECT_EQ(st.unknown_id, 1u);
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(out[0].value, -5);
@@ -68,7 +68,7 @@ TEST(DecodeTest, RepairsInvalidUtf8AndOverlongInstances) {
   ASSERT_EQ(out.size(), 2u);
   EXPECT_EQ(out[0].instance, "a\xEF\xBF\xBD\xEF\xBF\xBD" "b");
   EXPECT_LE(out[1].instance.size(), 256u);
-  EXPECT_EQ(st.bad_instance, 2u);
+  EXPECT_EQ(st.invalid[InvalidReason::kBadLabel], 2u);
 }
 
 TEST(DecodeTest, ParsesReferenceTopologyExample) {
@@ -117,9 +117,9 @@ TEST(DecodeTest, DevicesMergeGpuInfoAndSurviveHostileStrings) {
   ASSERT_EQ(devs.size(), 1u);
   EXPECT_EQ(devs[0].driver_version, "1.2.3");
   EXPECT_LE(devs[0].model.size(), 256u);
-  EXPECT_EQ(st.repaired_labels, 1u);
-  EXPECT_EQ(st.bad_topology, 1u);
-  EXPECT_EQ(st.duplicate_minor, 1u);
+  EXPECT_EQ(st[InvalidReason::kBadLabel], 1u);
+  EXPECT_EQ(st[InvalidReason::kBadTopology], 1u);
+  EXPECT_EQ(st[InvalidReason::kDuplicateMinor], 1u);
   EXPECT_FALSE(devs[0].topology_error.empty());
 }
 
@@ -157,7 +157,7 @@ TEST(DecodeTest, InstanceOnMetricWithoutInstanceLabelIsDroppedNotDuplicated) {
   DecodeData(msg, *catalog::Catalog::Builtin(), false, &out, &st);
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(out[0].value, 40);
-  EXPECT_EQ(st.unexpected_instance, 1u);
+  EXPECT_EQ(st.invalid[InvalidReason::kUnexpectedInstance], 1u);
 }
 
 TEST(DecodeTest, DevicesBeyondTheCapAreDroppedAndCounted) {
@@ -167,7 +167,7 @@ TEST(DecodeTest, DevicesBeyondTheCapAreDroppedAndCounted) {
   auto devs = DecodeDevices(law, {}, 4, &st);
   ASSERT_EQ(devs.size(), 4u);
   EXPECT_EQ(devs.back().minor, 3);
-  EXPECT_EQ(st.over_device_cap, 6u);
+  EXPECT_EQ(st[InvalidReason::kDeviceCap], 6u);
 }
 
 }  // namespace
