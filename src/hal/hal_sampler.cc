@@ -43,17 +43,10 @@ HalSampler::HalSampler(std::unique_ptr<HalBackend> backend,
 HalSampler::~HalSampler() { Stop(); }
 
 void HalSampler::Start() {
-  thread_ = std::thread([this] { Loop(); });
+  worker_.Start([this] { Loop(); });
 }
 
-void HalSampler::Stop() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stopping_ = true;
-  }
-  cv_.notify_all();
-  if (thread_.joinable()) thread_.join();
-}
+void HalSampler::Stop() { worker_.Stop(); }
 
 std::optional<std::chrono::steady_clock::time_point> HalSampler::last_success() const {
   std::lock_guard<std::mutex> lock(mu_);
@@ -62,18 +55,17 @@ std::optional<std::chrono::steady_clock::time_point> HalSampler::last_success() 
 
 void HalSampler::Loop() {
   auto next = std::chrono::steady_clock::now();
-  for (;;) {
+  do {
     SampleOnce();
     next += interval_;
     const auto now = std::chrono::steady_clock::now();
     if (next < now) next = now;  // fell behind: do not burst
-    std::unique_lock<std::mutex> lock(mu_);
-    if (cv_.wait_until(lock, next, [&] { return stopping_; })) return;
-  }
+  } while (worker_.SleepUntil(next));
 }
 
-void HalSampler::LogOnce(const std::string& key, const std::string& message) {
-  if (logged_.insert(key).second) spdlog::warn("HAL {}: {} (logged once until it clears)", backend_->name(), message);
+void HalSampler::Warn(const std::string& key, const std::string& message) {
+  if (logged_.Raise(key))
+    spdlog::warn("HAL {}: {} (logged once until it clears)", backend_->name(), message);
 }
 
 void HalSampler::SampleOnce() {
@@ -83,12 +75,12 @@ void HalSampler::SampleOnce() {
   if (!s.ok()) {
     up_ = false;
     up_gauge_.Set(0);
-    LogOnce("list", "cannot enumerate devices: " + s.message());
+    Warn("list", "cannot enumerate devices: " + s.message());
     registry_->SetHalDevices({});
     duration_.Set(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     return;
   }
-  if (logged_.erase("list")) spdlog::info("HAL {}: enumerating devices again", backend_->name());
+  if (logged_.Clear("list")) spdlog::info("HAL {}: enumerating devices again", backend_->name());
   std::vector<store::HalDeviceView> views;
   std::map<int32_t, std::set<std::string>> now_active;
   for (const HalDeviceId& id : ids) {
@@ -100,21 +92,21 @@ void HalSampler::SampleOnce() {
     Status hs = backend_->ReadHealth(id.minor, &healthy);
     if (hs.ok()) {
       v.healthy = healthy;
-      logged_.erase("health" + minor);
+      logged_.Clear("health" + minor);
     } else {
       read_errors_.Add({{"minor", minor}}).Increment();
-      LogOnce("health" + minor, "device " + minor + ": " + hs.message());
+      Warn("health" + minor, "device " + minor + ": " + hs.message());
     }
     std::vector<std::string> codes;
     Status fs = backend_->ReadFaultCodes(id.minor, &codes);
     std::set<std::string>& active = now_active[id.minor];
     if (fs.ok()) {
-      logged_.erase("faults" + minor);
+      logged_.Clear("faults" + minor);
       active.insert(codes.begin(), codes.end());
     } else {
       // Keep what was active: a torn read is not a recovery.
       read_errors_.Add({{"minor", minor}}).Increment();
-      LogOnce("faults" + minor, "device " + minor + ": " + fs.message());
+      Warn("faults" + minor, "device " + minor + ": " + fs.message());
       active = active_[id.minor];
     }
     const std::set<std::string>& before = active_[id.minor];

@@ -2,19 +2,18 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <set>
 #include <string>
-#include <thread>
 
 #include <prometheus/counter.h>
 #include <prometheus/family.h>
 #include <prometheus/gauge.h>
 #include <prometheus/registry.h>
 
+#include "common/worker.h"
 #include "hal/fault_catalog.h"
 #include "hal/hal.h"
 #include "store/device_registry.h"
@@ -48,7 +47,7 @@ class HalSampler {
 
  private:
   void Loop();
-  void LogOnce(const std::string& key, const std::string& message);
+  void Warn(const std::string& key, const std::string& message);
 
   std::unique_ptr<HalBackend> backend_;
   std::shared_ptr<const FaultCatalog> catalog_;
@@ -63,13 +62,11 @@ class HalSampler {
 
   // Sampler-thread state.
   std::map<int32_t, std::set<std::string>> active_;  // minor -> codes seen last time
-  std::set<std::string> logged_;                     // problems logged, until they clear
+  LogOnce logged_;  // problems logged, until they clear
 
   mutable std::mutex mu_;
-  std::condition_variable cv_;
-  bool stopping_ = false;  // guarded by mu_
   std::optional<std::chrono::steady_clock::time_point> last_success_;  // guarded by mu_
-  std::thread thread_;
+  Worker worker_;
 };
 
 }  // namespace xpu::hal

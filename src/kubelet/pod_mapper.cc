@@ -69,34 +69,26 @@ PodMapper::PodMapper(std::string socket_path, std::chrono::milliseconds interval
 PodMapper::~PodMapper() { Stop(); }
 
 void PodMapper::Start() {
-  thread_ = std::thread([this] { Loop(); });
+  worker_.Start([this] { Loop(); });
 }
 
 void PodMapper::Stop() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stopping_ = true;
-    if (call_ != nullptr) call_->TryCancel();
-  }
-  cv_.notify_all();
-  if (thread_.joinable()) thread_.join();
+  worker_.RequestStop();
+  calls_.CancelAll();
+  worker_.Stop();
 }
 
 void PodMapper::Loop() {
-  for (;;) {
+  do {
     PollOnce();
-    std::unique_lock<std::mutex> lock(mu_);
-    if (cv_.wait_for(lock, interval_, [&] { return stopping_; })) return;
-  }
+  } while (worker_.SleepFor(interval_));
 }
 
 bool PodMapper::PollOnce() {
   std::error_code ec;
   if (!std::filesystem::exists(socket_path_, ec)) {
-    if (!said_absent_) {
+    if (said_.Raise("absent"))
       spdlog::info("kubelet PodResources socket {} absent: no pod attribution", socket_path_);
-      said_absent_ = true;
-    }
     if (polled_) {  // the kubelet went away: its answers no longer hold
       collectors_.Record("kubelet", false, std::chrono::steady_clock::duration::zero());
       registry_->SetPodAssignments({});
@@ -104,29 +96,22 @@ bool PodMapper::PollOnce() {
     return false;
   }
   polled_ = true;
-  said_absent_ = false;
+  said_.Clear("absent");
   grpc::ClientContext ctx;
+  InFlightCalls<grpc::ClientContext>::Scope in_flight(&calls_, &ctx);
+  if (!in_flight.ok()) return false;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (stopping_) return false;
-    call_ = &ctx;
-  }
   v1::ListPodResourcesResponse resp;
   const auto t0 = std::chrono::steady_clock::now();
   const grpc::Status st = stub_->List(&ctx, v1::ListPodResourcesRequest(), &resp);
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    call_ = nullptr;
-  }
   collectors_.Record("kubelet", st.ok(), std::chrono::steady_clock::now() - t0);
   if (!st.ok()) {
-    if (!said_error_) spdlog::warn("kubelet PodResources List failed: {}", st.error_message());
-    said_error_ = true;
+    if (said_.Raise("error"))
+      spdlog::warn("kubelet PodResources List failed: {}", st.error_message());
     registry_->SetPodAssignments({});
     return false;
   }
-  said_error_ = false;
+  said_.Clear("error");
   std::set<std::string> uuids;
   for (const auto& d : registry_->Devices()) uuids.insert(d.uuid);
   for (const auto& h : registry_->HalDevices()) uuids.insert(h.uuid);

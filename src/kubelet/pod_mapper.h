@@ -1,18 +1,16 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include <grpcpp/grpcpp.h>
 #include <prometheus/registry.h>
 
 #include "common/collector_metrics.h"
+#include "common/worker.h"
 #include "kubelet/podresources.grpc.pb.h"
 #include "store/device_registry.h"
 
@@ -59,15 +57,10 @@ class PodMapper {
   // kubelet must not show a failing collector.
   CollectorMetrics collectors_;
   std::unique_ptr<v1::PodResourcesLister::Stub> stub_;
-  bool said_absent_ = false;  // sampler-thread state
-  bool said_error_ = false;
-  bool polled_ = false;  // the socket existed at least once
-
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stopping_ = false;                  // guarded by mu_
-  grpc::ClientContext* call_ = nullptr;    // the call in flight; guarded by mu_
-  std::thread thread_;
+  LogOnce said_;         // "absent", "error": logged until they clear
+  bool polled_ = false;  // the socket existed at least once; poller-thread state
+  InFlightCalls<grpc::ClientContext> calls_;
+  Worker worker_;
 };
 
 }  // namespace xpu::kubelet

@@ -15,6 +15,28 @@ namespace {
 using SteadyClock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
+// Data is current for 1.5 collection intervals after it arrives: one interval
+// plus room for jitter, short of the next-but-one.
+template <typename D>
+D FreshWindow(D interval) { return interval * 3 / 2; }
+// Without explicit settings, a stream silent (watchdog) or a series not
+// refreshed (stale-after) for three intervals is given up.
+constexpr int kIntervalsUntilGivenUp = 3;
+// A poll must answer within 0.8 intervals, so polls never overlap.
+template <typename D>
+D PollDeadline(D interval) { return interval * 4 / 5; }
+constexpr std::chrono::seconds kStaticInfoDeadline(2);
+// Re-subscribing doubles its wait, +-20% so a fleet does not reconnect in step.
+constexpr double kBackoffMultiplier = 2.0;
+constexpr double kBackoffJitter = 0.2;
+// Keepalive finds a dead peer on an idle connection; the stream watchdog
+// covers a live but silent one. 20 s keeps well inside servers' ping policy
+// while a stream is active.
+constexpr int kKeepaliveTimeMs = 20000;
+constexpr int kKeepaliveTimeoutMs = 10000;
+// Buffers grown past this many entries, and more than twice what they hold,
+// are released instead of kept for the next message.
+constexpr int kKeepBufferEntries = 4096;
 constexpr int kTrimAfterSamples = 20000;
 constexpr std::chrono::seconds kRenewChannelAfter(1);
 constexpr std::chrono::seconds kTrimEvery(2);
@@ -53,13 +75,9 @@ ChannelFactory DefaultChannelFactory(const ClientOptions& options) {
     // Each channel its own subchannels, so that a renewed channel (see
     // MaybeRenewChannel) does not inherit a stuck connection attempt.
     args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-    // Keepalive finds a dead peer on an idle connection; the stream watchdog
-    // covers a live but silent one. 20 s keeps well inside servers' ping policy
-    // while a stream is active.
-    args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 20000);
-    args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 10000);
+    args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, kKeepaliveTimeMs);
+    args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, kKeepaliveTimeoutMs);
     args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 0);
-    // A 100,000-series snapshot is several MB; gRPC's default cap is 4 MB.
     // A 100,000-series snapshot is several MB; gRPC's default cap is 4 MB. The
     // cap bounds what one message can make us allocate (docs/reliability.md).
     args.SetMaxReceiveMessageSize(options.max_message_bytes);
@@ -187,41 +205,20 @@ XdmClient::XdmClient(ClientOptions options, std::shared_ptr<const catalog::Catal
 XdmClient::~XdmClient() { Stop(); }
 
 void XdmClient::Start() {
-  stream_thread_ = std::thread([this] { StreamLoop(); });
-  poll_thread_ = std::thread([this] { PollLoop(); });
-  info_thread_ = std::thread([this] { InfoLoop(); });
+  worker_.Start([this] { StreamLoop(); });
+  worker_.Start([this] { PollLoop(); });
+  worker_.Start([this] { InfoLoop(); });
 }
 
 void XdmClient::Stop() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stopping_ = true;
-    for (grpc::ClientContext* c : calls_) c->TryCancel();
-  }
-  cv_.notify_all();
-  for (std::thread* t : {&stream_thread_, &poll_thread_, &info_thread_}) {
-    if (t->joinable()) t->join();
-  }
+  worker_.RequestStop();  // first: calls that end now end because we stop
+  calls_.CancelAll();
+  worker_.Stop();
 }
 
-XdmClient::TrackedCall::TrackedCall(XdmClient* client, grpc::ClientContext* ctx)
-    : client_(client), ctx_(ctx) {
-  std::lock_guard<std::mutex> lock(client_->mu_);
-  ok_ = !client_->stopping_;
-  if (ok_) client_->calls_.insert(ctx_);
-}
-
-XdmClient::TrackedCall::~TrackedCall() {
-  if (!ok_) return;
-  std::lock_guard<std::mutex> lock(client_->mu_);
-  client_->calls_.erase(ctx_);
-}
-
-bool XdmClient::SleepOrWake(SteadyClock::time_point deadline, bool* wake) {
-  std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait_until(lock, deadline, [&] { return stopping_.load() || *wake; });
-  *wake = false;
-  return !stopping_;
+Backoff XdmClient::NewBackoff() const {
+  return Backoff(options_.backoff_initial, kBackoffMultiplier, options_.backoff_max, kBackoffJitter,
+                 uniform01_);
 }
 
 std::shared_ptr<xdm::api::XpuDeviceManagerService::Stub> XdmClient::stub() const {
@@ -256,21 +253,17 @@ void XdmClient::SetIntervalLocked(milliseconds interval) {
   spdlog::info("XDM collects every {} ms; freshness, watchdog and polling follow it",
                interval.count());
   interval_ = interval;
-  if (options_.stale_after.count() == 0) store_->set_stale_after(interval * 3);
+  if (options_.stale_after.count() == 0) store_->set_stale_after(interval * kIntervalsUntilGivenUp);
   metrics_->interval.Set(std::chrono::duration<double>(interval).count());
 }
 
 bool XdmClient::StreamFreshLocked(SteadyClock::time_point now) const {
   return stream_open_ && last_stream_msg_ >= stream_opened_ &&
-         now - last_stream_msg_ < interval_ * 3 / 2;
+         now - last_stream_msg_ < FreshWindow(interval_);
 }
 
-void XdmClient::LogOnce(const std::string& what, const std::string& message) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!logged_.insert(what).second) return;
-  }
-  spdlog::warn("{} (logged once; counted in xpu_exporter_invalid_samples_total)", message);
+void XdmClient::Warn(const std::string& key, const std::string& message) {
+  if (logged_.Raise(key)) spdlog::warn("{} (logged once; counted)", message);
 }
 
 void XdmClient::CountInvalid(const InvalidCounts& counts) {
@@ -278,7 +271,7 @@ void XdmClient::CountInvalid(const InvalidCounts& counts) {
     const size_t n = counts[r.reason];
     if (n == 0) continue;
     metrics_->invalid_by[static_cast<size_t>(r.reason)]->Increment(static_cast<double>(n));
-    LogOnce(std::string(r.name), std::string(r.message));
+    Warn(std::string(r.name), std::string(r.message));
   }
 }
 
@@ -301,14 +294,14 @@ bool XdmClient::Ingest(const xdm::api::ExporterDataResponse& msg) {
                                std::chrono::system_clock::now().time_since_epoch())
                                .count();
     const milliseconds stale_after =
-        options_.stale_after.count() > 0 ? options_.stale_after : interval_ * 3;
+        options_.stale_after.count() > 0 ? options_.stale_after : interval_ * kIntervalsUntilGivenUp;
     const bool old = msg.timestampms() > 0 && now_ms - msg.timestampms() > stale_after.count();
     const auto now = SteadyClock::now();
     if (repeat && !old) {
       // The snapshot already stored (a poll and the stream may both fetch
       // it within one interval): nothing new to apply, and still current
       // only while its interval lasts.
-      const bool current = now - sequence_seen_ < interval_ * 3 / 2;
+      const bool current = now - sequence_seen_ < FreshWindow(interval_);
       if (!current) metrics_->stale_messages.Increment();
       return current;
     }
@@ -325,7 +318,7 @@ bool XdmClient::Ingest(const xdm::api::ExporterDataResponse& msg) {
   DecodeData(msg, *catalog_, options_.keep_unknown, &batch, &ds);
   const store::ApplyStats st = store_->Apply(batch, SteadyClock::now());
   // One huge message must not pin its buffer for the life of the thread.
-  if (batch.capacity() > 4096 && batch.capacity() > 2 * batch.size()) {
+  if (batch.capacity() > kKeepBufferEntries && batch.capacity() > 2 * batch.size()) {
     batch.clear();
     batch.shrink_to_fit();
   }
@@ -345,7 +338,7 @@ bool XdmClient::Ingest(const xdm::api::ExporterDataResponse& msg) {
                                 .count());
   if (ds.unknown_id) {
     metrics_->unknown_samples.Increment(static_cast<double>(ds.unknown_id));
-    LogOnce("unknown_id", "XDM sent metric IDs that the catalog does not know");
+    Warn("unknown_id", "XDM sent metric IDs that the catalog does not know");
   }
   InvalidCounts invalid = ds.invalid;
   invalid.Add(InvalidReason::kDuplicate, st.duplicates);
@@ -354,7 +347,7 @@ bool XdmClient::Ingest(const xdm::api::ExporterDataResponse& msg) {
   CountInvalid(invalid);
   if (st.dropped) {
     metrics_->series_dropped.Increment(static_cast<double>(st.dropped));
-    LogOnce("series_cap", "series cap reached (--collector.max-series); new series dropped");
+    Warn("series_cap", "series cap reached (--collector.max-series); new series dropped");
   }
   return true;
 }
@@ -371,7 +364,7 @@ void XdmClient::PublishModeLocked() {
 }
 
 void XdmClient::UpdateMode() {
-  if (stopping_) return;  // calls end because we cancel them, not because XDM left
+  if (worker_.stopping()) return;  // calls end because we cancel them, not because XDM left
   Mode m;
   Mode old;
   {
@@ -394,17 +387,17 @@ void XdmClient::UpdateMode() {
 }
 
 void XdmClient::StreamLoop() {
-  Backoff backoff(options_.backoff_initial, 2.0, options_.backoff_max, 0.2, uniform01_);
+  Backoff backoff = NewBackoff();
   const xdm::api::ExporterDataRequest req;  // everything
-  while (!stopping_) {
+  while (!worker_.stopping()) {
     grpc::ClientContext ctx;
-    TrackedCall tracked(this, &ctx);
+    CallScope tracked(&calls_, &ctx);
     if (!tracked.ok()) break;
     {
       std::lock_guard<std::mutex> lock(mu_);
       stream_ctx_ = &ctx;
       stream_open_ = true;
-      stream_wake_ = false;
+      worker_.Reset(&stream_wake_);
       stream_opened_ = SteadyClock::now();
     }
     // The stub (and its channel) must outlive the call: a renewed channel
@@ -430,7 +423,8 @@ void XdmClient::StreamLoop() {
         last_stream_msg_ = SteadyClock::now();
       }
       // A message far larger than usual would keep its memory: start afresh.
-      if (msg.datalist().Capacity() > 4096 && msg.datalist().Capacity() > 2 * msg.datalist_size())
+      if (msg.datalist().Capacity() > kKeepBufferEntries &&
+          msg.datalist().Capacity() > 2 * msg.datalist_size())
         msg = xdm::api::ExporterDataResponse();
       Collector("stream", true, SteadyClock::now() - t0);
       UpdateMode();
@@ -441,11 +435,10 @@ void XdmClient::StreamLoop() {
       std::lock_guard<std::mutex> lock(mu_);
       stream_ctx_ = nullptr;
       stream_open_ = false;
-      poll_now_ = true;
+      worker_.Ring(&poll_now_);
     }
-    cv_.notify_all();
     UpdateMode();
-    if (stopping_) break;
+    if (worker_.stopping()) break;
     Collector("stream", false, SteadyClock::now() - t0);
     const auto wait = backoff.Next();
     {
@@ -455,7 +448,7 @@ void XdmClient::StreamLoop() {
     spdlog::warn("ExporterDataStream ended ({}); polling, re-subscribing in {} ms "
                  "(at once when a poll succeeds)",
                  Describe(st), wait.count());
-    if (!SleepOrWake(SteadyClock::now() + wait, &stream_wake_)) break;
+    if (!worker_.SleepFor(wait, &stream_wake_)) break;
     metrics_->reconnects.Increment();
     std::lock_guard<std::mutex> lock(mu_);
     ++reconnects_;
@@ -464,9 +457,9 @@ void XdmClient::StreamLoop() {
 
 bool XdmClient::PollOnce() {
   grpc::ClientContext ctx;
-  TrackedCall tracked(this, &ctx);
+  CallScope tracked(&calls_, &ctx);
   if (!tracked.ok()) return false;
-  ctx.set_deadline(std::chrono::system_clock::now() + interval() * 4 / 5);
+  ctx.set_deadline(std::chrono::system_clock::now() + PollDeadline(interval()));
   xdm::api::ExporterDataResponse resp;
   const auto t0 = SteadyClock::now();
   const auto stub = this->stub();  // outlives the call
@@ -486,32 +479,27 @@ bool XdmClient::PollOnce() {
     last_poll_ = SteadyClock::now();
     polled_ = true;
     if (st.ok()) {
-      // The daemon answers: whatever is down re-subscribes now.
-      if (!stream_open_) stream_wake_ = true;
-      if (!info_open_) info_wake_ = true;
+      // The daemon answers: whatever is down re-subscribes now. Rung under
+      // mu_, so that a stream opening meanwhile (and resetting its alarm)
+      // is seen.
+      if (!stream_open_) worker_.Ring(&stream_wake_);
+      if (!info_open_) worker_.Ring(&info_wake_);
     }
   }
-  if (st.ok()) cv_.notify_all();
   return fresh;
 }
 
 void XdmClient::PollLoop() {
   // Give the stream one interval to deliver before the first poll.
   auto next = SteadyClock::now() + options_.interval;
-  while (!stopping_) {
-    {
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait_until(lock, next, [&] { return stopping_.load() || poll_now_; });
-      if (stopping_) break;
-      poll_now_ = false;
-    }
+  while (worker_.SleepUntil(next, &poll_now_)) {
     const auto now = SteadyClock::now();
     bool stream_fresh;
     milliseconds interval;
     {
       std::lock_guard<std::mutex> lock(mu_);
       interval = interval_;
-      const milliseconds watchdog = options_.watchdog.count() > 0 ? options_.watchdog : interval * 3;
+      const milliseconds watchdog = options_.watchdog.count() > 0 ? options_.watchdog : interval * kIntervalsUntilGivenUp;
       stream_fresh = StreamFreshLocked(now);
       const auto quiet_since = std::max(last_stream_msg_, stream_opened_);
       if (stream_open_ && stream_ctx_ != nullptr && now - quiet_since > watchdog) {
@@ -531,13 +519,13 @@ void XdmClient::ReadStaticInfo() {
   const auto stub = this->stub();  // outlives the calls below
   auto call = [&](const char* name, auto&& fn) {
     grpc::ClientContext ctx;
-    TrackedCall tracked(this, &ctx);
+    CallScope tracked(&calls_, &ctx);
     if (!tracked.ok()) return;
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
+    ctx.set_deadline(std::chrono::system_clock::now() + kStaticInfoDeadline);
     const auto t0 = SteadyClock::now();
     grpc::Status st = fn(&ctx);
     Collector(name, st.ok(), SteadyClock::now() - t0);
-    if (!st.ok() && !stopping_) spdlog::warn("{} failed: {}", name, Describe(st));
+    if (!st.ok() && !worker_.stopping()) spdlog::warn("{} failed: {}", name, Describe(st));
   };
   call("gpu_info", [&](grpc::ClientContext* ctx) {
     xdm::api::GpuInfoResponse resp;
@@ -592,11 +580,11 @@ void XdmClient::ReadStaticInfo() {
 }
 
 void XdmClient::InfoLoop() {
-  Backoff backoff(options_.backoff_initial, 2.0, options_.backoff_max, 0.2, uniform01_);
-  while (!stopping_) {
+  Backoff backoff = NewBackoff();
+  while (!worker_.stopping()) {
     ReadStaticInfo();
     grpc::ClientContext ctx;
-    TrackedCall tracked(this, &ctx);
+    CallScope tracked(&calls_, &ctx);
     if (!tracked.ok()) break;
     const auto stub = this->stub();  // outlives the stream
     auto reader = stub->ListAndWatch(&ctx, {});
@@ -638,15 +626,15 @@ void XdmClient::InfoLoop() {
     {
       std::lock_guard<std::mutex> lock(mu_);
       info_open_ = false;
-      info_wake_ = false;
+      worker_.Reset(&info_wake_);
       PublishModeLocked();
     }
-    if (stopping_) break;
+    if (worker_.stopping()) break;
     Collector("list_and_watch", false, SteadyClock::now() - t0);
     const auto wait = backoff.Next();
     spdlog::warn("ListAndWatch ended ({}); re-subscribing in {} ms (at once when a poll succeeds)",
                  Describe(st), wait.count());
-    if (!SleepOrWake(SteadyClock::now() + wait, &info_wake_)) break;
+    if (!worker_.SleepFor(wait, &info_wake_)) break;
   }
 }
 

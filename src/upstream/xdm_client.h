@@ -1,8 +1,6 @@
 #pragma once
 
-#include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -10,7 +8,6 @@
 #include <optional>
 #include <set>
 #include <string>
-#include <thread>
 
 #include <grpcpp/grpcpp.h>
 #include <prometheus/counter.h>
@@ -19,6 +16,7 @@
 #include <prometheus/registry.h>
 
 #include "catalog/catalog.h"
+#include "common/worker.h"
 #include "store/device_registry.h"
 #include "store/metric_store.h"
 #include "upstream/backoff.h"
@@ -131,32 +129,15 @@ class XdmClient {
   bool StreamFreshLocked(std::chrono::steady_clock::time_point now) const;
   void SetIntervalLocked(std::chrono::milliseconds interval);
   void PublishModeLocked();
-  // Sleeps until `deadline`, Stop(), or `*wake` turns true (then clears it);
-  // false if stopping.
-  bool SleepOrWake(std::chrono::steady_clock::time_point deadline, bool* wake);
   void ReadStaticInfo();
   void UpdateMode();
   void Collector(const std::string& name, bool ok, std::chrono::steady_clock::duration took);
   // Adds `counts` to xpu_exporter_invalid_samples_total{reason} and logs each
   // reason's message the first time it occurs.
   void CountInvalid(const InvalidCounts& counts);
-  void LogOnce(const std::string& what, const std::string& message);
-  // Registers a call for cancellation by Stop() for as long as it lives;
-  // ok() is false if the client is already stopping (make no call then).
-  // Declare it right after the ClientContext so it goes first.
-  class TrackedCall {
-   public:
-    TrackedCall(XdmClient* client, grpc::ClientContext* ctx);
-    ~TrackedCall();
-    TrackedCall(const TrackedCall&) = delete;
-    TrackedCall& operator=(const TrackedCall&) = delete;
-    bool ok() const { return ok_; }
-
-   private:
-    XdmClient* client_;
-    grpc::ClientContext* ctx_;
-    bool ok_;
-  };
+  Backoff NewBackoff() const;
+  void Warn(const std::string& key, const std::string& message);
+  using CallScope = InFlightCalls<grpc::ClientContext>::Scope;
 
   const ClientOptions options_;
   const std::shared_ptr<const catalog::Catalog> catalog_;
@@ -175,15 +156,17 @@ class XdmClient {
   std::unique_ptr<xdm::config::AmpConfigService::Stub> controller_;
   std::function<double()> uniform01_;
 
-  std::atomic<bool> stopping_{false};
-  std::thread stream_thread_, poll_thread_, info_thread_;
+  InFlightCalls<grpc::ClientContext> calls_;  // cancelled by Stop()
+  LogOnce logged_;                            // problems already logged once
+  // Wakes the poller at once (the stream just ended), and the stream or
+  // ListAndWatch (a poll succeeded while it was down: the daemon is back, so
+  // re-subscribe now instead of waiting out the backoff).
+  Worker::Alarm poll_now_, stream_wake_, info_wake_;
 
   mutable std::mutex mu_;
-  std::condition_variable cv_;
   // State below is protected by mu_.
   Mode mode_ = Mode::kDown;
   grpc::ClientContext* stream_ctx_ = nullptr;  // the open stream's, for cancelling
-  std::set<grpc::ClientContext*> calls_;       // every call in flight, for Stop()
   bool stream_open_ = false;
   std::chrono::steady_clock::time_point last_stream_msg_{};
   std::chrono::steady_clock::time_point stream_opened_{};
@@ -193,11 +176,6 @@ class XdmClient {
   std::chrono::system_clock::time_point mode_since_ = std::chrono::system_clock::now();
   std::chrono::milliseconds backoff_base_{0};
   std::map<std::string, CollectorState> collectors_;
-  bool poll_now_ = false;  // the stream just ended: poll without waiting
-  // A poll succeeded while the stream or ListAndWatch was down: the daemon is
-  // back, so re-subscribe now instead of waiting out the backoff.
-  bool stream_wake_ = false;
-  bool info_wake_ = false;
   bool info_open_ = false;  // ListAndWatch delivering
   std::chrono::milliseconds interval_;  // see interval()
   // The last fresh message's sequence and timestampMs, to tell a re-served
@@ -210,7 +188,8 @@ class XdmClient {
   std::chrono::steady_clock::time_point channel_renewed_{};  // last fresh channel
   UpstreamInfo info_;
   xdm::api::GpuInfoResponse gpu_info_;
-  std::set<std::string> logged_;  // problems already logged once
+
+  Worker worker_;  // last: its threads stop before the state above goes
 };
 
 }  // namespace xpu::upstream

@@ -1,0 +1,119 @@
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace xpu {
+
+// The threads of one background service (the XDM client, the HAL sampler,
+// the kubelet poller): owns them, their stop flag and the condition variable
+// they sleep on between rounds, so that Stop() wakes every sleeper at once.
+// An Alarm ends one sleep early when another thread rings it (a returning
+// daemon, a stream that just ended).
+//
+// Thread-safe, except that Start() and Stop() are for the owning thread.
+class Worker {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  // A wake-up reason, set by Ring() and consumed by the sleep that sees it.
+  // Guarded by the worker's mutex; owned by whoever declares it.
+  class Alarm {
+   private:
+    friend class Worker;
+    bool rung_ = false;
+  };
+
+  Worker() = default;
+  ~Worker() { Stop(); }
+  Worker(const Worker&) = delete;
+  Worker& operator=(const Worker&) = delete;
+
+  // Starts one thread running `loop`, which returns once stopping().
+  void Start(std::function<void()> loop);
+  // Makes stopping() true and wakes every sleeper; returns at once.
+  void RequestStop();
+  // RequestStop(), then joins every thread. Idempotent.
+  void Stop();
+  bool stopping() const { return stopping_.load(std::memory_order_acquire); }
+
+  // Sleeps until `deadline`, RequestStop(), or `alarm` rings (then resets it);
+  // false if stopping.
+  bool SleepUntil(Clock::time_point deadline, Alarm* alarm = nullptr);
+  bool SleepFor(Clock::duration d, Alarm* alarm = nullptr) {
+    return SleepUntil(Clock::now() + d, alarm);
+  }
+  void Ring(Alarm* alarm);
+  void Reset(Alarm* alarm);
+
+ private:
+  std::atomic<bool> stopping_{false};
+  std::mutex mu_;  // guards every Alarm's rung_, with cv_
+  std::condition_variable cv_;
+  std::vector<std::thread> threads_;  // owner thread only
+};
+
+// Remembers which problems have been logged, so that a condition that
+// persists is logged once, and its end can be logged once too. Thread-safe.
+class LogOnce {
+ public:
+  // True the first time `key` is raised since it last cleared: log it then.
+  bool Raise(const std::string& key);
+  // True if `key` was raised: the problem is over, log that if useful.
+  bool Clear(const std::string& key);
+
+ private:
+  std::mutex mu_;
+  std::set<std::string> raised_;  // guarded by mu_
+};
+
+// The calls a service has in flight (anything with TryCancel(), such as
+// grpc::ClientContext), so that stopping can cancel them: each call is held
+// by a Scope for as long as it may block. Once CancelAll() ran, every Scope
+// is refused (ok() false) and the caller makes no call. Thread-safe.
+template <typename Call>
+class InFlightCalls {
+ public:
+  class Scope {
+   public:
+    // Declare right after the call's context, so that it ends first.
+    Scope(InFlightCalls* calls, Call* call) : calls_(calls), call_(call) {
+      std::lock_guard<std::mutex> lock(calls_->mu_);
+      ok_ = !calls_->cancelled_;
+      if (ok_) calls_->calls_.push_back(call_);
+    }
+    ~Scope() {
+      if (!ok_) return;
+      std::lock_guard<std::mutex> lock(calls_->mu_);
+      std::erase(calls_->calls_, call_);
+    }
+    Scope(const Scope&) = delete;
+    Scope& operator=(const Scope&) = delete;
+    bool ok() const { return ok_; }
+
+   private:
+    InFlightCalls* calls_;
+    Call* call_;
+    bool ok_;
+  };
+
+  void CancelAll() {
+    std::lock_guard<std::mutex> lock(mu_);
+    cancelled_ = true;
+    for (Call* c : calls_) c->TryCancel();
+  }
+
+ private:
+  std::mutex mu_;
+  bool cancelled_ = false;    // guarded by mu_
+  std::vector<Call*> calls_;  // guarded by mu_
+};
+
+}  // namespace xpu
