@@ -5,9 +5,6 @@
 #include <set>
 
 #include <CLI/CLI.hpp>
-#include <spdlog/pattern_formatter.h>
-#include <spdlog/sinks/stdout_sinks.h>
-#include <spdlog/spdlog.h>
 #include <yaml-cpp/yaml.h>
 
 #include "common/duration.h"
@@ -30,117 +27,79 @@ struct DurationValidator : public CLI::Validator {
   }
 };
 
-// logfmt and JSON need the message escaped: custom spdlog flags.
-class QuotedMessage : public spdlog::custom_flag_formatter {
- public:
-  explicit QuotedMessage(bool json) : json_(json) {}
-  void format(const spdlog::details::log_msg& msg, const std::tm&,
-              spdlog::memory_buf_t& dest) override {
-    dest.push_back('"');
-    for (char c : std::string_view(msg.payload.data(), msg.payload.size())) {
-      switch (c) {
-        case '"': dest.append(std::string_view("\\\"")); break;
-        case '\\': dest.append(std::string_view("\\\\")); break;
-        case '\n': dest.append(std::string_view("\\n")); break;
-        case '\t': dest.append(std::string_view("\\t")); break;
-        default:
-          if (static_cast<unsigned char>(c) < 0x20) {
-            char buf[8];
-            std::snprintf(buf, sizeof buf, "\\u%04x", c);
-            dest.append(std::string_view(buf));
-          } else {
-            dest.push_back(c);
-          }
-      }
-    }
-    dest.push_back('"');
-  }
-  std::unique_ptr<custom_flag_formatter> clone() const override {
-    return spdlog::details::make_unique<QuotedMessage>(json_);
-  }
+// A duration flag, parsed once into `out` (whose value is the default).
+CLI::Option* AddDuration(CLI::App& app, const std::string& name, std::chrono::milliseconds* out,
+                         const std::string& help) {
+  static const DurationValidator duration;
+  CLI::Option* opt = app.add_option_function<std::string>(
+      name, [out](const std::string& s) { *out = *ParseDuration(s); }, help);
+  opt->check(duration);
+  if (out->count() > 0) opt->default_str(FormatDuration(*out));
+  return opt;
+}
 
- private:
-  bool json_;
-};
-
-
-// Raw option values that need post-processing.
-struct Strings {
-  std::string interval = "1s", stale_after, backoff_initial = "1s", backoff_max = "30s",
-              hal_interval = "1s", kubelet_interval = "10s";
-};
-
-void Build(CLI::App& app, Config* cfg, Strings* st) {
-  static DurationValidator duration;
+void Build(CLI::App& app, Config* cfg) {
   app.set_version_flag("--version", std::string("xpu-exporter ") + kVersion);
-  cfg->listen_addresses.clear();
+  cfg->web.listen_addresses.clear();  // a repeatable option appends
   app.add_option("--config.file", cfg->config_file,
                  "YAML file setting any of these flags by name (flags override it)");
   app.add_option("--web.config.file", cfg->web_config_file,
                  "Exporter-toolkit web config: TLS, basic auth, headers (re-read on SIGHUP)");
-  app.add_flag("--web.probes-require-auth", cfg->protect_probes,
+  app.add_flag("--web.probes-require-auth", cfg->web.protect_probes,
                "Require basic auth on /-/healthy and /-/ready too");
-  app.add_option("--web.listen-address", cfg->listen_addresses,
-                 "Address to listen on, repeatable (default :9445)");
+  app.add_option("--web.listen-address", cfg->web.listen_addresses,
+                 std::string("Address to listen on, repeatable (default ") +
+                     kDefaultListenAddress + ")");
   app.add_option("--web.telemetry-path", cfg->telemetry_path, "Path under which to expose metrics")
       ->capture_default_str();
-  app.add_option("--web.max-connections", cfg->max_connections,
+  app.add_option("--web.max-connections", cfg->web.max_connections,
                  "Maximum concurrent HTTP requests")
       ->check(CLI::Range(1, 1024))
       ->capture_default_str();
-  app.add_option("--xdm.endpoint", cfg->xdm_endpoint, "XDM gRPC endpoint (dp2mgr.sock)")
+  app.add_option("--xdm.endpoint", cfg->xdm.xdm_endpoint, "XDM gRPC endpoint (dp2mgr.sock)")
       ->capture_default_str();
-  app.add_option("--controller.endpoint", cfg->controller_endpoint,
+  app.add_option("--controller.endpoint", cfg->xdm.controller_endpoint,
                  "Controller gRPC endpoint (config-daemon.sock); empty disables")
       ->capture_default_str();
-  app.add_option("--xdm.backoff-initial", st->backoff_initial,
-                 "First wait before re-subscribing a broken stream")
-      ->check(duration)
-      ->capture_default_str();
-  app.add_option("--xdm.backoff-max", st->backoff_max, "Longest wait before re-subscribing")
-      ->check(duration)
-      ->capture_default_str();
-  app.add_option("--collector.interval", st->interval,
-                 "Expected XDM collection interval; polling period while the stream is down")
-      ->check(duration)
-      ->capture_default_str();
-  app.add_option("--collector.stale-after", st->stale_after,
-                 "Drop series not refreshed for this long (default 3 intervals)")
-      ->check(duration);
+  AddDuration(app, "--xdm.backoff-initial", &cfg->xdm.backoff_initial,
+              "First wait before re-subscribing a broken stream");
+  AddDuration(app, "--xdm.backoff-max", &cfg->xdm.backoff_max,
+              "Longest wait before re-subscribing");
+  AddDuration(app, "--collector.interval", &cfg->xdm.interval,
+              "Expected XDM collection interval; polling period while the stream is down");
+  AddDuration(app, "--collector.stale-after", &cfg->xdm.stale_after,
+              "Drop series not refreshed for this long (default 3 intervals)");
   app.add_option("--collector.max-series", cfg->max_series,
                  "Cap on device series held; new series beyond it are dropped and counted")
       ->check(CLI::Range(size_t{1}, size_t{100000000}))
       ->capture_default_str();
-  app.add_option("--collector.max-devices", cfg->max_devices,
+  app.add_option("--collector.max-devices", cfg->xdm.max_devices,
                  "Cap on devices taken from XDM; data of further devices is dropped and counted")
       ->check(CLI::Range(size_t{1}, size_t{65536}))
       ->capture_default_str();
-  app.add_option("--xdm.max-message-size", cfg->xdm_max_message_bytes,
+  app.add_option("--xdm.max-message-size", cfg->xdm.max_message_bytes,
                  "Largest gRPC message accepted from XDM, in bytes (bounds memory)")
       ->check(CLI::Range(4096, 1 << 30))
       ->capture_default_str();
-  app.add_flag("--collector.unknown-metrics", cfg->unknown_metrics,
+  app.add_flag("--collector.unknown-metrics", cfg->xdm.keep_unknown,
                "Export samples with metric IDs the catalog lacks as xpu_unknown_metric{id=...}");
   app.add_option("--metrics.catalog", cfg->catalog_file,
                  "Metric catalog YAML replacing the built-in one")
       ->check(CLI::ExistingFile);
-  app.add_option("--hal", cfg->hal, "HAL backend: auto (sysfs if --hal.root exists), none, sysfs")
+  app.add_option("--hal", cfg->hal.backend,
+                 "HAL backend: auto (sysfs if --hal.root exists), none, sysfs")
       ->check(CLI::IsMember({"auto", "none", "sysfs"}))
       ->capture_default_str();
-  app.add_option("--hal.root", cfg->hal_root, "Root of the sysfs HAL tree (xpu<minor>/...)")
+  app.add_option("--hal.root", cfg->hal.root, "Root of the sysfs HAL tree (xpu<minor>/...)")
       ->capture_default_str();
-  app.add_option("--hal.interval", st->hal_interval, "How often to sample the HAL")
-      ->check(duration)
-      ->capture_default_str();
-  app.add_option("--hal.fault-catalog", cfg->fault_catalog_file,
+  AddDuration(app, "--hal.interval", &cfg->hal.interval, "How often to sample the HAL");
+  app.add_option("--hal.fault-catalog", cfg->hal.fault_catalog_file,
                  "Fault-code catalog YAML replacing the built-in one")
       ->check(CLI::ExistingFile);
-  app.add_option("--kubelet.pod-resources-socket", cfg->kubelet_socket,
+  app.add_option("--kubelet.pod-resources-socket", cfg->kubelet.socket,
                  "kubelet PodResources socket for device-to-pod attribution; empty disables")
       ->capture_default_str();
-  app.add_option("--kubelet.interval", st->kubelet_interval, "How often to ask the kubelet")
-      ->check(duration)
-      ->capture_default_str();
+  AddDuration(app, "--kubelet.interval", &cfg->kubelet.interval, "How often to ask the kubelet");
   app.add_option("--log.level", cfg->log_level, "debug, info, warn or error")
       ->check(CLI::IsMember({"debug", "info", "warn", "error"}))
       ->capture_default_str();
@@ -149,8 +108,8 @@ void Build(CLI::App& app, Config* cfg, Strings* st) {
       ->capture_default_str();
 }
 
-// Parses `args`; returns -1 to go on, or an exit code after printing.
-int Parse(CLI::App& app, std::vector<std::string> args) {
+// Parses `args`; returns nullopt to go on, or an exit code after printing.
+std::optional<int> Parse(CLI::App& app, std::vector<std::string> args) {
   std::reverse(args.begin(), args.end());  // CLI11 takes them back to front
   try {
     app.parse(args);
@@ -164,7 +123,13 @@ int Parse(CLI::App& app, std::vector<std::string> args) {
     std::cerr << "xpu-exporter: " << e.what() << " (see --help)\n";
     return 2;
   }
-  return -1;
+  return std::nullopt;
+}
+
+// The one place a configuration error is reported: one line, exit code 2.
+int Fail(const Status& s) {
+  std::cerr << "xpu-exporter: " << s.message() << "\n";
+  return 2;
 }
 
 void Flatten(const YAML::Node& node, const std::string& prefix,
@@ -237,30 +202,48 @@ Status FileArgs(const std::string& path, CLI::App& app, std::vector<std::string>
 
 }  // namespace
 
-int ParseFlags(int argc, char** argv, Config* cfg) {
+Status Validate(const Config& cfg) {
+  if (cfg.web.listen_addresses.empty())
+    return Status::InvalidArgument("--web.listen-address: none given");
+  for (const std::string& a : cfg.web.listen_addresses) {
+    std::string civet;
+    if (Status s = http::WebServer::ToCivetPort(a, &civet); !s.ok())
+      return Status::InvalidArgument("--web.listen-address: " + s.message());
+  }
+  if (cfg.telemetry_path.empty() || cfg.telemetry_path[0] != '/' ||
+      cfg.telemetry_path.find_first_of("?# ") != std::string::npos)
+    return Status::InvalidArgument("--web.telemetry-path must be a path starting with '/'");
+  for (const char* reserved : kReservedPaths) {
+    if (cfg.telemetry_path == reserved)
+      return Status::InvalidArgument(std::string("--web.telemetry-path ") + reserved +
+                                     " would shadow a page the exporter serves there");
+  }
+  if (cfg.xdm.backoff_max < cfg.xdm.backoff_initial)
+    return Status::InvalidArgument("--xdm.backoff-max must not be below --xdm.backoff-initial");
+  if (cfg.xdm.xdm_endpoint.empty())
+    return Status::InvalidArgument("--xdm.endpoint must not be empty");
+  return Status::Ok();
+}
+
+std::optional<int> ParseFlags(int argc, char** argv, Config* cfg) {
   const std::vector<std::string> cmdline(argv + 1, argv + argc);
   // Pass 1: the command line alone, to find --config.file and what it sets.
   Config first;
-  Strings first_strings;
   CLI::App probe{"xpu-exporter", "xpu-exporter"};
-  Build(probe, &first, &first_strings);
-  if (int rc = Parse(probe, cmdline); rc >= 0) return rc;
+  Build(probe, &first);
+  if (auto rc = Parse(probe, cmdline)) return rc;
   std::vector<std::string> args;
   std::set<std::string> from_file;
   if (!first.config_file.empty()) {
-    if (Status s = FileArgs(first.config_file, probe, &args, &from_file); !s.ok()) {
-      std::cerr << "xpu-exporter: " << s.message() << "\n";
-      return 2;
-    }
+    if (Status s = FileArgs(first.config_file, probe, &args, &from_file); !s.ok()) return Fail(s);
   }
   // Pass 2: the file's values, then the command line's.
   args.insert(args.end(), cmdline.begin(), cmdline.end());
-  Strings st;
   CLI::App app{"xpu-exporter: Prometheus exporter for AI accelerators (Lingjun Runtime Kit / XDM)",
                "xpu-exporter"};
   *cfg = Config();
-  Build(app, cfg, &st);
-  if (int rc = Parse(app, args); rc >= 0) return rc;
+  Build(app, cfg);
+  if (auto rc = Parse(app, args)) return rc;
   for (CLI::Option* opt : app.get_options()) {
     const std::string name = opt->get_name();
     if (name.rfind("--", 0) != 0 || name == "--help" || name == "--version") continue;
@@ -275,64 +258,13 @@ int ParseFlags(int argc, char** argv, Config* cfg) {
     }
     cfg->settings[key] = setting;
   }
-  if (cfg->listen_addresses.empty()) cfg->listen_addresses = {kDefaultListenAddress};
-  for (const std::string& a : cfg->listen_addresses) {
-    std::string civet;
-    if (Status s = http::WebServer::ToCivetPort(a, &civet); !s.ok()) {
-      std::cerr << "xpu-exporter: --web.listen-address: " << s.message() << "\n";
-      return 2;
-    }
-  }
-  if (cfg->telemetry_path.empty() || cfg->telemetry_path[0] != '/' ||
-      cfg->telemetry_path.find_first_of("?# ") != std::string::npos) {
-    std::cerr << "xpu-exporter: --web.telemetry-path must be a path starting with '/'\n";
-    return 2;
-  }
-  for (const char* reserved : kReservedPaths) {
-    if (cfg->telemetry_path == reserved) {
-      std::cerr << "xpu-exporter: --web.telemetry-path " << reserved
-                << " would shadow a page the exporter serves there\n";
-      return 2;
-    }
-  }
-  cfg->interval = *ParseDuration(st.interval);
-  cfg->hal_interval = *ParseDuration(st.hal_interval);
-  cfg->kubelet_interval = *ParseDuration(st.kubelet_interval);
-  if (!st.stale_after.empty()) cfg->stale_after = *ParseDuration(st.stale_after);
-  cfg->backoff_initial = *ParseDuration(st.backoff_initial);
-  cfg->backoff_max = *ParseDuration(st.backoff_max);
-  if (cfg->backoff_max < cfg->backoff_initial) {
-    std::cerr << "xpu-exporter: --xdm.backoff-max must not be below --xdm.backoff-initial\n";
-    return 2;
-  }
-  if (cfg->xdm_endpoint.empty()) {
-    std::cerr << "xpu-exporter: --xdm.endpoint must not be empty\n";
-    return 2;
-  }
+  if (cfg->web.listen_addresses.empty()) cfg->web.listen_addresses = {kDefaultListenAddress};
+  if (Status s = Validate(*cfg); !s.ok()) return Fail(s);
   if (!cfg->web_config_file.empty()) {
-    if (Status s = http::WebConfig::Load(cfg->web_config_file, &cfg->web_config); !s.ok()) {
-      std::cerr << "xpu-exporter: " << s.message() << "\n";
-      return 2;
-    }
+    if (Status s = http::WebConfig::Load(cfg->web_config_file, &cfg->web.web_config); !s.ok())
+      return Fail(s);
   }
-  return -1;
-}
-
-void SetupLogging(const Config& cfg) {
-  auto logger = std::make_shared<spdlog::logger>(
-      "xpu-exporter", std::make_shared<spdlog::sinks::stderr_sink_mt>());
-  auto formatter = std::make_unique<spdlog::pattern_formatter>(spdlog::pattern_time_type::utc);
-  const bool json = cfg.log_format == "json";
-  formatter->add_flag<QuotedMessage>('*', json);
-  if (json) {
-    formatter->set_pattern(R"({"ts":"%Y-%m-%dT%H:%M:%S.%eZ","level":"%l","msg":%*})");
-  } else {
-    formatter->set_pattern("ts=%Y-%m-%dT%H:%M:%S.%eZ level=%l msg=%*");
-  }
-  logger->set_formatter(std::move(formatter));
-  spdlog::set_default_logger(logger);
-  spdlog::set_level(spdlog::level::from_str(cfg.log_level));
-  spdlog::flush_on(spdlog::level::info);
+  return std::nullopt;
 }
 
 }  // namespace xpu::app

@@ -4,10 +4,17 @@
 #include <cstddef>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "common/status.h"
+#include "hal/hal.h"
 #include "http/web_config.h"
+#include "http/web_server.h"
+#include "kubelet/pod_mapper.h"
+#include "store/metric_store.h"
+#include "upstream/xdm_client.h"
 
 namespace xpu::app {
 
@@ -24,35 +31,28 @@ inline constexpr std::chrono::milliseconds kMaxDuration{std::chrono::hours(24)};
 inline constexpr const char* kReservedPaths[] = {"/", "/status", "/config", "/-/healthy",
                                                  "/-/ready"};
 
-// The effective configuration, from defaults and flags.
+// The effective configuration, from defaults, --config.file and flags. Each
+// component's settings are its own options struct, which holds their
+// defaults; the flags write straight into them.
 struct Config {
-  std::vector<std::string> listen_addresses = {kDefaultListenAddress};
+  // HTTP: listen addresses, connections, probes' auth, the loaded web config.
+  http::WebOptions web = [] {
+    http::WebOptions w;
+    w.listen_addresses = {kDefaultListenAddress};
+    return w;
+  }();
   std::string telemetry_path = "/metrics";
-  std::string xdm_endpoint = "unix:///run/amp/eKitC/xdm/sockets/dp2mgr.sock";
-  std::string controller_endpoint = "unix:///run/amp/eKitC/xdm/sockets/config-daemon.sock";
-  std::chrono::milliseconds interval{1000};
-  std::chrono::milliseconds stale_after{0};  // 0: 3 intervals
-  std::chrono::milliseconds backoff_initial{1000};
-  std::chrono::milliseconds backoff_max{30000};
-  size_t max_series = 50000;
-  size_t max_devices = 1024;
-  int xdm_max_message_bytes = 4 * 1024 * 1024;
-  bool unknown_metrics = false;
+  std::string web_config_file;  // --web.config.file (exporter-toolkit format)
+  // XDM client: endpoints, interval, stale-after, backoff, message and
+  // device caps (max_devices also bounds the store).
+  upstream::ClientOptions xdm;
+  size_t max_series = store::MetricStore::Options{}.max_series;
   std::string catalog_file;  // empty: the built-in catalog
+  hal::HalOptions hal;
+  kubelet::PodMapperOptions kubelet;
   std::string log_level = "info";
   std::string log_format = "logfmt";
-  int max_connections = 16;
-  std::string hal = "auto";  // auto | none | sysfs
-  std::string hal_root = "/sys/class/xpu";
-  std::chrono::milliseconds hal_interval{1000};
-  std::string fault_catalog_file;  // empty: the built-in fault catalog
-  // Empty: no pod attribution.
-  std::string kubelet_socket = "/var/lib/kubelet/pod-resources/kubelet.sock";
-  std::chrono::milliseconds kubelet_interval{10000};
-  std::string config_file;         // --config.file (YAML of the flags)
-  std::string web_config_file;     // --web.config.file (exporter-toolkit format)
-  bool protect_probes = false;     // basic auth on /-/healthy and /-/ready too
-  std::shared_ptr<const http::WebConfig> web_config;  // loaded from web_config_file
+  std::string config_file;  // --config.file (YAML of the flags)
 
   // Every option's effective value and where it came from ("default",
   // "file" or "flag"), for /config.
@@ -63,17 +63,19 @@ struct Config {
   std::map<std::string, Setting> settings;
 
   std::chrono::milliseconds effective_stale_after() const {
-    return stale_after.count() > 0 ? stale_after : interval * 3;
+    return xdm.stale_after.count() > 0 ? xdm.stale_after : xdm.interval * 3;
   }
 };
 
-// Parses the command line, and --config.file if given (flags override the
-// file), into `cfg`; also loads --web.config.file. Returns -1 to go on, or the
-// exit code to exit with at once: 0 after --help/--version, 2 after one clear
-// line on stderr for a bad flag, value or file.
-int ParseFlags(int argc, char** argv, Config* cfg);
+// Checks what the flags' own validators cannot: relations between options
+// and the forms of addresses and paths. InvalidArgument names the flag.
+Status Validate(const Config& cfg);
 
-// Sets up spdlog: level (debug|info|warn|error) and format (logfmt|json).
-void SetupLogging(const Config& cfg);
+// Parses the command line, and --config.file if given (flags override the
+// file), into `cfg`, validates it and loads --web.config.file. Returns
+// nullopt to go on, or the exit code to exit with at once: 0 after
+// --help/--version, 2 after one clear line on stderr for a bad flag, value or
+// file.
+std::optional<int> ParseFlags(int argc, char** argv, Config* cfg);
 
 }  // namespace xpu::app

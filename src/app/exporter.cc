@@ -20,24 +20,24 @@ Status Exporter::Start() {
     Status s = catalog::Catalog::LoadFile(cfg_.catalog_file, &catalog_);
     if (!s.ok()) return s;
   }
-  if (cfg_.fault_catalog_file.empty()) {
+  if (cfg_.hal.fault_catalog_file.empty()) {
     fault_catalog_ = hal::FaultCatalog::Builtin();
   } else {
-    Status s = hal::FaultCatalog::LoadFile(cfg_.fault_catalog_file, &fault_catalog_);
+    Status s = hal::FaultCatalog::LoadFile(cfg_.hal.fault_catalog_file, &fault_catalog_);
     if (!s.ok()) return s;
   }
   std::unique_ptr<hal::HalBackend> backend;
-  if (Status s = hal::MakeBackend(cfg_.hal, cfg_.hal_root, &backend); !s.ok()) return s;
+  if (Status s = hal::MakeBackend(cfg_.hal.backend, cfg_.hal.root, &backend); !s.ok()) return s;
   if (backend) {
-    spdlog::info("HAL backend {} at {}, every {} ms", backend->name(), cfg_.hal_root,
-                 cfg_.hal_interval.count());
+    spdlog::info("HAL backend {} at {}, every {} ms", backend->name(), cfg_.hal.root,
+                 cfg_.hal.interval.count());
     hal_ = std::make_unique<hal::HalSampler>(std::move(backend), fault_catalog_,
-                                             cfg_.hal_interval, &devices_, &self_metrics_);
+                                             cfg_.hal.interval, &devices_, &self_metrics_);
   } else {
-    spdlog::info("HAL sampling off (--hal={}, {} absent)", cfg_.hal, cfg_.hal_root);
+    spdlog::info("HAL sampling off (--hal={}, {} absent)", cfg_.hal.backend, cfg_.hal.root);
   }
-  if (!cfg_.kubelet_socket.empty())
-    pods_ = std::make_unique<kubelet::PodMapper>(cfg_.kubelet_socket, cfg_.kubelet_interval,
+  if (!cfg_.kubelet.socket.empty())
+    pods_ = std::make_unique<kubelet::PodMapper>(cfg_.kubelet.socket, cfg_.kubelet.interval,
                                                  &devices_, &self_metrics_);
   prometheus::BuildGauge()
       .Name("xpu_exporter_build_info")
@@ -47,30 +47,16 @@ Status Exporter::Start() {
       .Set(1);
   store_ = std::make_unique<store::MetricStore>(
       catalog_, store::MetricStore::Options{cfg_.effective_stale_after(), cfg_.max_series,
-                                            cfg_.max_devices});
+                                            cfg_.xdm.max_devices});
   exposer_ = std::make_unique<exposition::Exposer>(store_.get(), &self_metrics_);
   exposer_->AddCollectable(&devices_);
   exposer_->AddCollectable(&self_metrics_);
 
-  upstream::ClientOptions co;
-  co.xdm_endpoint = cfg_.xdm_endpoint;
-  co.controller_endpoint = cfg_.controller_endpoint;
-  co.interval = cfg_.interval;
-  co.backoff_initial = cfg_.backoff_initial;
-  co.backoff_max = cfg_.backoff_max;
-  co.keep_unknown = cfg_.unknown_metrics;
-  co.stale_after = cfg_.stale_after;
-  co.max_message_bytes = cfg_.xdm_max_message_bytes;
-  co.max_devices = cfg_.max_devices;
-  client_ = std::make_unique<upstream::XdmClient>(co, catalog_, store_.get(), &devices_,
+  client_ = std::make_unique<upstream::XdmClient>(cfg_.xdm, catalog_, store_.get(), &devices_,
                                                   &self_metrics_);
 
-  http::WebOptions wo;
-  wo.listen_addresses = cfg_.listen_addresses;
-  wo.max_connections = cfg_.max_connections;
-  wo.web_config = cfg_.web_config;
+  http::WebOptions wo = cfg_.web;
   wo.probe_paths = {"/-/healthy", "/-/ready"};
-  wo.protect_probes = cfg_.protect_probes;
   web_ = std::make_unique<http::WebServer>(wo);
   web_->Route(cfg_.telemetry_path, {"GET"},
               [this](const http::Request& r) { return Metrics(r); }, /*gzip=*/true);
@@ -102,7 +88,7 @@ Status Exporter::ReloadWebConfig() {
   s = web_->Reload(fresh);
   if (s.ok()) {
     std::lock_guard<std::mutex> lock(web_config_mu_);
-    cfg_.web_config = fresh;
+    cfg_.web.web_config = fresh;
   }
   return s;
 }
@@ -134,7 +120,7 @@ http::Response Exporter::ConfigPage() {
   std::shared_ptr<const http::WebConfig> wc;
   {
     std::lock_guard<std::mutex> lock(web_config_mu_);
-    wc = cfg_.web_config;
+    wc = cfg_.web.web_config;
   }
   if (wc) {
     Json w;
@@ -181,7 +167,7 @@ http::Response Exporter::Ready() {
                    std::chrono::milliseconds window) { return t && now - *t < window; };
   if (fresh(store_->last_update(), store_->stale_after()))
     return {200, "text/plain; charset=utf-8", "Ready: data from XDM\n", {}};
-  if (hal_ && fresh(hal_->last_success(), cfg_.hal_interval * 3))
+  if (hal_ && fresh(hal_->last_success(), cfg_.hal.interval * 3))
     return {200, "text/plain; charset=utf-8", "Ready: XDM stale, HAL sampling\n", {}};
   std::string why = store_->last_update() ? "Not ready: XDM data is stale (upstream mode " +
                                                 std::string(upstream::ModeName(client_->mode())) + ")"

@@ -49,7 +49,7 @@ class Exporter {
   std::string StatusJson();
   std::string LandingPage();
 
-  Config cfg_;  // cfg_.web_config is guarded by web_config_mu_ after Start
+  Config cfg_;  // cfg_.web.web_config is guarded by web_config_mu_ after Start
   std::mutex web_config_mu_;
   const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
   std::shared_ptr<const catalog::Catalog> catalog_;

@@ -9,6 +9,7 @@
 
 #include "app/config.h"
 #include "app/exporter.h"
+#include "app/logging.h"
 #include "version.h"
 
 int main(int argc, char** argv) {
@@ -20,8 +21,8 @@ int main(int argc, char** argv) {
   mallopt(M_ARENA_MAX, 2);
   mallopt(M_MMAP_THRESHOLD, 1 << 20);
   xpu::app::Config cfg;
-  if (int rc = xpu::app::ParseFlags(argc, argv, &cfg); rc >= 0) return rc;
-  xpu::app::SetupLogging(cfg);
+  if (auto rc = xpu::app::ParseFlags(argc, argv, &cfg)) return *rc;
+  xpu::app::SetupLogging(cfg.log_level, cfg.log_format);
 
   // Block the stop signals before any thread starts; this thread waits for them.
   sigset_t stop;
@@ -41,7 +42,7 @@ int main(int argc, char** argv) {
   std::string where;
   for (int p : exporter.ports()) where += (where.empty() ? "" : ", ") + std::to_string(p);
   spdlog::info("xpu-exporter {} listening on port(s) {}, metrics at {}, upstream {}", xpu::kVersion,
-               where, cfg.telemetry_path, cfg.xdm_endpoint);
+               where, cfg.telemetry_path, cfg.xdm.xdm_endpoint);
   int sig = 0;
   for (;;) {
     sigwait(&stop, &sig);

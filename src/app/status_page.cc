@@ -51,7 +51,7 @@ std::string Exporter::StatusJson() {
   const upstream::UpstreamState st = client_->state();
   const upstream::UpstreamInfo info = client_->info();
   Json up;
-  up["endpoint"] = cfg_.xdm_endpoint;
+  up["endpoint"] = cfg_.xdm.xdm_endpoint;
   up["mode"] = upstream::ModeName(st.mode);
   up["modeSince"] = Rfc3339(st.mode_since);
   up["reconnects"] = st.reconnects;

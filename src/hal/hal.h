@@ -1,5 +1,6 @@
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -28,6 +29,14 @@ class HalBackend {
   virtual Status ReadHealth(int32_t minor, bool* healthy) = 0;
   // Active fault codes as written by the hardware (normalised by the caller).
   virtual Status ReadFaultCodes(int32_t minor, std::vector<std::string>* codes) = 0;
+};
+
+// Where and how often to sample the HAL; the defaults of --hal*.
+struct HalOptions {
+  std::string backend = "auto";  // auto | none | sysfs
+  std::string root = "/sys/class/xpu";
+  std::chrono::milliseconds interval{1000};
+  std::string fault_catalog_file;  // empty: the built-in fault catalog
 };
 
 // Backend selection for --hal: "none", "sysfs", or "auto" (sysfs when `root`

@@ -30,6 +30,13 @@ inline constexpr size_t kMaxLabelBytes = 256;
 std::vector<store::PodAssignment> MatchPods(const v1::ListPodResourcesResponse& resp,
                                             const std::set<std::string>& uuids);
 
+// The kubelet's PodResources socket (empty: no pod attribution) and how
+// often to ask it; the defaults of --kubelet.*.
+struct PodMapperOptions {
+  std::string socket = "/var/lib/kubelet/pod-resources/kubelet.sock";
+  std::chrono::milliseconds interval{10000};
+};
+
 // Polls the kubelet's PodResources API every `interval` on its own thread and
 // publishes the matches to the DeviceRegistry (xpu_device_pod_info). When the
 // socket does not exist (not a Kubernetes node) it does nothing and says so

@@ -32,8 +32,10 @@ enum class Mode { kDown, kPoll, kStream };
 const char* ModeName(Mode m);
 
 struct ClientOptions {
-  std::string xdm_endpoint;         // "unix:///run/.../dp2mgr.sock"
-  std::string controller_endpoint;  // "unix:///run/.../config-daemon.sock"
+  // The Lingjun Runtime Kit's sockets; an empty controller endpoint means no
+  // Controller.
+  std::string xdm_endpoint = "unix:///run/amp/eKitC/xdm/sockets/dp2mgr.sock";
+  std::string controller_endpoint = "unix:///run/amp/eKitC/xdm/sockets/config-daemon.sock";
   // The collection interval to assume until ExporterGetConfig tells the one
   // XDM really uses; freshness, the watchdog and the poll period follow that.
   std::chrono::milliseconds interval{1000};

@@ -49,12 +49,12 @@ class ExporterTest : public ::testing::Test {
     sim_ = std::make_unique<xdmsim::Simulator>(so);
     ASSERT_TRUE(sim_->Start().ok());
     Config cfg;
-    cfg.listen_addresses = {"127.0.0.1:0"};
-    cfg.xdm_endpoint = "unix://" + so.socket_path;
-    cfg.controller_endpoint = "unix://" + so.controller_socket_path;
-    cfg.interval = milliseconds(100);
-    cfg.backoff_initial = milliseconds(100);
-    cfg.backoff_max = milliseconds(200);
+    cfg.web.listen_addresses = {"127.0.0.1:0"};
+    cfg.xdm.xdm_endpoint = "unix://" + so.socket_path;
+    cfg.xdm.controller_endpoint = "unix://" + so.controller_socket_path;
+    cfg.xdm.interval = milliseconds(100);
+    cfg.xdm.backoff_initial = milliseconds(100);
+    cfg.xdm.backoff_max = milliseconds(200);
     exporter_ = std::make_unique<Exporter>(cfg);
     Status s = exporter_->Start();
     ASSERT_TRUE(s.ok()) << s.message();

@@ -25,7 +25,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string prog = "xpu-exporter";
   char* argv[] = {prog.data(), flag.data(), file.data(), nullptr};
   xpu::app::Config cfg;
-  const int rc = xpu::app::ParseFlags(3, argv, &cfg);
-  if (rc != -1 && rc != 0 && rc != 2) abort();
+  const std::optional<int> rc = xpu::app::ParseFlags(3, argv, &cfg);
+  if (rc && *rc != 0 && *rc != 2) abort();
   return 0;
 }

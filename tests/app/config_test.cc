@@ -1,0 +1,79 @@
+#include "app/config.h"
+
+#include <gtest/gtest.h>
+
+namespace xpu::app {
+namespace {
+
+using std::chrono::milliseconds;
+
+// ParseFlags on a command line given as strings.
+std::optional<int> Parse(std::vector<std::string> args, Config* cfg) {
+  args.insert(args.begin(), "xpu-exporter");
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  return ParseFlags(static_cast<int>(args.size()), argv.data(), cfg);
+}
+
+TEST(ConfigTest, DefaultsComeFromTheComponentsOptions) {
+  Config cfg;
+  ASSERT_FALSE(Parse({}, &cfg));
+  EXPECT_EQ(cfg.xdm.interval, upstream::ClientOptions{}.interval);
+  EXPECT_EQ(cfg.xdm.xdm_endpoint, upstream::ClientOptions{}.xdm_endpoint);
+  EXPECT_EQ(cfg.hal.root, hal::HalOptions{}.root);
+  EXPECT_EQ(cfg.kubelet.interval, kubelet::PodMapperOptions{}.interval);
+  EXPECT_EQ(cfg.web.listen_addresses, std::vector<std::string>{kDefaultListenAddress});
+  // /config shows each default as the flag would be written.
+  EXPECT_EQ(cfg.settings["collector.interval"].values, std::vector<std::string>{"1s"});
+  EXPECT_EQ(cfg.settings["collector.interval"].source, "default");
+  EXPECT_EQ(cfg.settings["xdm.backoff-max"].values, std::vector<std::string>{"30s"});
+}
+
+TEST(ConfigTest, DurationsAreParsedOnceIntoTheirOptions) {
+  Config cfg;
+  ASSERT_FALSE(Parse({"--collector.interval=250ms", "--hal.interval", "2s",
+                      "--kubelet.interval=1m", "--collector.stale-after=5s"},
+                     &cfg));
+  EXPECT_EQ(cfg.xdm.interval, milliseconds(250));
+  EXPECT_EQ(cfg.hal.interval, milliseconds(2000));
+  EXPECT_EQ(cfg.kubelet.interval, milliseconds(60000));
+  EXPECT_EQ(cfg.effective_stale_after(), milliseconds(5000));
+  EXPECT_EQ(cfg.settings["collector.interval"].source, "flag");
+}
+
+TEST(ConfigTest, BadDurationsExitTwo) {
+  for (const char* bad : {"--collector.interval=0s", "--hal.interval=fast",
+                          "--xdm.backoff-max=25h", "--kubelet.interval=-1s"}) {
+    Config cfg;
+    EXPECT_EQ(Parse({bad}, &cfg), 2) << bad;
+  }
+}
+
+TEST(ConfigTest, ValidateNamesTheFlagAtFault) {
+  const auto message = [](auto change) {
+    Config cfg;
+    change(cfg);
+    Status s = Validate(cfg);
+    EXPECT_EQ(s.code(), Status::Code::kInvalidArgument);
+    return s.message();
+  };
+  EXPECT_TRUE(Validate(Config()).ok());
+  EXPECT_NE(message([](Config& c) { c.web.listen_addresses = {"nonsense"}; })
+                .find("--web.listen-address"),
+            std::string::npos);
+  EXPECT_NE(message([](Config& c) { c.telemetry_path = "metrics"; }).find("--web.telemetry-path"),
+            std::string::npos);
+  EXPECT_NE(message([](Config& c) { c.telemetry_path = "/status"; }).find("shadow"),
+            std::string::npos);
+  EXPECT_NE(message([](Config& c) {
+              c.xdm.backoff_initial = milliseconds(5000);
+              c.xdm.backoff_max = milliseconds(1000);
+            }).find("--xdm.backoff-max"),
+            std::string::npos);
+  EXPECT_NE(message([](Config& c) { c.xdm.xdm_endpoint.clear(); }).find("--xdm.endpoint"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace xpu::app
