@@ -129,9 +129,9 @@ http::Response Exporter::ConfigPage() {
       w["tls"] = {{"certFile", wc->tls->cert_file},
                   {"keyFile", wc->tls->key_file},
                   {"clientCaFile", wc->tls->client_ca_file},
-                  {"clientAuthType", wc->tls->client_auth_type},
-                  {"minVersion", wc->tls->min_version},
-                  {"maxVersion", wc->tls->max_version}};
+                  {"clientAuthType", http::Name(wc->tls->client_auth)},
+                  {"minVersion", http::Name(wc->tls->min_version)},
+                  {"maxVersion", http::Name(wc->tls->max_version)}};
     } else {
       w["tls"] = nullptr;
     }

@@ -1,15 +1,12 @@
 #include "http/web_config.h"
 
-#include "common/file_util.h"
-
 #include <fstream>
 #include <set>
-#include <sstream>
 
-#include <openssl/err.h>
-#include <openssl/evp.h>
-#include <openssl/ssl.h>
 #include <yaml-cpp/yaml.h>
+
+#include "common/file_util.h"
+#include "http/tls.h"
 
 namespace xpu::http {
 namespace {
@@ -32,55 +29,46 @@ Status CheckKeys(const YAML::Node& map, const std::set<std::string>& known,
 
 bool Readable(const std::string& path) { return std::ifstream(path).good(); }
 
-// Loads the certificate chain, key and CA the way the server will, so that a
-// bad pair is a config error (exit 2, or a refused reload), not a late one.
-Status CheckTlsFiles(const TlsConfig& tls) {
-  SSL_CTX* ctx = SSL_CTX_new(TLS_server_method());
-  if (ctx == nullptr) return Status::IoError("cannot create a TLS context");
-  auto error = [&](const std::string& what) {
-    char buf[256] = "";
-    if (unsigned long e = ERR_get_error()) ERR_error_string_n(e, buf, sizeof buf);
-    ERR_clear_error();
-    SSL_CTX_free(ctx);
-    return Status::InvalidArgument(what + (buf[0] ? std::string(": ") + buf : ""));
-  };
-  if (SSL_CTX_use_certificate_chain_file(ctx, tls.cert_file.c_str()) != 1)
-    return error("cert_file " + tls.cert_file + " is not a PEM certificate");
-  if (SSL_CTX_use_PrivateKey_file(ctx, tls.key_file.c_str(), SSL_FILETYPE_PEM) != 1)
-    return error("key_file " + tls.key_file + " is not a PEM private key for cert_file " + tls.cert_file);
-  if (SSL_CTX_check_private_key(ctx) != 1)
-    return error("key_file " + tls.key_file + " does not match cert_file " + tls.cert_file);
-  if (!tls.client_ca_file.empty() &&
-      SSL_CTX_load_verify_locations(ctx, tls.client_ca_file.c_str(), nullptr) != 1)
-    return error("client_ca_file " + tls.client_ca_file + " is not a PEM certificate bundle");
-  SSL_CTX_free(ctx);
-  return Status::Ok();
+constexpr std::pair<TlsVersion, const char*> kVersionNames[] = {
+    {TlsVersion::kTls12, "TLS12"}, {TlsVersion::kTls13, "TLS13"}};
+constexpr std::pair<ClientAuth, const char*> kClientAuthNames[] = {
+    {ClientAuth::kNoClientCert, "NoClientCert"},
+    {ClientAuth::kRequestClientCert, "RequestClientCert"},
+    {ClientAuth::kRequireAnyClientCert, "RequireAnyClientCert"},
+    {ClientAuth::kVerifyClientCertIfGiven, "VerifyClientCertIfGiven"},
+    {ClientAuth::kRequireAndVerifyClientCert, "RequireAndVerifyClientCert"}};
+
+template <typename E, size_t N>
+const char* NameIn(const std::pair<E, const char*> (&table)[N], E e) {
+  for (const auto& [value, name] : table)
+    if (value == e) return name;
+  return "?";
 }
 
-// Fingerprints the TLS files' contents, so a rotated certificate counts as a
-// change even when its path does not.
-Status DigestFiles(const TlsConfig& tls, std::string* out) {
-  EVP_MD_CTX* md = EVP_MD_CTX_new();
-  EVP_DigestInit_ex(md, EVP_sha256(), nullptr);
-  for (const std::string* path : {&tls.cert_file, &tls.key_file, &tls.client_ca_file}) {
-    if (path->empty()) continue;
-    std::string text;
-    if (Status s = ReadTextFile(*path, "TLS file", &text); !s.ok()) {
-      EVP_MD_CTX_free(md);
-      return s;
+template <typename E, size_t N>
+bool ParseIn(const std::pair<E, const char*> (&table)[N], const std::string& name, E* out) {
+  for (const auto& [value, n] : table) {
+    if (name == n) {
+      *out = value;
+      return true;
     }
-    EVP_DigestUpdate(md, text.data(), text.size());
-    EVP_DigestUpdate(md, "", 1);  // separator
   }
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  EVP_DigestFinal_ex(md, digest, &len);
-  EVP_MD_CTX_free(md);
-  out->assign(reinterpret_cast<const char*>(digest), len);
-  return Status::Ok();
+  return false;
+}
+
+Status ParseVersion(const YAML::Node& node, const std::string& where, TlsVersion* out) {
+  const std::string v = node.as<std::string>();
+  if (ParseIn(kVersionNames, v, out)) return Status::Ok();
+  if (v == "TLS10" || v == "TLS11")
+    return Status::InvalidArgument(where + ": TLS version '" + v +
+                                   "' is not supported (OpenSSL 3 refuses it); use TLS12 or TLS13");
+  return Status::InvalidArgument(where + ": unknown TLS version '" + v + "' (TLS12, TLS13)");
 }
 
 }  // namespace
+
+const char* Name(TlsVersion v) { return NameIn(kVersionNames, v); }
+const char* Name(ClientAuth a) { return NameIn(kClientAuthNames, a); }
 
 Status WebConfig::Load(const std::string& path, std::shared_ptr<const WebConfig>* out) {
   std::string text;
@@ -114,46 +102,36 @@ Status WebConfig::Parse(const std::string& text, const std::string& origin,
       if (t["cert_file"]) tls.cert_file = t["cert_file"].as<std::string>();
       if (t["key_file"]) tls.key_file = t["key_file"].as<std::string>();
       if (t["client_ca_file"]) tls.client_ca_file = t["client_ca_file"].as<std::string>();
-      if (t["client_auth_type"]) tls.client_auth_type = t["client_auth_type"].as<std::string>();
-      if (t["min_version"]) tls.min_version = t["min_version"].as<std::string>();
-      if (t["max_version"]) tls.max_version = t["max_version"].as<std::string>();
+      if (YAML::Node a = t["client_auth_type"];
+          a && !ParseIn(kClientAuthNames, a.as<std::string>(), &tls.client_auth))
+        return Status::InvalidArgument(Where(origin, a) + ": unknown client_auth_type '" +
+                                       a.as<std::string>() + "'");
+      if (YAML::Node v = t["min_version"]) {
+        if (Status s = ParseVersion(v, Where(origin, t), &tls.min_version); !s.ok()) return s;
+      }
+      if (YAML::Node v = t["max_version"]) {
+        if (Status s = ParseVersion(v, Where(origin, t), &tls.max_version); !s.ok()) return s;
+      }
       if (tls.cert_file.empty() || tls.key_file.empty())
         return Status::InvalidArgument(Where(origin, t) +
                                        ": tls_server_config needs cert_file and key_file");
       for (const std::string* f : {&tls.cert_file, &tls.key_file}) {
         if (!Readable(*f)) return Status::InvalidArgument(Where(origin, t) + ": cannot read " + *f);
       }
-      static const std::set<std::string> auth_types = {
-          "NoClientCert", "RequestClientCert", "RequireAnyClientCert", "VerifyClientCertIfGiven",
-          "RequireAndVerifyClientCert"};
-      if (auth_types.count(tls.client_auth_type) == 0)
-        return Status::InvalidArgument(Where(origin, t["client_auth_type"]) +
-                                       ": unknown client_auth_type '" + tls.client_auth_type + "'");
-      const bool verifies = tls.client_auth_type == "VerifyClientCertIfGiven" ||
-                            tls.client_auth_type == "RequireAndVerifyClientCert";
+      const bool verifies = tls.client_auth == ClientAuth::kVerifyClientCertIfGiven ||
+                            tls.client_auth == ClientAuth::kRequireAndVerifyClientCert;
       if (verifies && tls.client_ca_file.empty())
         return Status::InvalidArgument(Where(origin, t) + ": client_auth_type " +
-                                       tls.client_auth_type + " needs client_ca_file");
+                                       Name(tls.client_auth) + " needs client_ca_file");
       if (!tls.client_ca_file.empty() && !Readable(tls.client_ca_file))
         return Status::InvalidArgument(Where(origin, t) + ": cannot read " + tls.client_ca_file);
-      // Ranked once; older versions cannot be served with OpenSSL 3's defaults.
-      auto rank = [](const std::string& v) {
-        return v == "TLS12" ? 12 : v == "TLS13" ? 13 : v == "TLS10" || v == "TLS11" ? -1 : 0;
-      };
-      for (const std::string* v : {&tls.min_version, &tls.max_version}) {
-        if (rank(*v) < 0)
-          return Status::InvalidArgument(Where(origin, t) + ": TLS version '" + *v +
-                                         "' is not supported (OpenSSL 3 refuses it); use TLS12 "
-                                         "or TLS13");
-        if (rank(*v) == 0)
-          return Status::InvalidArgument(Where(origin, t) + ": unknown TLS version '" + *v +
-                                         "' (TLS12, TLS13)");
-      }
-      if (rank(tls.min_version) > rank(tls.max_version))
+      if (tls.min_version > tls.max_version)
         return Status::InvalidArgument(Where(origin, t) + ": min_version above max_version");
-      if (Status s = CheckTlsFiles(tls); !s.ok())
+      // Loads the files the way the server will, so that a bad pair is a
+      // config error (exit 2, or a refused reload), not a late one.
+      if (Status s = CheckTls(tls); !s.ok())
         return Status::InvalidArgument(Where(origin, t) + ": " + s.message());
-      if (Status s = DigestFiles(tls, &tls.files_digest); !s.ok())
+      if (Status s = DigestTlsFiles(tls, &tls.files_digest); !s.ok())
         return Status::InvalidArgument(Where(origin, t) + ": " + s.message());
       cfg->tls = tls;
     }

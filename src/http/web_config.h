@@ -10,18 +10,31 @@
 
 namespace xpu::http {
 
-// TLS settings of --web.config.file (Prometheus exporter-toolkit names).
+// TLS protocol versions the exporter can serve: OpenSSL 3 at its default
+// security level refuses older ones whatever is configured, so those are
+// configuration errors.
+enum class TlsVersion { kTls12, kTls13 };
+// exporter-toolkit's client_auth_type values.
+enum class ClientAuth {
+  kNoClientCert,
+  kRequestClientCert,
+  kRequireAnyClientCert,
+  kVerifyClientCertIfGiven,
+  kRequireAndVerifyClientCert,
+};
+// The names as written in the file (TLS12, RequireAnyClientCert, ...).
+const char* Name(TlsVersion v);
+const char* Name(ClientAuth a);
+
+// TLS settings of --web.config.file (Prometheus exporter-toolkit names),
+// parsed and checked: the files were readable and formed a usable pair.
 struct TlsConfig {
   std::string cert_file;
   std::string key_file;
   std::string client_ca_file;
-  // NoClientCert, RequestClientCert, RequireAnyClientCert,
-  // VerifyClientCertIfGiven, RequireAndVerifyClientCert.
-  std::string client_auth_type = "NoClientCert";
-  // TLS12 or TLS13: OpenSSL 3 at its default security level refuses older
-  // versions whatever is configured, so they are rejected as errors.
-  std::string min_version = "TLS12";
-  std::string max_version = "TLS13";
+  ClientAuth client_auth = ClientAuth::kNoClientCert;
+  TlsVersion min_version = TlsVersion::kTls12;
+  TlsVersion max_version = TlsVersion::kTls13;
   // SHA-256 of the certificate, key and CA files' contents when loaded: a
   // certificate rotated under the same path is a change (SIGHUP re-applies).
   std::string files_digest;

@@ -1,21 +1,18 @@
 #include "http/web_server.h"
 
 #include <CivetServer.h>
-#include <crypt.h>
 #include <dlfcn.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <openssl/err.h>
-#include <openssl/evp.h>
-#include <openssl/ssl.h>
-#include <zlib.h>
 
 #include <cstring>
 
 #include <spdlog/spdlog.h>
 
 #include "common/civet_util.h"
+#include "http/gzip.h"
 #include "http/headers.h"
+#include "http/tls.h"
 
 namespace xpu::http {
 namespace {
@@ -35,100 +32,7 @@ const char* Reason(int status) {
   }
 }
 
-// WebConfig::Parse admits only these two.
-int TlsVersion(const std::string& v) { return v == "TLS12" ? TLS1_2_VERSION : TLS1_3_VERSION; }
-
-// Sessions cached under client-certificate verification need a context id,
-// or OpenSSL refuses to resume them (TLS 1.2 clients then fail).
-constexpr unsigned char kSessionIdContext[] = "xpu-exporter";
-
-// Accepts any client certificate (RequestClientCert, RequireAnyClientCert).
-int AcceptAnyCert(int, X509_STORE_CTX*) { return 1; }
-
-std::string OpenSslError() {
-  char buf[256] = "unknown error";
-  if (unsigned long e = ERR_get_error()) ERR_error_string_n(e, buf, sizeof buf);
-  return buf;
-}
-
-// The TLS settings for the server being constructed on this thread: civetweb
-// asks for the SSL_CTX from inside the CivetServer constructor.
-thread_local const TlsConfig* g_tls_in_construction = nullptr;
-thread_local std::string g_tls_error;
-
-// civetweb init_ssl callback: civetweb creates the SSL_CTX, we load the
-// certificate and key and apply every exporter-toolkit setting directly with
-// OpenSSL (returning 1 tells civetweb not to load certificates itself).
-int InitSsl(void* ssl_ctx, void*) {
-  const TlsConfig* tls = g_tls_in_construction;
-  if (tls == nullptr) return -1;
-  SSL_CTX* ctx = static_cast<SSL_CTX*>(ssl_ctx);
-  auto fail = [&](const std::string& what) {
-    g_tls_error = what + ": " + OpenSslError();
-    return -1;
-  };
-  SSL_CTX_set_min_proto_version(ctx, TlsVersion(tls->min_version));
-  SSL_CTX_set_max_proto_version(ctx, TlsVersion(tls->max_version));
-  if (SSL_CTX_use_certificate_chain_file(ctx, tls->cert_file.c_str()) != 1)
-    return fail("cert_file " + tls->cert_file);
-  if (SSL_CTX_use_PrivateKey_file(ctx, tls->key_file.c_str(), SSL_FILETYPE_PEM) != 1)
-    return fail("key_file " + tls->key_file);
-  if (SSL_CTX_check_private_key(ctx) != 1) return fail("key_file does not match cert_file");
-  if (!tls->client_ca_file.empty() &&
-      SSL_CTX_load_verify_locations(ctx, tls->client_ca_file.c_str(), nullptr) != 1)
-    return fail("client_ca_file " + tls->client_ca_file);
-  SSL_CTX_set_session_id_context(ctx, kSessionIdContext, sizeof kSessionIdContext - 1);
-  const std::string& a = tls->client_auth_type;
-  if (a == "RequestClientCert") {
-    SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, AcceptAnyCert);
-  } else if (a == "RequireAnyClientCert") {
-    SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, AcceptAnyCert);
-  } else if (a == "VerifyClientCertIfGiven") {
-    SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, nullptr);
-  } else if (a == "RequireAndVerifyClientCert") {
-    SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, nullptr);
-  } else {
-    SSL_CTX_set_verify(ctx, SSL_VERIFY_NONE, nullptr);
-  }
-  return 1;
-}
-
-std::string Sha256Hex(const std::string& in) {
-  unsigned char md[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  EVP_Digest(in.data(), in.size(), md, &len, EVP_sha256(), nullptr);
-  static const char* hex = "0123456789abcdef";
-  std::string out;
-  for (unsigned int i = 0; i < len; ++i) {
-    out += hex[md[i] >> 4];
-    out += hex[md[i] & 15];
-  }
-  return out;
-}
-
-bool ConstantTimeEqual(const std::string& a, const std::string& b) {
-  if (a.size() != b.size()) return false;
-  unsigned char d = 0;
-  for (size_t i = 0; i < a.size(); ++i) d |= static_cast<unsigned char>(a[i] ^ b[i]);
-  return d == 0;
-}
-
 }  // namespace
-
-std::string Gzip(const std::string& in) {
-  z_stream zs{};
-  if (deflateInit2(&zs, 1, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK) return {};
-  std::string out;
-  out.resize(deflateBound(&zs, in.size()));
-  zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));
-  zs.avail_in = static_cast<uInt>(in.size());
-  zs.next_out = reinterpret_cast<Bytef*>(out.data());
-  zs.avail_out = static_cast<uInt>(out.size());
-  const int rc = deflate(&zs, Z_FINISH);
-  out.resize(zs.total_out);
-  deflateEnd(&zs);
-  return rc == Z_STREAM_END ? out : std::string();
-}
 
 HeadGuard* GuardOf(const mg_connection* conn) {
   // CivetServer passes itself as the context's user data and keeps the
@@ -192,7 +96,7 @@ class WebServer::Dispatcher : public CivetHandler {
                              server_->options_.probe_paths.count(req.path) == 0);
     const char* authz = mg_get_header(conn, "Authorization");
     auto it = server_->routes_.find(req.path);
-    if (needs_auth && !server_->Authorized(authz ? authz : "")) {
+    if (needs_auth && !server_->Authorized(*cfg, authz ? authz : "")) {
       resp.status = 401;
       resp.body = "401 unauthorized\n";
       resp.headers.emplace_back("WWW-Authenticate", "Basic realm=\"xpu-exporter\"");
@@ -254,29 +158,8 @@ std::shared_ptr<const WebConfig> WebServer::config() const {
   return config_;
 }
 
-bool WebServer::Authorized(const std::string& authorization) const {
-  const std::shared_ptr<const WebConfig> cfg = config();
-  std::string user, password;
-  if (!ParseBasicAuth(authorization, &user, &password)) return false;
-  auto it = cfg->users.find(user);
-  // Unknown users still cost one bcrypt, so timing does not reveal names.
-  static const std::string kDummy = "$2y$10$QOauhQNbBCuQDKes6eFzPeMqBSjb7Mr5DUmpZ/VcEd00UAV/LDeSi";
-  const std::string& hash = it == cfg->users.end() ? kDummy : it->second;
-  const std::string key = Sha256Hex(user + '\0' + password + '\0' + hash);
-  {
-    std::lock_guard<std::mutex> lock(cache_mu_);
-    if (auth_cache_.count(key)) return it != cfg->users.end();
-  }
-  crypt_data data{};
-  const char* out = crypt_r(password.c_str(), hash.c_str(), &data);
-  const bool ok = out != nullptr && out[0] != '*' && ConstantTimeEqual(out, hash) &&
-                  it != cfg->users.end();
-  if (ok) {
-    std::lock_guard<std::mutex> lock(cache_mu_);
-    if (auth_cache_.size() > 1024) auth_cache_.clear();  // bounded
-    auth_cache_.insert(key);
-  }
-  return ok;
+bool WebServer::Authorized(const WebConfig& cfg, const std::string& authorization) const {
+  return auth_.Check(cfg.users, authorization);
 }
 
 Status WebServer::Reload(std::shared_ptr<const WebConfig> config) {
@@ -287,10 +170,7 @@ Status WebServer::Reload(std::shared_ptr<const WebConfig> config) {
     std::lock_guard<std::mutex> lock(config_mu_);
     config_ = config;
   }
-  {
-    std::lock_guard<std::mutex> lock(cache_mu_);
-    auth_cache_.clear();
-  }
+  auth_.Clear();
   if (!tls_changed || !server_) return Status::Ok();
   // Rebind the same ports (those chosen for port 0 too) with the new TLS.
   // options_ is never written after construction: worker threads read it.
@@ -399,21 +279,18 @@ Status WebServer::StartOn(const std::vector<std::string>& addresses) {
   guard_ = std::make_unique<HeadGuard>(options_.head_timeout, options_.busy_head_timeout,
                                        options_.max_connections);
   CivetCallbacks callbacks{};
-  callbacks.init_ssl = InitSsl;
+  callbacks.init_ssl = CivetInitSsl;
   callbacks.init_connection = OnConnect;
   callbacks.begin_request = OnHead;
   callbacks.end_request = OnRequestEnd;
   callbacks.connection_close = OnClose;
-  g_tls_in_construction = tls ? &*cfg->tls : nullptr;
-  g_tls_error.clear();
+  const TlsForConstruction with_tls(tls ? &*cfg->tls : nullptr);
   try {
     server_ = std::make_unique<CivetServer>(opts, &callbacks, guard_.get());
   } catch (const CivetException& e) {
-    g_tls_in_construction = nullptr;
-    if (!g_tls_error.empty()) return Status::InvalidArgument("TLS: " + g_tls_error);
+    if (!with_tls.error().empty()) return Status::InvalidArgument("TLS: " + with_tls.error());
     return Status::IoError("cannot listen on " + ports + ": " + e.what());
   }
-  g_tls_in_construction = nullptr;
   server_->addHandler("/", dispatcher_.get());
   return Status::Ok();
 }

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "http/basic_auth.h"
 #include "http/conn_guard.h"
 #include "http/web_config.h"
 
@@ -90,21 +91,17 @@ class WebServer {
     bool gzip;
   };
   Status StartOn(const std::vector<std::string>& addresses);
-  bool Authorized(const std::string& authorization) const;
+  bool Authorized(const WebConfig& cfg, const std::string& authorization) const;
   std::shared_ptr<const WebConfig> config() const;
 
   const WebOptions options_;  // read by worker threads: never assigned
   std::map<std::string, RouteEntry> routes_;  // immutable after Start
   mutable std::mutex config_mu_;
   std::shared_ptr<const WebConfig> config_;  // guarded by config_mu_
-  mutable std::mutex cache_mu_;
-  mutable std::set<std::string> auth_cache_;  // sha256(user:password:hash) that verified; cache_mu_
+  mutable BasicAuth auth_;
   std::unique_ptr<HeadGuard> guard_;
   std::unique_ptr<Dispatcher> dispatcher_;
   std::unique_ptr<CivetServer> server_;
 };
-
-// gzip-compresses `in` (fast level); empty on failure.
-std::string Gzip(const std::string& in);
 
 }  // namespace xpu::http

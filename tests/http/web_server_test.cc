@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "http/headers.h"
+#include "tls_test_util.h"
 #include "support/test_util.h"
 
 namespace xpu::http {
@@ -112,21 +113,6 @@ TEST(HeadersTest, AcceptEncodingAndBasicAuth) {
   EXPECT_EQ(password, "p:w");
   EXPECT_FALSE(ParseBasicAuth("Basic !!!!", &user, &password));
   EXPECT_FALSE(ParseBasicAuth("Bearer x", &user, &password));
-}
-
-// A self-signed certificate and key under `dir`, made with the openssl CLI.
-bool MakeCert(const std::string& dir, const std::string& name) {
-  const std::string cmd = "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=127.0.0.1 -keyout " +
-                          dir + "/" + name + ".key -out " + dir + "/" + name + ".crt 2>/dev/null";
-  return std::system(cmd.c_str()) == 0;
-}
-
-std::shared_ptr<const WebConfig> TlsConfigFor(const std::string& dir, const std::string& name) {
-  std::shared_ptr<const WebConfig> cfg;
-  const Status s = WebConfig::Parse("tls_server_config:\n  cert_file: " + dir + "/" + name +
-                                        ".crt\n  key_file: " + dir + "/" + name + ".key\n",
-                                    "test", &cfg);
-  return s.ok() ? cfg : nullptr;
 }
 
 // A TLS server on certificate "a", with config "b" ready to reload.
