@@ -63,7 +63,7 @@ Status Exporter::Start() {
   web_->Route("/", {"GET"}, [this](const http::Request&) {
     http::Response r;
     r.content_type = "text/html; charset=utf-8";
-    r.body = LandingPage();
+    r.body = LandingPageHtml(Report(), cfg_.telemetry_path);
     return r;
   });
   web_->Route("/-/healthy", {"GET"}, [](const http::Request&) {
@@ -174,6 +174,82 @@ http::Response Exporter::Ready() {
                                           : "Not ready: no data from XDM yet";
   why += hal_ ? "; HAL not sampling\n" : "; HAL off\n";
   return {503, "text/plain; charset=utf-8", why, {}};
+}
+
+http::Response Exporter::StatusPage() {
+  http::Response r;
+  r.content_type = "application/json";
+  r.body = StatusJson(Report());
+  return r;
+}
+
+StatusReport Exporter::Report() {
+  using SteadyClock = std::chrono::steady_clock;
+  const auto now = SteadyClock::now();
+  const auto secs = [](SteadyClock::duration d) { return std::chrono::duration<double>(d).count(); };
+  StatusReport r;
+  r.version = kVersion;
+  r.revision = kRevision;
+  r.uptime_seconds = secs(now - started_);
+  r.xdm_endpoint = cfg_.xdm.xdm_endpoint;
+  r.upstream = client_->state();
+  r.info = client_->info();
+  if (hal_) {
+    r.hal_backend = hal_->backend_name();
+    r.hal_up = hal_->up();
+    if (auto last = hal_->last_success()) r.hal_seconds_since_sample = secs(now - *last);
+  }
+
+  // The table's four values, from one snapshot; a catalog without one of
+  // these families leaves its column empty.
+  struct Column {
+    const catalog::Entry* entry;
+    std::optional<double> DeviceReport::*field;
+  };
+  const Column columns[] = {
+      {catalog_->FindByName("xpu_utilization_ratio"), &DeviceReport::utilization},
+      {catalog_->FindByName("xpu_memory_used_bytes"), &DeviceReport::memory_used_bytes},
+      {catalog_->FindByName("xpu_memory_total_bytes"), &DeviceReport::memory_total_bytes},
+      {catalog_->FindByName("xpu_temperature_celsius"), &DeviceReport::temperature_celsius},
+  };
+  std::map<int32_t, DeviceReport> devices;
+  auto device = [&](int32_t minor) -> DeviceReport& {
+    DeviceReport& d = devices[minor];
+    d.minor = minor;
+    return d;
+  };
+  // Devices that only the data knows of (ListAndWatch not answered yet) too.
+  for (const auto& [minor, when] : store_->device_updates())
+    device(minor).seconds_since_sample = secs(now - when);
+  const store::Snapshot snap = store_->Snap(now);
+  for (size_t i = 0; i < snap.values.size(); ++i) {
+    const store::Row& row = snap.set->rows[i];
+    if (!row.instance.empty()) continue;
+    for (const Column& c : columns) {
+      if (c.entry != nullptr && c.entry->id == row.metric_id)
+        device(row.minor).*c.field = snap.values[i];
+    }
+  }
+  for (const store::DeviceInfo& info : devices_.Devices()) {
+    DeviceReport& d = device(info.minor);
+    d.uuid = info.uuid;
+    d.model = info.model;
+    d.xdm_healthy = info.health == "Healthy";
+    d.topology = info.topology;
+  }
+  for (store::HalDeviceView& h : devices_.HalDevices()) {
+    DeviceReport& d = device(h.minor);
+    if (d.uuid.empty()) d.uuid = h.uuid;
+    d.hal_healthy = h.healthy;
+    d.faults = std::move(h.faults);
+  }
+  for (const store::PodAssignment& p : devices_.PodAssignments()) {
+    for (auto& [minor, d] : devices) {
+      if (d.uuid == p.uuid) d.pods.push_back(p);
+    }
+  }
+  for (auto& [minor, d] : devices) r.devices.push_back(std::move(d));
+  return r;
 }
 
 }  // namespace xpu::app

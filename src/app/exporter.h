@@ -9,6 +9,7 @@
 #include <prometheus/registry.h>
 
 #include "app/config.h"
+#include "app/status_page.h"
 #include "common/status.h"
 #include "exposition/exposer.h"
 #include "hal/hal_sampler.h"
@@ -46,8 +47,8 @@ class Exporter {
   http::Response Ready();
   http::Response StatusPage();
   http::Response ConfigPage();
-  std::string StatusJson();
-  std::string LandingPage();
+  // The state /status and the landing page show, gathered from every part.
+  StatusReport Report();
 
   Config cfg_;  // cfg_.web.web_config is guarded by web_config_mu_ after Start
   std::mutex web_config_mu_;

@@ -176,4 +176,10 @@ Status Catalog::LoadFile(const std::string& path, std::shared_ptr<const Catalog>
   return Parse(text, path, out);
 }
 
+const Entry* Catalog::FindByName(const std::string& name) const {
+  for (const Entry& e : entries_)
+    if (e.name == name) return &e;
+  return nullptr;
+}
+
 }  // namespace xpu::catalog

@@ -42,6 +42,9 @@ class Catalog {
     auto it = by_id_.find(id);
     return it == by_id_.end() ? nullptr : &entries_[it->second];
   }
+  // The entry exporting family `name`, or nullptr (a replaced catalog may
+  // lack it).
+  const Entry* FindByName(const std::string& name) const;
   const std::vector<Entry>& entries() const { return entries_; }
 
  private:

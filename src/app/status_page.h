@@ -1,0 +1,54 @@
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "store/device_registry.h"
+#include "upstream/xdm_client.h"
+
+namespace xpu::app {
+
+// One device as /status and the landing page show it: what XDM, the HAL, the
+// store and the kubelet know of it. Absent values are nullopt.
+struct DeviceReport {
+  int32_t minor = 0;
+  std::string uuid;
+  std::string model;
+  std::optional<bool> xdm_healthy;
+  std::optional<bool> hal_healthy;
+  std::vector<store::ActiveFault> faults;
+  std::optional<double> seconds_since_sample;
+  std::optional<double> utilization;  // ratio
+  std::optional<double> memory_used_bytes;
+  std::optional<double> memory_total_bytes;
+  std::optional<double> temperature_celsius;
+  std::vector<store::TopologyLevel> topology;
+  std::vector<store::PodAssignment> pods;
+};
+
+// The exporter's state at one moment: built once per request by
+// Exporter::Report(), then serialised (/status) or rendered (landing page).
+struct StatusReport {
+  std::string version;
+  std::string revision;
+  double uptime_seconds = 0;
+  std::string xdm_endpoint;
+  upstream::UpstreamState upstream;
+  upstream::UpstreamInfo info;
+  std::string hal_backend = "none";
+  bool hal_up = false;
+  std::optional<double> hal_seconds_since_sample;
+  std::vector<DeviceReport> devices;  // sorted by minor
+};
+
+// /status: the JSON document of docs/http-api.md.
+std::string StatusJson(const StatusReport& report);
+
+// The landing page: links, upstream mode, HAL, and one table row per device,
+// all rendered here. Its script only swaps in the same parts of a freshly
+// fetched page, so the formatting lives in this one place.
+std::string LandingPageHtml(const StatusReport& report, const std::string& telemetry_path);
+
+}  // namespace xpu::app
