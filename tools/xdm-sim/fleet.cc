@@ -227,6 +227,12 @@ xdm::api::GpuInfoResponse Fleet::GpuInfo(const xdm::api::GpuInfoRequest& req) co
   return out;
 }
 
+// Shares of one card: compute in percent, MIG in sevenths (the A100/H800
+// profiles 1g..7g), so a MIG request takes 1, 2, 3, 4 or 7 slices.
+constexpr uint32_t kCorePercent = 100;
+constexpr uint32_t kMigSlices = 7;
+constexpr uint32_t kMigProfiles[] = {1, 2, 3, 4, 7};
+
 std::string Fleet::CheckFits(const Device& d, const DeviceRequest& r) const {
   const uint32_t total_gib = static_cast<uint32_t>(model_.memory_mib / 1024);
   const bool whole = r.core() == 0 && r.memory() == 0 && r.slice() == 0;
@@ -234,13 +240,13 @@ std::string Fleet::CheckFits(const Device& d, const DeviceRequest& r) const {
   if (d.exclusive) return "device is allocated whole to another container";
   if (whole && (d.core_used > 0 || d.memory_used_gib > 0 || d.slices_used > 0))
     return "whole-card request but the device is shared";
-  if (d.core_used + r.core() > 100) return "not enough compute left (" +
-                                           std::to_string(100 - d.core_used) + "% free)";
+  if (d.core_used + r.core() > kCorePercent)
+    return "not enough compute left (" + std::to_string(kCorePercent - d.core_used) + "% free)";
   if (d.memory_used_gib + r.memory() > total_gib)
     return "not enough memory left (" + std::to_string(total_gib - d.memory_used_gib) +
            " GiB free)";
-  if (d.slices_used + r.slice() > 7)
-    return "not enough MIG slices left (" + std::to_string(7 - d.slices_used) + " free)";
+  if (d.slices_used + r.slice() > kMigSlices)
+    return "not enough MIG slices left (" + std::to_string(kMigSlices - d.slices_used) + " free)";
   return "";
 }
 
@@ -248,79 +254,97 @@ AllocateResponse Fleet::Allocate(const AllocateRequest& req) {
   AllocateResponse resp;
   resp.set_id(req.id());
   *resp.mutable_annotations() = req.annotations();
-  auto fail = [&](int status, std::string msg) {
-    resp.set_status(status);
-    resp.set_message(std::move(msg));
-    resp.clear_devices();
-    return resp;
-  };
   std::lock_guard<std::mutex> lock(mu_);
-  if (req.id().empty()) return fail(kStatusInvalid, "id must not be empty");
-  if (allocations_.count(req.id()) > 0)
-    return fail(kStatusExists, "allocation id " + req.id() + " already exists");
-  if (req.devices_size() == 0) {
-    // Reference: no core, no memory and no other resource -> a CPU container.
-    allocations_[req.id()] = Allocation{};
-    resp.set_status(kStatusOk);
+  std::vector<int32_t> chosen;
+  std::optional<Refusal> refused = ValidateLocked(req);
+  if (!refused && req.devices_size() > 0) refused = PlaceLocked(req, &chosen);
+  if (refused) {
+    resp.set_status(refused->status);
+    resp.set_message(std::move(refused->message));
     return resp;
   }
+  CommitLocked(req, chosen, &resp);
+  resp.set_status(kStatusOk);
+  return resp;
+}
+
+std::optional<Fleet::Refusal> Fleet::ValidateLocked(const AllocateRequest& req) {
+  if (req.id().empty()) return Refusal{kStatusInvalid, "id must not be empty"};
+  if (allocations_.count(req.id()) > 0)
+    return Refusal{kStatusExists, "allocation id " + req.id() + " already exists"};
   const uint32_t total_gib = static_cast<uint32_t>(model_.memory_mib / 1024);
-  const DeviceRequest& first = req.devices(0);
   std::set<int32_t> named;
   for (int i = 0; i < req.devices_size(); ++i) {
     const DeviceRequest& r = req.devices(i);
+    const DeviceRequest& first = req.devices(0);
     const std::string at = "devices[" + std::to_string(i) + "]";
-    if (r.core() > 100)
-      return fail(kStatusInvalid, at + ".core " + std::to_string(r.core()) +
-                                      " out of range: 0 (no limit) or 1..100 percent");
-    if (r.slice() != 0 && r.slice() != 1 && r.slice() != 2 && r.slice() != 3 &&
-        r.slice() != 4 && r.slice() != 7)
-      return fail(kStatusInvalid,
-                  at + ".slice " + std::to_string(r.slice()) + " invalid: must be 1, 2, 3, 4 or 7");
+    if (r.core() > kCorePercent)
+      return Refusal{kStatusInvalid, at + ".core " + std::to_string(r.core()) +
+                                         " out of range: 0 (no limit) or 1..100 percent"};
+    const bool profile = std::find(std::begin(kMigProfiles), std::end(kMigProfiles),
+                                   r.slice()) != std::end(kMigProfiles);
+    if (r.slice() != 0 && !profile)
+      return Refusal{kStatusInvalid, at + ".slice " + std::to_string(r.slice()) +
+                                         " invalid: must be 1, 2, 3, 4 or 7"};
     if (r.slice() != 0 && !model_.mig_capable)
-      return fail(kStatusInvalid, at + ".slice " + std::to_string(r.slice()) +
-                                      ": MIG partitioning is not supported on " + model_.name +
-                                      " (A100 and H800 only)");
+      return Refusal{kStatusInvalid, at + ".slice " + std::to_string(r.slice()) +
+                                         ": MIG partitioning is not supported on " + model_.name +
+                                         " (A100 and H800 only)"};
     if (r.memory() > total_gib)
-      return fail(kStatusInvalid, at + ".memory " + std::to_string(r.memory()) +
-                                      " GiB exceeds the card's " + std::to_string(total_gib) +
-                                      " GiB");
+      return Refusal{kStatusInvalid, at + ".memory " + std::to_string(r.memory()) +
+                                         " GiB exceeds the card's " + std::to_string(total_gib) +
+                                         " GiB"};
     if (r.core() != first.core() || r.memory() != first.memory() || r.slice() != first.slice())
-      return fail(kStatusInvalid, at +
-                                      " differs from devices[0]: all devices must request the "
-                                      "same core/memory/slice (homogeneous)");
+      return Refusal{kStatusInvalid, at +
+                                         " differs from devices[0]: all devices must request "
+                                         "the same core/memory/slice (homogeneous)"};
     if (r.has_minor()) {
       if (FindLocked(r.minor()) == nullptr)
-        return fail(kStatusNotFound,
-                    at + ".minor " + std::to_string(r.minor()) + ": no such device");
+        return Refusal{kStatusNotFound,
+                       at + ".minor " + std::to_string(r.minor()) + ": no such device"};
       if (!named.insert(r.minor()).second)
-        return fail(kStatusInvalid,
-                    at + ".minor " + std::to_string(r.minor()) + " requested twice");
+        return Refusal{kStatusInvalid,
+                       at + ".minor " + std::to_string(r.minor()) + " requested twice"};
     }
   }
-  std::vector<int32_t> chosen(static_cast<size_t>(req.devices_size()), -1);
-  std::set<int32_t> taken = named;
+  return std::nullopt;
+}
+
+std::optional<Fleet::Refusal> Fleet::PlaceLocked(const AllocateRequest& req,
+                                                 std::vector<int32_t>* chosen) {
+  chosen->assign(static_cast<size_t>(req.devices_size()), -1);
+  std::set<int32_t> taken;
+  for (const DeviceRequest& r : req.devices())
+    if (r.has_minor()) taken.insert(r.minor());
   for (int i = 0; i < req.devices_size(); ++i) {
     const DeviceRequest& r = req.devices(i);
+    int32_t& pick = (*chosen)[static_cast<size_t>(i)];
     if (r.has_minor()) {
       std::string why = CheckFits(*FindLocked(r.minor()), r);
       if (!why.empty())
-        return fail(kStatusExhausted, "devices[" + std::to_string(i) + "].minor " +
-                                          std::to_string(r.minor()) + ": " + why);
-      chosen[static_cast<size_t>(i)] = r.minor();
+        return Refusal{kStatusExhausted, "devices[" + std::to_string(i) + "].minor " +
+                                             std::to_string(r.minor()) + ": " + why};
+      pick = r.minor();
       continue;
     }
     for (const Device& d : devices_) {
       if (taken.count(d.minor) == 0 && CheckFits(d, r).empty()) {
-        chosen[static_cast<size_t>(i)] = d.minor;
+        pick = d.minor;
         taken.insert(d.minor);
         break;
       }
     }
-    if (chosen[static_cast<size_t>(i)] < 0)
-      return fail(kStatusExhausted,
-                  "devices[" + std::to_string(i) + "]: no available card fits the request");
+    if (pick < 0)
+      return Refusal{kStatusExhausted,
+                     "devices[" + std::to_string(i) + "]: no available card fits the request"};
   }
+  return std::nullopt;
+}
+
+// No devices at all is a CPU container (no core, no memory, no other
+// resource): recorded, holding nothing.
+void Fleet::CommitLocked(const AllocateRequest& req, const std::vector<int32_t>& chosen,
+                         AllocateResponse* resp) {
   Allocation alloc;
   std::string visible;
   for (int i = 0; i < req.devices_size(); ++i) {
@@ -337,15 +361,13 @@ AllocateResponse Fleet::Allocate(const AllocateRequest& req) {
     a.set_memory(r.memory());
     a.set_slice(r.slice());
     *a.mutable_extender() = r.extender();
-    *resp.add_devices() = a;
+    *resp->add_devices() = a;
     alloc.devices.push_back(a);
     if (!visible.empty()) visible += ",";
     visible += std::to_string(d->minor);
   }
   allocations_[req.id()] = std::move(alloc);
-  (*resp.mutable_envs())["XPU_VISIBLE_DEVICES"] = visible;
-  resp.set_status(kStatusOk);
-  return resp;
+  if (req.devices_size() > 0) (*resp->mutable_envs())["XPU_VISIBLE_DEVICES"] = visible;
 }
 
 void Fleet::GiveBackLocked(const xdm::api::AllocatedDevice& a) {
@@ -413,33 +435,25 @@ uint64_t Fleet::devices_generation() const {
   return devices_generation_;
 }
 
-std::optional<std::string> Fleet::NormalizeFaultCode(const std::string& code) {
-  std::string norm = xpu::NormalizeFaultCode(code);
-  if (norm.empty()) return std::nullopt;
-  return norm;
-}
-
 xpu::Status Fleet::RaiseFault(int minor, const std::string& code) {
-  auto norm = NormalizeFaultCode(code);
-  if (!norm) return xpu::Status::InvalidArgument("fault code '" + code + "' is not hex");
+  const std::string norm = xpu::NormalizeFaultCode(code);
+  if (norm.empty()) return xpu::Status::InvalidArgument("fault code '" + code + "' is not hex");
   std::lock_guard<std::mutex> lock(mu_);
   Device* d = FindLocked(minor);
   if (d == nullptr) return xpu::Status::NotFound("no device with minor " + std::to_string(minor));
-  d->faults.insert(*norm);
+  d->faults.insert(norm);
   return xpu::Status::Ok();
 }
 
 xpu::Status Fleet::ClearFault(int minor, const std::string& code) {
-  std::optional<std::string> norm;
-  if (!code.empty()) {
-    norm = NormalizeFaultCode(code);
-    if (!norm) return xpu::Status::InvalidArgument("fault code '" + code + "' is not hex");
-  }
+  const std::string norm = xpu::NormalizeFaultCode(code);  // empty code: every fault
+  if (!code.empty() && norm.empty())
+    return xpu::Status::InvalidArgument("fault code '" + code + "' is not hex");
   std::lock_guard<std::mutex> lock(mu_);
   Device* d = FindLocked(minor);
   if (d == nullptr) return xpu::Status::NotFound("no device with minor " + std::to_string(minor));
-  if (norm) {
-    d->faults.erase(*norm);
+  if (!norm.empty()) {
+    d->faults.erase(norm);
   } else {
     d->faults.clear();
   }

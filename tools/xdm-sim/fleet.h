@@ -72,9 +72,6 @@ class Fleet {
   // 1 MiB of the same. For testing the exporter's defences.
   void SetGarbage(bool on);
 
-  // Normalises "0x80e18400" / "80E18400" to "0x80E18400"; nullopt if not hex.
-  static std::optional<std::string> NormalizeFaultCode(const std::string& code);
-
  private:
   struct LinkState {
     double tx_bytes = 0, rx_bytes = 0;
@@ -106,6 +103,18 @@ class Fleet {
   void AppendSamples(const Device& d, const std::set<uint32_t>& ids,
                      xdm::api::ExporterDataResponse* out) const;
   std::string CheckFits(const Device& d, const xdm::api::DeviceRequest& r) const;
+  // Allocate's three steps. A refusal is an AllocateResponse status and why.
+  struct Refusal {
+    int status;
+    std::string message;
+  };
+  std::optional<Refusal> ValidateLocked(const xdm::api::AllocateRequest& req);
+  // Picks a device (minor) for each requested one: the named one, else the
+  // first that fits and is not picked yet.
+  std::optional<Refusal> PlaceLocked(const xdm::api::AllocateRequest& req,
+                                     std::vector<int32_t>* chosen);
+  void CommitLocked(const xdm::api::AllocateRequest& req, const std::vector<int32_t>& chosen,
+                    xdm::api::AllocateResponse* resp);
 
   const ModelSpec model_;
   const uint64_t seed_;
