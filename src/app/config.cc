@@ -8,6 +8,8 @@
 #include <yaml-cpp/yaml.h>
 
 #include "common/duration.h"
+#include "common/file_util.h"
+#include "common/yaml_util.h"
 #include "http/web_server.h"
 #include "version.h"
 
@@ -132,72 +134,77 @@ int Fail(const Status& s) {
   return 2;
 }
 
-void Flatten(const YAML::Node& node, const std::string& prefix,
-             std::vector<std::pair<std::string, YAML::Node>>* out) {
+// One setting of the config file: its flag name ("web.listen-address", from
+// nested mappings), where it stands, and its value node.
+struct FileEntry {
+  std::string key;
+  std::string where;
+  YAML::Node value;
+};
+
+void Flatten(const YAML::Node& node, const std::string& prefix, const std::string& path,
+             std::vector<FileEntry>* out) {
   for (const auto& kv : node) {
     const std::string key = (prefix.empty() ? "" : prefix + ".") + kv.first.as<std::string>();
     if (kv.second.IsMap()) {
-      Flatten(kv.second, key, out);
+      Flatten(kv.second, key, path, out);
     } else {
-      out->emplace_back(key, kv.first);  // the key node, for its line
-      out->back().second = kv.second;
-      out->back().second.SetTag(std::to_string(kv.first.Mark().line + 1));
+      out->push_back({key, yaml::Where(path, kv.first), kv.second});
     }
   }
+}
+
+// The flag arguments for one entry: "--key value" per value, "--key" for a
+// true boolean flag.
+Status EntryArgs(const FileEntry& e, bool flag, std::vector<std::string>* args) {
+  std::vector<std::string> values;
+  if (e.value.IsSequence()) {
+    for (const auto& v : e.value) {
+      if (!v.IsScalar())
+        return Status::InvalidArgument(e.where + ": '" + e.key +
+                                       "' must be a value or a list of values");
+      values.push_back(v.as<std::string>());
+    }
+  } else if (e.value.IsScalar()) {
+    values.push_back(e.value.as<std::string>());
+  } else {
+    return Status::InvalidArgument(e.where + ": '" + e.key + "' needs a value");
+  }
+  if (flag) {
+    if (values.size() != 1 || (values[0] != "true" && values[0] != "false"))
+      return Status::InvalidArgument(e.where + ": '" + e.key + "' must be true or false");
+    if (values[0] == "true") args->push_back("--" + e.key);
+    return Status::Ok();
+  }
+  for (const std::string& v : values) {
+    args->push_back("--" + e.key);
+    args->push_back(v);
+  }
+  return Status::Ok();
 }
 
 // Turns the YAML config file into flag arguments for the options the command
 // line does not set. Errors name the file, line and key.
 Status FileArgs(const std::string& path, CLI::App& app, std::vector<std::string>* args,
                 std::set<std::string>* from_file) {
-  YAML::Node root;
-  try {
-    root = YAML::LoadFile(path);
-  } catch (const YAML::BadFile&) {
-    return Status::InvalidArgument("--config.file: cannot read " + path);
-  } catch (const YAML::Exception& e) {
-    return Status::InvalidArgument(path + ": " + e.what());
-  }
-  if (root.IsNull()) return Status::Ok();
-  if (!root.IsMap()) return Status::InvalidArgument(path + ": must be a mapping of flag names");
-  std::vector<std::pair<std::string, YAML::Node>> entries;
-  try {
-    Flatten(root, "", &entries);
-  } catch (const YAML::Exception& e) {
-    return Status::InvalidArgument(path + ": " + e.what());
-  }
-  for (const auto& [key, value] : entries) {
-    const std::string where = path + ":" + value.Tag();
-    CLI::Option* opt = app.get_option_no_throw("--" + key);
-    if (opt == nullptr || key == "config.file" || key == "help" || key == "version")
-      return Status::InvalidArgument(where + ": unknown key '" + key + "'");
-    if (opt->count() > 0) continue;  // the command line wins
-    from_file->insert(key);
-    const bool flag = opt->get_expected_max() == 0;
-    std::vector<std::string> values;
-    try {
-      if (value.IsSequence()) {
-        for (const auto& v : value) values.push_back(v.as<std::string>());
-      } else if (value.IsScalar()) {
-        values.push_back(value.as<std::string>());
-      } else {
-        return Status::InvalidArgument(where + ": '" + key + "' needs a value");
-      }
-    } catch (const YAML::Exception&) {
-      return Status::InvalidArgument(where + ": '" + key + "' must be a value or a list of values");
+  std::string text;
+  if (Status s = ReadTextFile(path, "--config.file", &text); !s.ok())
+    return Status::InvalidArgument(s.message());
+  return yaml::ParseDocument(text, path, [&](const YAML::Node& root) {
+    if (root.IsNull()) return Status::Ok();
+    if (!root.IsMap()) return Status::InvalidArgument(path + ": must be a mapping of flag names");
+    std::vector<FileEntry> entries;
+    Flatten(root, "", path, &entries);
+    for (const FileEntry& e : entries) {
+      CLI::Option* opt = app.get_option_no_throw("--" + e.key);
+      if (opt == nullptr || e.key == "config.file" || e.key == "help" || e.key == "version")
+        return Status::InvalidArgument(e.where + ": unknown key '" + e.key + "'");
+      if (opt->count() > 0) continue;  // the command line wins
+      from_file->insert(e.key);
+      if (Status s = EntryArgs(e, opt->get_expected_max() == 0, args); !s.ok()) return s;
     }
-    if (flag) {
-      if (values.size() != 1 || (values[0] != "true" && values[0] != "false"))
-        return Status::InvalidArgument(where + ": '" + key + "' must be true or false");
-      if (values[0] == "true") args->push_back("--" + key);
-      continue;
-    }
-    for (const std::string& v : values) {
-      args->push_back("--" + key);
-      args->push_back(v);
-    }
-  }
-  return Status::Ok();
+    return Status::Ok();
+  });
 }
 
 }  // namespace

@@ -48,6 +48,7 @@ Status Exporter::Start() {
   store_ = std::make_unique<store::MetricStore>(
       catalog_, store::MetricStore::Options{cfg_.effective_stale_after(), cfg_.max_series,
                                             cfg_.xdm.max_devices});
+  store_->FollowDevices(&devices_);
   exposer_ = std::make_unique<exposition::Exposer>(store_.get(), &self_metrics_);
   exposer_->AddCollectable(&devices_);
   exposer_->AddCollectable(&self_metrics_);

@@ -1,13 +1,12 @@
 #include "catalog/catalog.h"
 
-#include "common/file_util.h"
 
 #include <cmath>
-#include <fstream>
 #include <set>
-#include <sstream>
 
 #include <yaml-cpp/yaml.h>
+
+#include "common/yaml_util.h"
 
 #include "catalog/builtin_catalog.h"  // generated: kBuiltinCatalogYaml
 
@@ -100,24 +99,20 @@ std::string CheckEntry(const Entry& e) {
 Status Catalog::Parse(const std::string& yaml_text, const std::string& origin,
                       std::shared_ptr<const Catalog>* out) {
   auto cat = std::make_shared<Catalog>();
-  try {
-    YAML::Node root = YAML::Load(yaml_text);
-    YAML::Node metrics = root["metrics"];
+  Status parsed = yaml::ParseDocument(yaml_text, origin, [&](const YAML::Node& root) {
+    if (Status k = yaml::CheckKeys(root, {"metrics"}, origin); !k.ok()) return k;
+    const YAML::Node metrics = root["metrics"];
     if (!metrics || !metrics.IsSequence())
       return Status::InvalidArgument(origin + ": top-level 'metrics' list missing");
     std::set<std::string> names;
     for (size_t i = 0; i < metrics.size(); ++i) {
       const YAML::Node m = metrics[i];
-      const std::string where = origin + ": metrics[" + std::to_string(i) + "] (line " +
-                                std::to_string(m.Mark().line + 1) + ")";
-      if (!m.IsMap()) return Status::InvalidArgument(where + ": not a mapping");
-      for (const auto& kv : m) {
-        const std::string key = kv.first.as<std::string>();
-        static const std::set<std::string> known = {"id",    "name", "type",          "unit",
-                                                    "scale", "help", "instance_label"};
-        if (known.count(key) == 0)
-          return Status::InvalidArgument(where + ": unknown key '" + key + "'");
-      }
+      const std::string where = yaml::Where(origin, m) + ": metrics[" + std::to_string(i) + "]";
+      if (Status k = yaml::CheckKeys(
+              m, {"id", "name", "type", "unit", "scale", "help", "instance_label"}, origin,
+              "metrics[" + std::to_string(i) + "]");
+          !k.ok())
+        return k;
       Entry e;
       if (!m["id"] || !m["name"] || !m["type"] || !m["help"] || !m["unit"])
         return Status::InvalidArgument(where + ": id, name, type, unit and help are required");
@@ -131,7 +126,8 @@ Status Catalog::Parse(const std::string& yaml_text, const std::string& origin,
       } else if (type == "counter") {
         e.type = MetricType::kCounter;
       } else {
-        return Status::InvalidArgument(where + ": type must be gauge or counter, not '" + type + "'");
+        return Status::InvalidArgument(where + ": type must be gauge or counter, not '" + type +
+                                       "'");
       }
       e.unit = m["unit"].as<std::string>();
       e.scale = m["scale"] ? m["scale"].as<double>() : 1.0;
@@ -153,27 +149,19 @@ Status Catalog::Parse(const std::string& yaml_text, const std::string& origin,
       cat->by_id_[e.id] = cat->entries_.size();
       cat->entries_.push_back(std::move(e));
     }
-  } catch (const YAML::Exception& ex) {
-    return Status::InvalidArgument(origin + ": " + ex.what());
-  }
-  *out = std::move(cat);
-  return Status::Ok();
+    return Status::Ok();
+  });
+  if (parsed.ok()) *out = std::move(cat);
+  return parsed;
 }
 
 std::shared_ptr<const Catalog> Catalog::Builtin() {
-  static const std::shared_ptr<const Catalog> builtin = [] {
-    std::shared_ptr<const Catalog> c;
-    Status s = Parse(kBuiltinCatalogYaml, "builtin catalog", &c);
-    if (!s.ok()) throw std::logic_error(s.message());  // a build defect, caught by tests
-    return c;
-  }();
+  static const auto builtin = yaml::ParseBuiltin<Catalog>(kBuiltinCatalogYaml, "builtin catalog");
   return builtin;
 }
 
 Status Catalog::LoadFile(const std::string& path, std::shared_ptr<const Catalog>* out) {
-  std::string text;
-  if (Status s = ReadTextFile(path, "metrics catalog", &text); !s.ok()) return s;
-  return Parse(text, path, out);
+  return yaml::LoadFile(path, "metrics catalog", out);
 }
 
 const Entry* Catalog::FindByName(const std::string& name) const {

@@ -27,8 +27,4 @@ void AppendLabels(const std::vector<std::pair<std::string, std::string>>& labels
 // Writes one prometheus-cpp family (gauges, counters, untyped, info-style).
 void AppendFamily(const prometheus::MetricFamily& family, std::string* out);
 
-// Replaces invalid UTF-8 sequences with U+FFFD and cuts the value at
-// `max_bytes` (on a character boundary). Returns true if it changed anything.
-bool SanitizeLabelValue(std::string* v, size_t max_bytes = 1024);
-
 }  // namespace xpu::exposition

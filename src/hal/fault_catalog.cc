@@ -1,15 +1,14 @@
 #include "hal/fault_catalog.h"
 
 #include "common/fault_code.h"
-#include "common/file_util.h"
 
 #include <cctype>
-#include <fstream>
 #include <set>
-#include <sstream>
 #include <stdexcept>
 
 #include <yaml-cpp/yaml.h>
+
+#include "common/yaml_util.h"
 
 #include "hal/builtin_fault_codes.h"  // generated: kBuiltinFaultCodesYaml
 
@@ -34,37 +33,28 @@ bool ParseLevel(const std::string& name, FaultLevel* out) {
   return false;
 }
 
-std::string FaultCatalog::Normalize(const std::string& code) { return NormalizeFaultCode(code); }
-
 Status FaultCatalog::Parse(const std::string& yaml_text, const std::string& origin,
                            std::shared_ptr<const FaultCatalog>* out) {
   auto cat = std::make_shared<FaultCatalog>();
-  try {
-    YAML::Node root = YAML::Load(yaml_text);
-    if (!root.IsMap()) return Status::InvalidArgument(origin + ": not a mapping");
-    for (const auto& kv : root) {
-      const std::string key = kv.first.as<std::string>();
-      if (key != "default_level" && key != "codes")
-        return Status::InvalidArgument(origin + ": unknown key '" + key + "' (line " +
-                                       std::to_string(kv.first.Mark().line + 1) + ")");
-    }
+  Status parsed = yaml::ParseDocument(yaml_text, origin, [&](const YAML::Node& root) {
+    if (Status k = yaml::CheckKeys(root, {"default_level", "codes"}, origin); !k.ok()) return k;
     if (root["default_level"] &&
         !ParseLevel(root["default_level"].as<std::string>(), &cat->default_level_))
-      return Status::InvalidArgument(origin + ": unknown default_level");
+      return Status::InvalidArgument(yaml::Where(origin, root["default_level"]) +
+                                     ": unknown default_level");
     const YAML::Node codes = root["codes"];
-    if (!codes || !codes.IsSequence()) return Status::InvalidArgument(origin + ": 'codes' list missing");
+    if (!codes || !codes.IsSequence())
+      return Status::InvalidArgument(origin + ": 'codes' list missing");
     for (size_t i = 0; i < codes.size(); ++i) {
       const YAML::Node c = codes[i];
-      const std::string where =
-          origin + ": codes[" + std::to_string(i) + "] (line " + std::to_string(c.Mark().line + 1) + ")";
-      if (!c.IsMap()) return Status::InvalidArgument(where + ": not a mapping");
-      for (const auto& kv : c) {
-        static const std::set<std::string> known = {"code", "name", "level", "description", "action"};
-        if (known.count(kv.first.as<std::string>()) == 0)
-          return Status::InvalidArgument(where + ": unknown key '" + kv.first.as<std::string>() + "'");
-      }
+      const std::string section = "codes[" + std::to_string(i) + "]";
+      const std::string where = yaml::Where(origin, c) + ": " + section;
+      if (Status k = yaml::CheckKeys(c, {"code", "name", "level", "description", "action"}, origin,
+                                     section);
+          !k.ok())
+        return k;
       FaultInfo f;
-      f.code = Normalize(c["code"] ? c["code"].as<std::string>() : "");
+      f.code = NormalizeFaultCode(c["code"] ? c["code"].as<std::string>() : "");
       if (f.code.empty()) return Status::InvalidArgument(where + ": code must be 1..8 hex digits");
       f.name = c["name"] ? c["name"].as<std::string>() : "";
       f.description = c["description"] ? c["description"].as<std::string>() : "";
@@ -79,31 +69,24 @@ Status FaultCatalog::Parse(const std::string& yaml_text, const std::string& orig
         return Status::InvalidArgument(where + ": duplicate code " + f.code);
       cat->entries_[f.code] = f;
     }
-  } catch (const YAML::Exception& e) {
-    return Status::InvalidArgument(origin + ": " + e.what());
-  }
-  *out = std::move(cat);
-  return Status::Ok();
+    return Status::Ok();
+  });
+  if (parsed.ok()) *out = std::move(cat);
+  return parsed;
 }
 
 std::shared_ptr<const FaultCatalog> FaultCatalog::Builtin() {
-  static const std::shared_ptr<const FaultCatalog> builtin = [] {
-    std::shared_ptr<const FaultCatalog> c;
-    Status s = Parse(kBuiltinFaultCodesYaml, "builtin fault catalog", &c);
-    if (!s.ok()) throw std::logic_error(s.message());  // a build defect, caught by tests
-    return c;
-  }();
+  static const auto builtin =
+      yaml::ParseBuiltin<FaultCatalog>(kBuiltinFaultCodesYaml, "builtin fault catalog");
   return builtin;
 }
 
 Status FaultCatalog::LoadFile(const std::string& path, std::shared_ptr<const FaultCatalog>* out) {
-  std::string text;
-  if (Status s = ReadTextFile(path, "fault catalog", &text); !s.ok()) return s;
-  return Parse(text, path, out);
+  return yaml::LoadFile(path, "fault catalog", out);
 }
 
 FaultInfo FaultCatalog::Lookup(const std::string& code) const {
-  const std::string norm = Normalize(code);
+  const std::string norm = NormalizeFaultCode(code);
   auto it = entries_.find(norm);
   if (it != entries_.end()) return it->second;
   FaultInfo f;

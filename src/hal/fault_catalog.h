@@ -46,8 +46,6 @@ class FaultCatalog {
   const std::map<std::string, FaultInfo>& entries() const { return entries_; }
   FaultLevel default_level() const { return default_level_; }
 
-  // "0x80e18400", "80E18400" -> "0x80E18400"; empty if not 1..8 hex digits.
-  static std::string Normalize(const std::string& code);
 
  private:
   std::map<std::string, FaultInfo> entries_;

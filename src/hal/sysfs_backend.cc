@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "common/fault_code.h"
 #include "hal/fault_catalog.h"
 
 namespace xpu::hal {
@@ -66,7 +67,7 @@ Status ParseFaultCodesFile(std::string_view text, std::vector<std::string>* code
     const size_t nl = text.find('\n', start);
     std::string_view line = text.substr(start, nl - start);
     start = nl + 1;
-    const std::string code = FaultCatalog::Normalize(std::string(line));
+    const std::string code = NormalizeFaultCode(std::string(line));
     if (code.empty())
       return Status::InvalidArgument("fault_codes has a line that is not a hex code");
     out.push_back(code);

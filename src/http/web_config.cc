@@ -6,26 +6,14 @@
 #include <yaml-cpp/yaml.h>
 
 #include "common/file_util.h"
+#include "common/yaml_util.h"
 #include "http/tls.h"
 
 namespace xpu::http {
 namespace {
 
-std::string Where(const std::string& origin, const YAML::Node& n) {
-  return origin + ":" + std::to_string(n.Mark().line + 1);
-}
-
-Status CheckKeys(const YAML::Node& map, const std::set<std::string>& known,
-                 const std::string& origin, const std::string& section) {
-  if (!map.IsMap()) return Status::InvalidArgument(Where(origin, map) + ": " + section + " must be a mapping");
-  for (const auto& kv : map) {
-    const std::string k = kv.first.as<std::string>();
-    if (known.count(k) == 0)
-      return Status::InvalidArgument(Where(origin, kv.first) + ": unknown key '" +
-                                     (section.empty() ? k : section + "." + k) + "'");
-  }
-  return Status::Ok();
-}
+using yaml::CheckKeys;
+using yaml::Where;
 
 bool Readable(const std::string& path) { return std::ifstream(path).good(); }
 
@@ -81,12 +69,8 @@ Status WebConfig::Parse(const std::string& text, const std::string& origin,
                         std::shared_ptr<const WebConfig>* out) {
   auto cfg = std::make_shared<WebConfig>();
   cfg->path = origin;
-  try {
-    YAML::Node root = YAML::Load(text);
-    if (root.IsNull()) {  // an empty file: plain HTTP, no auth
-      *out = cfg;
-      return Status::Ok();
-    }
+  Status parsed = yaml::ParseDocument(text, origin, [&](const YAML::Node& root) {
+    if (root.IsNull()) return Status::Ok();  // an empty file: plain HTTP, no auth
     if (Status s = CheckKeys(root, {"tls_server_config", "http_server_config", "basic_auth_users"},
                              origin, "");
         !s.ok())
@@ -173,11 +157,10 @@ Status WebConfig::Parse(const std::string& text, const std::string& origin,
         cfg->users[user] = hash;
       }
     }
-  } catch (const YAML::Exception& e) {
-    return Status::InvalidArgument(origin + ": " + e.what());
-  }
-  *out = std::move(cfg);
-  return Status::Ok();
+    return Status::Ok();
+  });
+  if (parsed.ok()) *out = std::move(cfg);
+  return parsed;
 }
 
 }  // namespace xpu::http

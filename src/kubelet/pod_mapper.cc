@@ -1,6 +1,6 @@
 #include "kubelet/pod_mapper.h"
 
-#include "exposition/text_format.h"
+#include "common/label.h"
 
 #include <algorithm>
 #include <cctype>
@@ -39,7 +39,7 @@ std::vector<store::PodAssignment> MatchPods(const v1::ListPodResourcesResponse& 
                                  dev.resource_name()};
           // Label values: valid UTF-8, bounded, whatever the kubelet sent.
           for (std::string* v : {&a.pod, &a.namespace_, &a.container, &a.resource})
-            exposition::SanitizeLabelValue(v, kMaxLabelBytes);
+            SanitizeLabelValue(v, kMaxLabelBytes);
           out.push_back(std::move(a));
         }
       }

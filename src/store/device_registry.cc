@@ -27,17 +27,18 @@ bool DeviceRegistry::SetXdmDevices(std::vector<DeviceInfo> devices) {
   if (known_ && devices == devices_) return false;
   devices_ = std::move(devices);
   known_ = true;
+  if (listener_) listener_(devices_);
   return true;
+}
+
+void DeviceRegistry::OnXdmDevicesChanged(DevicesListener listener) {
+  std::lock_guard<std::mutex> lock(mu_);
+  listener_ = std::move(listener);
 }
 
 std::vector<DeviceInfo> DeviceRegistry::Devices() const {
   std::lock_guard<std::mutex> lock(mu_);
   return devices_;
-}
-
-bool DeviceRegistry::known() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return known_;
 }
 
 void DeviceRegistry::SetXdmLive(bool live) {

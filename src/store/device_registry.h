@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -80,8 +81,12 @@ class DeviceRegistry : public prometheus::Collectable {
  public:
   // Replaces the device list. Returns false if nothing changed.
   bool SetXdmDevices(std::vector<DeviceInfo> devices);
+  // Called with the new list, under the registry's lock, whenever
+  // SetXdmDevices changes it: how derived views (the MetricStore's device
+  // labels) stay in step with the one list. Set before any writer starts.
+  using DevicesListener = std::function<void(const std::vector<DeviceInfo>&)>;
+  void OnXdmDevicesChanged(DevicesListener listener);
   std::vector<DeviceInfo> Devices() const;
-  bool known() const;
   // Whether XDM is alive (ListAndWatch open, data fresh). While it is not,
   // xpu_device_health{source="xdm"} is withdrawn: a dead daemon's last word
   // on health is not current truth. True until first set.
@@ -102,6 +107,7 @@ class DeviceRegistry : public prometheus::Collectable {
   bool xdm_live_ = true;             // guarded by mu_
   std::vector<HalDeviceView> hal_;   // guarded by mu_
   std::vector<PodAssignment> pods_;  // guarded by mu_
+  DevicesListener listener_;         // set before writers start
 };
 
 }  // namespace xpu::store

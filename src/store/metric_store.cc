@@ -73,6 +73,14 @@ void MetricStore::RemoveLocked(size_t i) {
   dirty_ = true;
 }
 
+void MetricStore::FollowDevices(DeviceRegistry* registry) {
+  registry->OnXdmDevicesChanged([this](const std::vector<DeviceInfo>& devices) {
+    std::map<int32_t, DeviceLabels> labels;
+    for (const DeviceInfo& d : devices) labels[d.minor] = {d.uuid, d.model};
+    SetDevices(labels);
+  });
+}
+
 void MetricStore::SetDevices(const std::map<int32_t, DeviceLabels>& devices) {
   std::lock_guard<std::mutex> lock(mu_);
   if (devices_known_ && devices == devices_) return;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "catalog/catalog.h"
+#include "store/device_registry.h"
 
 namespace xpu::store {
 
@@ -91,6 +92,9 @@ class MetricStore {
   // The authoritative device list (from ListAndWatch/ListGpuInfo): series of
   // minors not in it are removed, and labels follow it.
   void SetDevices(const std::map<int32_t, DeviceLabels>& devices);
+  // Takes the device list from `registry` from now on: each change there
+  // calls SetDevices. The registry must outlive the store's use of it.
+  void FollowDevices(DeviceRegistry* registry);
 
   // Expires stale series as of `now` and returns the current view.
   Snapshot Snap(Clock::time_point now);

@@ -6,14 +6,14 @@
 
 #include <nlohmann/json.hpp>
 
-#include "exposition/text_format.h"
+#include "common/label.h"
 
 namespace xpu::upstream {
 namespace {
 
 constexpr size_t kMaxLabelBytes = 256;
 
-bool Repair(std::string* s) { return exposition::SanitizeLabelValue(s, kMaxLabelBytes); }
+bool Repair(std::string* s) { return SanitizeLabelValue(s, kMaxLabelBytes); }
 
 std::string JoinJson(const nlohmann::json& v) {
   if (v.is_string()) return v.get<std::string>();

@@ -614,9 +614,6 @@ void XdmClient::InfoLoop() {
         PublishModeLocked();
       }
       CountInvalid(ds);
-      std::map<int32_t, store::DeviceLabels> labels;
-      for (const auto& d : devs) labels[d.minor] = {d.uuid, d.model};
-      store_->SetDevices(labels);
       if (devices_->SetXdmDevices(std::move(devs)))
         spdlog::info("ListAndWatch: {} devices", resp.devices_size());
       Collector("list_and_watch", true, SteadyClock::now() - t0);

@@ -1,5 +1,6 @@
 // The sysfs HAL files (health, uuid, fault_codes) and fault-code normalising.
 #include "fuzz_util.h"
+#include "common/fault_code.h"
 #include "hal/fault_catalog.h"
 #include "hal/sysfs_backend.h"
 
@@ -15,6 +16,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     static const auto catalog = xpu::hal::FaultCatalog::Builtin();
     for (const auto& c : codes) (void)catalog->Lookup(c);
   }
-  (void)xpu::hal::FaultCatalog::Normalize(text);
+  (void)xpu::NormalizeFaultCode(text);
   return 0;
 }

@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include "common/fault_code.h"
 #include "hal/fault_catalog.h"
 #include "hal/hal_sampler.h"
 #include "hal/sysfs_backend.h"
@@ -276,7 +277,7 @@ TEST(FaultCatalogTest, EveryEntryHasLevelDescriptionActionAndUniqueCode) {
   ASSERT_GE(cat->entries().size(), 10u);
   std::set<std::string> names;
   for (const auto& [code, f] : cat->entries()) {
-    EXPECT_EQ(FaultCatalog::Normalize(code), code);
+    EXPECT_EQ(NormalizeFaultCode(code), code);
     EXPECT_FALSE(f.description.empty()) << code;
     EXPECT_FALSE(f.action.empty()) << code;
     EXPECT_TRUE(names.insert(f.name).second) << f.name;

@@ -46,6 +46,7 @@ class ClientTest : public ::testing::Test {
         catalog::Catalog::Builtin(), store::MetricStore::Options{o.interval * 3, 100000});
     registry_ = std::make_unique<prometheus::Registry>();
     devices_ = std::make_unique<store::DeviceRegistry>();
+    store_->FollowDevices(devices_.get());
     client_ = std::make_unique<XdmClient>(o, catalog::Catalog::Builtin(), store_.get(),
                                           devices_.get(), registry_.get());
     client_->Start();
