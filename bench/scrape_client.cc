@@ -87,8 +87,8 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "scrape %d failed\n", i);
         return 1;
       }
-      ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
-                       .count());
+      ms.push_back(
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
       bytes = body.size();
     }
     std::printf("scrapes=%d median_ms=%.3f p99_ms=%.3f max_ms=%.3f bytes=%zu\n", count,
@@ -110,7 +110,8 @@ int main(int argc, char** argv) {
     pos = body.find("} ", pos);
     if (pos == std::string::npos) continue;
     const double v = std::strtod(body.c_str() + pos + 2, nullptr);
-    if (v != last && last != 0) fresh_ms.push_back(static_cast<double>(seen - static_cast<int64_t>(v)) / 1000.0);
+    if (v != last && last != 0)
+      fresh_ms.push_back(static_cast<double>(seen - static_cast<int64_t>(v)) / 1000.0);
     last = v;
   }
   std::printf("freshness_samples=%zu median_ms=%.3f p99_ms=%.3f max_ms=%.3f\n", fresh_ms.size(),

@@ -1,11 +1,11 @@
 #include "app/config.h"
 
+#include <yaml-cpp/yaml.h>
+
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <iostream>
 #include <set>
-
-#include <CLI/CLI.hpp>
-#include <yaml-cpp/yaml.h>
 
 #include "common/duration.h"
 #include "common/file_util.h"
@@ -22,7 +22,8 @@ struct DurationValidator : public CLI::Validator {
     name_ = "DURATION";
     func_ = [](const std::string& s) -> std::string {
       auto d = ParseDuration(s);
-      if (!d || d->count() <= 0) return "'" + s + "' is not a positive duration (e.g. 500ms, 1s, 2m)";
+      if (!d || d->count() <= 0)
+        return "'" + s + "' is not a positive duration (e.g. 500ms, 1s, 2m)";
       if (*d > kMaxDuration) return "'" + s + "' is longer than " + FormatDuration(kMaxDuration);
       return "";
     };
@@ -49,9 +50,9 @@ void Build(CLI::App& app, Config* cfg) {
                  "Exporter-toolkit web config: TLS, basic auth, headers (re-read on SIGHUP)");
   app.add_flag("--web.probes-require-auth", cfg->web.protect_probes,
                "Require basic auth on /-/healthy and /-/ready too");
-  app.add_option("--web.listen-address", cfg->web.listen_addresses,
-                 std::string("Address to listen on, repeatable (default ") +
-                     kDefaultListenAddress + ")");
+  app.add_option(
+      "--web.listen-address", cfg->web.listen_addresses,
+      std::string("Address to listen on, repeatable (default ") + kDefaultListenAddress + ")");
   app.add_option("--web.telemetry-path", cfg->telemetry_path, "Path under which to expose metrics")
       ->capture_default_str();
   app.add_option("--web.max-connections", cfg->web.max_connections,

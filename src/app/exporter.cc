@@ -1,9 +1,10 @@
 #include "app/exporter.h"
 
 #include <google/protobuf/util/json_util.h>
-#include <nlohmann/json.hpp>
 #include <prometheus/gauge.h>
 #include <spdlog/spdlog.h>
+
+#include <nlohmann/json.hpp>
 
 #include "version.h"
 
@@ -31,8 +32,8 @@ Status Exporter::Start() {
   if (backend) {
     spdlog::info("HAL backend {} at {}, every {} ms", backend->name(), cfg_.hal.root,
                  cfg_.hal.interval.count());
-    hal_ = std::make_unique<hal::HalSampler>(std::move(backend), fault_catalog_,
-                                             cfg_.hal.interval, &devices_, &self_metrics_);
+    hal_ = std::make_unique<hal::HalSampler>(std::move(backend), fault_catalog_, cfg_.hal.interval,
+                                             &devices_, &self_metrics_);
   } else {
     spdlog::info("HAL sampling off (--hal={}, {} absent)", cfg_.hal.backend, cfg_.hal.root);
   }
@@ -59,8 +60,9 @@ Status Exporter::Start() {
   http::WebOptions wo = cfg_.web;
   wo.probe_paths = {"/-/healthy", "/-/ready"};
   web_ = std::make_unique<http::WebServer>(wo);
-  web_->Route(cfg_.telemetry_path, {"GET"},
-              [this](const http::Request& r) { return Metrics(r); }, /*gzip=*/true);
+  web_->Route(
+      cfg_.telemetry_path, {"GET"}, [this](const http::Request& r) { return Metrics(r); },
+      /*gzip=*/true);
   web_->Route("/", {"GET"}, [this](const http::Request&) {
     http::Response r;
     r.content_type = "text/html; charset=utf-8";
@@ -113,8 +115,8 @@ http::Response Exporter::ConfigPage() {
   Json j;
   Json settings = Json::object();
   for (const auto& [key, st] : cfg_.settings) {
-    Json v = st.values.size() == 1 && key != "web.listen-address" ? Json(st.values[0])
-                                                                   : Json(st.values);
+    Json v =
+        st.values.size() == 1 && key != "web.listen-address" ? Json(st.values[0]) : Json(st.values);
     settings[key] = {{"value", v}, {"source", st.source}};
   }
   j["settings"] = settings;
@@ -170,9 +172,10 @@ http::Response Exporter::Ready() {
     return {200, "text/plain; charset=utf-8", "Ready: data from XDM\n", {}};
   if (hal_ && fresh(hal_->last_success(), cfg_.hal.interval * 3))
     return {200, "text/plain; charset=utf-8", "Ready: XDM stale, HAL sampling\n", {}};
-  std::string why = store_->last_update() ? "Not ready: XDM data is stale (upstream mode " +
-                                                std::string(upstream::ModeName(client_->mode())) + ")"
-                                          : "Not ready: no data from XDM yet";
+  std::string why = store_->last_update()
+                        ? "Not ready: XDM data is stale (upstream mode " +
+                              std::string(upstream::ModeName(client_->mode())) + ")"
+                        : "Not ready: no data from XDM yet";
   why += hal_ ? "; HAL not sampling\n" : "; HAL off\n";
   return {503, "text/plain; charset=utf-8", why, {}};
 }
@@ -187,7 +190,9 @@ http::Response Exporter::StatusPage() {
 StatusReport Exporter::Report() {
   using SteadyClock = std::chrono::steady_clock;
   const auto now = SteadyClock::now();
-  const auto secs = [](SteadyClock::duration d) { return std::chrono::duration<double>(d).count(); };
+  const auto secs = [](SteadyClock::duration d) {
+    return std::chrono::duration<double>(d).count();
+  };
   StatusReport r;
   r.version = kVersion;
   r.revision = kRevision;

@@ -1,20 +1,20 @@
 #pragma once
 
+#include <prometheus/registry.h>
+
 #include <chrono>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
 
-#include <prometheus/registry.h>
-
 #include "app/config.h"
 #include "app/status_page.h"
 #include "common/status.h"
 #include "exposition/exposer.h"
 #include "hal/hal_sampler.h"
-#include "kubelet/pod_mapper.h"
 #include "http/web_server.h"
+#include "kubelet/pod_mapper.h"
 #include "store/device_registry.h"
 #include "store/metric_store.h"
 #include "upstream/xdm_client.h"
@@ -60,7 +60,7 @@ class Exporter {
   std::unique_ptr<exposition::Exposer> exposer_;
   std::unique_ptr<upstream::XdmClient> client_;
   std::shared_ptr<const hal::FaultCatalog> fault_catalog_;
-  std::unique_ptr<hal::HalSampler> hal_;  // null when --hal resolves to none
+  std::unique_ptr<hal::HalSampler> hal_;      // null when --hal resolves to none
   std::unique_ptr<kubelet::PodMapper> pods_;  // null when the socket flag is empty
   std::unique_ptr<http::WebServer> web_;
 };

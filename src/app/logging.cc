@@ -1,12 +1,12 @@
 #include "app/logging.h"
 
-#include <cstdio>
-#include <memory>
-#include <string_view>
-
 #include <spdlog/pattern_formatter.h>
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
+
+#include <cstdio>
+#include <memory>
+#include <string_view>
 
 namespace xpu::app {
 namespace {
@@ -19,10 +19,18 @@ class QuotedMessage : public spdlog::custom_flag_formatter {
     dest.push_back('"');
     for (char c : std::string_view(msg.payload.data(), msg.payload.size())) {
       switch (c) {
-        case '"': dest.append(std::string_view("\\\"")); break;
-        case '\\': dest.append(std::string_view("\\\\")); break;
-        case '\n': dest.append(std::string_view("\\n")); break;
-        case '\t': dest.append(std::string_view("\\t")); break;
+        case '"':
+          dest.append(std::string_view("\\\""));
+          break;
+        case '\\':
+          dest.append(std::string_view("\\\\"));
+          break;
+        case '\n':
+          dest.append(std::string_view("\\n"));
+          break;
+        case '\t':
+          dest.append(std::string_view("\\t"));
+          break;
         default:
           if (static_cast<unsigned char>(c) < 0x20) {
             char buf[8];
@@ -43,8 +51,8 @@ class QuotedMessage : public spdlog::custom_flag_formatter {
 }  // namespace
 
 void SetupLogging(const std::string& level, const std::string& format) {
-  auto logger = std::make_shared<spdlog::logger>(
-      "xpu-exporter", std::make_shared<spdlog::sinks::stderr_sink_mt>());
+  auto logger = std::make_shared<spdlog::logger>("xpu-exporter",
+                                                 std::make_shared<spdlog::sinks::stderr_sink_mt>());
   auto formatter = std::make_unique<spdlog::pattern_formatter>(spdlog::pattern_time_type::utc);
   formatter->add_flag<QuotedMessage>('*');
   if (format == "json") {

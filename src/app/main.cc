@@ -1,11 +1,10 @@
 // xpu-exporter: see README.md and docs/architecture.md.
 #include <malloc.h>
+#include <spdlog/spdlog.h>
 
 #include <csignal>
 #include <cstdio>
 #include <iostream>
-
-#include <spdlog/spdlog.h>
 
 #include "app/config.h"
 #include "app/exporter.h"
@@ -18,8 +17,9 @@ int main(int argc, char** argv) {
   // each scrape; and glibc's dynamic mmap threshold would move such buffers
   // onto the heap, where they stay resident. Two arenas and a fixed 1 MiB
   // threshold return scrape buffers to the system (docs/benchmarks.md).
-  mallopt(M_ARENA_MAX, 2);
-  mallopt(M_MMAP_THRESHOLD, 1 << 20);
+  // Before any thread exists, so mallopt's lack of thread safety is moot.
+  mallopt(M_ARENA_MAX, 2);             // NOLINT(concurrency-mt-unsafe)
+  mallopt(M_MMAP_THRESHOLD, 1 << 20);  // NOLINT(concurrency-mt-unsafe)
   xpu::app::Config cfg;
   if (auto rc = xpu::app::ParseFlags(argc, argv, &cfg)) return *rc;
   xpu::app::SetupLogging(cfg.log_level, cfg.log_format);

@@ -4,7 +4,6 @@
 
 #include <cstdio>
 #include <ctime>
-
 #include <nlohmann/json.hpp>
 
 namespace xpu::app {
@@ -36,12 +35,23 @@ std::string Html(const std::string& s) {
   std::string out;
   for (char c : s) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out += c;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -125,9 +135,7 @@ std::string Cell(const std::string& html, bool bad = false) {
   return std::string(bad ? "<td class=\"bad\">" : "<td>") + html + "</td>";
 }
 
-std::string Health(const std::optional<bool>& h) {
-  return !h ? "-" : *h ? "healthy" : "UNHEALTHY";
-}
+std::string Health(const std::optional<bool>& h) { return !h ? "-" : *h ? "healthy" : "UNHEALTHY"; }
 
 std::string DeviceRow(const DeviceReport& d) {
   std::string faults;
@@ -193,12 +201,17 @@ std::string LandingPageHtml(const StatusReport& r, const std::string& path) {
       "body{font-family:sans-serif;margin:1.5em}table{border-collapse:collapse}"
       "td,th{border:1px solid #bbb;padding:.3em .6em;text-align:left}th{background:#eee}"
       ".bad{color:#b00;font-weight:bold}</style></head><body>\n"
-      "<h1>xpu-exporter</h1>\n<p>Version " + Html(r.version) + " (" + Html(r.revision) + "). "
-      "<a href=\"" + Html(path.substr(1)) + "\">" + Html(path) + "</a> · "
+      "<h1>xpu-exporter</h1>\n<p>Version " +
+      Html(r.version) + " (" + Html(r.revision) +
+      "). "
+      "<a href=\"" +
+      Html(path.substr(1)) + "\">" + Html(path) +
+      "</a> · "
       "<a href=\"status\">/status</a> · <a href=\"config\">/config</a> · "
       "<a href=\"-/healthy\">/-/healthy</a> · <a href=\"-/ready\">/-/ready</a></p>\n"
-      "<p>Upstream mode: <b id=\"mode\">" + upstream::ModeName(r.upstream.mode) +
-      "</b> · HAL: <b id=\"hal\">" + Html(r.hal_backend) + (r.hal_up ? " (up)" : " (down)") +
+      "<p>Upstream mode: <b id=\"mode\">" +
+      upstream::ModeName(r.upstream.mode) + "</b> · HAL: <b id=\"hal\">" + Html(r.hal_backend) +
+      (r.hal_up ? " (up)" : " (down)") +
       "</b> · updated <span id=\"updated\">at load</span></p>\n"
       "<table id=\"devices\"><thead><tr><th>minor</th><th>model</th><th>health (XDM)</th>"
       "<th>health (HAL)</th><th>active faults</th><th>utilization</th><th>memory</th>"

@@ -1,24 +1,23 @@
 #include "catalog/catalog.h"
 
+#include <yaml-cpp/yaml.h>
 
 #include <cmath>
 #include <set>
 
-#include <yaml-cpp/yaml.h>
-
-#include "common/yaml_util.h"
-
 #include "catalog/builtin_catalog.h"  // generated: kBuiltinCatalogYaml
+#include "common/yaml_util.h"
 
 namespace xpu::catalog {
 namespace {
 
 bool EndsWith(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 const std::set<std::string>& BaseUnits() {
-  static const std::set<std::string> units = {"bytes", "celsius", "watts", "joules", "hertz",
+  static const std::set<std::string> units = {"bytes", "celsius", "watts", "joules",  "hertz",
                                               "ratio", "seconds", "volts", "amperes", "none"};
   return units;
 }
@@ -49,9 +48,9 @@ bool IsReservedFamily(const std::string& name) {
   // Families exported by the device registry, the HAL and the exporter
   // itself: a catalog entry of the same name would emit a second family.
   static const std::set<std::string> exact = {
-      "xpu_device_info",          "xpu_device_topology_info", "xpu_device_health",
-      "xpu_device_fault_active",  "xpu_device_fault_level",   "xpu_device_fault_events_total",
-      "xpu_device_pod_info",      "xpu_unknown_metric"};
+      "xpu_device_info",         "xpu_device_topology_info", "xpu_device_health",
+      "xpu_device_fault_active", "xpu_device_fault_level",   "xpu_device_fault_events_total",
+      "xpu_device_pod_info",     "xpu_unknown_metric"};
   for (const char* prefix : {"xpu_exporter_", "xpu_hal_", "xpu_kubelet_"})
     if (name.rfind(prefix, 0) == 0) return true;
   // A name whose series collide with a reserved family's (counter _total).
@@ -68,7 +67,8 @@ std::string CheckEntry(const Entry& e) {
   if (e.name.find("percent") != std::string::npos)
     return "name '" + e.name + "' uses percent; export a 0..1 ratio";
   if (BaseUnits().count(e.unit) == 0)
-    return "unit '" + e.unit + "' is not a base unit (bytes, celsius, watts, joules, hertz, "
+    return "unit '" + e.unit +
+           "' is not a base unit (bytes, celsius, watts, joules, hertz, "
            "ratio, seconds, volts, amperes or none)";
   const std::string stem = e.type == MetricType::kCounter && EndsWith(e.name, "_total")
                                ? e.name.substr(0, e.name.size() - 6)
@@ -108,9 +108,9 @@ Status Catalog::Parse(const std::string& yaml_text, const std::string& origin,
     for (size_t i = 0; i < metrics.size(); ++i) {
       const YAML::Node m = metrics[i];
       const std::string where = yaml::Where(origin, m) + ": metrics[" + std::to_string(i) + "]";
-      if (Status k = yaml::CheckKeys(
-              m, {"id", "name", "type", "unit", "scale", "help", "instance_label"}, origin,
-              "metrics[" + std::to_string(i) + "]");
+      if (Status k =
+              yaml::CheckKeys(m, {"id", "name", "type", "unit", "scale", "help", "instance_label"},
+                              origin, "metrics[" + std::to_string(i) + "]");
           !k.ok())
         return k;
       Entry e;
@@ -144,8 +144,8 @@ Status Catalog::Parse(const std::string& yaml_text, const std::string& origin,
       if (!names.insert(e.name).second)
         return Status::InvalidArgument(where + ": duplicate name " + e.name);
       if (cat->entries_.size() >= kMaxCatalogEntries)
-        return Status::InvalidArgument(where + ": more than " +
-                                       std::to_string(kMaxCatalogEntries) + " entries");
+        return Status::InvalidArgument(where + ": more than " + std::to_string(kMaxCatalogEntries) +
+                                       " entries");
       cat->by_id_[e.id] = cat->entries_.size();
       cat->entries_.push_back(std::move(e));
     }

@@ -1,11 +1,11 @@
 #pragma once
 
-#include <chrono>
-#include <string>
-
 #include <prometheus/family.h>
 #include <prometheus/gauge.h>
 #include <prometheus/registry.h>
+
+#include <chrono>
+#include <string>
 
 namespace xpu {
 

@@ -13,7 +13,7 @@ Status ReadTextFile(const std::string& path, const std::string& what, std::strin
                     size_t max_bytes) {
   const std::string where = what + " " + path;
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) return Status::IoError("cannot read " + where + ": " + std::strerror(errno));
+  if (fd < 0) return Status::IoError("cannot read " + where + ": " + ErrnoText(errno));
   struct stat st {};
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     ::close(fd);
@@ -27,19 +27,24 @@ Status ReadTextFile(const std::string& path, const std::string& what, std::strin
     if (n < 0) {
       const int err = errno;
       ::close(fd);
-      return Status::IoError("cannot read " + where + ": " + std::strerror(err));
+      return Status::IoError("cannot read " + where + ": " + ErrnoText(err));
     }
     if (n == 0) break;
     text.append(buf, static_cast<size_t>(n));
     if (text.size() > max_bytes) {
       ::close(fd);
-      return Status::IoError("cannot read " + where + ": larger than " +
-                             std::to_string(max_bytes) + " bytes");
+      return Status::IoError("cannot read " + where + ": larger than " + std::to_string(max_bytes) +
+                             " bytes");
     }
   }
   ::close(fd);
   *out = std::move(text);
   return Status::Ok();
+}
+
+std::string ErrnoText(int err) {
+  char buf[256];
+  return strerror_r(err, buf, sizeof buf);  // GNU: returns the message
 }
 
 }  // namespace xpu

@@ -8,7 +8,7 @@
 namespace xpu {
 
 // Configuration files are small; a bigger one is a mistake or an attack.
-inline constexpr size_t kMaxConfigFileBytes = 1024 * 1024;
+inline constexpr size_t kMaxConfigFileBytes = size_t{1024} * 1024;
 
 // Reads a whole (small) regular file into `out`, refusing anything longer
 // than `max_bytes` and anything that is not a regular file (a FIFO would
@@ -16,5 +16,8 @@ inline constexpr size_t kMaxConfigFileBytes = 1024 * 1024;
 // "cannot read metrics catalog /x: No such file or directory".
 Status ReadTextFile(const std::string& path, const std::string& what, std::string* out,
                     size_t max_bytes = kMaxConfigFileBytes);
+
+// strerror(err), safe on any thread (strerror itself shares one buffer).
+std::string ErrnoText(int err);
 
 }  // namespace xpu

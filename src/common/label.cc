@@ -11,14 +11,19 @@ bool SanitizeLabelValue(std::string* v, size_t max_bytes) {
   size_t i = 0;
   while (i < s.size()) {
     const unsigned char c = static_cast<unsigned char>(s[i]);
-    size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 0;
+    size_t len = c < 0x80           ? 1
+                 : (c >> 5) == 0x6  ? 2
+                 : (c >> 4) == 0xe  ? 3
+                 : (c >> 3) == 0x1e ? 4
+                                    : 0;
     bool valid = len > 0 && i + len <= s.size();
     for (size_t k = 1; valid && k < len; ++k)
       valid = (static_cast<unsigned char>(s[i + k]) & 0xc0) == 0x80;
     if (valid && len == 2 && c < 0xc2) valid = false;  // overlong
     if (valid && len == 3) {
       const unsigned char c1 = static_cast<unsigned char>(s[i + 1]);
-      if ((c == 0xe0 && c1 < 0xa0) || (c == 0xed && c1 >= 0xa0)) valid = false;  // overlong, surrogate
+      if ((c == 0xe0 && c1 < 0xa0) || (c == 0xed && c1 >= 0xa0))
+        valid = false;  // overlong, surrogate
     }
     if (valid && len == 4) {
       const unsigned char c1 = static_cast<unsigned char>(s[i + 1]);

@@ -1,12 +1,12 @@
 #pragma once
 
+#include <yaml-cpp/yaml.h>
+
 #include <functional>
 #include <memory>
 #include <set>
 #include <stdexcept>
 #include <string>
-
-#include <yaml-cpp/yaml.h>
 
 #include "common/file_util.h"
 #include "common/status.h"

@@ -1,12 +1,12 @@
 #pragma once
 
-#include <memory>
-#include <string>
-#include <vector>
-
 #include <prometheus/collectable.h>
 #include <prometheus/gauge.h>
 #include <prometheus/registry.h>
+
+#include <memory>
+#include <string>
+#include <vector>
 
 #include "exposition/snapshot_writer.h"
 #include "store/metric_store.h"

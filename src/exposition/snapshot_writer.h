@@ -1,13 +1,13 @@
 #pragma once
 
+#include <prometheus/metric_family.h>
+
 #include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
-
-#include <prometheus/metric_family.h>
 
 #include "store/metric_store.h"
 

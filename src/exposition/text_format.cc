@@ -5,26 +5,30 @@
 
 namespace xpu::exposition {
 
-void AppendLabelValue(std::string_view v, std::string* out) {
+namespace {
+
+// The text format escapes backslash and newline in HELP, and the double
+// quote too in label values.
+template <bool kQuote>
+void AppendEscaped(std::string_view v, std::string* out) {
   for (char c : v) {
-    switch (c) {
-      case '\\': out->append("\\\\"); break;
-      case '"': out->append("\\\""); break;
-      case '\n': out->append("\\n"); break;
-      default: out->push_back(c);
+    if (c == '\\') {
+      out->append("\\\\");
+    } else if (c == '\n') {
+      out->append("\\n");
+    } else if (kQuote && c == '"') {
+      out->append("\\\"");
+    } else {
+      out->push_back(c);
     }
   }
 }
 
-void AppendHelp(std::string_view v, std::string* out) {
-  for (char c : v) {
-    switch (c) {
-      case '\\': out->append("\\\\"); break;
-      case '\n': out->append("\\n"); break;
-      default: out->push_back(c);
-    }
-  }
-}
+}  // namespace
+
+void AppendLabelValue(std::string_view v, std::string* out) { AppendEscaped<true>(v, out); }
+
+void AppendHelp(std::string_view v, std::string* out) { AppendEscaped<false>(v, out); }
 
 void AppendValue(double v, std::string* out) {
   if (std::isnan(v)) {
@@ -64,11 +68,20 @@ void AppendLabels(const std::vector<std::pair<std::string, std::string>>& labels
 void AppendFamily(const prometheus::MetricFamily& family, std::string* out) {
   const char* type = "untyped";
   switch (family.type) {
-    case prometheus::MetricType::Counter: type = "counter"; break;
-    case prometheus::MetricType::Gauge: type = "gauge"; break;
-    case prometheus::MetricType::Summary: type = "summary"; break;
-    case prometheus::MetricType::Histogram: type = "histogram"; break;
-    case prometheus::MetricType::Untyped: break;
+    case prometheus::MetricType::Counter:
+      type = "counter";
+      break;
+    case prometheus::MetricType::Gauge:
+      type = "gauge";
+      break;
+    case prometheus::MetricType::Summary:
+      type = "summary";
+      break;
+    case prometheus::MetricType::Histogram:
+      type = "histogram";
+      break;
+    case prometheus::MetricType::Untyped:
+      break;
   }
   AppendHeader(family.name, family.help, type, out);
   std::vector<std::pair<std::string, std::string>> labels;
@@ -84,9 +97,15 @@ void AppendFamily(const prometheus::MetricFamily& family, std::string* out) {
       out->push_back('\n');
     };
     switch (family.type) {
-      case prometheus::MetricType::Counter: line("", m.counter.value, labels); break;
-      case prometheus::MetricType::Gauge: line("", m.gauge.value, labels); break;
-      case prometheus::MetricType::Untyped: line("", m.untyped.value, labels); break;
+      case prometheus::MetricType::Counter:
+        line("", m.counter.value, labels);
+        break;
+      case prometheus::MetricType::Gauge:
+        line("", m.gauge.value, labels);
+        break;
+      case prometheus::MetricType::Untyped:
+        line("", m.untyped.value, labels);
+        break;
       case prometheus::MetricType::Histogram: {
         for (const auto& b : m.histogram.bucket) {
           auto ls = labels;

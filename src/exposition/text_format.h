@@ -1,10 +1,10 @@
 #pragma once
 
+#include <prometheus/metric_family.h>
+
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <prometheus/metric_family.h>
 
 namespace xpu::exposition {
 

@@ -1,22 +1,20 @@
 #include "hal/fault_catalog.h"
 
-#include "common/fault_code.h"
+#include <yaml-cpp/yaml.h>
 
 #include <cctype>
 #include <set>
 #include <stdexcept>
 
-#include <yaml-cpp/yaml.h>
-
+#include "common/fault_code.h"
 #include "common/yaml_util.h"
-
 #include "hal/builtin_fault_codes.h"  // generated: kBuiltinFaultCodesYaml
 
 namespace xpu::hal {
 namespace {
 
-constexpr const char* kLevelNames[] = {"none",         "retry_request",     "restart_job",
-                                       "restart_card", "reset_card",        "isolate_after_job",
+constexpr const char* kLevelNames[] = {"none",         "retry_request", "restart_job",
+                                       "restart_card", "reset_card",    "isolate_after_job",
                                        "isolate_card"};
 
 }  // namespace
@@ -62,7 +60,8 @@ Status FaultCatalog::Parse(const std::string& yaml_text, const std::string& orig
       if (f.name.empty() || f.description.empty() || f.action.empty())
         return Status::InvalidArgument(where + ": name, description and action are required");
       if (!c["level"] || !ParseLevel(c["level"].as<std::string>(), &f.level))
-        return Status::InvalidArgument(where + ": level must be one of none, retry_request, "
+        return Status::InvalidArgument(where +
+                                       ": level must be one of none, retry_request, "
                                        "restart_job, restart_card, reset_card, isolate_after_job, "
                                        "isolate_card");
       if (cat->entries_.count(f.code) > 0)

@@ -46,7 +46,6 @@ class FaultCatalog {
   const std::map<std::string, FaultInfo>& entries() const { return entries_; }
   FaultLevel default_level() const { return default_level_; }
 
-
  private:
   std::map<std::string, FaultInfo> entries_;
   FaultLevel default_level_ = FaultLevel::kRestartCard;

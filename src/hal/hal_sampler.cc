@@ -113,15 +113,18 @@ void HalSampler::SampleOnce() {
     for (const std::string& code : active) {
       FaultInfo info = catalog_->Lookup(code);
       if (before.count(code) == 0) {
-        events_.Add({{"minor", minor}, {"uuid", v.uuid}, {"code", info.code},
-                     {"level", LevelName(info.level)}})
+        events_
+            .Add({{"minor", minor},
+                  {"uuid", v.uuid},
+                  {"code", info.code},
+                  {"level", LevelName(info.level)}})
             .Increment();
         if (!info.known) unknown_codes_.Increment();
         spdlog::warn("device {} fault {} raised: {} ({}; {})", minor, info.code, info.name,
                      LevelName(info.level), info.action);
       }
-      v.faults.push_back({info.code, info.name, static_cast<int>(info.level),
-                          LevelName(info.level), info.description, info.action, info.known});
+      v.faults.push_back({info.code, info.name, static_cast<int>(info.level), LevelName(info.level),
+                          info.description, info.action, info.known});
     }
     for (const std::string& code : before) {
       if (active.count(code) == 0) spdlog::info("device {} fault {} cleared", minor, code);

@@ -1,5 +1,10 @@
 #pragma once
 
+#include <prometheus/counter.h>
+#include <prometheus/family.h>
+#include <prometheus/gauge.h>
+#include <prometheus/registry.h>
+
 #include <atomic>
 #include <chrono>
 #include <map>
@@ -7,11 +12,6 @@
 #include <mutex>
 #include <set>
 #include <string>
-
-#include <prometheus/counter.h>
-#include <prometheus/family.h>
-#include <prometheus/gauge.h>
-#include <prometheus/registry.h>
 
 #include "common/worker.h"
 #include "hal/fault_catalog.h"
@@ -62,7 +62,7 @@ class HalSampler {
 
   // Sampler-thread state.
   std::map<int32_t, std::set<std::string>> active_;  // minor -> codes seen last time
-  LogOnce logged_;  // problems logged, until they clear
+  LogOnce logged_;                                   // problems logged, until they clear
 
   mutable std::mutex mu_;
   std::optional<std::chrono::steady_clock::time_point> last_success_;  // guarded by mu_

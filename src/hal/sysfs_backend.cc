@@ -10,6 +10,7 @@
 #include <filesystem>
 
 #include "common/fault_code.h"
+#include "common/file_util.h"
 #include "hal/fault_catalog.h"
 
 namespace xpu::hal {
@@ -18,7 +19,7 @@ namespace {
 namespace fs = std::filesystem;
 
 // sysfs attributes are small; anything bigger is not one of ours.
-constexpr size_t kMaxFileBytes = 64 * 1024;
+constexpr size_t kMaxFileBytes = size_t{64} * 1024;
 
 Status NeedsNewline(std::string_view text, const char* what) {
   if (text.empty()) return Status::InvalidArgument(std::string(what) + " is empty");
@@ -49,7 +50,8 @@ Status ParseUuidFile(std::string_view text, std::string* uuid) {
   if (v.empty() || v.size() > 128 || v.find('\n') != std::string_view::npos)
     return Status::InvalidArgument("uuid is not one line of 1..128 characters");
   for (char c : v) {
-    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == ':' || c == '.'))
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == ':' ||
+          c == '.'))
       return Status::InvalidArgument("uuid has a character outside [A-Za-z0-9-_:.]");
   }
   *uuid = std::string(v);
@@ -86,7 +88,7 @@ Status SysfsBackend::ReadFile(int32_t minor, const char* file, std::string* out)
   // O_NONBLOCK: a FIFO or a driver attribute that blocks must not hang the
   // sampler (and with it SIGTERM); only regular files are read.
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-  if (fd < 0) return Status::IoError(path + ": " + std::strerror(errno));
+  if (fd < 0) return Status::IoError(path + ": " + ErrnoText(errno));
   struct stat st {};
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     ::close(fd);
@@ -100,7 +102,7 @@ Status SysfsBackend::ReadFile(int32_t minor, const char* file, std::string* out)
       const int err = errno;
       if (err == EINTR) continue;
       ::close(fd);
-      return Status::IoError(path + ": " + std::strerror(err));
+      return Status::IoError(path + ": " + ErrnoText(err));
     }
     if (n == 0) break;
     out->append(buf, static_cast<size_t>(n));

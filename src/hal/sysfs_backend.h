@@ -9,7 +9,7 @@
 namespace xpu::hal {
 
 // Limits on what the tree can make the sampler hold (docs/reliability.md).
-inline constexpr size_t kMaxFaultCodes = 64;   // active codes per device
+inline constexpr size_t kMaxFaultCodes = 64;    // active codes per device
 inline constexpr size_t kMaxHalDevices = 1024;  // xpu<minor> directories
 
 // Parsers of the sysfs files (docs/hal.md), pure and separate from I/O.

@@ -1,7 +1,5 @@
 #include "http/conn_guard.h"
 
-#include "http/headers.h"
-
 #include <dlfcn.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -11,6 +9,8 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+
+#include "http/headers.h"
 
 namespace xpu::http {
 namespace {

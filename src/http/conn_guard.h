@@ -36,9 +36,9 @@ class HeadGuard {
   HeadGuard& operator=(const HeadGuard&) = delete;
 
   // civetweb callbacks, by the guard of the connection's server.
-  void OnConnect();      // init_connection: the head of the first request
-  static void OnHead();  // begin_request: the head is in; the handler runs
-  void OnRequestEnd();   // end_request: a keep-alive connection waits again
+  void OnConnect();       // init_connection: the head of the first request
+  static void OnHead();   // begin_request: the head is in; the handler runs
+  void OnRequestEnd();    // end_request: a keep-alive connection waits again
   static void OnClose();  // connection_close
 
   // Workers waiting for a head right now.

@@ -20,8 +20,10 @@ int AcceptAnyCert(int, X509_STORE_CTX*) { return 1; }
 
 int ProtocolVersion(TlsVersion v) {
   switch (v) {
-    case TlsVersion::kTls12: return TLS1_2_VERSION;
-    case TlsVersion::kTls13: return TLS1_3_VERSION;
+    case TlsVersion::kTls12:
+      return TLS1_2_VERSION;
+    case TlsVersion::kTls13:
+      return TLS1_3_VERSION;
   }
   return TLS1_3_VERSION;
 }

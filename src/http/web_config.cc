@@ -1,9 +1,9 @@
 #include "http/web_config.h"
 
+#include <yaml-cpp/yaml.h>
+
 #include <fstream>
 #include <set>
-
-#include <yaml-cpp/yaml.h>
 
 #include "common/file_util.h"
 #include "common/yaml_util.h"
@@ -17,8 +17,8 @@ using yaml::Where;
 
 bool Readable(const std::string& path) { return std::ifstream(path).good(); }
 
-constexpr std::pair<TlsVersion, const char*> kVersionNames[] = {
-    {TlsVersion::kTls12, "TLS12"}, {TlsVersion::kTls13, "TLS13"}};
+constexpr std::pair<TlsVersion, const char*> kVersionNames[] = {{TlsVersion::kTls12, "TLS12"},
+                                                                {TlsVersion::kTls13, "TLS13"}};
 constexpr std::pair<ClientAuth, const char*> kClientAuthNames[] = {
     {ClientAuth::kNoClientCert, "NoClientCert"},
     {ClientAuth::kRequestClientCert, "RequestClientCert"},
@@ -138,7 +138,8 @@ Status WebConfig::Parse(const std::string& text, const std::string& origin,
                                            "X-Content-Type-Options, X-Frame-Options, "
                                            "X-XSS-Protection, Content-Security-Policy)");
           if (value.find_first_of("\r\n") != std::string::npos)
-            return Status::InvalidArgument(Where(origin, kv.second) + ": header value has a newline");
+            return Status::InvalidArgument(Where(origin, kv.second) +
+                                           ": header value has a newline");
           cfg->headers.emplace_back(name, value);
         }
       }
@@ -150,7 +151,8 @@ Status WebConfig::Parse(const std::string& text, const std::string& origin,
         const std::string user = kv.first.as<std::string>();
         const std::string hash = kv.second.as<std::string>();
         if (user.empty() || user.find(':') != std::string::npos)
-          return Status::InvalidArgument(Where(origin, kv.first) + ": bad user name '" + user + "'");
+          return Status::InvalidArgument(Where(origin, kv.first) + ": bad user name '" + user +
+                                         "'");
         if (hash.size() != 60 || hash[0] != '$' || hash[1] != '2' || hash[3] != '$')
           return Status::InvalidArgument(Where(origin, kv.second) + ": password of user '" + user +
                                          "' is not a bcrypt hash ($2y$...)");

@@ -2,12 +2,11 @@
 
 #include <CivetServer.h>
 #include <dlfcn.h>
+#include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstring>
-
-#include <spdlog/spdlog.h>
 
 #include "common/civet_util.h"
 #include "http/gzip.h"
@@ -19,16 +18,26 @@ namespace {
 
 const char* Reason(int status) {
   switch (status) {
-    case 200: return "OK";
-    case 204: return "No Content";
-    case 400: return "Bad Request";
-    case 401: return "Unauthorized";
-    case 404: return "Not Found";
-    case 405: return "Method Not Allowed";
-    case 413: return "Payload Too Large";
-    case 500: return "Internal Server Error";
-    case 503: return "Service Unavailable";
-    default: return "Status";
+    case 200:
+      return "OK";
+    case 204:
+      return "No Content";
+    case 400:
+      return "Bad Request";
+    case 401:
+      return "Unauthorized";
+    case 404:
+      return "Not Found";
+    case 405:
+      return "Method Not Allowed";
+    case 413:
+      return "Payload Too Large";
+    case 500:
+      return "Internal Server Error";
+    case 503:
+      return "Service Unavailable";
+    default:
+      return "Status";
   }
 }
 
@@ -91,9 +100,9 @@ class WebServer::Dispatcher : public CivetHandler {
     const bool body_unread = HasBody(conn);
     if (body_unread) mg_disable_connection_keep_alive(conn);
     const std::shared_ptr<const WebConfig> cfg = server_->config();
-    const bool needs_auth = cfg && !cfg->users.empty() &&
-                            (server_->options_.protect_probes ||
-                             server_->options_.probe_paths.count(req.path) == 0);
+    const bool needs_auth =
+        cfg && !cfg->users.empty() &&
+        (server_->options_.protect_probes || server_->options_.probe_paths.count(req.path) == 0);
     const char* authz = mg_get_header(conn, "Authorization");
     auto it = server_->routes_.find(req.path);
     if (needs_auth && !server_->Authorized(*cfg, authz ? authz : "")) {
@@ -129,14 +138,17 @@ class WebServer::Dispatcher : public CivetHandler {
     std::string head = "HTTP/1.1 " + std::to_string(resp.status) + " " + Reason(resp.status) +
                        "\r\nContent-Type: " + resp.content_type +
                        "\r\nContent-Length: " + std::to_string(body.size()) + "\r\n";
-    for (const auto& [k, v] : resp.headers) head += k + ": " + v + "\r\n";
+    const auto add_header = [&head](const std::string& k, const std::string& v) {
+      head.append(k).append(": ").append(v).append("\r\n");
+    };
+    for (const auto& [k, v] : resp.headers) add_header(k, v);
     if (cfg) {
-      for (const auto& [k, v] : cfg->headers) head += k + ": " + v + "\r\n";
+      for (const auto& [k, v] : cfg->headers) add_header(k, v);
     }
     if (body_unread) head += "Connection: close\r\n";
     head += "\r\n";
     const bool with_body = req.method != "HEAD" && !body.empty();
-    if (with_body && body.size() < 256 * 1024) {
+    if (with_body && body.size() < size_t{256} * 1024) {
       // One write for header and body: two small writes meet Nagle and the
       // client's delayed ACK and stall ~40 ms.
       head += body;
@@ -162,10 +174,11 @@ bool WebServer::Authorized(const WebConfig& cfg, const std::string& authorizatio
   return auth_.Check(cfg.users, authorization);
 }
 
-Status WebServer::Reload(std::shared_ptr<const WebConfig> config) {
+Status WebServer::Reload(const std::shared_ptr<const WebConfig>& config) {
   std::shared_ptr<const WebConfig> old = this->config();
-  const bool tls_changed = (old && old->tls) != (config && config->tls) ||
-                           (old && config && old->tls && config->tls && !(*old->tls == *config->tls));
+  const bool tls_changed =
+      (old && old->tls) != (config && config->tls) ||
+      (old && config && old->tls && config->tls && !(*old->tls == *config->tls));
   {
     std::lock_guard<std::mutex> lock(config_mu_);
     config_ = config;
@@ -207,11 +220,12 @@ void WebServer::Route(const std::string& path, std::set<std::string> methods, Ha
 
 Status WebServer::ToCivetPort(const std::string& address, std::string* out) {
   const size_t colon = address.rfind(':');
-  if (colon == std::string::npos) return Status::InvalidArgument("listen address '" + address + "' lacks :port");
+  if (colon == std::string::npos)
+    return Status::InvalidArgument("listen address '" + address + "' lacks :port");
   const std::string host = address.substr(0, colon);
   const std::string port = address.substr(colon + 1);
-  if (port.empty() || port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos ||
-      std::stoi(port) > 65535)
+  if (port.empty() || port.size() > 5 ||
+      port.find_first_not_of("0123456789") != std::string::npos || std::stoi(port) > 65535)
     return Status::InvalidArgument("listen address '" + address + "': bad port '" + port + "'");
   if (host.find_first_of(",; \t") != std::string::npos)
     return Status::InvalidArgument("listen address '" + address + "': bad host");
@@ -268,11 +282,11 @@ Status WebServer::StartOn(const std::vector<std::string>& addresses) {
   }
   if (ports.empty()) return Status::InvalidArgument("no listen address");
   std::vector<std::string> opts = {
-      "listening_ports", ports,
-      "num_threads", std::to_string(options_.max_connections),
+      "listening_ports",    ports,
+      "num_threads",        std::to_string(options_.max_connections),
       "request_timeout_ms", std::to_string(options_.request_timeout_ms),
-      "enable_keep_alive", "yes",
-      "tcp_nodelay", "1",
+      "enable_keep_alive",  "yes",
+      "tcp_nodelay",        "1",
       // Nothing is served from disk: no document_root at all.
   };
   dispatcher_ = std::make_unique<Dispatcher>(this);

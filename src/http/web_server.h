@@ -3,8 +3,8 @@
 #include <chrono>
 #include <functional>
 #include <map>
-#include <mutex>
 #include <memory>
+#include <mutex>
 #include <set>
 #include <string>
 #include <vector>
@@ -37,7 +37,7 @@ using Handler = std::function<Response(const Request&)>;
 struct WebOptions {
   // Prometheus-style addresses: ":9445", "127.0.0.1:0".
   std::vector<std::string> listen_addresses;
-  int max_connections = 16;     // concurrent requests (civetweb worker threads)
+  int max_connections = 16;  // concurrent requests (civetweb worker threads)
   int request_timeout_ms = 10000;
   // Deadline for a request's head (also for an idle keep-alive connection),
   // and the shorter one applied once half the workers wait for heads
@@ -72,7 +72,7 @@ class WebServer {
   // listeners on the same ports. On error the server keeps (or restores) the
   // old config: InvalidArgument. IoError means even the old config could not
   // listen again and the server has no listener (see listening()).
-  Status Reload(std::shared_ptr<const WebConfig> config);
+  Status Reload(const std::shared_ptr<const WebConfig>& config);
   bool listening() const;
   // Bound ports, in the order of listen_addresses (after Start).
   std::vector<int> ports() const;
@@ -94,7 +94,7 @@ class WebServer {
   bool Authorized(const WebConfig& cfg, const std::string& authorization) const;
   std::shared_ptr<const WebConfig> config() const;
 
-  const WebOptions options_;  // read by worker threads: never assigned
+  const WebOptions options_;                  // read by worker threads: never assigned
   std::map<std::string, RouteEntry> routes_;  // immutable after Start
   mutable std::mutex config_mu_;
   std::shared_ptr<const WebConfig> config_;  // guarded by config_mu_

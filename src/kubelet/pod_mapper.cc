@@ -1,13 +1,13 @@
 #include "kubelet/pod_mapper.h"
 
-#include "common/label.h"
+#include <prometheus/gauge.h>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <cctype>
 #include <filesystem>
 
-#include <prometheus/gauge.h>
-#include <spdlog/spdlog.h>
+#include "common/label.h"
 
 namespace xpu::kubelet {
 namespace {
@@ -17,8 +17,7 @@ namespace {
 const std::string* UuidOf(const std::string& id, const std::set<std::string>& uuids) {
   for (const std::string& u : uuids) {
     if (u.empty() || id.compare(0, u.size(), u) != 0) continue;
-    if (id.size() == u.size() || !std::isalnum(static_cast<unsigned char>(id[u.size()])))
-      return &u;
+    if (id.size() == u.size() || !std::isalnum(static_cast<unsigned char>(id[u.size()]))) return &u;
   }
   return nullptr;
 }

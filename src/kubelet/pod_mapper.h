@@ -1,13 +1,13 @@
 #pragma once
 
+#include <grpcpp/grpcpp.h>
+#include <prometheus/registry.h>
+
 #include <chrono>
 #include <memory>
 #include <set>
 #include <string>
 #include <vector>
-
-#include <grpcpp/grpcpp.h>
-#include <prometheus/registry.h>
 
 #include "common/collector_metrics.h"
 #include "common/worker.h"

@@ -74,8 +74,8 @@ std::vector<prometheus::MetricFamily> DeviceRegistry::Collect() const {
   auto topo = Family("xpu_device_topology_info",
                      "One series per topology level of a device (ListAndWatch "
                      "extenderResources topology), nearest level first; always 1.");
-  auto health = Family("xpu_device_health",
-                       "Device health as each source sees it: 1 healthy, 0 not.");
+  auto health =
+      Family("xpu_device_health", "Device health as each source sees it: 1 healthy, 0 not.");
   for (const DeviceInfo& d : devices_) {
     const std::string minor = std::to_string(d.minor);
     info.metric.push_back(Gauge({{"minor", minor},

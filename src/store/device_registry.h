@@ -1,5 +1,8 @@
 #pragma once
 
+#include <prometheus/collectable.h>
+#include <prometheus/metric_family.h>
+
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -7,9 +10,6 @@
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <prometheus/collectable.h>
-#include <prometheus/metric_family.h>
 
 namespace xpu::store {
 

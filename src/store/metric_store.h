@@ -62,9 +62,9 @@ struct Snapshot {
 
 struct ApplyStats {
   size_t applied = 0;
-  size_t duplicates = 0;  // the same series twice in one batch; the last wins
-  size_t dropped = 0;     // new series refused by the series cap
-  size_t unknown_device = 0;  // minor absent from the authoritative device list
+  size_t duplicates = 0;       // the same series twice in one batch; the last wins
+  size_t dropped = 0;          // new series refused by the series cap
+  size_t unknown_device = 0;   // minor absent from the authoritative device list
   size_t over_device_cap = 0;  // samples of a new minor beyond Options::max_devices
 };
 

@@ -15,7 +15,8 @@ Backoff::Backoff(Ms initial, double multiplier, Ms max, double jitter,
       base_(initial) {
   if (initial.count() <= 0 || max < initial || multiplier < 1 || jitter < 0 || jitter >= 1 ||
       !uniform01_)
-    throw std::invalid_argument("Backoff: need 0 < initial <= max, multiplier >= 1, 0 <= jitter < 1");
+    throw std::invalid_argument(
+        "Backoff: need 0 < initial <= max, multiplier >= 1, 0 <= jitter < 1");
 }
 
 Backoff::Ms Backoff::Next() {

@@ -14,8 +14,7 @@ class Backoff {
  public:
   using Ms = std::chrono::milliseconds;
   // `uniform01` returns values in [0, 1); injected so tests are exact.
-  Backoff(Ms initial, double multiplier, Ms max, double jitter,
-          std::function<double()> uniform01);
+  Backoff(Ms initial, double multiplier, Ms max, double jitter, std::function<double()> uniform01);
 
   // The next wait; advances the base.
   Ms Next();

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
-
 #include <nlohmann/json.hpp>
 
 #include "common/label.h"
@@ -123,7 +122,9 @@ Status ParseTopology(const std::string& json, std::vector<store::TopologyLevel>*
     levels.push_back(std::move(t));
   }
   std::sort(levels.begin(), levels.end(),
-            [](const store::TopologyLevel& a, const store::TopologyLevel& b) { return a.level < b.level; });
+            [](const store::TopologyLevel& a, const store::TopologyLevel& b) {
+              return a.level < b.level;
+            });
   *out = std::move(levels);
   return Status::Ok();
 }

@@ -24,7 +24,7 @@ struct DecodeStats {
 
 // Limits on what one upstream message may make the exporter hold
 // (docs/reliability.md). A topology beyond them is rejected as malformed.
-inline constexpr size_t kMaxTopologyBytes = 64 * 1024;
+inline constexpr size_t kMaxTopologyBytes = size_t{64} * 1024;
 inline constexpr int kMaxTopologyDepth = 16;
 inline constexpr size_t kMaxTopologyLevels = 16;
 

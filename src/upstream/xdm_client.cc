@@ -1,11 +1,10 @@
 #include "upstream/xdm_client.h"
 
 #include <malloc.h>
+#include <spdlog/spdlog.h>
 
 #include <array>
 #include <random>
-
-#include <spdlog/spdlog.h>
 
 #include "common/collector_metrics.h"
 
@@ -18,13 +17,17 @@ using std::chrono::milliseconds;
 // Data is current for 1.5 collection intervals after it arrives: one interval
 // plus room for jitter, short of the next-but-one.
 template <typename D>
-D FreshWindow(D interval) { return interval * 3 / 2; }
+D FreshWindow(D interval) {
+  return interval * 3 / 2;
+}
 // Without explicit settings, a stream silent (watchdog) or a series not
 // refreshed (stale-after) for three intervals is given up.
 constexpr int kIntervalsUntilGivenUp = 3;
 // A poll must answer within 0.8 intervals, so polls never overlap.
 template <typename D>
-D PollDeadline(D interval) { return interval * 4 / 5; }
+D PollDeadline(D interval) {
+  return interval * 4 / 5;
+}
 constexpr std::chrono::seconds kStaticInfoDeadline(2);
 // Re-subscribing doubles its wait, +-20% so a fleet does not reconnect in step.
 constexpr double kBackoffMultiplier = 2.0;
@@ -54,9 +57,12 @@ std::string Describe(const grpc::Status& s) {
 
 const char* ModeName(Mode m) {
   switch (m) {
-    case Mode::kStream: return "stream";
-    case Mode::kPoll: return "poll";
-    case Mode::kDown: return "down";
+    case Mode::kStream:
+      return "stream";
+    case Mode::kPoll:
+      return "poll";
+    case Mode::kDown:
+      return "down";
   }
   return "down";
 }
@@ -288,13 +294,14 @@ bool XdmClient::Ingest(const xdm::api::ExporterDataResponse& msg) {
     // values alive (docs/reliability.md).
     std::lock_guard<std::mutex> lock(mu_);
     const bool stamped = msg.sequence() != 0 || msg.timestampms() != 0;
-    const bool repeat = stamped && msg.sequence() == last_sequence_ &&
-                        msg.timestampms() == last_timestamp_ms_;
+    const bool repeat =
+        stamped && msg.sequence() == last_sequence_ && msg.timestampms() == last_timestamp_ms_;
     const int64_t now_ms = std::chrono::duration_cast<milliseconds>(
                                std::chrono::system_clock::now().time_since_epoch())
                                .count();
-    const milliseconds stale_after =
-        options_.stale_after.count() > 0 ? options_.stale_after : interval_ * kIntervalsUntilGivenUp;
+    const milliseconds stale_after = options_.stale_after.count() > 0
+                                         ? options_.stale_after
+                                         : interval_ * kIntervalsUntilGivenUp;
     const bool old = msg.timestampms() > 0 && now_ms - msg.timestampms() > stale_after.count();
     const auto now = SteadyClock::now();
     if (repeat && !old) {
@@ -333,9 +340,8 @@ bool XdmClient::Ingest(const xdm::api::ExporterDataResponse& msg) {
         last_trim.compare_exchange_strong(last, now))
       malloc_trim(0);
   }
-  metrics_->last_sample.Set(std::chrono::duration<double>(
-                                std::chrono::system_clock::now().time_since_epoch())
-                                .count());
+  metrics_->last_sample.Set(
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count());
   if (ds.unknown_id) {
     metrics_->unknown_samples.Increment(static_cast<double>(ds.unknown_id));
     Warn("unknown_id", "XDM sent metric IDs that the catalog does not know");
@@ -445,9 +451,10 @@ void XdmClient::StreamLoop() {
       std::lock_guard<std::mutex> lock(mu_);
       backoff_base_ = backoff.base();
     }
-    spdlog::warn("ExporterDataStream ended ({}); polling, re-subscribing in {} ms "
-                 "(at once when a poll succeeds)",
-                 Describe(st), wait.count());
+    spdlog::warn(
+        "ExporterDataStream ended ({}); polling, re-subscribing in {} ms "
+        "(at once when a poll succeeds)",
+        Describe(st), wait.count());
     if (!worker_.SleepFor(wait, &stream_wake_)) break;
     metrics_->reconnects.Increment();
     std::lock_guard<std::mutex> lock(mu_);
@@ -499,7 +506,8 @@ void XdmClient::PollLoop() {
     {
       std::lock_guard<std::mutex> lock(mu_);
       interval = interval_;
-      const milliseconds watchdog = options_.watchdog.count() > 0 ? options_.watchdog : interval * kIntervalsUntilGivenUp;
+      const milliseconds watchdog =
+          options_.watchdog.count() > 0 ? options_.watchdog : interval * kIntervalsUntilGivenUp;
       stream_fresh = StreamFreshLocked(now);
       const auto quiet_since = std::max(last_stream_msg_, stream_opened_);
       if (stream_open_ && stream_ctx_ != nullptr && now - quiet_since > watchdog) {
@@ -653,7 +661,8 @@ UpstreamState XdmClient::state() const {
   s.reconnects = reconnects_;
   s.current_backoff = backoff_base_.count() > 0 ? backoff_base_ : options_.backoff_initial;
   const auto now = SteadyClock::now();
-  if (last_stream_msg_ != SteadyClock::time_point{}) s.since_stream_message = now - last_stream_msg_;
+  if (last_stream_msg_ != SteadyClock::time_point{})
+    s.since_stream_message = now - last_stream_msg_;
   if (polled_) s.since_poll = now - last_poll_;
   s.collectors = collectors_;
   return s;

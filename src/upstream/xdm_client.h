@@ -1,19 +1,19 @@
 #pragma once
 
-#include <chrono>
-#include <functional>
-#include <memory>
-#include <mutex>
-#include <map>
-#include <optional>
-#include <set>
-#include <string>
-
 #include <grpcpp/grpcpp.h>
 #include <prometheus/counter.h>
 #include <prometheus/family.h>
 #include <prometheus/gauge.h>
 #include <prometheus/registry.h>
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
 
 #include "catalog/catalog.h"
 #include "common/worker.h"
@@ -50,7 +50,8 @@ struct ClientOptions {
   bool keep_unknown = false;  // export unknown metric IDs as xpu_unknown_metric
   // Largest message accepted from XDM; bigger ones fail the call (counted).
   int max_message_bytes = 4 * 1024 * 1024;
-  size_t max_devices = 1024;  // devices taken from one ListAndWatch push
+  // Devices taken from one ListAndWatch push; the store holds as many.
+  size_t max_devices = store::MetricStore::Options{}.max_devices;
 };
 
 // XDM's own interval is believed only within these bounds.
@@ -178,7 +179,7 @@ class XdmClient {
   std::chrono::system_clock::time_point mode_since_ = std::chrono::system_clock::now();
   std::chrono::milliseconds backoff_base_{0};
   std::map<std::string, CollectorState> collectors_;
-  bool info_open_ = false;  // ListAndWatch delivering
+  bool info_open_ = false;              // ListAndWatch delivering
   std::chrono::milliseconds interval_;  // see interval()
   // The last fresh message's sequence and timestampMs, to tell a re-served
   // snapshot from new data.
@@ -186,7 +187,7 @@ class XdmClient {
   int64_t last_timestamp_ms_ = 0;
   std::chrono::steady_clock::time_point sequence_seen_{};  // when it first came
   uint64_t reconnects_ = 0;
-  std::chrono::steady_clock::time_point down_since_{};     // last transition to down
+  std::chrono::steady_clock::time_point down_since_{};       // last transition to down
   std::chrono::steady_clock::time_point channel_renewed_{};  // last fresh channel
   UpstreamInfo info_;
   xdm::api::GpuInfoResponse gpu_info_;

@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <fstream>
+
 namespace xpu::app {
 namespace {
 
@@ -32,8 +35,8 @@ TEST(ConfigTest, DefaultsComeFromTheComponentsOptions) {
 
 TEST(ConfigTest, DurationsAreParsedOnceIntoTheirOptions) {
   Config cfg;
-  ASSERT_FALSE(Parse({"--collector.interval=250ms", "--hal.interval", "2s",
-                      "--kubelet.interval=1m", "--collector.stale-after=5s"},
+  ASSERT_FALSE(Parse({"--collector.interval=250ms", "--hal.interval", "2s", "--kubelet.interval=1m",
+                      "--collector.stale-after=5s"},
                      &cfg));
   EXPECT_EQ(cfg.xdm.interval, milliseconds(250));
   EXPECT_EQ(cfg.hal.interval, milliseconds(2000));
@@ -43,11 +46,25 @@ TEST(ConfigTest, DurationsAreParsedOnceIntoTheirOptions) {
 }
 
 TEST(ConfigTest, BadDurationsExitTwo) {
-  for (const char* bad : {"--collector.interval=0s", "--hal.interval=fast",
-                          "--xdm.backoff-max=25h", "--kubelet.interval=-1s"}) {
+  for (const char* bad : {"--collector.interval=0s", "--hal.interval=fast", "--xdm.backoff-max=25h",
+                          "--kubelet.interval=-1s"}) {
     Config cfg;
     EXPECT_EQ(Parse({bad}, &cfg), 2) << bad;
   }
+}
+
+TEST(ConfigTest, ConfigFileOverTheSizeCapIsRefused) {
+  // docs/reliability.md: --config.file is capped at 1 MiB like every
+  // configuration file (it was read whole by yaml-cpp before).
+  const std::string path = ::testing::TempDir() + "/xpu-big-config.yml";
+  {
+    std::ofstream f(path);
+    f << "collector.interval: 2s\n";
+    f << "# " << std::string(2 << 20, 'x') << "\n";
+  }
+  Config cfg;
+  EXPECT_EQ(Parse({"--config.file", path}, &cfg), 2);
+  std::remove(path.c_str());
 }
 
 TEST(ConfigTest, ValidateNamesTheFlagAtFault) {
@@ -59,8 +76,9 @@ TEST(ConfigTest, ValidateNamesTheFlagAtFault) {
     return s.message();
   };
   EXPECT_TRUE(Validate(Config()).ok());
-  EXPECT_NE(message([](Config& c) { c.web.listen_addresses = {"nonsense"}; })
-                .find("--web.listen-address"),
+  EXPECT_NE(message([](Config& c) {
+              c.web.listen_addresses = {"nonsense"};
+            }).find("--web.listen-address"),
             std::string::npos);
   EXPECT_NE(message([](Config& c) { c.telemetry_path = "metrics"; }).find("--web.telemetry-path"),
             std::string::npos);

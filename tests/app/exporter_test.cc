@@ -2,9 +2,9 @@
 // xdm-sim on temporary Unix sockets.
 #include "app/exporter.h"
 
+#include <gtest/gtest.h>
 #include <zlib.h>
 
-#include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include "simulator.h"
@@ -186,8 +186,8 @@ TEST_F(ExporterTest, ScrapeSucceedsWhileUpstreamIsDownAndReadyFlips) {
   EXPECT_EQ(r.body.find("xpu_utilization_ratio{"), std::string::npos);  // stale, gone
   sim_ = std::make_unique<xdmsim::Simulator>(sim_->options());
   ASSERT_TRUE(sim_->Start().ok());
-  EXPECT_TRUE(WaitFor([&] { return HttpGet(base_ + "/-/ready").status == 200; },
-                      std::chrono::seconds(10)));
+  EXPECT_TRUE(
+      WaitFor([&] { return HttpGet(base_ + "/-/ready").status == 200; }, std::chrono::seconds(10)));
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include "app/status_page.h"
 
 #include <gtest/gtest.h>
+
 #include <nlohmann/json.hpp>
 
 namespace xpu::app {
@@ -33,7 +34,8 @@ TEST(StatusPageTest, RendersEveryDeviceRowWithItsValuesOnTheServer) {
                    "<td>2.0 / 8.0 GiB</td><td>-</td><td>-</td><td>ml/train-0</td></tr>"),
             std::string::npos)
       << h;
-  EXPECT_NE(h.find("<tr><td>1</td><td></td><td>-</td><td>-</td><td>none</td><td>-</td>"), std::string::npos)
+  EXPECT_NE(h.find("<tr><td>1</td><td></td><td>-</td><td>-</td><td>none</td><td>-</td>"),
+            std::string::npos)
       << h;
   EXPECT_NE(h.find("href=\"metrics\""), std::string::npos);
 }

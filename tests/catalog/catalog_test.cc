@@ -1,8 +1,8 @@
 #include "catalog/catalog.h"
 
-#include <set>
-
 #include <gtest/gtest.h>
+
+#include <set>
 
 #include "models.h"  // xdm-sim's metric IDs
 
@@ -41,14 +41,14 @@ Entry Make(std::string name, MetricType type, std::string unit) {
 }
 
 TEST(CatalogTest, CheckEntryRejectsNamesThatBreakTheRules) {
-  EXPECT_NE(CheckEntry(Make("gpu_temp_celsius", MetricType::kGauge, "celsius")), "");  // prefix
-  EXPECT_NE(CheckEntry(Make("xpu_util_percent", MetricType::kGauge, "ratio")), "");    // percent
+  EXPECT_NE(CheckEntry(Make("gpu_temp_celsius", MetricType::kGauge, "celsius")), "");    // prefix
+  EXPECT_NE(CheckEntry(Make("xpu_util_percent", MetricType::kGauge, "ratio")), "");      // percent
   EXPECT_NE(CheckEntry(Make("xpu_energy_joules", MetricType::kCounter, "joules")), "");  // _total
-  EXPECT_NE(CheckEntry(Make("xpu_temp_total", MetricType::kGauge, "none")), "");  // gauge _total
+  EXPECT_NE(CheckEntry(Make("xpu_temp_total", MetricType::kGauge, "none")), "");    // gauge _total
   EXPECT_NE(CheckEntry(Make("xpu_memory_used", MetricType::kGauge, "bytes")), "");  // no unit
-  EXPECT_NE(CheckEntry(Make("xpu_memory_mib", MetricType::kGauge, "mib")), "");  // not base
-  EXPECT_NE(CheckEntry(Make("xpu-bad", MetricType::kGauge, "none")), "");         // chars
-  EXPECT_NE(CheckEntry(Make("xpu_power_watts", MetricType::kGauge, "none")), "");  // unit lies
+  EXPECT_NE(CheckEntry(Make("xpu_memory_mib", MetricType::kGauge, "mib")), "");     // not base
+  EXPECT_NE(CheckEntry(Make("xpu-bad", MetricType::kGauge, "none")), "");           // chars
+  EXPECT_NE(CheckEntry(Make("xpu_power_watts", MetricType::kGauge, "none")), "");   // unit lies
   Entry no_help = Make("xpu_power_watts", MetricType::kGauge, "watts");
   no_help.help.clear();
   EXPECT_NE(CheckEntry(no_help), "");

@@ -18,8 +18,8 @@ TEST(DurationTest, ParsesPrometheusForms) {
 }
 
 TEST(DurationTest, RejectsMalformed) {
-  for (const char* bad : {"", "1", "s", "-1s", "1.5s", "1 s", "1sec", "10x", "ms", "1s ",
-                          "99999999999999999999s"}) {
+  for (const char* bad :
+       {"", "1", "s", "-1s", "1.5s", "1 s", "1sec", "10x", "ms", "1s ", "99999999999999999999s"}) {
     EXPECT_FALSE(ParseDuration(bad).has_value()) << bad;
   }
 }

@@ -1,9 +1,9 @@
 #include "common/worker.h"
 
+#include <gtest/gtest.h>
+
 #include <atomic>
 #include <future>
-
-#include <gtest/gtest.h>
 
 namespace xpu {
 namespace {

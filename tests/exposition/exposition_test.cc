@@ -1,9 +1,9 @@
+#include <gtest/gtest.h>
+#include <prometheus/text_serializer.h>
+
 #include <map>
 #include <regex>
 #include <sstream>
-
-#include <gtest/gtest.h>
-#include <prometheus/text_serializer.h>
 
 #include "exposition/snapshot_writer.h"
 #include "exposition/text_format.h"
@@ -29,9 +29,9 @@ std::map<std::string, double> ParseSamples(const std::string& text) {
 
 store::Snapshot Sample(store::MetricStore* s) {
   s->SetDevices({{0, {"GPU-0", "A\"1\\0\n"}}, {1, {"GPU-1", "PPU-810E"}}});
-  s->Apply({{0, 1, "", 0.5}, {0, 7, "", 1234.5}, {1, 14, "3", 1e15}, {1, 16, "0", 1},
-            {0, 999, "x", 7}},
-           Clock::now());
+  s->Apply(
+      {{0, 1, "", 0.5}, {0, 7, "", 1234.5}, {1, 14, "3", 1e15}, {1, 16, "0", 1}, {0, 999, "x", 7}},
+      Clock::now());
   return s->Snap(Clock::now());
 }
 
@@ -41,7 +41,8 @@ TEST(SnapshotWriterTest, MatchesTextSerializerOnTheSameFamilies) {
   SnapshotWriter w;
   std::string fast;
   w.Append(snap, &fast);
-  const std::string reference = prometheus::TextSerializer().Serialize(SnapshotWriter::ToFamilies(snap));
+  const std::string reference =
+      prometheus::TextSerializer().Serialize(SnapshotWriter::ToFamilies(snap));
   auto a = ParseSamples(fast), b = ParseSamples(reference);
   EXPECT_EQ(a.size(), 5u);
   EXPECT_EQ(a, b);
@@ -70,7 +71,8 @@ TEST(SnapshotWriterTest, WritesHeadersOncePerFamilyAndEscapesLabels) {
   EXPECT_NE(out.find("# TYPE xpu_energy_joules_total counter\n"), std::string::npos);
   EXPECT_NE(out.find("xpu_link_up{minor=\"1\",uuid=\"GPU-1\",model=\"PPU-810E\",link=\"0\"} 1\n"),
             std::string::npos);
-  EXPECT_NE(out.find("xpu_unknown_metric{minor=\"0\",uuid=\"GPU-0\",model=\"A\\\"1\\\\0\\n\",id=\"999\",instance_id=\"x\"} 7"),
+  EXPECT_NE(out.find("xpu_unknown_metric{minor=\"0\",uuid=\"GPU-0\",model=\"A\\\"1\\\\0\\n\",id="
+                     "\"999\",instance_id=\"x\"} 7"),
             std::string::npos);
   std::regex type_line("# TYPE (\\S+) ");
   std::map<std::string, int> types;

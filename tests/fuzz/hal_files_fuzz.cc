@@ -1,6 +1,6 @@
 // The sysfs HAL files (health, uuid, fault_codes) and fault-code normalising.
-#include "fuzz_util.h"
 #include "common/fault_code.h"
+#include "fuzz_util.h"
 #include "hal/fault_catalog.h"
 #include "hal/sysfs_backend.h"
 

@@ -23,7 +23,8 @@ xpu::http::WebServer* Server() {
     std::shared_ptr<const xpu::http::WebConfig> cfg;
     // bcrypt of "pw" at cost 4: cheap enough to verify per input.
     if (!xpu::http::WebConfig::Parse(
-             "basic_auth_users:\n  u: '$2y$04$hCY/TE81PAgtcUdDz2BLAeHrhzQ55YtujRxpQBvx2VBNwL/6PQbcO'\n",
+             "basic_auth_users:\n  u: "
+             "'$2y$04$hCY/TE81PAgtcUdDz2BLAeHrhzQ55YtujRxpQBvx2VBNwL/6PQbcO'\n",
              "fuzz", &cfg)
              .ok())
       abort();
@@ -70,7 +71,8 @@ void SendRaw(int port, const std::string& request) {
     if (static_cast<unsigned char>(answer[i]) < 0x20 || answer[i] == 0x7f) abort();
   // Our own answers are exact.
   if (answer.rfind("HTTP/1.1 200 OK\r\n", 0) == 0 &&
-      answer.find("\r\n\r\nok\n") == std::string::npos && answer.find("Content-Encoding: gzip") == std::string::npos)
+      answer.find("\r\n\r\nok\n") == std::string::npos &&
+      answer.find("Content-Encoding: gzip") == std::string::npos)
     abort();
 }
 

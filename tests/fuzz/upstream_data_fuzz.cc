@@ -44,10 +44,12 @@ extern "C" size_t LLVMFuzzerCustomMutator(uint8_t* data, size_t size, size_t max
   if (rng() % 2 == 0 || !msg.ParseFromArray(data, static_cast<int>(size)))
     return LLVMFuzzerMutate(data, size, max_size);
   auto pick = [&](int n) { return n > 0 ? static_cast<int>(rng() % static_cast<unsigned>(n)) : 0; };
-  static const double kValues[] = {0,    -1,  1e308, -1e308, std::numeric_limits<double>::quiet_NaN(),
-                                   INFINITY, -INFINITY, 5e-324, 4294967296.0, 0.1};
-  static const char* kInstances[] = {"", "0", "7", "q\"uo\\te", "nl\n", "\xff\xfe", "x{y}=\"",
-                                     "very-long-very-long-very-long-very-long-very-long"};
+  static const double kValues[] = {
+      0,        -1,        1e308,  -1e308,       std::numeric_limits<double>::quiet_NaN(),
+      INFINITY, -INFINITY, 5e-324, 4294967296.0, 0.1};
+  static const char* kInstances[] = {
+      "",     "0",        "7",       "q\"uo\\te",
+      "nl\n", "\xff\xfe", "x{y}=\"", "very-long-very-long-very-long-very-long-very-long"};
   const int n = msg.datalist_size();
   switch (rng() % 7) {
     case 0:

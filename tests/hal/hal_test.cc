@@ -1,3 +1,4 @@
+#include <gtest/gtest.h>
 #include <sys/stat.h>
 
 #include <filesystem>
@@ -5,8 +6,6 @@
 #include <future>
 #include <set>
 #include <thread>
-
-#include <gtest/gtest.h>
 
 #include "common/fault_code.h"
 #include "hal/fault_catalog.h"
@@ -40,8 +39,8 @@ TEST(SysfsParseTest, UuidMustBeOneSaneLine) {
   EXPECT_TRUE(ParseUuidFile("PPU-1234-abcd\n", &u).ok());
   EXPECT_EQ(u, "PPU-1234-abcd");
   EXPECT_FALSE(ParseUuidFile("", &u).ok());
-  EXPECT_FALSE(ParseUuidFile("PPU-12", &u).ok());         // truncated
-  EXPECT_FALSE(ParseUuidFile("PPU\"12\n", &u).ok());      // garbage
+  EXPECT_FALSE(ParseUuidFile("PPU-12", &u).ok());     // truncated
+  EXPECT_FALSE(ParseUuidFile("PPU\"12\n", &u).ok());  // garbage
   EXPECT_FALSE(ParseUuidFile(std::string(300, 'a') + "\n", &u).ok());
 }
 
@@ -52,7 +51,7 @@ TEST(SysfsParseTest, FaultCodesOnePerLineEmptyMeansNone) {
   EXPECT_TRUE(ParseFaultCodesFile("0x80e18400\n80C98000\n0x80E18400\n", &c).ok());
   EXPECT_EQ(c, (std::vector<std::string>{"0x80C98000", "0x80E18400"}));
   EXPECT_FALSE(ParseFaultCodesFile("0x80E18400\n0x80C9", &c).ok());  // partly written
-  EXPECT_FALSE(ParseFaultCodesFile("0x80E18400\nzzz\n", &c).ok());  // garbage
+  EXPECT_FALSE(ParseFaultCodesFile("0x80E18400\nzzz\n", &c).ok());   // garbage
   EXPECT_FALSE(ParseFaultCodesFile("\n", &c).ok());                  // blank line
   EXPECT_FALSE(ParseFaultCodesFile("0x123456789\n", &c).ok());       // too long
 }
@@ -92,11 +91,11 @@ TEST_F(SysfsTreeTest, ListsDevicesByMinorAndIgnoresStrangers) {
 
 TEST_F(SysfsTreeTest, EachBadFileIsAnErrorForThatDeviceOnly) {
   Device(0, "1\n", "0x80E18400\n");
-  Device(1, "", "");              // empty health
-  Device(2, "1", "");             // truncated health
-  Device(3, "1\n", "0x80E1");     // partly written codes
-  Device(4, "1\n", "garbage!\n"); // garbage codes
-  Write("xpu5/uuid", "U-5\n");    // missing health and fault_codes
+  Device(1, "", "");               // empty health
+  Device(2, "1", "");              // truncated health
+  Device(3, "1\n", "0x80E1");      // partly written codes
+  Device(4, "1\n", "garbage!\n");  // garbage codes
+  Write("xpu5/uuid", "U-5\n");     // missing health and fault_codes
   Device(6, "1\n", "");
   fs::remove(fs::path(dir_.path()) / "xpu6/health");
   fs::create_directory(fs::path(dir_.path()) / "xpu6/health");  // unreadable: a directory
@@ -293,11 +292,17 @@ TEST(FaultCatalogTest, EveryEntryHasLevelDescriptionActionAndUniqueCode) {
 TEST(FaultCatalogTest, ParseRejectsBadEntries) {
   std::shared_ptr<const FaultCatalog> c;
   EXPECT_FALSE(FaultCatalog::Parse("codes:\n  - code: \"0x1\"\n    name: a\n    level: panic\n"
-                                   "    description: d\n    action: a\n", "t", &c).ok());
+                                   "    description: d\n    action: a\n",
+                                   "t", &c)
+                   .ok());
   EXPECT_FALSE(FaultCatalog::Parse("codes:\n  - code: \"xyz\"\n    name: a\n    level: none\n"
-                                   "    description: d\n    action: a\n", "t", &c).ok());
+                                   "    description: d\n    action: a\n",
+                                   "t", &c)
+                   .ok());
   EXPECT_FALSE(FaultCatalog::Parse("codes:\n  - code: \"0x1\"\n    name: a\n    level: none\n"
-                                   "    action: a\n", "t", &c).ok());
+                                   "    action: a\n",
+                                   "t", &c)
+                   .ok());
   Status s = FaultCatalog::Parse("codes: []\nlevels: 3\n", "t", &c);
   EXPECT_NE(s.message().find("unknown key 'levels'"), std::string::npos);
 }

@@ -1,7 +1,6 @@
 #include "http/basic_auth.h"
 
 #include <crypt.h>
-
 #include <gtest/gtest.h>
 
 #include "http/headers.h"

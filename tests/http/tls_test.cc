@@ -1,9 +1,8 @@
 // TLS settings: parsed once into enums, applied to OpenSSL by one function.
 #include "http/tls.h"
 
-#include <openssl/ssl.h>
-
 #include <gtest/gtest.h>
+#include <openssl/ssl.h>
 
 #include "support/test_util.h"
 #include "tls_test_util.h"
@@ -51,7 +50,8 @@ TEST_F(TlsTest, UnknownOrUnservableValuesAreErrorsNotDefaults) {
 TEST_F(TlsTest, ApplyTlsSetsVersionsAndVerification) {
   std::shared_ptr<const WebConfig> cfg;
   ASSERT_TRUE(Parse("  min_version: TLS13\n  client_auth_type: RequireAndVerifyClientCert\n"
-                    "  client_ca_file: " + dir_.File("a.crt") + "\n",
+                    "  client_ca_file: " +
+                        dir_.File("a.crt") + "\n",
                     &cfg)
                   .ok());
   SSL_CTX* ctx = SSL_CTX_new(TLS_server_method());

@@ -1,16 +1,16 @@
 // WebServer over real sockets: routing, bodies refused unread, head deadlines.
 #include "http/web_server.h"
 
+#include <gtest/gtest.h>
+
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 
-#include <gtest/gtest.h>
-
 #include "http/headers.h"
-#include "tls_test_util.h"
 #include "support/test_util.h"
+#include "tls_test_util.h"
 
 namespace xpu::http {
 namespace {
@@ -43,15 +43,15 @@ TEST_F(WebServerTest, AnnouncedBodyIsRefusedUnreadAndTheConnectionClosed) {
   Start();
   // A gigabyte announced, none sent: civetweb would wait to discard it all.
   const auto t0 = std::chrono::steady_clock::now();
-  const std::string resp = RawHttp(
-      port_, "GET /-/healthy HTTP/1.1\r\nHost: x\r\nContent-Length: 1000000000\r\n\r\n",
-      milliseconds(3000));
+  const std::string resp =
+      RawHttp(port_, "GET /-/healthy HTTP/1.1\r\nHost: x\r\nContent-Length: 1000000000\r\n\r\n",
+              milliseconds(3000));
   EXPECT_LT(std::chrono::steady_clock::now() - t0, milliseconds(2500)) << "connection not closed";
   EXPECT_EQ(resp.rfind("HTTP/1.1 413", 0), 0u) << resp;
   EXPECT_NE(resp.find("Connection: close"), std::string::npos) << resp;
-  const std::string post = RawHttp(
-      port_, "POST /-/healthy HTTP/1.1\r\nHost: x\r\nContent-Length: 1000000000\r\n\r\n",
-      milliseconds(3000));
+  const std::string post =
+      RawHttp(port_, "POST /-/healthy HTTP/1.1\r\nHost: x\r\nContent-Length: 1000000000\r\n\r\n",
+              milliseconds(3000));
   EXPECT_EQ(post.rfind("HTTP/1.1 405", 0), 0u) << post;
   EXPECT_NE(post.find("Connection: close"), std::string::npos) << post;
 }
@@ -75,8 +75,8 @@ TEST_F(WebServerTest, MalformedRequestLineIsRefusedBeforeCivetwebEchoesIt) {
   Start();
   // Found by fuzzing: civetweb put this version text, bare LF and all, into
   // its own status line ("HTTP/HHTTP/1.1 401 Unau\nContent2Length: ...").
-  const std::string resp = RawHttp(
-      port_, "POST /metrics HHTTP/1.1 401 Unau\nContent2Length: 1000000000\r\n\r\nab");
+  const std::string resp =
+      RawHttp(port_, "POST /metrics HHTTP/1.1 401 Unau\nContent2Length: 1000000000\r\n\r\nab");
   EXPECT_EQ(resp.rfind("HTTP/1.1 400 Bad Request\r\n", 0), 0u) << resp;
   EXPECT_EQ(resp.find("Content2Length"), std::string::npos) << resp;
   // Found next by fuzzing: blank lines before a line, which civetweb takes for

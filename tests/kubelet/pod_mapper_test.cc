@@ -42,9 +42,7 @@ TEST(MatchPodsTest, MatchesWholeAndSharedDevicesOnly) {
   EXPECT_EQ(got[2].resource, "example.com/ppu-share");
 }
 
-TEST(MatchPodsTest, NothingWithoutKnownDevices) {
-  EXPECT_TRUE(MatchPods(Pods(), {}).empty());
-}
+TEST(MatchPodsTest, NothingWithoutKnownDevices) { EXPECT_TRUE(MatchPods(Pods(), {}).empty()); }
 
 class FakeKubelet final : public v1::PodResourcesLister::Service {
  public:

@@ -1,15 +1,15 @@
 #pragma once
 
-#include <memory>
-#include <string>
-
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
+#include <memory>
+#include <string>
+
+#include "kubelet/podresources.grpc.pb.h"
 #include "simulator.h"
 #include "support/test_util.h"
 #include "xdm/api_outer.grpc.pb.h"
-#include "kubelet/podresources.grpc.pb.h"
 #include "xdm/config_service.grpc.pb.h"
 
 namespace xdmsim {

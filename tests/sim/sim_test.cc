@@ -1,10 +1,9 @@
 // xdm-sim through a real gRPC channel on temporary Unix sockets, and its
 // control API through a real HTTP client.
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <thread>
-
-#include <nlohmann/json.hpp>
 
 #include "sim_fixture.h"
 
@@ -230,8 +229,7 @@ TEST_F(SimTest, PauseStopsAnsweringAndResumeAnswersAgain) {
     grpc::ClientContext ctx;
     Deadline(&ctx, 300);
     xdm::config::QueryStatusResponse resp;
-    EXPECT_EQ(ctl_->QueryStatus(&ctx, {}, &resp).error_code(),
-              grpc::StatusCode::DEADLINE_EXCEEDED);
+    EXPECT_EQ(ctl_->QueryStatus(&ctx, {}, &resp).error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
   }
   {
     // A stream opened while paused is accepted but gets nothing.
@@ -371,7 +369,8 @@ TEST_F(SimTest, ControlAllocateShowsAsPodOnTheStandInKubelet) {
     return resp;
   };
   EXPECT_EQ(list().pod_resources_size(), 0);
-  auto r = HttpPost(Control("/control/allocate"), R"({"id":"job-12345678-x","devices":[{"minor":4}]})");
+  auto r =
+      HttpPost(Control("/control/allocate"), R"({"id":"job-12345678-x","devices":[{"minor":4}]})");
   ASSERT_EQ(r.status, 200) << r.body;
   auto resp = list();
   ASSERT_EQ(resp.pod_resources_size(), 1);

@@ -1,11 +1,10 @@
-#include "store/metric_store.h"
+#include <gtest/gtest.h>
 
 #include <atomic>
 #include <thread>
 
-#include <gtest/gtest.h>
-
 #include "store/device_registry.h"
+#include "store/metric_store.h"
 
 namespace xpu::store {
 namespace {
@@ -71,9 +70,9 @@ TEST_F(StoreTest, CountsDuplicatesInOneBatchAndKeepsTheLast) {
 }
 
 TEST_F(StoreTest, OrdersByCatalogThenMinorThenInstance) {
-  store_.Apply(Batch({{1, 14, "10", 0}, {1, 14, "2", 0}, {0, 14, "1", 0}, {1, 4, "", 0},
-                      {0, 1, "", 0}}),
-               t0_);
+  store_.Apply(
+      Batch({{1, 14, "10", 0}, {1, 14, "2", 0}, {0, 14, "1", 0}, {1, 4, "", 0}, {0, 1, "", 0}}),
+      t0_);
   Snapshot s = store_.Snap(t0_);
   std::vector<std::tuple<uint32_t, int, std::string>> got;
   for (const Row& r : s.set->rows) got.emplace_back(r.metric_id, r.minor, r.instance);

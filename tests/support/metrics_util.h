@@ -1,9 +1,9 @@
 #pragma once
 
+#include <prometheus/registry.h>
+
 #include <map>
 #include <string>
-
-#include <prometheus/registry.h>
 
 namespace xpu::testing {
 

@@ -4,9 +4,9 @@
 #include <curl/curl.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <stdlib.h>
 #include <sys/socket.h>
 #include <unistd.h>
-#include <stdlib.h>
 
 #include <filesystem>
 #include <fstream>
@@ -114,7 +114,8 @@ std::string RawHttp(int port, const std::string& request, std::chrono::milliseco
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   std::string out;
   if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
-      ::send(fd, request.data(), request.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(request.size())) {
+      ::send(fd, request.data(), request.size(), MSG_NOSIGNAL) ==
+          static_cast<ssize_t>(request.size())) {
     const auto deadline = std::chrono::steady_clock::now() + timeout;
     char buf[65536];
     for (;;) {

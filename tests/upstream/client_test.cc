@@ -1,13 +1,12 @@
 // XdmClient against a real xdm-sim on temporary Unix sockets.
-#include "upstream/xdm_client.h"
+#include <gtest/gtest.h>
 
 #include <set>
-
-#include <gtest/gtest.h>
 
 #include "simulator.h"
 #include "support/metrics_util.h"
 #include "support/test_util.h"
+#include "upstream/xdm_client.h"
 
 namespace xpu::upstream {
 namespace {
@@ -117,9 +116,9 @@ TEST_F(ClientTest, ExportsEveryInvalidReasonFromTheStart) {
   for (const InvalidReasonInfo& r : kInvalidReasons) {
     EXPECT_TRUE(names.insert(r.name).second) << r.name;
     EXPECT_FALSE(r.message.empty()) << r.name;
-    EXPECT_EQ(Value(*registry_, "xpu_exporter_invalid_samples_total",
-                    {{"reason", std::string(r.name)}}),
-              0)
+    EXPECT_EQ(
+        Value(*registry_, "xpu_exporter_invalid_samples_total", {{"reason", std::string(r.name)}}),
+        0)
         << r.name;
   }
 }
@@ -131,12 +130,13 @@ TEST_F(ClientTest, StreamBreakFallsBackToPollingThenReturnsToStream) {
   // watch the poll happen before the 100 ms backoff ends.
   const double polls_before = Value(*registry_, "xpu_exporter_poll_requests_total");
   ASSERT_EQ(HttpPost(Control("/control/stream/break")).status, 200);
-  ASSERT_TRUE(WaitFor([&] {
-    return Value(*registry_, "xpu_exporter_poll_requests_total") > polls_before;
-  }, kInterval + milliseconds(300)));
+  ASSERT_TRUE(
+      WaitFor([&] { return Value(*registry_, "xpu_exporter_poll_requests_total") > polls_before; },
+              kInterval + milliseconds(300)));
   EXPECT_GE(Value(*registry_, "xpu_exporter_collector_success", {{"collector", "poll"}}), 1);
   // The backoff is 100 ms: the stream returns, and polling stops.
-  ASSERT_TRUE(WaitFor([&] { return client_->reconnects() >= 1 && client_->mode() == Mode::kStream; }));
+  ASSERT_TRUE(
+      WaitFor([&] { return client_->reconnects() >= 1 && client_->mode() == Mode::kStream; }));
   const double polls = Value(*registry_, "xpu_exporter_poll_requests_total");
   const uint64_t ticks = sim_->signals().ticks();
   ASSERT_TRUE(WaitFor([&] { return sim_->signals().ticks() >= ticks + 4; }));
@@ -220,10 +220,12 @@ TEST_F(ClientTest, FollowsTheIntervalXdmReportsInsteadOfFlapping) {
   const uint64_t reconnects = client_->reconnects();
   const uint64_t ticks = sim_->signals().ticks();
   bool left_stream = false;
-  WaitFor([&] {
-    left_stream |= client_->mode() != Mode::kStream;
-    return sim_->signals().ticks() >= ticks + 5;
-  }, milliseconds(10000));
+  WaitFor(
+      [&] {
+        left_stream |= client_->mode() != Mode::kStream;
+        return sim_->signals().ticks() >= ticks + 5;
+      },
+      milliseconds(10000));
   EXPECT_FALSE(left_stream);
   EXPECT_EQ(client_->reconnects(), reconnects);
   EXPECT_EQ(Value(*registry_, "xpu_exporter_poll_requests_total"), polls);

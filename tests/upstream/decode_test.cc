@@ -1,9 +1,9 @@
 #include "upstream/decode.h"
 
+#include <gtest/gtest.h>
+
 #include <cmath>
 #include <limits>
-
-#include <gtest/gtest.h>
 
 namespace xpu::upstream {
 namespace {
@@ -21,9 +21,9 @@ void Add(api::ExporterDataResponse* msg, int minor, uint32_t id, double v,
 
 TEST(DecodeTest, ScalesToBaseUnits) {
   api::ExporterDataResponse msg;
-  Add(&msg, 0, 1, 50);      // 50 % -> 0.5
-  Add(&msg, 0, 2, 1024);    // 1024 MiB -> bytes
-  Add(&msg, 1, 7, 2500);    // 2500 mJ -> 2.5 J
+  Add(&msg, 0, 1, 50);    // 50 % -> 0.5
+  Add(&msg, 0, 2, 1024);  // 1024 MiB -> bytes
+  Add(&msg, 1, 7, 2500);  // 2500 mJ -> 2.5 J
   Add(&msg, 1, 14, 10, "3");
   std::vector<store::Sample> out;
   DecodeStats st;
@@ -40,9 +40,9 @@ TEST(DecodeTest, DropsAndCountsNonFiniteNegativeCountersAndUnknownIds) {
   Add(&msg, 0, 4, std::numeric_limits<double>::quiet_NaN());
   Add(&msg, 0, 4, std::numeric_limits<double>::infinity());
   Add(&msg, 0, 6, -std::numeric_limits<double>::infinity());
-  Add(&msg, 0, 7, -5);    // negative counter
-  Add(&msg, 0, 6, -5);    // negative gauge is fine
-  Add(&msg, 0, 999, 1);   // unknown
+  Add(&msg, 0, 7, -5);   // negative counter
+  Add(&msg, 0, 6, -5);   // negative gauge is fine
+  Add(&msg, 0, 999, 1);  // unknown
   std::vector<store::Sample> out;
   DecodeStats st;
   DecodeData(msg, *catalog::Catalog::Builtin(), false, &out, &st);
@@ -60,13 +60,17 @@ TEST(DecodeTest, DropsAndCountsNonFiniteNegativeCountersAndUnknownIds) {
 
 TEST(DecodeTest, RepairsInvalidUtf8AndOverlongInstances) {
   api::ExporterDataResponse msg;
-  Add(&msg, 0, 14, 1, std::string("a\xff\xfe" "b"));
+  Add(&msg, 0, 14, 1,
+      std::string("a\xff\xfe"
+                  "b"));
   Add(&msg, 0, 15, 1, std::string(10000, 'x'));
   std::vector<store::Sample> out;
   DecodeStats st;
   DecodeData(msg, *catalog::Catalog::Builtin(), false, &out, &st);
   ASSERT_EQ(out.size(), 2u);
-  EXPECT_EQ(out[0].instance, "a\xEF\xBF\xBD\xEF\xBF\xBD" "b");
+  EXPECT_EQ(out[0].instance,
+            "a\xEF\xBF\xBD\xEF\xBF\xBD"
+            "b");
   EXPECT_LE(out[1].instance.size(), 256u);
   EXPECT_EQ(st.invalid[InvalidReason::kBadLabel], 2u);
 }
@@ -131,8 +135,8 @@ TEST(DecodeTest, DeeplyNestedTopologyIsRejectedWithoutRecursing) {
   EXPECT_FALSE(s.ok());
   EXPECT_TRUE(levels.empty());
   // Within the size cap, depth alone is refused too.
-  const std::string deep_small = std::string(kMaxTopologyDepth + 1, '[') +
-                                 std::string(kMaxTopologyDepth + 1, ']');
+  const std::string deep_small =
+      std::string(kMaxTopologyDepth + 1, '[') + std::string(kMaxTopologyDepth + 1, ']');
   s = ParseTopology(R"({"levels":[{"level":0,"topo0":)" + deep_small + "}]}", &levels);
   EXPECT_NE(s.message().find("deeper"), std::string::npos) << s.message();
   // Brackets inside strings do not count.
@@ -142,7 +146,8 @@ TEST(DecodeTest, DeeplyNestedTopologyIsRejectedWithoutRecursing) {
 
 TEST(DecodeTest, TopologyWithTooManyLevelsIsRejected) {
   std::string json = R"({"levels":[)";
-  for (size_t i = 0; i <= kMaxTopologyLevels; ++i) json += (i ? "," : "") + std::string(R"({"level":)") + std::to_string(i) + "}";
+  for (size_t i = 0; i <= kMaxTopologyLevels; ++i)
+    json += (i ? "," : "") + std::string(R"({"level":)") + std::to_string(i) + "}";
   json += "]}";
   std::vector<store::TopologyLevel> levels;
   EXPECT_FALSE(ParseTopology(json, &levels).ok());
@@ -150,8 +155,8 @@ TEST(DecodeTest, TopologyWithTooManyLevelsIsRejected) {
 
 TEST(DecodeTest, InstanceOnMetricWithoutInstanceLabelIsDroppedNotDuplicated) {
   api::ExporterDataResponse msg;
-  Add(&msg, 0, 4, 40);        // temperature: no instance label in the catalog
-  Add(&msg, 0, 4, 41, "7");   // would render as a second, identical series
+  Add(&msg, 0, 4, 40);       // temperature: no instance label in the catalog
+  Add(&msg, 0, 4, 41, "7");  // would render as a second, identical series
   std::vector<store::Sample> out;
   DecodeStats st;
   DecodeData(msg, *catalog::Catalog::Builtin(), false, &out, &st);

@@ -1,9 +1,9 @@
 #include "control_api.h"
 
-#include <string>
-
 #include <google/protobuf/util/json_util.h>
+
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "simulator.h"
 
@@ -14,7 +14,10 @@ using Json = nlohmann::json;
 
 void Reply(mg_connection* conn, int code, const Json& body) {
   const std::string text = body.dump() + "\n";
-  const char* reason = code == 200 ? "OK" : code == 404 ? "Not Found" : code == 405 ? "Method Not Allowed" : "Bad Request";
+  const char* reason = code == 200   ? "OK"
+                       : code == 404 ? "Not Found"
+                       : code == 405 ? "Method Not Allowed"
+                                     : "Bad Request";
   mg_printf(conn,
             "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
             "Connection: close\r\n\r\n",

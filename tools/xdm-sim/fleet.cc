@@ -1,12 +1,12 @@
 #include "fleet.h"
 
-#include "common/fault_code.h"
-
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
 #include <limits>
 #include <sstream>
+
+#include "common/fault_code.h"
 
 namespace xdmsim {
 namespace {
@@ -89,12 +89,12 @@ void Fleet::Tick(int64_t now_ms, int64_t dt_ms) {
                            static_cast<double>(model_.memory_mib));
     d.temp = Clamp(d.temp + 0.3 * ((32 + 45 * busy) - d.temp) + 0.3 * noise(d.rng), 20, 110);
     d.mem_temp = d.temp + 4 + 0.2 * noise(d.rng);
-    d.power = Clamp(model_.idle_watts + (model_.max_watts - model_.idle_watts) * busy +
-                        3 * noise(d.rng),
-                    0, model_.max_watts * 1.1);
+    d.power =
+        Clamp(model_.idle_watts + (model_.max_watts - model_.idle_watts) * busy + 3 * noise(d.rng),
+              0, model_.max_watts * 1.1);
     d.energy_mj += d.power * dt * 1000.0;
-    d.core_mhz = d.util > 5 ? model_.max_core_mhz - 20 * std::abs(noise(d.rng))
-                            : model_.idle_core_mhz;
+    d.core_mhz =
+        d.util > 5 ? model_.max_core_mhz - 20 * std::abs(noise(d.rng)) : model_.idle_core_mhz;
     d.mem_bw_util = Clamp(0.8 * d.util + 5 * noise(d.rng), 0, 100);
     if (unit(d.rng) < 0.02) d.ecc_corr += 1;
     if (unit(d.rng) < 0.01) d.pcie_replays += 1;
@@ -197,9 +197,9 @@ xdm::api::ListAndWatchResponse Fleet::Devices() const {
     dev->set_type(ModelNameLocked(d));
     dev->set_health(d.healthy ? "Healthy" : "Unhealthy");
     dev->set_totalmemory(model_.memory_mib);
-    (*dev->mutable_extenderresources())["topology"] =
-        garbage_ && d.minor == devices_.back().minor ? "{\"levels\": [{oops"
-                                                     : TopologyJson(model_, d.minor, count);
+    (*dev->mutable_extenderresources())["topology"] = garbage_ && d.minor == devices_.back().minor
+                                                          ? "{\"levels\": [{oops"
+                                                          : TopologyJson(model_, d.minor, count);
   }
   return out;
 }
@@ -281,8 +281,8 @@ std::optional<Fleet::Refusal> Fleet::ValidateLocked(const AllocateRequest& req) 
     if (r.core() > kCorePercent)
       return Refusal{kStatusInvalid, at + ".core " + std::to_string(r.core()) +
                                          " out of range: 0 (no limit) or 1..100 percent"};
-    const bool profile = std::find(std::begin(kMigProfiles), std::end(kMigProfiles),
-                                   r.slice()) != std::end(kMigProfiles);
+    const bool profile = std::find(std::begin(kMigProfiles), std::end(kMigProfiles), r.slice()) !=
+                         std::end(kMigProfiles);
     if (r.slice() != 0 && !profile)
       return Refusal{kStatusInvalid, at + ".slice " + std::to_string(r.slice()) +
                                          " invalid: must be 1, 2, 3, 4 or 7"};
@@ -295,9 +295,8 @@ std::optional<Fleet::Refusal> Fleet::ValidateLocked(const AllocateRequest& req) 
                                          " GiB exceeds the card's " + std::to_string(total_gib) +
                                          " GiB"};
     if (r.core() != first.core() || r.memory() != first.memory() || r.slice() != first.slice())
-      return Refusal{kStatusInvalid, at +
-                                         " differs from devices[0]: all devices must request "
-                                         "the same core/memory/slice (homogeneous)"};
+      return Refusal{kStatusInvalid, at + " differs from devices[0]: all devices must request "
+                                          "the same core/memory/slice (homogeneous)"};
     if (r.has_minor()) {
       if (FindLocked(r.minor()) == nullptr)
         return Refusal{kStatusNotFound,
@@ -488,8 +487,7 @@ void Fleet::SetGarbage(bool on) {
 
 xpu::Status Fleet::SetCount(int count) {
   if (count < 0 || count > 4096)
-    return xpu::Status::InvalidArgument("count " + std::to_string(count) +
-                                        " out of range 0..4096");
+    return xpu::Status::InvalidArgument("count " + std::to_string(count) + " out of range 0..4096");
   std::lock_guard<std::mutex> lock(mu_);
   const int have = static_cast<int>(devices_.size());
   if (count == have) return xpu::Status::Ok();

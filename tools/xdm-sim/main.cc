@@ -1,12 +1,12 @@
 // xdm-sim: a stand-in for the Lingjun Runtime Kit daemon (XDM) and its
 // Controller, serving the upstream gRPC API on Unix sockets. See
 // docs/simulator.md.
+#include <spdlog/spdlog.h>
+
+#include <CLI/CLI.hpp>
 #include <csignal>
 #include <cstdio>
 #include <iostream>
-
-#include <CLI/CLI.hpp>
-#include <spdlog/spdlog.h>
 
 #include "common/duration.h"
 #include "simulator.h"
@@ -78,11 +78,11 @@ int main(int argc, char** argv) {
     return 1;
   }
   // One line that scripts and tests parse for the control port.
-  std::printf("xdm-sim ready model=%s devices=%d socket=%s controller=%s control=%s\n",
-              opts.model.c_str(), opts.devices, opts.socket_path.c_str(),
-              opts.controller_socket_path.c_str(),
-              sim.control_port() ? ("http://127.0.0.1:" + std::to_string(sim.control_port())).c_str()
-                                 : "off");
+  std::printf(
+      "xdm-sim ready model=%s devices=%d socket=%s controller=%s control=%s\n", opts.model.c_str(),
+      opts.devices, opts.socket_path.c_str(), opts.controller_socket_path.c_str(),
+      sim.control_port() ? ("http://127.0.0.1:" + std::to_string(sim.control_port())).c_str()
+                         : "off");
   std::fflush(stdout);
   int sig = 0;
   sigwait(&stop, &sig);

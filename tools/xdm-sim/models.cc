@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cctype>
-
 #include <nlohmann/json.hpp>
 
 namespace xdmsim {
@@ -81,10 +80,10 @@ Json TopologyPcie(int minor, int count, bool hypernode) {
   Json levels = Json::array();
   levels.push_back(Level(1, "pcieSwitches", Json::array({pair}),
                          Range(pair * 2, std::min(2, count - pair * 2))));
-  levels.push_back(Level(2, "numaNodes", Json::array({pair}),
-                         Range(pair * 2, std::min(2, count - pair * 2))));
-  levels.push_back(Level(3, "cpuSockets", Json::array({quad}),
-                         Range(quad * 4, std::min(4, count - quad * 4))));
+  levels.push_back(
+      Level(2, "numaNodes", Json::array({pair}), Range(pair * 2, std::min(2, count - pair * 2))));
+  levels.push_back(
+      Level(3, "cpuSockets", Json::array({quad}), Range(quad * 4, std::min(4, count - quad * 4))));
   if (hypernode) levels.push_back(Level(11, "hyperNode", "hypernode-001", Json()));
   levels.push_back(Level(21, "leafSwitch", "asw-001", Json()));
   levels.push_back(Level(22, "pointOfDelivery", "pod-g13-p1", Json()));

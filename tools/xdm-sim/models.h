@@ -10,24 +10,24 @@ namespace xdmsim {
 // (src/catalog/metrics.yaml) maps each to a Prometheus name; the table with
 // units is in docs/upstream-api.md. Keep the three in step.
 enum MetricId : uint32_t {
-  kUtilization = 1,          // percent 0..100
-  kMemoryUsed = 2,           // MiB
-  kMemoryTotal = 3,          // MiB
-  kTemperature = 4,          // degrees Celsius (die)
-  kMemoryTemperature = 5,    // degrees Celsius (HBM)
-  kPower = 6,                // watts
-  kEnergy = 7,               // millijoules since driver load (counter)
-  kCoreClock = 8,            // MHz
-  kMemoryClock = 9,          // MHz
-  kEccCorrectable = 10,      // errors since driver load (counter)
-  kEccUncorrectable = 11,    // errors since driver load (counter)
-  kPcieTxBytes = 12,         // bytes (counter)
-  kPcieRxBytes = 13,         // bytes (counter)
-  kLinkTxBytes = 14,         // bytes per interconnect link (counter), instance = link
-  kLinkRxBytes = 15,         // bytes per interconnect link (counter), instance = link
-  kLinkUp = 16,              // 1 up, 0 down, instance = link
-  kMemoryBandwidthUtil = 17, // percent 0..100
-  kPcieReplays = 18,         // PCIe replay events (counter)
+  kUtilization = 1,           // percent 0..100
+  kMemoryUsed = 2,            // MiB
+  kMemoryTotal = 3,           // MiB
+  kTemperature = 4,           // degrees Celsius (die)
+  kMemoryTemperature = 5,     // degrees Celsius (HBM)
+  kPower = 6,                 // watts
+  kEnergy = 7,                // millijoules since driver load (counter)
+  kCoreClock = 8,             // MHz
+  kMemoryClock = 9,           // MHz
+  kEccCorrectable = 10,       // errors since driver load (counter)
+  kEccUncorrectable = 11,     // errors since driver load (counter)
+  kPcieTxBytes = 12,          // bytes (counter)
+  kPcieRxBytes = 13,          // bytes (counter)
+  kLinkTxBytes = 14,          // bytes per interconnect link (counter), instance = link
+  kLinkRxBytes = 15,          // bytes per interconnect link (counter), instance = link
+  kLinkUp = 16,               // 1 up, 0 down, instance = link
+  kMemoryBandwidthUtil = 17,  // percent 0..100
+  kPcieReplays = 18,          // PCIe replay events (counter)
 };
 
 struct MetricInfo {

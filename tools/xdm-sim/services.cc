@@ -3,9 +3,9 @@
 #include <atomic>
 #include <chrono>
 
+#include "kubelet/podresources.grpc.pb.h"
 #include "simulator.h"
 #include "xdm/api_outer.grpc.pb.h"
-#include "kubelet/podresources.grpc.pb.h"
 #include "xdm/config_service.grpc.pb.h"
 
 namespace xdmsim {
@@ -107,9 +107,8 @@ class XdmService final : public api::XpuDeviceManagerService::Service {
       Status end = StreamEnd(sim_, ctx, break_gen);
       if (!end.ok()) return end;
       const bool flood = sim_->options().flood;
-      const uint64_t now =
-          first || flood ? tick + (flood ? 1 : 0)
-                         : sim_->signals().WaitTick(tick, break_gen, kPollSlice);
+      const uint64_t now = first || flood ? tick + (flood ? 1 : 0)
+                                          : sim_->signals().WaitTick(tick, break_gen, kPollSlice);
       end = StreamEnd(sim_, ctx, break_gen);
       if (!end.ok()) return end;
       if ((first || now != tick) && !sim_->signals().paused()) {
@@ -175,8 +174,7 @@ class ConfigService final : public cfg::AmpConfigService::Service {
  public:
   explicit ConfigService(Simulator* sim) : sim_(sim) {}
 
-  Status Enable(ServerContext* ctx, const cfg::EnableRequest*,
-                cfg::EnableResponse* resp) override {
+  Status Enable(ServerContext* ctx, const cfg::EnableRequest*, cfg::EnableResponse* resp) override {
     if (!Answering(ctx)) return Status(StatusCode::UNAVAILABLE, "xdm-sim paused");
     enabled_ = true;
     resp->set_status(0);

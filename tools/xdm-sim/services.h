@@ -1,9 +1,9 @@
 #pragma once
 
-#include <memory>
-
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/impl/codegen/service_type.h>
+
+#include <memory>
 
 namespace xdmsim {
 

@@ -1,11 +1,11 @@
 #include "simulator.h"
 
+#include <CivetServer.h>
+#include <spdlog/spdlog.h>
+
 #include <filesystem>
 #include <fstream>
 #include <set>
-
-#include <CivetServer.h>
-#include <spdlog/spdlog.h>
 
 #include "common/civet_util.h"
 #include "control_api.h"
@@ -94,7 +94,8 @@ xpu::Status PrepareSocket(const std::string& path) {
   std::error_code ec;
   const fs::path p(path);
   if (p.has_parent_path()) fs::create_directories(p.parent_path(), ec);
-  if (ec) return xpu::Status::IoError("cannot create " + p.parent_path().string() + ": " + ec.message());
+  if (ec)
+    return xpu::Status::IoError("cannot create " + p.parent_path().string() + ": " + ec.message());
   // A socket file left by a previous run would make bind fail.
   if (fs::is_socket(p, ec)) fs::remove(p, ec);
   if (fs::exists(p, ec)) return xpu::Status::IoError(path + " exists and is not a socket");
@@ -122,7 +123,8 @@ void WriteIfChanged(const fs::path& path, const std::string& content) {
 
 xpu::Status Simulator::Start() {
   const ModelSpec* model = FindModel(options_.model);
-  if (model == nullptr) return xpu::Status::InvalidArgument("unknown model '" + options_.model + "'");
+  if (model == nullptr)
+    return xpu::Status::InvalidArgument("unknown model '" + options_.model + "'");
   if (options_.devices < 0 || options_.devices > 4096)
     return xpu::Status::InvalidArgument("--devices must be 0..4096");
   if (options_.interval.count() <= 0) return xpu::Status::InvalidArgument("--interval must be > 0");
@@ -131,8 +133,8 @@ xpu::Status Simulator::Start() {
   start_time_ms_ = NowMs();
   fleet_->Tick(start_time_ms_, 0);
 
-  for (const std::string& p : {options_.socket_path, options_.controller_socket_path,
-                               options_.kubelet_socket_path}) {
+  for (const std::string& p :
+       {options_.socket_path, options_.controller_socket_path, options_.kubelet_socket_path}) {
     if (p.empty()) continue;
     xpu::Status s = PrepareSocket(p);
     if (!s.ok()) return s;
@@ -181,7 +183,8 @@ xpu::Status Simulator::Start() {
     fs::create_directories(options_.hal_root, ec);
     if (ec) {
       Stop();
-      return xpu::Status::IoError("cannot create --hal-root " + options_.hal_root + ": " + ec.message());
+      return xpu::Status::IoError("cannot create --hal-root " + options_.hal_root + ": " +
+                                  ec.message());
     }
     WriteHal();
   }

@@ -1,5 +1,8 @@
 #pragma once
 
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/impl/codegen/service_type.h>
+
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -8,9 +11,6 @@
 #include <mutex>
 #include <string>
 #include <thread>
-
-#include <grpcpp/grpcpp.h>
-#include <grpcpp/impl/codegen/service_type.h>
 
 #include "common/status.h"
 #include "fleet.h"
@@ -32,8 +32,8 @@ struct SimOptions {
   // Non-empty: also serve a stand-in kubelet PodResources API here, one pod
   // per allocation (pod "alloc-<id>", namespace "default", container "main").
   std::string kubelet_socket_path;
-  bool frozen = false;   // metric values never move (golden tests)
-  bool flood = false;    // streams push back to back, not once per interval (benchmarks)
+  bool frozen = false;     // metric values never move (golden tests)
+  bool flood = false;      // streams push back to back, not once per interval (benchmarks)
   uint32_t marker_id = 0;  // > 0: each answer carries this metric ID on device 0 with
                            // the send time in microseconds since the epoch (freshness)
 };
