@@ -90,9 +90,26 @@ void Build(CLI::App& app, Config* cfg) {
                  "Metric catalog YAML replacing the built-in one")
       ->check(CLI::ExistingFile);
   app.add_option("--hal", cfg->hal.backend,
-                 "HAL backend: auto (sysfs if --hal.root exists), none, sysfs")
-      ->check(CLI::IsMember({"auto", "none", "sysfs"}))
+                 "HAL backends: auto (each that finds devices), none, or a list of sysfs, pci")
+      ->check(CLI::Validator(
+          [](std::string& v) {
+            hal::HalSelection sel;
+            Status s = hal::ParseHalSelection(v, &sel);
+            return s.ok() ? std::string() : s.message();
+          },
+          "BACKENDS"))
       ->capture_default_str();
+  app.add_option("--hal.pci.sysfs-root", cfg->hal.pci_root,
+                 "sysfs root the pci backend reads (<root>/bus/pci/devices)")
+      ->capture_default_str();
+  app.add_option(
+         "--hal.pci.classes", cfg->hal.pci_classes,
+         "PCI classes the pci backend watches (4 or 6 hex digits), repeatable or comma-separated")
+      ->delimiter(',')
+      ->capture_default_str();
+  app.add_option("--hal.pci.vendors", cfg->hal.pci_vendors,
+                 "Only these PCI vendors (0x10de...), whose VGA devices count too; default any")
+      ->delimiter(',');
   app.add_option("--hal.root", cfg->hal.root, "Root of the sysfs HAL tree (xpu<minor>/...)")
       ->capture_default_str();
   AddDuration(app, "--hal.interval", &cfg->hal.interval, "How often to sample the HAL");
@@ -228,6 +245,9 @@ Status Validate(const Config& cfg) {
   }
   if (cfg.xdm.backoff_max < cfg.xdm.backoff_initial)
     return Status::InvalidArgument("--xdm.backoff-max must not be below --xdm.backoff-initial");
+  hal::PciFilter filter;
+  if (Status s = hal::MakePciFilter(cfg.hal.pci_classes, cfg.hal.pci_vendors, &filter); !s.ok())
+    return s;
   if (cfg.xdm.xdm_endpoint.empty())
     return Status::InvalidArgument("--xdm.endpoint must not be empty");
   return Status::Ok();

@@ -10,6 +10,7 @@
 
 #include "common/status.h"
 #include "hal/hal.h"
+#include "hal/pci.h"
 #include "http/web_config.h"
 #include "http/web_server.h"
 #include "kubelet/pod_mapper.h"

@@ -27,15 +27,37 @@ Status Exporter::Start() {
     Status s = hal::FaultCatalog::LoadFile(cfg_.hal.fault_catalog_file, &fault_catalog_);
     if (!s.ok()) return s;
   }
+  hal::HalSelection hal_sel;
+  if (Status s = hal::ParseHalSelection(cfg_.hal.backend, &hal_sel); !s.ok())
+    return Status::InvalidArgument("--hal: " + s.message());
   std::unique_ptr<hal::HalBackend> backend;
-  if (Status s = hal::MakeBackend(cfg_.hal.backend, cfg_.hal.root, &backend); !s.ok()) return s;
+  if (hal_sel.automatic || hal_sel.sysfs) {
+    if (Status s = hal::MakeBackend(hal_sel.sysfs ? "sysfs" : "auto", cfg_.hal.root, &backend);
+        !s.ok())
+      return s;
+  }
   if (backend) {
     spdlog::info("HAL backend {} at {}, every {} ms", backend->name(), cfg_.hal.root,
                  cfg_.hal.interval.count());
     hal_ = std::make_unique<hal::HalSampler>(std::move(backend), fault_catalog_, cfg_.hal.interval,
                                              &devices_, &self_metrics_);
   } else {
-    spdlog::info("HAL sampling off (--hal={}, {} absent)", cfg_.hal.backend, cfg_.hal.root);
+    spdlog::info("HAL sysfs backend off (--hal={}, {})", cfg_.hal.backend, cfg_.hal.root);
+  }
+  if (hal_sel.automatic || hal_sel.pci) {
+    hal::PciFilter filter;
+    if (Status s = hal::MakePciFilter(cfg_.hal.pci_classes, cfg_.hal.pci_vendors, &filter); !s.ok())
+      return s;
+    hal::PciScanner scanner(cfg_.hal.pci_root, filter);
+    std::vector<hal::PciDevice> found;
+    const bool usable = scanner.Scan(&found).ok();
+    // auto: only where there is something to watch.
+    if (hal_sel.pci || (usable && !found.empty())) {
+      spdlog::info("HAL backend pci at {}: {} device(s), every {} ms", cfg_.hal.pci_root,
+                   found.size(), cfg_.hal.interval.count());
+      pci_ = std::make_unique<hal::PciSampler>(std::move(scanner), cfg_.hal.interval, &devices_,
+                                               &self_metrics_);
+    }
   }
   if (!cfg_.kubelet.socket.empty())
     pods_ = std::make_unique<kubelet::PodMapper>(cfg_.kubelet.socket, cfg_.kubelet.interval,
@@ -79,6 +101,7 @@ Status Exporter::Start() {
   if (!s.ok()) return s;
   client_->Start();
   if (hal_) hal_->Start();
+  if (pci_) pci_->Start();
   if (pods_) pods_->Start();
   return Status::Ok();
 }
@@ -99,6 +122,7 @@ Status Exporter::ReloadWebConfig() {
 void Exporter::Stop() {
   if (client_) client_->Stop();
   if (hal_) hal_->Stop();
+  if (pci_) pci_->Stop();
   if (pods_) pods_->Stop();
   if (web_) web_->Stop();
 }

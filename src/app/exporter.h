@@ -13,6 +13,7 @@
 #include "common/status.h"
 #include "exposition/exposer.h"
 #include "hal/hal_sampler.h"
+#include "hal/pci_sampler.h"
 #include "http/web_server.h"
 #include "kubelet/pod_mapper.h"
 #include "store/device_registry.h"
@@ -60,7 +61,8 @@ class Exporter {
   std::unique_ptr<exposition::Exposer> exposer_;
   std::unique_ptr<upstream::XdmClient> client_;
   std::shared_ptr<const hal::FaultCatalog> fault_catalog_;
-  std::unique_ptr<hal::HalSampler> hal_;      // null when --hal resolves to none
+  std::unique_ptr<hal::HalSampler> hal_;      // null when --hal selects no sysfs backend
+  std::unique_ptr<hal::PciSampler> pci_;      // null when --hal selects no pci backend
   std::unique_ptr<kubelet::PodMapper> pods_;  // null when the socket flag is empty
   std::unique_ptr<http::WebServer> web_;
 };

@@ -48,10 +48,13 @@ bool IsReservedFamily(const std::string& name) {
   // Families exported by the device registry, the HAL and the exporter
   // itself: a catalog entry of the same name would emit a second family.
   static const std::set<std::string> exact = {
-      "xpu_device_info",         "xpu_device_topology_info", "xpu_device_health",
-      "xpu_device_fault_active", "xpu_device_fault_level",   "xpu_device_fault_events_total",
-      "xpu_device_pod_info",     "xpu_unknown_metric"};
-  for (const char* prefix : {"xpu_exporter_", "xpu_hal_", "xpu_kubelet_"})
+      "xpu_device_info", "xpu_device_topology_info", "xpu_device_health", "xpu_device_fault_active",
+      "xpu_device_fault_level", "xpu_device_fault_events_total", "xpu_device_pod_info",
+      "xpu_unknown_metric", "xpu_device_resets_observed_total",
+      // The pci backend's (XDM's own xpu_pcie_* counters stay catalog entries).
+      "xpu_pcie_link_speed_transfers_per_second", "xpu_pcie_link_width_lanes",
+      "xpu_pcie_aer_errors_total"};
+  for (const char* prefix : {"xpu_exporter_", "xpu_hal_", "xpu_kubelet_", "xpu_pci_", "xpu_hwmon_"})
     if (name.rfind(prefix, 0) == 0) return true;
   // A name whose series collide with a reserved family's (counter _total).
   std::string base = name;

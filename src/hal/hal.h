@@ -33,11 +33,25 @@ class HalBackend {
 
 // Where and how often to sample the HAL; the defaults of --hal*.
 struct HalOptions {
-  std::string backend = "auto";  // auto | none | sysfs
+  std::string backend = "auto";  // auto | none | a list of sysfs, pci
   std::string root = "/sys/class/xpu";
+  // The pci backend: sysfs root (the host's /sys, mounted read-only in a
+  // container), device classes and an optional vendor allowlist.
+  std::string pci_root = "/sys";
+  std::vector<std::string> pci_classes = {"0x0302", "0x1200", "0x0b40"};
+  std::vector<std::string> pci_vendors;
   std::chrono::milliseconds interval{1000};
   std::string fault_catalog_file;  // empty: the built-in fault catalog
 };
+
+// What --hal selects: "auto" (each backend that finds devices), "none", or
+// a comma-separated list of "sysfs" and "pci".
+struct HalSelection {
+  bool automatic = false;
+  bool sysfs = false;
+  bool pci = false;
+};
+Status ParseHalSelection(const std::string& flag, HalSelection* out);
 
 // Backend selection for --hal: "none", "sysfs", or "auto" (sysfs when `root`
 // exists, else none). Returns nullptr for "none"; InvalidArgument for an

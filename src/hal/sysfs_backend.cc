@@ -30,6 +30,37 @@ Status NeedsNewline(std::string_view text, const char* what) {
 
 }  // namespace
 
+Status ReadAttribute(const std::string& path, std::string* out) {
+  // O_NONBLOCK: a FIFO or a driver attribute that blocks must not hang the
+  // sampler (and with it SIGTERM); only regular files are read.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  if (fd < 0) return Status::IoError(path + ": " + ErrnoText(errno));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return Status::IoError(path + ": not a regular file");
+  }
+  out->clear();
+  char buf[4096];
+  for (;;) {
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0) {
+      const int err = errno;
+      if (err == EINTR) continue;
+      ::close(fd);
+      return Status::IoError(path + ": " + ErrnoText(err));
+    }
+    if (n == 0) break;
+    out->append(buf, static_cast<size_t>(n));
+    if (out->size() > kMaxFileBytes) {
+      ::close(fd);
+      return Status::IoError(path + ": larger than " + std::to_string(kMaxFileBytes) + " bytes");
+    }
+  }
+  ::close(fd);
+  return Status::Ok();
+}
+
 Status ParseHealthFile(std::string_view text, bool* healthy) {
   Status s = NeedsNewline(text, "health");
   if (!s.ok()) return s;
@@ -84,35 +115,7 @@ Status ParseFaultCodesFile(std::string_view text, std::vector<std::string>* code
 }
 
 Status SysfsBackend::ReadFile(int32_t minor, const char* file, std::string* out) const {
-  const std::string path = root_ + "/xpu" + std::to_string(minor) + "/" + file;
-  // O_NONBLOCK: a FIFO or a driver attribute that blocks must not hang the
-  // sampler (and with it SIGTERM); only regular files are read.
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-  if (fd < 0) return Status::IoError(path + ": " + ErrnoText(errno));
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return Status::IoError(path + ": not a regular file");
-  }
-  out->clear();
-  char buf[4096];
-  for (;;) {
-    const ssize_t n = ::read(fd, buf, sizeof buf);
-    if (n < 0) {
-      const int err = errno;
-      if (err == EINTR) continue;
-      ::close(fd);
-      return Status::IoError(path + ": " + ErrnoText(err));
-    }
-    if (n == 0) break;
-    out->append(buf, static_cast<size_t>(n));
-    if (out->size() > kMaxFileBytes) {
-      ::close(fd);
-      return Status::IoError(path + ": larger than " + std::to_string(kMaxFileBytes) + " bytes");
-    }
-  }
-  ::close(fd);
-  return Status::Ok();
+  return ReadAttribute(root_ + "/xpu" + std::to_string(minor) + "/" + file, out);
 }
 
 Status SysfsBackend::ListDevices(std::vector<HalDeviceId>* out) {
@@ -157,6 +160,30 @@ Status SysfsBackend::ReadFaultCodes(int32_t minor, std::vector<std::string>* cod
   Status s = ReadFile(minor, "fault_codes", &text);
   if (!s.ok()) return s;
   return ParseFaultCodesFile(text, codes);
+}
+
+Status ParseHalSelection(const std::string& flag, HalSelection* out) {
+  *out = HalSelection();
+  if (flag == "auto") {
+    out->automatic = true;
+    return Status::Ok();
+  }
+  if (flag == "none") return Status::Ok();
+  size_t start = 0;
+  while (start <= flag.size()) {
+    const size_t comma = std::min(flag.find(',', start), flag.size());
+    const std::string item = flag.substr(start, comma - start);
+    if (item == "sysfs") {
+      out->sysfs = true;
+    } else if (item == "pci") {
+      out->pci = true;
+    } else {
+      return Status::InvalidArgument("unknown backend '" + item +
+                                     "' (auto, none, or a list of sysfs and pci)");
+    }
+    start = comma + 1;
+  }
+  return Status::Ok();
 }
 
 Status MakeBackend(const std::string& kind, const std::string& root,

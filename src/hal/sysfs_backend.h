@@ -12,6 +12,12 @@ namespace xpu::hal {
 inline constexpr size_t kMaxFaultCodes = 64;    // active codes per device
 inline constexpr size_t kMaxHalDevices = 1024;  // xpu<minor> directories
 
+// Reads one sysfs attribute (or any small file) whole: opened without
+// following a final symlink and non-blocking, so a FIFO or a blocking
+// driver attribute cannot hang the sampler; only regular files, at most
+// 64 KiB. Errors name the path.
+Status ReadAttribute(const std::string& path, std::string* out);
+
 // Parsers of the sysfs files (docs/hal.md), pure and separate from I/O.
 // Every file must end in a newline: a missing one means a partly written or
 // truncated file, which is an error rather than a guess.

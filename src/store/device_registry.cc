@@ -66,6 +66,82 @@ std::vector<PodAssignment> DeviceRegistry::PodAssignments() const {
   return pods_;
 }
 
+void DeviceRegistry::SetPciDevices(std::vector<PciDeviceView> devices) {
+  std::lock_guard<std::mutex> lock(mu_);
+  pci_ = std::move(devices);
+}
+
+std::vector<PciDeviceView> DeviceRegistry::PciDevices() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return pci_;
+}
+
+namespace {
+
+// The PCI families (docs/hal.md): every series carries bus_id, and minor and
+// uuid when XDM lists the device.
+void CollectPci(const std::vector<PciDeviceView>& pci, std::vector<prometheus::MetricFamily>* out) {
+  auto present = Family("xpu_pci_device_present",
+                        "Whether a PCI device once seen is on the bus: 1 present, 0 gone.");
+  auto bound = Family("xpu_pci_driver_bound",
+                      "Whether a driver is bound to the PCI device: 1 bound (driver label), 0 "
+                      "present but unbound.");
+  auto power =
+      Family("xpu_pci_power_state", "The PCI device's power state (D0 ... D3cold); always 1.");
+  auto speed = Family("xpu_pcie_link_speed_transfers_per_second",
+                      "PCIe link speed, current and max (what the link can train to).");
+  auto width = Family("xpu_pcie_link_width_lanes", "PCIe link width in lanes, current and max.");
+  auto aer = Family("xpu_pcie_aer_errors_total",
+                    "PCIe AER errors the device reported since boot, by severity and type.");
+  aer.type = prometheus::MetricType::Counter;
+  auto temp = Family("xpu_hwmon_temperature_celsius", "Temperature from the driver's hwmon.");
+  auto watts = Family("xpu_hwmon_power_watts", "Power from the driver's hwmon.");
+  auto joules = Family("xpu_hwmon_energy_joules_total", "Energy from the driver's hwmon.");
+  joules.type = prometheus::MetricType::Counter;
+  auto resets = Family("xpu_device_resets_observed_total",
+                       "Times the device left the bus or lost its driver and came back.");
+  resets.type = prometheus::MetricType::Counter;
+  auto counter = [](std::vector<prometheus::ClientMetric::Label> labels, double v) {
+    prometheus::ClientMetric m;
+    m.label = std::move(labels);
+    m.counter.value = v;
+    return m;
+  };
+  for (const PciDeviceView& d : pci) {
+    const std::vector<prometheus::ClientMetric::Label> id = {
+        {"bus_id", d.bus_id}, {"minor", d.minor}, {"uuid", d.uuid}};
+    auto with = [&](std::initializer_list<prometheus::ClientMetric::Label> more) {
+      auto l = id;
+      l.insert(l.end(), more);
+      return l;
+    };
+    present.metric.push_back(Gauge(id, d.present ? 1 : 0));
+    resets.metric.push_back(counter(id, static_cast<double>(d.resets_observed)));
+    if (!d.present) continue;
+    bound.metric.push_back(Gauge(with({{"driver", d.driver}}), d.driver.empty() ? 0 : 1));
+    if (!d.power_state.empty()) power.metric.push_back(Gauge(with({{"state", d.power_state}}), 1));
+    for (const auto& [v, which] :
+         {std::make_pair(d.current_link_speed, "current"), std::make_pair(d.max_link_speed, "max")})
+      if (v) speed.metric.push_back(Gauge(with({{"bound", which}}), *v));
+    for (const auto& [v, which] :
+         {std::make_pair(d.current_link_width, "current"), std::make_pair(d.max_link_width, "max")})
+      if (v) width.metric.push_back(Gauge(with({{"bound", which}}), *v));
+    for (const PciDeviceView::Aer& a : d.aer)
+      aer.metric.push_back(counter(with({{"severity", a.severity}, {"type", a.type}}),
+                                   static_cast<double>(a.count)));
+    for (const PciDeviceView::Sensor& s : d.hwmon) {
+      auto& f = s.kind == "temperature" ? temp : s.kind == "power" ? watts : joules;
+      f.metric.push_back(f.type == prometheus::MetricType::Counter
+                             ? counter(with({{"sensor", s.sensor}}), s.value)
+                             : Gauge(with({{"sensor", s.sensor}}), s.value));
+    }
+  }
+  for (auto* f : {&present, &bound, &power, &speed, &width, &aer, &temp, &watts, &joules, &resets})
+    if (!f->metric.empty()) out->push_back(std::move(*f));
+}
+
+}  // namespace
+
 std::vector<prometheus::MetricFamily> DeviceRegistry::Collect() const {
   std::lock_guard<std::mutex> lock(mu_);
   auto info = Family("xpu_device_info",
@@ -146,6 +222,7 @@ std::vector<prometheus::MetricFamily> DeviceRegistry::Collect() const {
   if (!info.metric.empty()) out.push_back(std::move(info));
   if (!topo.metric.empty()) out.push_back(std::move(topo));
   if (!health.metric.empty()) out.push_back(std::move(health));
+  CollectPci(pci_, &out);
   return out;
 }
 

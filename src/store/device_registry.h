@@ -72,6 +72,33 @@ struct PodAssignment {
   bool operator==(const PodAssignment&) const = default;
 };
 
+// One PCI function as the `pci` HAL backend last read it (docs/hal.md), joined
+// to XDM's device by bus_id when XDM lists it.
+struct PciDeviceView {
+  std::string bus_id;  // canonical PCI address, "0000:3b:00.0"
+  std::string minor;   // XDM's minor and uuid when joined, else empty
+  std::string uuid;
+  bool present = true;  // false: gone from the bus since it was last seen
+  std::string driver;   // bound driver; empty when unbound
+  std::string power_state;
+  std::optional<double> current_link_speed, max_link_speed;  // transfers/s
+  std::optional<int> current_link_width, max_link_width;
+  struct Aer {
+    std::string severity, type;
+    uint64_t count = 0;
+    bool operator==(const Aer&) const = default;
+  };
+  std::vector<Aer> aer;
+  struct Sensor {
+    std::string kind, sensor;  // temperature|power|energy, name
+    double value = 0;
+    bool operator==(const Sensor&) const = default;
+  };
+  std::vector<Sensor> hwmon;
+  uint64_t resets_observed = 0;  // gone or unbound, then back
+  bool operator==(const PciDeviceView&) const = default;
+};
+
 // The node's devices as XDM last described them and as the HAL last sampled
 // them, exposed as xpu_device_info, xpu_device_topology_info,
 // xpu_device_health{source="xdm"|"hal"}, xpu_device_fault_active and
@@ -94,6 +121,9 @@ class DeviceRegistry : public prometheus::Collectable {
   // Replaces the HAL's view (sorted by minor).
   void SetHalDevices(std::vector<HalDeviceView> devices);
   std::vector<HalDeviceView> HalDevices() const;
+  // Replaces the PCI backend's view (sorted by bus_id).
+  void SetPciDevices(std::vector<PciDeviceView> devices);
+  std::vector<PciDeviceView> PciDevices() const;
   // Replaces the kubelet's view of which containers hold which devices.
   void SetPodAssignments(std::vector<PodAssignment> pods);
   std::vector<PodAssignment> PodAssignments() const;
@@ -107,6 +137,7 @@ class DeviceRegistry : public prometheus::Collectable {
   bool xdm_live_ = true;             // guarded by mu_
   std::vector<HalDeviceView> hal_;   // guarded by mu_
   std::vector<PodAssignment> pods_;  // guarded by mu_
+  std::vector<PciDeviceView> pci_;   // guarded by mu_
   DevicesListener listener_;         // set before writers start
 };
 

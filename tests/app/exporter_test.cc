@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 #include <zlib.h>
 
+#include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "simulator.h"
@@ -188,6 +190,63 @@ TEST_F(ExporterTest, ScrapeSucceedsWhileUpstreamIsDownAndReadyFlips) {
   ASSERT_TRUE(sim_->Start().ok());
   EXPECT_TRUE(
       WaitFor([&] { return HttpGet(base_ + "/-/ready").status == 200; }, std::chrono::seconds(10)));
+}
+
+}  // namespace
+}  // namespace xpu::app
+
+namespace xpu::app {
+namespace {
+
+// --hal=pci over a PCI tree in the kernel's layout: the device at xdm-sim's
+// bus_id for minor 0 is exported with minor and uuid joined from XDM.
+TEST(ExporterPciTest, PciBackendJoinsXdmDevicesByBusId) {
+  xpu::testing::TempDir dir;
+  const std::string dev = dir.path() + "/devices/pci0000:00/0000:10:00.0";
+  std::filesystem::create_directories(dev);
+  std::filesystem::create_directories(dir.path() + "/bus/pci/devices");
+  std::filesystem::create_directory_symlink(dev, dir.path() + "/bus/pci/devices/0000:10:00.0");
+  for (const auto& [file, text] :
+       std::map<std::string, std::string>{{"vendor", "0x1ded\n"},
+                                          {"device", "0x8000\n"},
+                                          {"class", "0x120000\n"},
+                                          {"current_link_speed", "16.0 GT/s PCIe\n"},
+                                          {"max_link_speed", "32.0 GT/s PCIe\n"},
+                                          {"current_link_width", "8\n"},
+                                          {"max_link_width", "16\n"},
+                                          {"power_state", "D0\n"}})
+    std::ofstream(dev + "/" + file) << text;
+  xdmsim::SimOptions so;
+  so.socket_path = dir.File("x.sock");
+  so.controller_socket_path = dir.File("c.sock");
+  so.interval = milliseconds(100);
+  xdmsim::Simulator sim(so);
+  ASSERT_TRUE(sim.Start().ok());
+  Config cfg;
+  cfg.web.listen_addresses = {"127.0.0.1:0"};
+  cfg.xdm.xdm_endpoint = "unix://" + so.socket_path;
+  cfg.xdm.controller_endpoint = "unix://" + so.controller_socket_path;
+  cfg.xdm.interval = milliseconds(100);
+  cfg.hal.backend = "pci";
+  cfg.hal.pci_root = dir.path();
+  cfg.hal.interval = milliseconds(100);
+  Exporter exporter(cfg);
+  const Status started = exporter.Start();
+  ASSERT_TRUE(started.ok()) << started.message();
+  const std::string url = "http://127.0.0.1:" + std::to_string(exporter.ports().at(0)) + "/metrics";
+  std::string page;
+  // A downtrained link (x8 of x16, Gen4 of Gen5), joined to minor 0.
+  EXPECT_TRUE(WaitFor([&] {
+    page = HttpGet(url).body;
+    return page.find("xpu_pcie_link_width_lanes{bus_id=\"0000:10:00.0\",minor=\"0\",uuid=\"") !=
+           std::string::npos;
+  })) << page;
+  EXPECT_NE(page.find("\",bound=\"current\"} 8\n"), std::string::npos) << page;
+  EXPECT_NE(page.find("\",bound=\"max\"} 3.2e+10\n"), std::string::npos) << page;
+  EXPECT_NE(page.find("xpu_pci_driver_bound{bus_id=\"0000:10:00.0\""), std::string::npos);
+  EXPECT_NE(page.find("xpu_hal_pci_up 1\n"), std::string::npos);
+  exporter.Stop();
+  sim.Stop();
 }
 
 }  // namespace

@@ -57,4 +57,7 @@ bool WaitFor(const std::function<bool()>& cond,
 
 std::string ReadFile(const std::string& path);
 
+// Runs `command` with /bin/sh and returns what it wrote to stdout.
+std::string RunCommand(const std::string& command);
+
 }  // namespace xpu::testing

@@ -1,0 +1,343 @@
+#include "hal/pci.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <cstring>
+#include <filesystem>
+#include <tuple>
+
+#include "hal/sysfs_backend.h"
+
+namespace xpu::hal {
+namespace {
+
+namespace fs = std::filesystem;
+
+// The value of a one-line attribute: without its final newline and
+// surrounding blanks.
+std::string_view Line(std::string_view text) {
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.remove_suffix(1);
+  while (!text.empty() && text.front() == ' ') text.remove_prefix(1);
+  return text;
+}
+
+bool IsHex(std::string_view s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) {
+    return std::isxdigit(static_cast<unsigned char>(c)) != 0;
+  });
+}
+
+std::optional<uint64_t> ParseUnsigned(std::string_view s) {
+  uint64_t v = 0;
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || end != s.data() + s.size() || s.empty()) return std::nullopt;
+  return v;
+}
+
+// hwmon channels the driver provides under <dev>/hwmon/hwmon*/: temperature
+// (millidegrees), power (microwatts; the average when there is one) and
+// energy (microjoules), named by their label or "<hwmon name>/<channel>".
+void ReadHwmon(const std::string& dir, PciDevice* d) {
+  std::error_code ec;
+  fs::directory_iterator hw(dir + "/hwmon", ec);
+  if (ec) return;
+  for (; hw != fs::directory_iterator(); hw.increment(ec)) {
+    if (ec) return;
+    const std::string h = hw->path().string();
+    std::string name;
+    if (ReadAttribute(h + "/name", &name).ok()) name = std::string(Line(name));
+    if (name.empty()) name = hw->path().filename().string();
+    fs::directory_iterator files(h, ec);
+    if (ec) continue;
+    for (; files != fs::directory_iterator(); files.increment(ec)) {
+      if (ec) break;
+      const std::string f = files->path().filename().string();
+      struct Kind {
+        const char* prefix;
+        const char* suffix;
+        const char* kind;
+        double scale;
+      };
+      static constexpr Kind kKinds[] = {{"temp", "_input", "temperature", 1e-3},
+                                        {"power", "_average", "power", 1e-6},
+                                        {"power", "_input", "power", 1e-6},
+                                        {"energy", "_input", "energy", 1e-6}};
+      for (const Kind& k : kKinds) {
+        const std::string_view v(f);
+        const size_t pl = std::strlen(k.prefix), sl = std::strlen(k.suffix);
+        if (v.size() <= pl + sl || v.substr(0, pl) != k.prefix ||
+            v.substr(v.size() - sl) != k.suffix)
+          continue;
+        const std::string channel = f.substr(0, f.size() - sl);  // "temp1"
+        if (!ParseUnsigned(std::string_view(channel).substr(pl))) continue;
+        // power1_input beside power1_average: the average is the steadier.
+        if (std::string_view(k.suffix) == "_input" && std::string_view(k.kind) == "power" &&
+            ::access((h + "/" + channel + "_average").c_str(), F_OK) == 0)
+          continue;
+        std::string text;
+        if (!ReadAttribute(h + "/" + f, &text).ok()) continue;
+        int64_t raw = 0;
+        const std::string_view t = Line(text);
+        auto [end, perr] = std::from_chars(t.data(), t.data() + t.size(), raw);
+        if (perr != std::errc() || end != t.data() + t.size() || t.empty()) continue;
+        std::string label;
+        if (ReadAttribute(h + "/" + channel + "_label", &label).ok()) label = Line(label);
+        if (d->hwmon.size() >= kMaxHwmonSensors) return;
+        d->hwmon.push_back({k.kind, label.empty() ? name + "/" + channel : label,
+                            static_cast<double>(raw) * k.scale});
+      }
+    }
+  }
+  std::sort(d->hwmon.begin(), d->hwmon.end(), [](const PciSensor& a, const PciSensor& b) {
+    return std::tie(a.kind, a.sensor) < std::tie(b.kind, b.sensor);
+  });
+}
+
+}  // namespace
+
+std::optional<double> ParseLinkSpeed(std::string_view text) {
+  std::string_view v = Line(text);
+  // "<number> GT/s" with an optional " PCIe" after it (kernels since 5.x).
+  const size_t gts = v.find(" GT/s");
+  if (gts == std::string_view::npos || gts == 0) return std::nullopt;
+  const std::string_view rest = v.substr(gts + 5);
+  if (!rest.empty() && rest != " PCIe") return std::nullopt;
+  const std::string_view number = v.substr(0, gts);
+  double d = 0;
+  auto [end, ec] = std::from_chars(number.data(), number.data() + number.size(), d);
+  if (ec != std::errc() || end != number.data() + number.size() || !(d > 0) || d > 1000)
+    return std::nullopt;
+  return d * 1e9;
+}
+
+std::optional<int> ParseLinkWidth(std::string_view text) {
+  auto v = ParseUnsigned(Line(text));
+  if (!v || *v > 32) return std::nullopt;  // x32 is the widest link PCIe defines
+  return static_cast<int>(*v);
+}
+
+std::optional<uint32_t> ParseHex(std::string_view text) {
+  std::string_view v = Line(text);
+  if (v.size() > 2 && v[0] == '0' && (v[1] == 'x' || v[1] == 'X')) v.remove_prefix(2);
+  if (!IsHex(v) || v.size() > 8) return std::nullopt;
+  uint32_t out = 0;
+  std::from_chars(v.data(), v.data() + v.size(), out, 16);
+  return out;
+}
+
+std::optional<int> ParseInt(std::string_view text) {
+  std::string_view v = Line(text);
+  int out = 0;
+  auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), out);
+  if (ec != std::errc() || end != v.data() + v.size() || v.empty()) return std::nullopt;
+  return out;
+}
+
+Status ParseAerFile(std::string_view text, std::vector<std::pair<std::string, uint64_t>>* out) {
+  out->clear();
+  if (!text.empty() && text.back() != '\n')
+    return Status::InvalidArgument("AER counters are truncated (no final newline)");
+  size_t start = 0;
+  while (start < text.size()) {
+    const size_t nl = text.find('\n', start);
+    const std::string_view line = text.substr(start, nl - start);
+    start = nl + 1;
+    if (line.empty()) continue;
+    const size_t sp = line.find(' ');
+    const std::string_view name = line.substr(0, sp);
+    uint64_t count = 0;
+    bool count_ok = false;
+    if (sp != std::string_view::npos) {
+      const std::string_view digits = line.substr(sp + 1);
+      auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), count);
+      count_ok = ec == std::errc() && end == digits.data() + digits.size() && !digits.empty();
+    }
+    const bool name_ok =
+        !name.empty() && name.size() <= 64 && std::all_of(name.begin(), name.end(), [](char c) {
+          return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_';
+        });
+    if (!name_ok || !count_ok)
+      return Status::InvalidArgument("AER counters: a line is not \"<name> <count>\"");
+    if (out->size() >= kMaxAerCounters)
+      return Status::InvalidArgument("AER counters: more than " + std::to_string(kMaxAerCounters) +
+                                     " lines");
+    out->emplace_back(std::string(name), count);
+  }
+  return Status::Ok();
+}
+
+std::string CanonicalPciAddress(std::string_view text) {
+  std::string_view v = Line(text);
+  // [domain:]bus:device.function
+  std::string_view domain = "0000";
+  const size_t first = v.find(':');
+  if (first == std::string_view::npos) return "";
+  if (v.find(':', first + 1) != std::string_view::npos) {
+    domain = v.substr(0, first);
+    v.remove_prefix(first + 1);
+  }
+  const size_t colon = v.find(':');
+  const size_t dot = v.find('.');
+  if (colon == std::string_view::npos || dot == std::string_view::npos || dot < colon) return "";
+  const std::string_view bus = v.substr(0, colon), dev = v.substr(colon + 1, dot - colon - 1),
+                         fn = v.substr(dot + 1);
+  if (!IsHex(domain) || domain.size() > 8 || !IsHex(bus) || bus.size() > 2 || !IsHex(dev) ||
+      dev.size() > 2 || fn.size() != 1 || fn[0] < '0' || fn[0] > '7')
+    return "";
+  uint32_t d = 0, b = 0, s = 0;
+  std::from_chars(domain.data(), domain.data() + domain.size(), d, 16);
+  std::from_chars(bus.data(), bus.data() + bus.size(), b, 16);
+  std::from_chars(dev.data(), dev.data() + dev.size(), s, 16);
+  if (d > 0xffff || s > 0x1f) return "";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%04x:%02x:%02x.%c", d, b, s, fn[0]);
+  return buf;
+}
+
+std::optional<std::pair<uint32_t, int>> ParseClassFilter(std::string_view text) {
+  std::string_view v = Line(text);
+  if (v.size() > 2 && v[0] == '0' && (v[1] == 'x' || v[1] == 'X')) v.remove_prefix(2);
+  if (!IsHex(v) || (v.size() != 4 && v.size() != 6)) return std::nullopt;
+  uint32_t c = 0;
+  std::from_chars(v.data(), v.data() + v.size(), c, 16);
+  return std::make_pair(c, static_cast<int>(v.size()));
+}
+
+Status MakePciFilter(const std::vector<std::string>& classes,
+                     const std::vector<std::string>& vendors, PciFilter* out) {
+  PciFilter f;
+  f.classes.clear();
+  for (const std::string& c : classes) {
+    auto parsed = ParseClassFilter(c);
+    if (!parsed)
+      return Status::InvalidArgument("--hal.pci.classes: '" + c +
+                                     "' is not a class of 4 or 6 hex digits (0302, 0x030200)");
+    f.classes.push_back(*parsed);
+  }
+  for (const std::string& v : vendors) {
+    auto parsed = ParseHex(v);
+    if (!parsed || *parsed > 0xffff)
+      return Status::InvalidArgument("--hal.pci.vendors: '" + v + "' is not a vendor ID (0x10de)");
+    f.vendors.push_back(*parsed);
+  }
+  *out = std::move(f);
+  return Status::Ok();
+}
+
+bool PciFilter::Matches(uint32_t class_code, uint32_t vendor) const {
+  const bool listed = std::find(vendors.begin(), vendors.end(), vendor) != vendors.end();
+  if (!vendors.empty() && !listed) return false;
+  for (const auto& [c, digits] : classes) {
+    if (digits == 6 ? class_code == c : (class_code >> 8) == c) return true;
+  }
+  return listed && (class_code >> 8) == 0x0300;  // a listed vendor's VGA controller
+}
+
+Status PciScanner::Scan(std::vector<PciDevice>* out) const {
+  out->clear();
+  const std::string dir = root_ + "/bus/pci/devices";
+  std::error_code ec;
+  fs::directory_iterator it(dir, ec);
+  if (ec) return Status::IoError(dir + ": " + ec.message());
+  size_t seen = 0;
+  for (; it != fs::directory_iterator(); it.increment(ec)) {
+    if (ec) return Status::IoError(dir + ": " + ec.message());
+    if (++seen > kMaxPciDevices)
+      return Status::IoError(dir + ": more than " + std::to_string(kMaxPciDevices) + " entries");
+    const std::string name = it->path().filename().string();
+    const std::string address = CanonicalPciAddress(name);
+    if (address.empty()) continue;
+    const std::string path = it->path().string();
+    std::string text;
+    if (!ReadAttribute(path + "/class", &text).ok()) continue;
+    const auto class_code = ParseHex(text);
+    if (!class_code || !ReadAttribute(path + "/vendor", &text).ok()) continue;
+    const auto vendor = ParseHex(text);
+    if (!vendor || !filter_.Matches(*class_code, *vendor)) continue;
+    PciDevice d;
+    d.address = address;
+    d.class_code = *class_code;
+    d.vendor = *vendor;
+    ReadDevice(path, &d);
+    out->push_back(std::move(d));
+  }
+  std::sort(out->begin(), out->end(),
+            [](const PciDevice& a, const PciDevice& b) { return a.address < b.address; });
+  return Status::Ok();
+}
+
+void PciScanner::ReadDevice(const std::string& dir, PciDevice* d) const {
+  // Reads `file` if it exists; a file that exists but does not parse is
+  // noted, one that is absent is simply not there on this kernel or device.
+  auto read = [&](const char* file, auto parse) {
+    std::string text;
+    const std::string path = dir + "/" + file;
+    if (::access(path.c_str(), F_OK) != 0) return decltype(parse(std::string_view()))();
+    if (Status s = ReadAttribute(path, &text); !s.ok()) {
+      d->errors.push_back(s.message());
+      return decltype(parse(std::string_view()))();
+    }
+    auto v = parse(std::string_view(text));
+    if (!v) d->errors.push_back(path + ": unexpected content");
+    return v;
+  };
+  if (auto v = read("device", ParseHex)) d->device = *v;
+  if (auto v = read("numa_node", ParseInt)) d->numa_node = *v;
+  if (auto v = read("enable", ParseInt)) d->enabled = *v > 0;
+  // "Unknown" (older kernels: "Unknown speed") is a real answer for a link
+  // that is down or not PCIe, not a parse error.
+  const auto speed = [](std::string_view t) -> std::optional<std::optional<double>> {
+    if (Line(t) == "Unknown" || Line(t) == "Unknown speed") return std::optional<double>();
+    auto v = ParseLinkSpeed(t);
+    if (!v) return std::nullopt;
+    return v;
+  };
+  if (auto v = read("current_link_speed", speed)) d->current_link_speed = *v;
+  if (auto v = read("max_link_speed", speed)) d->max_link_speed = *v;
+  d->current_link_width = read("current_link_width", ParseLinkWidth);
+  d->max_link_width = read("max_link_width", ParseLinkWidth);
+  if (auto v = read("power_state", [](std::string_view t) -> std::optional<std::string> {
+        std::string_view s = Line(t);
+        static constexpr std::string_view kStates[] = {"D0",     "D1",      "D2",   "D3hot",
+                                                       "D3cold", "unknown", "error"};
+        for (std::string_view k : kStates)
+          if (s == k) return std::string(s);
+        return std::nullopt;
+      }))
+    d->power_state = *v;
+  for (const char* severity : {"correctable", "nonfatal", "fatal"}) {
+    const std::string file = std::string("aer_dev_") + severity;
+    const std::string path = dir + "/" + file;
+    if (::access(path.c_str(), F_OK) != 0) continue;
+    std::string text;
+    std::vector<std::pair<std::string, uint64_t>> counters;
+    Status s = ReadAttribute(path, &text);
+    if (s.ok()) s = ParseAerFile(text, &counters);
+    if (!s.ok()) {
+      d->errors.push_back(path + ": " + s.message());
+      continue;
+    }
+    // The named counters sum to the TOTAL_ line; exporting both would
+    // double every sum(). The total stands in only when nothing else does.
+    std::optional<uint64_t> total;
+    size_t named = 0;
+    for (const auto& [name, count] : counters) {
+      if (name.rfind("TOTAL_", 0) == 0) {
+        total = count;
+        continue;
+      }
+      d->aer.push_back({severity, name, count});
+      ++named;
+    }
+    if (named == 0 && total) d->aer.push_back({severity, "total", *total});
+  }
+  std::error_code ec;
+  const fs::path driver = fs::read_symlink(dir + "/driver", ec);
+  if (!ec) d->driver = driver.filename().string();
+  ReadHwmon(dir, d);
+}
+
+}  // namespace xpu::hal

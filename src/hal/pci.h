@@ -1,0 +1,103 @@
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "common/status.h"
+
+// The `pci` HAL backend's reading of the kernel's PCI sysfs
+// (Documentation/ABI/testing/sysfs-bus-pci and sysfs-bus-pci-devices-aer_stats;
+// docs/hal.md lists every file). Parsers are pure; PciScanner does the I/O.
+namespace xpu::hal {
+
+// Limits on what the tree can make the scanner hold (docs/reliability.md).
+inline constexpr size_t kMaxPciDevices = 4096;  // entries of /sys/bus/pci/devices
+inline constexpr size_t kMaxAerCounters = 64;   // lines of one aer_dev_* file
+inline constexpr size_t kMaxHwmonSensors = 64;  // sensors per device
+
+// "8 GT/s", "8.0 GT/s PCIe", "2.5 GT/s" (every spelling kernels have used)
+// -> transfers per second; nullopt for "Unknown", "Unknown speed" or
+// anything else.
+std::optional<double> ParseLinkSpeed(std::string_view text);
+// "16\n" -> 16; nullopt when not a lane count (0 means the link is down and
+// is returned as 0).
+std::optional<int> ParseLinkWidth(std::string_view text);
+// "0x10de\n" -> 0x10de (vendor, device, class).
+std::optional<uint32_t> ParseHex(std::string_view text);
+// "-1\n", "0\n" -> the NUMA node; nullopt when malformed.
+std::optional<int> ParseInt(std::string_view text);
+// One aer_dev_{correctable,nonfatal,fatal} file: "RxErr 0\nBadTLP 3\n...
+// TOTAL_ERR_COR 3\n" -> (name, count) in file order, the TOTAL_ line included.
+Status ParseAerFile(std::string_view text, std::vector<std::pair<std::string, uint64_t>>* out);
+// "0000:3b:00.0", "00000000:3B:00.0" (NVIDIA's 8-digit domain) and
+// "3b:00.0" -> "0000:3b:00.0"; empty if not a PCI address. The join key
+// between XDM's bus_id and the PCI tree.
+std::string CanonicalPciAddress(std::string_view text);
+// A class filter entry: 4 hex digits match base class and subclass
+// ("0302"), 6 match the whole class code ("030200"); "0x" optional.
+std::optional<std::pair<uint32_t, int>> ParseClassFilter(std::string_view text);
+
+struct PciAer {
+  std::string severity;  // correctable, nonfatal, fatal
+  std::string type;      // the kernel's name: RxErr, BadTLP, ..., or "total"
+  uint64_t count = 0;
+};
+
+struct PciSensor {
+  std::string kind;    // temperature, power, energy
+  std::string sensor;  // hwmon name and channel: "nvidia/temp1", or its label
+  double value = 0;    // base units: celsius, watts, joules
+};
+
+// One device as read from <root>/bus/pci/devices/<address>/. Absent files
+// leave their fields empty: conventional PCI has no link files, AER needs
+// kernel 4.19 and an AER-capable device, hwmon a driver that provides it.
+struct PciDevice {
+  std::string address;  // canonical
+  uint32_t vendor = 0, device = 0, class_code = 0;
+  int numa_node = -1;
+  std::optional<bool> enabled;
+  std::string power_state;  // D0, D1, D2, D3hot, D3cold, unknown; empty if absent
+  std::optional<double> current_link_speed, max_link_speed;  // transfers/s
+  std::optional<int> current_link_width, max_link_width;
+  std::vector<PciAer> aer;  // named counters (the TOTAL_ line only if none)
+  std::string driver;       // bound driver's name; empty when unbound
+  std::vector<PciSensor> hwmon;
+  std::vector<std::string> errors;  // files that exist but could not be parsed
+};
+
+struct PciFilter;
+// The filter of --hal.pci.classes and --hal.pci.vendors (4-digit vendor IDs,
+// "0x" optional); InvalidArgument names the bad entry.
+Status MakePciFilter(const std::vector<std::string>& classes,
+                     const std::vector<std::string>& vendors, PciFilter* out);
+
+struct PciFilter {
+  // (class, digits): 4-digit entries compare class >> 8.
+  std::vector<std::pair<uint32_t, int>> classes = {{0x0302, 4}, {0x1200, 4}, {0x0b40, 4}};
+  std::vector<uint32_t> vendors;  // empty: any; listed vendors' VGA (0x0300) count too
+  bool Matches(uint32_t class_code, uint32_t vendor) const;
+};
+
+// Reads the devices under <sysfs_root>/bus/pci/devices that pass `filter`,
+// sorted by address. An error means the tree itself is unusable (no such
+// directory); a device's unreadable file is noted in its `errors`.
+// Called from one thread at a time.
+class PciScanner {
+ public:
+  PciScanner(std::string sysfs_root, PciFilter filter)
+      : root_(std::move(sysfs_root)), filter_(std::move(filter)) {}
+  Status Scan(std::vector<PciDevice>* out) const;
+  const std::string& root() const { return root_; }
+
+ private:
+  void ReadDevice(const std::string& dir, PciDevice* d) const;
+  const std::string root_;
+  const PciFilter filter_;
+};
+
+}  // namespace xpu::hal

@@ -1,0 +1,99 @@
+#include "hal/pci_sampler.h"
+
+#include <spdlog/spdlog.h>
+
+namespace xpu::hal {
+
+std::vector<store::PciDeviceView> PciTracker::Update(const std::vector<PciDevice>& scan,
+                                                     const std::vector<store::DeviceInfo>& xdm) {
+  std::map<std::string, const store::DeviceInfo*> by_bus;
+  for (const store::DeviceInfo& d : xdm) {
+    const std::string a = CanonicalPciAddress(d.bus_id);
+    if (!a.empty()) by_bus[a] = &d;
+  }
+  std::map<std::string, const PciDevice*> seen;
+  for (const PciDevice& d : scan) seen[d.address] = &d;
+  for (const auto& [address, d] : seen) tracks_.try_emplace(address);
+  std::vector<store::PciDeviceView> out;
+  for (auto& [address, t] : tracks_) {
+    auto it = seen.find(address);
+    store::PciDeviceView v;
+    if (it == seen.end()) {
+      v = t.last;  // gone: keep what identifies it
+      v.present = false;
+    } else {
+      const PciDevice& d = *it->second;
+      v.bus_id = address;
+      v.driver = d.driver;
+      v.power_state = d.power_state;
+      v.current_link_speed = d.current_link_speed;
+      v.max_link_speed = d.max_link_speed;
+      v.current_link_width = d.current_link_width;
+      v.max_link_width = d.max_link_width;
+      for (const PciAer& a : d.aer) v.aer.push_back({a.severity, a.type, a.count});
+      for (const PciSensor& s : d.hwmon) v.hwmon.push_back({s.kind, s.sensor, s.value});
+    }
+    auto x = by_bus.find(address);
+    v.minor = x == by_bus.end() ? "" : std::to_string(x->second->minor);
+    v.uuid = x == by_bus.end() ? "" : x->second->uuid;
+    const bool up = v.present && !v.driver.empty();
+    if (t.up && !up) t.lost = true;
+    if (t.lost && up) {
+      ++t.resets;
+      t.lost = false;
+    }
+    t.up = up;
+    v.resets_observed = t.resets;
+    t.last = v;
+    out.push_back(std::move(v));
+  }
+  return out;
+}
+
+PciSampler::PciSampler(PciScanner scanner, std::chrono::milliseconds interval,
+                       store::DeviceRegistry* registry, prometheus::Registry* self_metrics)
+    : scanner_(std::move(scanner)),
+      interval_(interval),
+      registry_(registry),
+      up_(prometheus::BuildGauge()
+              .Name("xpu_hal_pci_up")
+              .Help("Whether the last scan of the PCI tree (--hal=pci) succeeded.")
+              .Register(*self_metrics)
+              .Add({})),
+      file_errors_(prometheus::BuildCounter()
+                       .Name("xpu_hal_pci_file_errors_total")
+                       .Help("PCI sysfs files that exist but could not be read or parsed.")
+                       .Register(*self_metrics)
+                       .Add({})) {
+  if (interval_.count() <= 0) throw std::invalid_argument("PCI interval must be > 0");
+}
+
+void PciSampler::Start() {
+  worker_.Start([this] {
+    do {
+      SampleOnce();
+    } while (worker_.SleepFor(interval_));
+  });
+}
+
+bool PciSampler::SampleOnce() {
+  std::vector<PciDevice> scan;
+  if (Status s = scanner_.Scan(&scan); !s.ok()) {
+    up_.Set(0);
+    if (logged_.Raise("scan"))
+      spdlog::warn("HAL pci: {} (logged once until it clears)", s.message());
+    return false;
+  }
+  if (logged_.Clear("scan")) spdlog::info("HAL pci: scanning {} again", scanner_.root());
+  up_.Set(1);
+  for (const PciDevice& d : scan) {
+    if (d.errors.empty()) continue;
+    file_errors_.Increment(static_cast<double>(d.errors.size()));
+    if (logged_.Raise("file " + d.address))
+      spdlog::warn("HAL pci: {}: {} (logged once)", d.address, d.errors.front());
+  }
+  registry_->SetPciDevices(tracker_.Update(scan, registry_->Devices()));
+  return true;
+}
+
+}  // namespace xpu::hal

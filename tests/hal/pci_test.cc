@@ -1,0 +1,316 @@
+// The pci backend: parsers on the kernel's spellings, a scanner over fixture
+// trees in the kernel's layout, the tracker's joins and resets, and one
+// scan of this machine's real /sys checked against lspci.
+#include "hal/pci.h"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+
+#include "hal/hal.h"
+#include "hal/pci_sampler.h"
+#include "support/test_util.h"
+
+namespace xpu::hal {
+namespace {
+
+namespace fs = std::filesystem;
+
+TEST(PciParseTest, LinkSpeedInEverySpellingKernelsHaveUsed) {
+  EXPECT_EQ(ParseLinkSpeed("2.5 GT/s\n"), 2.5e9);     // 4.x
+  EXPECT_EQ(ParseLinkSpeed("8 GT/s\n"), 8e9);         // 4.x
+  EXPECT_EQ(ParseLinkSpeed("8.0 GT/s PCIe\n"), 8e9);  // 5.x+
+  EXPECT_EQ(ParseLinkSpeed("16.0 GT/s PCIe\n"), 16e9);
+  EXPECT_EQ(ParseLinkSpeed("32.0 GT/s PCIe\n"), 32e9);
+  EXPECT_EQ(ParseLinkSpeed("64.0 GT/s PCIe\n"), 64e9);
+  EXPECT_EQ(ParseLinkSpeed("Unknown\n"), std::nullopt);
+  EXPECT_EQ(ParseLinkSpeed("Unknown speed\n"), std::nullopt);
+  EXPECT_EQ(ParseLinkSpeed("fast\n"), std::nullopt);
+  EXPECT_EQ(ParseLinkSpeed("8 GT/s PCIe extra\n"), std::nullopt);
+  EXPECT_EQ(ParseLinkSpeed("-8 GT/s\n"), std::nullopt);
+  EXPECT_EQ(ParseLinkWidth("16\n"), 16);
+  EXPECT_EQ(ParseLinkWidth("0\n"), 0);  // link down
+  EXPECT_EQ(ParseLinkWidth("x16\n"), std::nullopt);
+  EXPECT_EQ(ParseLinkWidth("99\n"), std::nullopt);
+}
+
+TEST(PciParseTest, IdsAddressesAndClassFilters) {
+  EXPECT_EQ(ParseHex("0x10de\n"), 0x10deu);
+  EXPECT_EQ(ParseHex("0x030200\n"), 0x030200u);
+  EXPECT_EQ(ParseHex("zz\n"), std::nullopt);
+  EXPECT_EQ(ParseInt("-1\n"), -1);
+  EXPECT_EQ(CanonicalPciAddress("0000:3b:00.0"), "0000:3b:00.0");
+  EXPECT_EQ(CanonicalPciAddress("00000000:3B:00.0"), "0000:3b:00.0");  // NVIDIA's bus_id
+  EXPECT_EQ(CanonicalPciAddress("3b:00.1"), "0000:3b:00.1");
+  EXPECT_EQ(CanonicalPciAddress("0000:3b:00.8"), "");
+  EXPECT_EQ(CanonicalPciAddress("nonsense"), "");
+  EXPECT_EQ(ParseClassFilter("0302"), std::make_pair(0x0302u, 4));
+  EXPECT_EQ(ParseClassFilter("0x030200"), std::make_pair(0x030200u, 6));
+  EXPECT_EQ(ParseClassFilter("03020"), std::nullopt);
+  PciFilter f;
+  ASSERT_TRUE(MakePciFilter({"0302", "0x120000"}, {}, &f).ok());
+  EXPECT_TRUE(f.Matches(0x030200, 0x10de));
+  EXPECT_TRUE(f.Matches(0x120000, 0x1ded));
+  EXPECT_FALSE(f.Matches(0x120001, 0x1ded));  // 6 digits: exact
+  EXPECT_FALSE(f.Matches(0x030000, 0x10de));  // VGA: only for listed vendors
+  ASSERT_TRUE(MakePciFilter({"0302"}, {"0x10de"}, &f).ok());
+  EXPECT_TRUE(f.Matches(0x030000, 0x10de));
+  EXPECT_FALSE(f.Matches(0x030200, 0x1002));
+  EXPECT_FALSE(MakePciFilter({"3d"}, {}, &f).ok());
+  EXPECT_FALSE(MakePciFilter({"0302"}, {"0x12345"}, &f).ok());
+}
+
+TEST(PciParseTest, AerCountersAsTheKernelWritesThem) {
+  std::vector<std::pair<std::string, uint64_t>> c;
+  ASSERT_TRUE(ParseAerFile("RxErr 2\nBadTLP 0\nBadDLLP 1\nRollover 0\nTimeout 0\n"
+                           "NonFatalErr 0\nCorrIntErr 0\nHeaderOF 0\nTOTAL_ERR_COR 3\n",
+                           &c)
+                  .ok());
+  ASSERT_EQ(c.size(), 9u);
+  EXPECT_EQ(c[0], std::make_pair(std::string("RxErr"), uint64_t{2}));
+  EXPECT_EQ(c[8], std::make_pair(std::string("TOTAL_ERR_COR"), uint64_t{3}));
+  EXPECT_TRUE(ParseAerFile("", &c).ok());
+  EXPECT_TRUE(c.empty());
+  EXPECT_FALSE(ParseAerFile("RxErr 2", &c).ok());  // truncated
+  EXPECT_FALSE(ParseAerFile("RxErr two\n", &c).ok());
+  EXPECT_FALSE(ParseAerFile("Rx Err 2\n", &c).ok());
+  std::string many;
+  for (int i = 0; i < 100; ++i) many += "E" + std::to_string(i) + " 1\n";
+  EXPECT_FALSE(ParseAerFile(many, &c).ok());
+}
+
+// A sysfs tree in the kernel's layout: <root>/bus/pci/devices/<addr> are
+// symlinks into <root>/devices/pci0000:00/, as on a real machine.
+class PciTreeTest : public ::testing::Test {
+ protected:
+  std::string Dev(const std::string& addr) {
+    const std::string real = dir_.path() + "/devices/pci0000:00/" + addr;
+    fs::create_directories(real);
+    fs::create_directories(dir_.path() + "/bus/pci/devices");
+    const std::string link = dir_.path() + "/bus/pci/devices/" + addr;
+    if (!fs::exists(link)) fs::create_directory_symlink(real, link);
+    return real;
+  }
+  static void Write(const std::string& path, const std::string& text) {
+    fs::create_directories(fs::path(path).parent_path());
+    std::ofstream(path) << text;
+  }
+  // An H100-like 3D controller: Gen5 x16, AER, bound to "nvidia", hwmon.
+  std::string Gpu(const std::string& addr) {
+    const std::string d = Dev(addr);
+    Write(d + "/vendor", "0x10de\n");
+    Write(d + "/device", "0x2330\n");
+    Write(d + "/class", "0x030200\n");
+    Write(d + "/numa_node", "1\n");
+    Write(d + "/enable", "1\n");
+    Write(d + "/power_state", "D0\n");
+    Write(d + "/current_link_speed", "32.0 GT/s PCIe\n");
+    Write(d + "/max_link_speed", "32.0 GT/s PCIe\n");
+    Write(d + "/current_link_width", "16\n");
+    Write(d + "/max_link_width", "16\n");
+    Write(d + "/aer_dev_correctable", "RxErr 5\nBadTLP 1\nTOTAL_ERR_COR 6\n");
+    Write(d + "/aer_dev_nonfatal", "Undefined 0\nCmpltTO 0\nTOTAL_ERR_NONFATAL 0\n");
+    Write(d + "/aer_dev_fatal", "TOTAL_ERR_FATAL 0\n");
+    fs::create_directories(dir_.path() + "/bus/pci/drivers/nvidia");
+    fs::create_directory_symlink("../../../bus/pci/drivers/nvidia", d + "/driver");
+    Write(d + "/hwmon/hwmon3/name", "nvidia\n");
+    Write(d + "/hwmon/hwmon3/temp1_input", "45000\n");
+    Write(d + "/hwmon/hwmon3/temp1_label", "edge\n");
+    Write(d + "/hwmon/hwmon3/power1_input", "300000000\n");
+    Write(d + "/hwmon/hwmon3/power1_average", "250500000\n");
+    Write(d + "/hwmon/hwmon3/energy1_input", "5000000000000\n");
+    return d;
+  }
+  std::vector<PciDevice> Scan(PciFilter filter = PciFilter()) {
+    std::vector<PciDevice> out;
+    EXPECT_TRUE(PciScanner(dir_.path(), filter).Scan(&out).ok());
+    return out;
+  }
+  xpu::testing::TempDir dir_;
+};
+
+TEST_F(PciTreeTest, ReadsEveryFileOfAnAcceleratorAndSkipsOtherClasses) {
+  Gpu("0000:3b:00.0");
+  const std::string nic = Dev("0000:5e:00.0");
+  Write(nic + "/vendor", "0x15b3\n");
+  Write(nic + "/class", "0x020000\n");
+  const auto devs = Scan();
+  ASSERT_EQ(devs.size(), 1u);
+  const PciDevice& d = devs[0];
+  EXPECT_EQ(d.address, "0000:3b:00.0");
+  EXPECT_EQ(d.vendor, 0x10deu);
+  EXPECT_EQ(d.device, 0x2330u);
+  EXPECT_EQ(d.numa_node, 1);
+  EXPECT_EQ(d.enabled, true);
+  EXPECT_EQ(d.power_state, "D0");
+  EXPECT_EQ(d.current_link_speed, 32e9);
+  EXPECT_EQ(d.max_link_width, 16);
+  EXPECT_EQ(d.driver, "nvidia");
+  // Named counters only: the TOTAL_ lines would double sum(); a file with
+  // nothing but its total stands for itself.
+  ASSERT_EQ(d.aer.size(), 5u);
+  EXPECT_EQ(d.aer[0].severity, "correctable");
+  EXPECT_EQ(d.aer[0].type, "RxErr");
+  EXPECT_EQ(d.aer[0].count, 5u);
+  EXPECT_EQ(d.aer[4].severity, "fatal");
+  EXPECT_EQ(d.aer[4].type, "total");
+  ASSERT_EQ(d.hwmon.size(), 3u);
+  EXPECT_EQ(d.hwmon[0].kind, "energy");
+  EXPECT_DOUBLE_EQ(d.hwmon[0].value, 5e6);
+  EXPECT_EQ(d.hwmon[1].kind, "power");  // the average, not the input
+  EXPECT_DOUBLE_EQ(d.hwmon[1].value, 250.5);
+  EXPECT_EQ(d.hwmon[2].sensor, "edge");
+  EXPECT_DOUBLE_EQ(d.hwmon[2].value, 45);
+  EXPECT_TRUE(d.errors.empty()) << d.errors.front();
+}
+
+TEST_F(PciTreeTest, ConventionalPciWithoutLinkAerOrDriverIsNotAnError) {
+  const std::string d = Dev("0000:00:04.0");
+  Write(d + "/vendor", "0x1ded\n");
+  Write(d + "/class", "0x120000\n");
+  const auto devs = Scan();
+  ASSERT_EQ(devs.size(), 1u);
+  EXPECT_FALSE(devs[0].current_link_speed);
+  EXPECT_TRUE(devs[0].aer.empty());
+  EXPECT_EQ(devs[0].driver, "");
+  EXPECT_TRUE(devs[0].errors.empty());
+}
+
+TEST_F(PciTreeTest, UnknownSpeedIsAnAnswerButGarbageIsNoted) {
+  const std::string d = Gpu("0000:3b:00.0");
+  Write(d + "/current_link_speed", "Unknown\n");
+  Write(d + "/max_link_width", "wide\n");
+  Write(d + "/aer_dev_fatal", std::string(100000, 'x'));  // huge
+  const auto devs = Scan();
+  ASSERT_EQ(devs.size(), 1u);
+  EXPECT_FALSE(devs[0].current_link_speed);
+  EXPECT_FALSE(devs[0].max_link_width);
+  EXPECT_EQ(devs[0].errors.size(), 2u);  // max_link_width, aer_dev_fatal
+  EXPECT_EQ(devs[0].driver, "nvidia");   // the rest still read
+}
+
+TEST_F(PciTreeTest, UnreadableAndFifoFilesDoNotHangOrStopTheScan) {
+  const std::string d = Gpu("0000:3b:00.0");
+  fs::remove(d + "/power_state");
+  ASSERT_EQ(::mkfifo((d + "/power_state").c_str(), 0600), 0);
+  const auto devs = Scan();  // would block forever on a FIFO read
+  ASSERT_EQ(devs.size(), 1u);
+  EXPECT_EQ(devs[0].power_state, "");
+  EXPECT_EQ(devs[0].errors.size(), 1u);
+}
+
+TEST_F(PciTreeTest, MissingTreeIsAnError) {
+  std::vector<PciDevice> out;
+  EXPECT_FALSE(PciScanner(dir_.path() + "/nope", PciFilter()).Scan(&out).ok());
+}
+
+TEST_F(PciTreeTest, TrackerJoinsXdmByBusIdAndCountsResets) {
+  Gpu("0000:3b:00.0");
+  store::DeviceInfo xdm;
+  xdm.minor = 2;
+  xdm.uuid = "GPU-2";
+  xdm.bus_id = "00000000:3B:00.0";
+  PciTracker t;
+  auto v = t.Update(Scan(), {xdm});
+  ASSERT_EQ(v.size(), 1u);
+  EXPECT_EQ(v[0].minor, "2");
+  EXPECT_EQ(v[0].uuid, "GPU-2");
+  EXPECT_EQ(v[0].resets_observed, 0u);
+  // The driver unbinds: present, unbound; then it binds again: one reset.
+  const std::string d = dir_.path() + "/devices/pci0000:00/0000:3b:00.0";
+  fs::remove(d + "/driver");
+  v = t.Update(Scan(), {xdm});
+  EXPECT_EQ(v[0].driver, "");
+  EXPECT_TRUE(v[0].present);
+  fs::create_directory_symlink("../../../bus/pci/drivers/nvidia", d + "/driver");
+  v = t.Update(Scan(), {xdm});
+  EXPECT_EQ(v[0].resets_observed, 1u);
+  // It falls off the bus: kept as absent, with its identity; then returns.
+  fs::remove(dir_.path() + "/bus/pci/devices/0000:3b:00.0");
+  v = t.Update(Scan(), {xdm});
+  ASSERT_EQ(v.size(), 1u);
+  EXPECT_FALSE(v[0].present);
+  EXPECT_EQ(v[0].uuid, "GPU-2");
+  fs::create_directory_symlink(d, dir_.path() + "/bus/pci/devices/0000:3b:00.0");
+  v = t.Update(Scan(), {xdm});
+  EXPECT_TRUE(v[0].present);
+  EXPECT_EQ(v[0].resets_observed, 2u);
+}
+
+TEST_F(PciTreeTest, RegistryExportsThePciFamilies) {
+  Gpu("0000:3b:00.0");
+  store::DeviceRegistry reg;
+  PciTracker t;
+  reg.SetPciDevices(t.Update(Scan(), {}));
+  std::map<std::string, size_t> series;
+  for (const auto& f : reg.Collect()) series[f.name] = f.metric.size();
+  EXPECT_EQ(series["xpu_pci_driver_bound"], 1u);
+  EXPECT_EQ(series["xpu_pcie_link_speed_transfers_per_second"], 2u);
+  EXPECT_EQ(series["xpu_pcie_link_width_lanes"], 2u);
+  EXPECT_EQ(series["xpu_pcie_aer_errors_total"], 5u);
+  EXPECT_EQ(series["xpu_pci_power_state"], 1u);
+  EXPECT_EQ(series["xpu_hwmon_temperature_celsius"], 1u);
+  EXPECT_EQ(series["xpu_hwmon_power_watts"], 1u);
+  EXPECT_EQ(series["xpu_hwmon_energy_joules_total"], 1u);
+  EXPECT_EQ(series["xpu_device_resets_observed_total"], 1u);
+}
+
+// The parser meets real kernel output: this machine's network controllers
+// (class 0200), read by the scanner and by lspci, must agree.
+TEST(PciRealSysTest, ScannerAgreesWithLspciOnThisMachine) {
+  PciFilter f;
+  ASSERT_TRUE(MakePciFilter({"0200"}, {}, &f).ok());
+  std::vector<PciDevice> devs;
+  ASSERT_TRUE(PciScanner("/sys", f).Scan(&devs).ok());
+  if (devs.empty()) GTEST_SKIP() << "no network controller on this machine's PCI bus";
+  for (const PciDevice& d : devs) {
+    // lspci -n -s <addr>: "3b:00.0 0200: 15b3:1017 (rev 00)"
+    const std::string out = xpu::testing::RunCommand("lspci -n -s " + d.address);
+    ASSERT_FALSE(out.empty()) << "lspci (pciutils) is needed for this test";
+    char ids[32];
+    std::snprintf(ids, sizeof ids, "%04x: %04x:%04x", d.class_code >> 8, d.vendor, d.device);
+    EXPECT_NE(out.find(ids), std::string::npos) << out << " vs " << ids;
+    const std::string k = xpu::testing::RunCommand("lspci -k -s " + d.address + " 2>/dev/null");
+    if (!d.driver.empty()) {
+      EXPECT_NE(k.find("Kernel driver in use: " + d.driver), std::string::npos) << k;
+    } else {
+      EXPECT_EQ(k.find("Kernel driver in use"), std::string::npos) << k;
+    }
+    EXPECT_TRUE(d.errors.empty()) << d.address << ": " << d.errors.front();
+    std::string speed;
+    if (::access(("/sys/bus/pci/devices/" + d.address + "/current_link_speed").c_str(), F_OK) ==
+        0) {
+      std::ifstream("/sys/bus/pci/devices/" + d.address + "/current_link_speed") >> speed;
+      EXPECT_TRUE(d.current_link_speed || speed == "Unknown") << speed;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace xpu::hal
+
+namespace xpu::hal {
+namespace {
+
+TEST(HalSelectionTest, AutoNoneOrAListOfBackends) {
+  HalSelection s;
+  ASSERT_TRUE(ParseHalSelection("sysfs,pci", &s).ok());
+  EXPECT_TRUE(s.sysfs && s.pci && !s.automatic);
+  ASSERT_TRUE(ParseHalSelection("pci", &s).ok());
+  EXPECT_TRUE(!s.sysfs && s.pci);
+  ASSERT_TRUE(ParseHalSelection("auto", &s).ok());
+  EXPECT_TRUE(s.automatic);
+  ASSERT_TRUE(ParseHalSelection("none", &s).ok());
+  EXPECT_TRUE(!s.automatic && !s.sysfs && !s.pci);
+  EXPECT_FALSE(ParseHalSelection("sysfs,nvml", &s).ok());
+  EXPECT_FALSE(ParseHalSelection("sysfs,", &s).ok());
+  EXPECT_FALSE(ParseHalSelection("", &s).ok());
+}
+
+}  // namespace
+}  // namespace xpu::hal
