@@ -55,8 +55,8 @@ Status Exporter::Start() {
     if (hal_sel.pci || (usable && !found.empty())) {
       spdlog::info("HAL backend pci at {}: {} device(s), every {} ms", cfg_.hal.pci_root,
                    found.size(), cfg_.hal.interval.count());
-      pci_ = std::make_unique<hal::PciSampler>(std::move(scanner), cfg_.hal.interval, &devices_,
-                                               &self_metrics_);
+      pci_ = std::make_unique<hal::PciSampler>(std::move(scanner), fault_catalog_,
+                                               cfg_.hal.interval, &devices_, &self_metrics_);
     }
   }
   if (!cfg_.kubelet.socket.empty())

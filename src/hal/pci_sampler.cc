@@ -2,7 +2,34 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+
 namespace xpu::hal {
+
+std::vector<std::string> DerivePciFaults(const store::PciDeviceView& v) {
+  std::vector<std::string> codes;
+  if (!v.present) return {kFaultDeviceLost};
+  if (v.driver.empty()) codes.push_back(kFaultDriverUnbound);
+  const bool down = (v.current_link_width && *v.current_link_width == 0) ||
+                    (v.max_link_speed && !v.current_link_speed);
+  if (down) {
+    codes.push_back(kFaultLinkDown);
+  } else if ((v.current_link_speed && v.max_link_speed &&
+              *v.current_link_speed < *v.max_link_speed) ||
+             (v.current_link_width && v.max_link_width &&
+              *v.current_link_width < *v.max_link_width)) {
+    codes.push_back(kFaultLinkDowntrained);
+  }
+  for (const store::PciDeviceView::Aer& a : v.aer) {
+    if (a.severity == "fatal" && a.count > 0) {
+      codes.push_back(kFaultAerFatal);
+      break;
+    }
+  }
+  if (v.power_state == "D3cold" && !v.driver.empty()) codes.push_back(kFaultUnexpectedD3cold);
+  std::sort(codes.begin(), codes.end());
+  return codes;
+}
 
 std::vector<store::PciDeviceView> PciTracker::Update(const std::vector<PciDevice>& scan,
                                                      const std::vector<store::DeviceInfo>& xdm) {
@@ -50,9 +77,16 @@ std::vector<store::PciDeviceView> PciTracker::Update(const std::vector<PciDevice
   return out;
 }
 
-PciSampler::PciSampler(PciScanner scanner, std::chrono::milliseconds interval,
-                       store::DeviceRegistry* registry, prometheus::Registry* self_metrics)
+PciSampler::PciSampler(PciScanner scanner, std::shared_ptr<const FaultCatalog> catalog,
+                       std::chrono::milliseconds interval, store::DeviceRegistry* registry,
+                       prometheus::Registry* self_metrics)
     : scanner_(std::move(scanner)),
+      catalog_(std::move(catalog)),
+      events_(prometheus::BuildCounter()
+                  .Name("xpu_device_fault_events_total")
+                  .Help("Times a fault code was raised on a device (seen active after not being "
+                        "active), by code and catalog level.")
+                  .Register(*self_metrics)),
       interval_(interval),
       registry_(registry),
       up_(prometheus::BuildGauge()
@@ -92,7 +126,32 @@ bool PciSampler::SampleOnce() {
     if (logged_.Raise("file " + d.address))
       spdlog::warn("HAL pci: {}: {} (logged once)", d.address, d.errors.front());
   }
-  registry_->SetPciDevices(tracker_.Update(scan, registry_->Devices()));
+  std::vector<store::PciDeviceView> views = tracker_.Update(scan, registry_->Devices());
+  for (store::PciDeviceView& v : views) {
+    const std::vector<std::string> codes = DerivePciFaults(v);
+    const std::vector<std::string>& before = active_[v.bus_id];
+    for (const std::string& code : codes) {
+      const FaultInfo info = catalog_->Lookup(code);
+      v.faults.push_back({info.code, info.name, static_cast<int>(info.level), LevelName(info.level),
+                          info.description, info.action, info.known});
+      if (std::find(before.begin(), before.end(), code) != before.end()) continue;
+      events_
+          .Add({{"minor", v.minor},
+                {"uuid", v.uuid},
+                {"code", info.code},
+                {"level", LevelName(info.level)}})
+          .Increment();
+      spdlog::warn("PCI device {} (minor {}) fault {} raised: {} ({}; {})", v.bus_id,
+                   v.minor.empty() ? "-" : v.minor, info.code, info.name, LevelName(info.level),
+                   info.action);
+    }
+    for (const std::string& code : before) {
+      if (std::find(codes.begin(), codes.end(), code) == codes.end())
+        spdlog::info("PCI device {} fault {} cleared", v.bus_id, code);
+    }
+    active_[v.bus_id] = codes;
+  }
+  registry_->SetPciDevices(std::move(views));
   return true;
 }
 

@@ -6,13 +6,27 @@
 
 #include <chrono>
 #include <map>
+#include <memory>
 #include <string>
 
 #include "common/worker.h"
+#include "hal/fault_catalog.h"
 #include "hal/pci.h"
 #include "store/device_registry.h"
 
 namespace xpu::hal {
+
+// The PCI layer's own fault codes (entries of src/hal/fault_codes.yaml):
+// what the kernel's files say is wrong with a device, as fault codes that
+// flow like the driver's into xpu_device_fault_active, health and alerts.
+inline constexpr const char* kFaultLinkDowntrained = "0xFC000001";   // below its max speed/width
+inline constexpr const char* kFaultLinkDown = "0xFC000002";          // width 0, or speed unknown
+inline constexpr const char* kFaultAerFatal = "0xFC000003";          // fatal AER errors counted
+inline constexpr const char* kFaultDeviceLost = "0xFC000004";        // gone from the bus
+inline constexpr const char* kFaultDriverUnbound = "0xFC000005";     // present, no driver
+inline constexpr const char* kFaultUnexpectedD3cold = "0xFC000006";  // D3cold with a driver bound
+// The codes active for one device, sorted.
+std::vector<std::string> DerivePciFaults(const store::PciDeviceView& v);
 
 // Turns successive scans into what the registry exports: each device joined
 // to XDM's by bus_id, devices that left the bus kept as absent, and resets
@@ -39,8 +53,9 @@ class PciTracker {
 // owning thread; SampleOnce() for tests, not beside a running sampler.
 class PciSampler {
  public:
-  PciSampler(PciScanner scanner, std::chrono::milliseconds interval,
-             store::DeviceRegistry* registry, prometheus::Registry* self_metrics);
+  PciSampler(PciScanner scanner, std::shared_ptr<const FaultCatalog> catalog,
+             std::chrono::milliseconds interval, store::DeviceRegistry* registry,
+             prometheus::Registry* self_metrics);
   ~PciSampler() { Stop(); }
   PciSampler(const PciSampler&) = delete;
   PciSampler& operator=(const PciSampler&) = delete;
@@ -52,6 +67,9 @@ class PciSampler {
 
  private:
   const PciScanner scanner_;
+  const std::shared_ptr<const FaultCatalog> catalog_;
+  prometheus::Family<prometheus::Counter>& events_;         // shared with HalSampler's
+  std::map<std::string, std::vector<std::string>> active_;  // bus_id -> codes last time
   const std::chrono::milliseconds interval_;
   store::DeviceRegistry* const registry_;
   prometheus::Gauge& up_;

@@ -1,6 +1,8 @@
 #include "store/device_registry.h"
 
 #include <algorithm>
+#include <map>
+#include <string>
 
 namespace xpu::store {
 namespace {
@@ -53,7 +55,33 @@ void DeviceRegistry::SetHalDevices(std::vector<HalDeviceView> devices) {
 
 std::vector<HalDeviceView> DeviceRegistry::HalDevices() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return hal_;
+  return MergedHalLocked();
+}
+
+std::vector<HalDeviceView> DeviceRegistry::MergedHalLocked() const {
+  std::map<int32_t, HalDeviceView> merged;
+  for (const HalDeviceView& h : hal_) merged[h.minor] = h;
+  for (const PciDeviceView& p : pci_) {
+    if (p.minor.empty()) continue;  // not joined to a device XDM lists
+    const int32_t minor = std::stoi(p.minor);
+    auto [it, fresh] = merged.try_emplace(minor);
+    HalDeviceView& h = it->second;
+    if (fresh) {
+      h.minor = minor;
+      h.uuid = p.uuid;
+      h.healthy = true;
+    }
+    for (const ActiveFault& f : p.faults) {
+      if (std::find(h.faults.begin(), h.faults.end(), f) == h.faults.end()) h.faults.push_back(f);
+    }
+  }
+  std::vector<HalDeviceView> out;
+  for (auto& [minor, h] : merged) {
+    for (const ActiveFault& f : h.faults)
+      if (h.healthy && f.level >= kUnhealthyFaultLevel) h.healthy = false;
+    out.push_back(std::move(h));
+  }
+  return out;
 }
 
 void DeviceRegistry::SetPodAssignments(std::vector<PodAssignment> pods) {
@@ -185,7 +213,7 @@ std::vector<prometheus::MetricFamily> DeviceRegistry::Collect() const {
                       "Most severe active fault level on a device (0 none, 1 retry_request, "
                       "2 restart_job, 3 restart_card, 4 reset_card, 5 isolate_after_job, "
                       "6 isolate_card).");
-  for (const HalDeviceView& h : hal_) {
+  for (const HalDeviceView& h : MergedHalLocked()) {
     const std::string minor = std::to_string(h.minor);
     if (h.healthy)
       health.metric.push_back(

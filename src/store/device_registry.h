@@ -53,6 +53,11 @@ struct ActiveFault {
   bool operator==(const ActiveFault&) const = default;
 };
 
+// A device with an active fault at this level or above (restart_card) is
+// unhealthy from the HAL's side, as the Ascend device plugin derives health
+// from its fault levels: card-level action is needed.
+inline constexpr int kUnhealthyFaultLevel = 3;
+
 // One device as the HAL sampled it.
 struct HalDeviceView {
   int32_t minor = 0;
@@ -95,7 +100,8 @@ struct PciDeviceView {
     bool operator==(const Sensor&) const = default;
   };
   std::vector<Sensor> hwmon;
-  uint64_t resets_observed = 0;  // gone or unbound, then back
+  uint64_t resets_observed = 0;     // gone or unbound, then back
+  std::vector<ActiveFault> faults;  // derived from the above (docs/hal.md)
   bool operator==(const PciDeviceView&) const = default;
 };
 
@@ -120,6 +126,10 @@ class DeviceRegistry : public prometheus::Collectable {
   void SetXdmLive(bool live);
   // Replaces the HAL's view (sorted by minor).
   void SetHalDevices(std::vector<HalDeviceView> devices);
+  // The HAL's view as exported: the sysfs backend's devices, plus the pci
+  // backend's derived faults on the devices it joined to a minor (a device
+  // only the pci backend sees counts as healthy but for its faults), with
+  // health following the worst active fault (kUnhealthyFaultLevel).
   std::vector<HalDeviceView> HalDevices() const;
   // Replaces the PCI backend's view (sorted by bus_id).
   void SetPciDevices(std::vector<PciDeviceView> devices);
@@ -138,7 +148,8 @@ class DeviceRegistry : public prometheus::Collectable {
   std::vector<HalDeviceView> hal_;   // guarded by mu_
   std::vector<PodAssignment> pods_;  // guarded by mu_
   std::vector<PciDeviceView> pci_;   // guarded by mu_
-  DevicesListener listener_;         // set before writers start
+  std::vector<HalDeviceView> MergedHalLocked() const;
+  DevicesListener listener_;  // set before writers start
 };
 
 }  // namespace xpu::store

@@ -331,3 +331,35 @@ TEST(HalBackendTest, AutoPicksSysfsOnlyWhenRootExists) {
 
 }  // namespace
 }  // namespace xpu::hal
+
+namespace xpu::hal {
+namespace {
+
+// The Ascend device plugin derives health from fault levels; so does the
+// HAL's view: a card-level fault (restart_card and up) means unhealthy even
+// when the health file says 1, a job-level one does not.
+TEST(HalHealthTest, HealthFollowsTheWorstActiveFaultLevel) {
+  store::DeviceRegistry reg;
+  store::HalDeviceView job, card;
+  job.minor = 0;
+  job.healthy = true;
+  job.faults.push_back({"0x80C98000", "icn_link_degraded", 2, "restart_job", "", "", true});
+  card.minor = 1;
+  card.healthy = true;
+  card.faults.push_back({"0x80E18400", "hbm_uncorrectable_ecc", 4, "reset_card", "", "", true});
+  reg.SetHalDevices({job, card});
+  const auto hal = reg.HalDevices();
+  ASSERT_EQ(hal.size(), 2u);
+  EXPECT_EQ(hal[0].healthy, true);
+  EXPECT_EQ(hal[1].healthy, false);
+  for (const auto& f : reg.Collect()) {
+    if (f.name != "xpu_device_health") continue;
+    for (const auto& m : f.metric) {
+      const bool minor1 = m.label[0].value == "1";
+      EXPECT_EQ(m.gauge.value, minor1 ? 0 : 1);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace xpu::hal

@@ -314,3 +314,83 @@ TEST(HalSelectionTest, AutoNoneOrAListOfBackends) {
 
 }  // namespace
 }  // namespace xpu::hal
+
+namespace xpu::hal {
+namespace {
+
+TEST(PciFaultsTest, EachConditionDerivesItsCode) {
+  store::PciDeviceView v;
+  v.bus_id = "0000:3b:00.0";
+  v.driver = "nvidia";
+  v.current_link_speed = v.max_link_speed = 32e9;
+  v.current_link_width = v.max_link_width = 16;
+  v.power_state = "D0";
+  EXPECT_TRUE(DerivePciFaults(v).empty());
+  v.current_link_width = 8;  // x8 of x16
+  EXPECT_EQ(DerivePciFaults(v), std::vector<std::string>{kFaultLinkDowntrained});
+  v.current_link_width = 16;
+  v.current_link_speed = 16e9;  // Gen4 of Gen5
+  EXPECT_EQ(DerivePciFaults(v), std::vector<std::string>{kFaultLinkDowntrained});
+  v.current_link_speed.reset();  // "Unknown" where a max is known
+  EXPECT_EQ(DerivePciFaults(v), std::vector<std::string>{kFaultLinkDown});
+  v.current_link_speed = 32e9;
+  v.current_link_width = 0;
+  EXPECT_EQ(DerivePciFaults(v), std::vector<std::string>{kFaultLinkDown});
+  v.current_link_width = 16;
+  v.aer = {{"fatal", "DLP", 0}, {"correctable", "RxErr", 9}};
+  EXPECT_TRUE(DerivePciFaults(v).empty());  // correctable errors alone are not a fault
+  v.aer = {{"fatal", "DLP", 1}};
+  EXPECT_EQ(DerivePciFaults(v), std::vector<std::string>{kFaultAerFatal});
+  v.aer.clear();
+  v.power_state = "D3cold";
+  EXPECT_EQ(DerivePciFaults(v), std::vector<std::string>{kFaultUnexpectedD3cold});
+  v.driver.clear();  // unbound and powered off: only the unbound driver
+  EXPECT_EQ(DerivePciFaults(v), std::vector<std::string>{kFaultDriverUnbound});
+  v.present = false;
+  EXPECT_EQ(DerivePciFaults(v), std::vector<std::string>{kFaultDeviceLost});
+  // Conventional PCI: no link files, nothing derived from them.
+  store::PciDeviceView plain;
+  plain.driver = "virtio-pci";
+  EXPECT_TRUE(DerivePciFaults(plain).empty());
+}
+
+TEST(PciFaultsTest, EveryDerivedCodeIsInTheBuiltinCatalog) {
+  const auto catalog = FaultCatalog::Builtin();
+  for (const char* code : {kFaultLinkDowntrained, kFaultLinkDown, kFaultAerFatal, kFaultDeviceLost,
+                           kFaultDriverUnbound, kFaultUnexpectedD3cold})
+    EXPECT_TRUE(catalog->Lookup(code).known) << code;
+}
+
+TEST_F(PciTreeTest, DerivedFaultsReachTheHalViewAndMakeTheDeviceUnhealthy) {
+  const std::string d = Gpu("0000:10:00.0");
+  Write(d + "/current_link_width", "4\n");
+  store::DeviceRegistry reg;
+  store::DeviceInfo xdm;
+  xdm.minor = 0;
+  xdm.uuid = "GPU-0";
+  xdm.bus_id = "0000:10:00.0";
+  reg.SetXdmDevices({xdm});
+  prometheus::Registry self;
+  PciSampler sampler(PciScanner(dir_.path(), PciFilter()), FaultCatalog::Builtin(),
+                     std::chrono::milliseconds(1000), &reg, &self);
+  ASSERT_TRUE(sampler.SampleOnce());
+  auto hal = reg.HalDevices();
+  ASSERT_EQ(hal.size(), 1u);
+  EXPECT_EQ(hal[0].minor, 0);
+  ASSERT_EQ(hal[0].faults.size(), 1u);
+  EXPECT_EQ(hal[0].faults[0].code, kFaultLinkDowntrained);
+  EXPECT_EQ(hal[0].healthy, false);  // restart_card: card-level action needed
+  double events = 0;
+  for (const auto& f : self.Collect())
+    if (f.name == "xpu_device_fault_events_total")
+      for (const auto& m : f.metric) events += m.counter.value;
+  EXPECT_EQ(events, 1);
+  ASSERT_TRUE(sampler.SampleOnce());  // still active: not raised again
+  for (const auto& f : self.Collect()) {
+    if (f.name != "xpu_device_fault_events_total") continue;
+    for (const auto& m : f.metric) EXPECT_EQ(m.counter.value, 1);
+  }
+}
+
+}  // namespace
+}  // namespace xpu::hal

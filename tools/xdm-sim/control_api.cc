@@ -136,6 +136,35 @@ bool ControlHandler::handlePost(CivetServer*, mg_connection* conn) {
     if (!body.contains("enabled") || !body["enabled"].is_boolean())
       return ReplyStatus(conn, xpu::Status::InvalidArgument("missing boolean field 'enabled'"));
     sim_->SetReplay(body["enabled"].get<bool>());
+  } else if (path == "/control/pci") {
+    // What the kernel's PCI files say of a device: any of present,
+    // driver_bound, power_state, link_width, max_link_width, link_speed,
+    // max_link_speed, and aer {severity, type, add}.
+    if (!GetInt(body, "minor", &minor, &error))
+      return ReplyStatus(conn, xpu::Status::InvalidArgument(error));
+    PciState pci;
+    s = sim_->fleet().GetPci(static_cast<int>(minor), &pci);
+    if (!s.ok()) return ReplyStatus(conn, s);
+    try {
+      pci.present = body.value("present", pci.present);
+      pci.driver_bound = body.value("driver_bound", pci.driver_bound);
+      pci.power_state = body.value("power_state", pci.power_state);
+      pci.link_width = body.value("link_width", pci.link_width);
+      pci.max_link_width = body.value("max_link_width", pci.max_link_width);
+      pci.link_speed = body.value("link_speed", pci.link_speed);
+      pci.max_link_speed = body.value("max_link_speed", pci.max_link_speed);
+      if (body.contains("aer")) {
+        const auto& a = body["aer"];
+        const std::string severity = a.at("severity").get<std::string>();
+        if (severity != "correctable" && severity != "nonfatal" && severity != "fatal")
+          return ReplyStatus(conn, xpu::Status::InvalidArgument(
+                                       "aer.severity must be correctable, nonfatal or fatal"));
+        pci.aer[severity][a.at("type").get<std::string>()] += a.value("add", uint64_t{1});
+      }
+    } catch (const nlohmann::json::exception& e) {
+      return ReplyStatus(conn, xpu::Status::InvalidArgument(e.what()));
+    }
+    s = sim_->fleet().SetPci(static_cast<int>(minor), pci);
   } else if (path == "/control/ecc") {
     if (!GetInt(body, "minor", &minor, &error))
       return ReplyStatus(conn, xpu::Status::InvalidArgument(error));

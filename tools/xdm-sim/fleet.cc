@@ -217,9 +217,7 @@ xdm::api::GpuInfoResponse Fleet::GpuInfo(const xdm::api::GpuInfoRequest& req) co
     g->set_driverversion(model_.driver_version);
     g->set_firmwareversion(model_.firmware_version);
     g->set_totalmemory(model_.memory_mib);
-    char bus[32];
-    std::snprintf(bus, sizeof bus, "0000:%02x:00.0", 0x10 + d.minor * 0x10 % 0xf0);
-    g->set_busid(bus);
+    g->set_busid(BusIdOf(d.minor));
     g->set_numanode(d.minor / 4);
     g->set_migcapable(model_.mig_capable);
     g->set_serial(d.serial);
@@ -410,13 +408,38 @@ std::vector<int32_t> Fleet::Minors() const {
   return out;
 }
 
+std::string BusIdOf(int minor) {
+  char bus[32];
+  std::snprintf(bus, sizeof bus, "0000:%02x:00.0", 0x10 + minor * 0x10 % 0xf0);
+  return bus;
+}
+
 std::vector<HalDeviceView> Fleet::HalView() const {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<HalDeviceView> out;
   for (const Device& d : devices_) {
-    out.push_back({d.minor, d.uuid, d.healthy, {d.faults.begin(), d.faults.end()}});
+    out.push_back(
+        {d.minor, d.uuid, d.healthy, {d.faults.begin(), d.faults.end()}, BusIdOf(d.minor), d.pci});
   }
   return out;
+}
+
+xpu::Status Fleet::SetPci(int minor, const PciState& state) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Device* d = FindLocked(minor);
+  if (d == nullptr) return xpu::Status::NotFound("no device with minor " + std::to_string(minor));
+  d->pci = state;
+  return xpu::Status::Ok();
+}
+
+xpu::Status Fleet::GetPci(int minor, PciState* state) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const Device& d : devices_) {
+    if (d.minor != minor) continue;
+    *state = d.pci;
+    return xpu::Status::Ok();
+  }
+  return xpu::Status::NotFound("no device with minor " + std::to_string(minor));
 }
 
 uint64_t Fleet::samples_served() const {

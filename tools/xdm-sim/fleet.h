@@ -15,13 +15,33 @@
 
 namespace xdmsim {
 
+// What the kernel's PCI files would say of one device (docs/hal.md, the pci
+// backend); changed through /control/pci.
+struct PciState {
+  bool present = true;  // on the bus
+  bool driver_bound = true;
+  std::string power_state = "D0";
+  int link_width = 16, max_link_width = 16;
+  std::string link_speed = "32.0 GT/s PCIe", max_link_speed = "32.0 GT/s PCIe";
+  // aer[severity][type] = count; severity correctable, nonfatal or fatal.
+  std::map<std::string, std::map<std::string, uint64_t>> aer = {
+      {"correctable", {{"BadDLLP", 0}, {"BadTLP", 0}, {"RxErr", 0}}},
+      {"nonfatal", {{"CmpltTO", 0}, {"MalfTLP", 0}}},
+      {"fatal", {{"DLP", 0}, {"SDES", 0}}}};
+};
+
 // What the hardware of one device would show through sysfs: the HAL's view.
 struct HalDeviceView {
   int minor;
   std::string uuid;
   bool healthy;
   std::vector<std::string> fault_codes;  // sorted, "0x" + 8 upper-case hex digits
+  std::string bus_id;  // as ListGpuInfo reports it
+  PciState pci;
 };
+
+// The PCI address ListGpuInfo reports for device `minor`.
+std::string BusIdOf(int minor);
 
 // The simulated node: devices of one model, their moving metrics, health, fault
 // codes and allocations. Everything the gRPC services and the control API read
@@ -50,6 +70,9 @@ class Fleet {
   // Allocation id -> the device UUIDs it holds (for the fake kubelet).
   std::map<std::string, std::vector<std::string>> AllocatedUuids() const;
   std::vector<HalDeviceView> HalView() const;
+  // Replaces device `minor`'s PCI state (/control/pci).
+  xpu::Status SetPci(int minor, const PciState& state);
+  xpu::Status GetPci(int minor, PciState* state) const;
   uint64_t samples_served() const;
   int64_t last_tick_ms() const;
   // Increases whenever the device list or any device's health changes; a
@@ -91,6 +114,7 @@ class Fleet {
     // Allocated shares: core percent, memory GiB, MIG slices, whole-card owners.
     uint32_t core_used = 0, memory_used_gib = 0, slices_used = 0;
     bool exclusive = false;
+    PciState pci;
   };
   struct Allocation {
     std::vector<xdm::api::AllocatedDevice> devices;

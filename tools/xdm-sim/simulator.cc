@@ -232,6 +232,66 @@ void Simulator::WriteHal() {
     const std::string name = entry.path().filename().string();
     if (name.rfind("xpu", 0) == 0 && present.count(name) == 0) fs::remove_all(entry.path(), ec);
   }
+  WritePciTree(root / "sys");
+}
+
+// The kernel's PCI sysfs layout under <hal-root>/sys (docs/simulator.md):
+// devices/pci0000:00/<addr>/ with the files the pci backend reads, and
+// bus/pci/devices/<addr> symlinks to them, as on a real machine.
+void Simulator::WritePciTree(const std::filesystem::path& sys) {
+  std::error_code ec;
+  const fs::path bus = sys / "bus/pci/devices";
+  const fs::path drivers = sys / "bus/pci/drivers/xpu";
+  fs::create_directories(bus, ec);
+  fs::create_directories(drivers, ec);
+  std::set<std::string> listed;
+  for (const HalDeviceView& d : fleet_->HalView()) {
+    const fs::path dir = sys / "devices/pci0000:00" / d.bus_id;
+    const fs::path link = bus / d.bus_id;
+    if (!d.pci.present) {
+      fs::remove(link, ec);  // off the bus: no longer enumerated
+      continue;
+    }
+    listed.insert(d.bus_id);
+    fs::create_directories(dir, ec);
+    WriteIfChanged(dir / "vendor", "0x1ded\n");
+    WriteIfChanged(dir / "device", "0x8000\n");
+    WriteIfChanged(dir / "class", "0x120000\n");
+    WriteIfChanged(dir / "numa_node", std::to_string(d.minor / 4) + "\n");
+    WriteIfChanged(dir / "enable", "1\n");
+    WriteIfChanged(dir / "power_state", d.pci.power_state + "\n");
+    WriteIfChanged(dir / "current_link_speed", d.pci.link_speed + "\n");
+    WriteIfChanged(dir / "max_link_speed", d.pci.max_link_speed + "\n");
+    WriteIfChanged(dir / "current_link_width", std::to_string(d.pci.link_width) + "\n");
+    WriteIfChanged(dir / "max_link_width", std::to_string(d.pci.max_link_width) + "\n");
+    for (const char* severity : {"correctable", "nonfatal", "fatal"}) {
+      static const std::map<std::string, const char*> kTotal = {
+          {"correctable", "TOTAL_ERR_COR"}, {"nonfatal", "TOTAL_ERR_NONFATAL"},
+          {"fatal", "TOTAL_ERR_FATAL"}};
+      std::string text;
+      uint64_t total = 0;
+      auto it = d.pci.aer.find(severity);
+      if (it != d.pci.aer.end()) {
+        for (const auto& [type, count] : it->second) {
+          text += type + " " + std::to_string(count) + "\n";
+          total += count;
+        }
+      }
+      text += std::string(kTotal.at(severity)) + " " + std::to_string(total) + "\n";
+      WriteIfChanged(dir / ("aer_dev_" + std::string(severity)), text);
+    }
+    const fs::path driver = dir / "driver";
+    if (d.pci.driver_bound && !fs::is_symlink(driver)) {
+      fs::create_directory_symlink("../../../bus/pci/drivers/xpu", driver, ec);
+    } else if (!d.pci.driver_bound) {
+      fs::remove(driver, ec);
+    }
+    if (!fs::is_symlink(link)) fs::create_directory_symlink(dir, link, ec);
+  }
+  // Devices gone from the fleet leave the bus too.
+  for (const auto& entry : fs::directory_iterator(bus, ec)) {
+    if (listed.count(entry.path().filename().string()) == 0) fs::remove(entry.path(), ec);
+  }
 }
 
 void Simulator::Stop() {

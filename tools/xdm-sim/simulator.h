@@ -7,6 +7,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <filesystem>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -104,6 +105,7 @@ class Simulator {
   int64_t start_time_ms() const { return start_time_ms_; }
   // Writes the HAL tree now (also done after every tick and control change).
   void WriteHal();
+  void WritePciTree(const std::filesystem::path& sys);
 
   // Used by the services to count open streams.
   std::atomic<int>& stream_counter() { return active_streams_; }
