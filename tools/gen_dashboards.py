@@ -142,6 +142,18 @@ def device():
             [(f"rate(xpu_pcie_transmit_bytes_total{{{ND}}}[$__rate_interval])", "transmit"),
              (f"rate(xpu_pcie_receive_bytes_total{{{ND}}}[$__rate_interval])", "receive"),
              (f"rate(xpu_pcie_replays_total{{{ND}}}[$__rate_interval])", "replays/s")])
+    b.panel("timeseries", "PCIe link width (pci backend)", "none",
+            [(f"xpu_pcie_link_width_lanes{{{ND}}}", "{{bound}} lanes")],
+            description="Lanes the link trained to and can train to; current below max means a "
+                        "downtrained link (fault 0xFC000001).")
+    b.panel("timeseries", "PCIe link speed (pci backend)", "none",
+            [(f"xpu_pcie_link_speed_transfers_per_second{{{ND}}} / 1000000000", "{{bound}} GT/s")])
+    b.panel("timeseries", "PCIe AER errors", "none",
+            [(f"sum by (severity) (increase(xpu_pcie_aer_errors_total{{{ND}}}[$__rate_interval]))",
+              "{{severity}}")])
+    b.panel("timeseries", "PCI driver bound and resets observed", "none",
+            [(f"xpu_pci_driver_bound{{{ND}}}", "driver {{driver}} bound"),
+             (f"xpu_device_resets_observed_total{{{ND}}}", "resets observed")])
     b.panel("timeseries", "Interconnect throughput by link", "Bps",
             [(f"rate(xpu_link_transmit_bytes_total{{{ND}}}[$__rate_interval])", "link {{link}} tx"),
              (f"rate(xpu_link_receive_bytes_total{{{ND}}}[$__rate_interval])", "link {{link}} rx")])

@@ -14,7 +14,8 @@ start_sim sim --interval 200ms --hal-root "$TMP/hal" --kubelet-socket "$TMP/kube
 # A training job holding device 1, as the kubelet will report it.
 curl -sf -XPOST "$CONTROL/control/allocate" -d '{"id":"trainjob-7f3a","devices":[{"minor":1}]}' >/dev/null ||
   fail "allocate"
-start_exporter sim --collector.interval 200ms --hal sysfs --hal.root "$TMP/hal" --hal.interval 200ms \
+start_exporter sim --collector.interval 200ms --hal sysfs,pci --hal.root "$TMP/hal" --hal.interval 200ms \
+  --hal.pci.sysfs-root "$TMP/hal/sys" \
   --kubelet.pod-resources-socket "$TMP/kubelet.sock" --kubelet.interval 1s
 EXP_ADDR=${URL#http://}
 wait_for 10 has_metric 'xpu_device_info{minor="1"' || fail "exporter has no devices"
