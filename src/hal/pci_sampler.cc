@@ -41,6 +41,10 @@ std::vector<store::PciDeviceView> PciTracker::Update(const std::vector<PciDevice
   std::map<std::string, const PciDevice*> seen;
   for (const PciDevice& d : scan) seen[d.address] = &d;
   for (const auto& [address, d] : seen) tracks_.try_emplace(address);
+  // Devices that left are remembered (present 0, their resets), but a tree
+  // whose addresses keep changing must not grow this without bound.
+  for (auto it = tracks_.begin(); tracks_.size() > kMaxPciDevices && it != tracks_.end();)
+    it = seen.count(it->first) ? std::next(it) : tracks_.erase(it);
   std::vector<store::PciDeviceView> out;
   for (auto& [address, t] : tracks_) {
     auto it = seen.find(address);
@@ -127,6 +131,7 @@ bool PciSampler::SampleOnce() {
       spdlog::warn("HAL pci: {}: {} (logged once)", d.address, d.errors.front());
   }
   std::vector<store::PciDeviceView> views = tracker_.Update(scan, registry_->Devices());
+  std::map<std::string, std::vector<std::string>> now_active;
   for (store::PciDeviceView& v : views) {
     const std::vector<std::string> codes = DerivePciFaults(v);
     const std::vector<std::string>& before = active_[v.bus_id];
@@ -149,8 +154,9 @@ bool PciSampler::SampleOnce() {
       if (std::find(codes.begin(), codes.end(), code) == codes.end())
         spdlog::info("PCI device {} fault {} cleared", v.bus_id, code);
     }
-    active_[v.bus_id] = codes;
+    now_active[v.bus_id] = codes;
   }
+  active_ = std::move(now_active);
   registry_->SetPciDevices(std::move(views));
   return true;
 }

@@ -394,3 +394,24 @@ TEST_F(PciTreeTest, DerivedFaultsReachTheHalViewAndMakeTheDeviceUnhealthy) {
 
 }  // namespace
 }  // namespace xpu::hal
+
+namespace xpu::hal {
+namespace {
+
+TEST(PciTrackerTest, ChurningAddressesDoNotGrowItWithoutBound) {
+  PciTracker t;
+  std::vector<store::PciDeviceView> v;
+  for (int i = 0; i < 5000; ++i) {
+    PciDevice d;
+    char addr[32];
+    std::snprintf(addr, sizeof addr, "%04x:%02x:00.0", i / 256, i % 256);
+    d.address = addr;
+    d.driver = "x";
+    v = t.Update({d}, {});
+  }
+  EXPECT_LE(v.size(), kMaxPciDevices);
+  EXPECT_TRUE(v.back().present || v.front().present);
+}
+
+}  // namespace
+}  // namespace xpu::hal
