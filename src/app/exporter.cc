@@ -229,6 +229,10 @@ StatusReport Exporter::Report() {
     r.hal_up = hal_->up();
     if (auto last = hal_->last_success()) r.hal_seconds_since_sample = secs(now - *last);
   }
+  if (pci_) {  // "sysfs,pci": up only while every backend is
+    r.hal_backend = hal_ ? r.hal_backend + ",pci" : "pci";
+    r.hal_up = (!hal_ || r.hal_up) && pci_->up();
+  }
 
   // The table's four values, from one snapshot; a catalog without one of
   // these families leaves its column empty.

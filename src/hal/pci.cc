@@ -9,12 +9,15 @@
 #include <filesystem>
 #include <tuple>
 
+#include "common/label.h"
 #include "hal/sysfs_backend.h"
 
 namespace xpu::hal {
 namespace {
 
 namespace fs = std::filesystem;
+
+constexpr size_t kMaxLabelBytes = 256;  // as every label from outside
 
 // The value of a one-line attribute: without its final newline and
 // surrounding blanks.
@@ -86,8 +89,9 @@ void ReadHwmon(const std::string& dir, PciDevice* d) {
         std::string label;
         if (ReadAttribute(h + "/" + channel + "_label", &label).ok()) label = Line(label);
         if (d->hwmon.size() >= kMaxHwmonSensors) return;
-        d->hwmon.push_back({k.kind, label.empty() ? name + "/" + channel : label,
-                            static_cast<double>(raw) * k.scale});
+        std::string sensor = label.empty() ? name + "/" + channel : label;
+        SanitizeLabelValue(&sensor, kMaxLabelBytes);  // file contents become a label
+        d->hwmon.push_back({k.kind, std::move(sensor), static_cast<double>(raw) * k.scale});
       }
     }
   }
@@ -336,7 +340,10 @@ void PciScanner::ReadDevice(const std::string& dir, PciDevice* d) const {
   }
   std::error_code ec;
   const fs::path driver = fs::read_symlink(dir + "/driver", ec);
-  if (!ec) d->driver = driver.filename().string();
+  if (!ec) {
+    d->driver = driver.filename().string();
+    SanitizeLabelValue(&d->driver, kMaxLabelBytes);
+  }
   ReadHwmon(dir, d);
 }
 

@@ -118,12 +118,14 @@ bool PciSampler::SampleOnce() {
   std::vector<PciDevice> scan;
   if (Status s = scanner_.Scan(&scan); !s.ok()) {
     up_.Set(0);
+    up_state_ = false;
     if (logged_.Raise("scan"))
       spdlog::warn("HAL pci: {} (logged once until it clears)", s.message());
     return false;
   }
   if (logged_.Clear("scan")) spdlog::info("HAL pci: scanning {} again", scanner_.root());
   up_.Set(1);
+  up_state_ = true;
   for (const PciDevice& d : scan) {
     if (d.errors.empty()) continue;
     file_errors_.Increment(static_cast<double>(d.errors.size()));

@@ -4,6 +4,7 @@
 #include <prometheus/gauge.h>
 #include <prometheus/registry.h>
 
+#include <atomic>
 #include <chrono>
 #include <map>
 #include <memory>
@@ -64,6 +65,8 @@ class PciSampler {
   void Stop() { worker_.Stop(); }
   // One scan; false if the tree could not be read.
   bool SampleOnce();
+  // Whether the last scan could read the tree. Any thread.
+  bool up() const { return up_state_.load(); }
 
  private:
   const PciScanner scanner_;
@@ -73,6 +76,7 @@ class PciSampler {
   const std::chrono::milliseconds interval_;
   store::DeviceRegistry* const registry_;
   prometheus::Gauge& up_;
+  std::atomic<bool> up_state_{false};
   prometheus::Counter& file_errors_;
   PciTracker tracker_;  // sampler-thread state
   LogOnce logged_;

@@ -245,6 +245,10 @@ TEST(ExporterPciTest, PciBackendJoinsXdmDevicesByBusId) {
   EXPECT_NE(page.find("\",bound=\"max\"} 3.2e+10\n"), std::string::npos) << page;
   EXPECT_NE(page.find("xpu_pci_driver_bound{bus_id=\"0000:10:00.0\""), std::string::npos);
   EXPECT_NE(page.find("xpu_hal_pci_up 1\n"), std::string::npos);
+  const auto status = nlohmann::json::parse(
+      HttpGet("http://127.0.0.1:" + std::to_string(exporter.ports().at(0)) + "/status").body);
+  EXPECT_EQ(status["hal"]["backend"], "pci");
+  EXPECT_EQ(status["hal"]["up"], true);
   exporter.Stop();
   sim.Stop();
 }

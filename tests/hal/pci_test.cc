@@ -194,6 +194,17 @@ TEST_F(PciTreeTest, UnknownSpeedIsAnAnswerButGarbageIsNoted) {
   EXPECT_EQ(devs[0].driver, "nvidia");   // the rest still read
 }
 
+TEST_F(PciTreeTest, LabelsFromFilesAreValidUtf8AndBounded) {
+  const std::string d = Gpu("0000:3b:00.0");
+  Write(d + "/hwmon/hwmon3/temp1_label", "edge\xff" + std::string(1000, 'x') + "\n");
+  const auto devs = Scan();
+  ASSERT_EQ(devs.size(), 1u);
+  ASSERT_EQ(devs[0].hwmon.size(), 3u);
+  const std::string& label = devs[0].hwmon[2].sensor;
+  EXPECT_LE(label.size(), 256u);
+  EXPECT_EQ(label.substr(0, 7), "edge\xEF\xBF\xBD");  // U+FFFD for the bad byte
+}
+
 TEST_F(PciTreeTest, UnreadableAndFifoFilesDoNotHangOrStopTheScan) {
   const std::string d = Gpu("0000:3b:00.0");
   fs::remove(d + "/power_state");
