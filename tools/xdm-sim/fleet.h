@@ -36,7 +36,7 @@ struct HalDeviceView {
   std::string uuid;
   bool healthy;
   std::vector<std::string> fault_codes;  // sorted, "0x" + 8 upper-case hex digits
-  std::string bus_id;  // as ListGpuInfo reports it
+  std::string bus_id;                    // as ListGpuInfo reports it
   PciState pci;
 };
 

@@ -265,9 +265,9 @@ void Simulator::WritePciTree(const std::filesystem::path& sys) {
     WriteIfChanged(dir / "current_link_width", std::to_string(d.pci.link_width) + "\n");
     WriteIfChanged(dir / "max_link_width", std::to_string(d.pci.max_link_width) + "\n");
     for (const char* severity : {"correctable", "nonfatal", "fatal"}) {
-      static const std::map<std::string, const char*> kTotal = {
-          {"correctable", "TOTAL_ERR_COR"}, {"nonfatal", "TOTAL_ERR_NONFATAL"},
-          {"fatal", "TOTAL_ERR_FATAL"}};
+      static const std::map<std::string, const char*> kTotal = {{"correctable", "TOTAL_ERR_COR"},
+                                                                {"nonfatal", "TOTAL_ERR_NONFATAL"},
+                                                                {"fatal", "TOTAL_ERR_FATAL"}};
       std::string text;
       uint64_t total = 0;
       auto it = d.pci.aer.find(severity);
