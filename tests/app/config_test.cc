@@ -67,6 +67,26 @@ TEST(ConfigTest, ConfigFileOverTheSizeCapIsRefused) {
   std::remove(path.c_str());
 }
 
+TEST(ConfigTest, PciBackendSettingsComeFromTheConfigFileToo) {
+  const std::string path = ::testing::TempDir() + "/xpu-pci-config.yml";
+  std::ofstream(path) << "hal: sysfs,pci\n"
+                         "hal.pci:\n"
+                         "  sysfs-root: /host/sys\n"
+                         "  classes: [\"0x1200\", \"030200\"]\n"
+                         "  vendors: 0x1ded\n";
+  Config cfg;
+  ASSERT_FALSE(Parse({"--config.file", path}, &cfg));
+  EXPECT_EQ(cfg.hal.backend, "sysfs,pci");
+  EXPECT_EQ(cfg.hal.pci_root, "/host/sys");
+  EXPECT_EQ(cfg.hal.pci_classes, (std::vector<std::string>{"0x1200", "030200"}));
+  EXPECT_EQ(cfg.hal.pci_vendors, std::vector<std::string>{"0x1ded"});
+  EXPECT_EQ(cfg.settings["hal.pci.classes"].source, "file");
+  std::ofstream(path) << "hal.pci.classes: [\"3d\"]\n";
+  Config bad;
+  EXPECT_EQ(Parse({"--config.file", path}, &bad), 2);  // a class of 2 digits
+  std::remove(path.c_str());
+}
+
 TEST(ConfigTest, ValidateNamesTheFlagAtFault) {
   const auto message = [](auto change) {
     Config cfg;
