@@ -9,7 +9,6 @@ HalSampler::HalSampler(std::unique_ptr<HalBackend> backend,
                        std::chrono::milliseconds interval, store::DeviceRegistry* registry,
                        prometheus::Registry* self_metrics)
     : backend_(std::move(backend)),
-      catalog_(std::move(catalog)),
       interval_(interval),
       registry_(registry),
       up_gauge_(prometheus::BuildGauge()
@@ -26,16 +25,7 @@ HalSampler::HalSampler(std::unique_ptr<HalBackend> backend,
                        .Name("xpu_hal_read_errors_total")
                        .Help("HAL reads that failed or returned malformed data, by device.")
                        .Register(*self_metrics)),
-      events_(prometheus::BuildCounter()
-                  .Name("xpu_device_fault_events_total")
-                  .Help("Times a fault code was raised on a device (seen active after not being "
-                        "active), by code and catalog level.")
-                  .Register(*self_metrics)),
-      unknown_codes_(prometheus::BuildCounter()
-                         .Name("xpu_hal_unknown_fault_codes_total")
-                         .Help("Raises of fault codes that the fault catalog does not know.")
-                         .Register(*self_metrics)
-                         .Add({})) {
+      faults_(std::move(catalog), self_metrics) {
   if (!backend_) throw std::invalid_argument("HalSampler needs a backend");
   if (interval_.count() <= 0) throw std::invalid_argument("HAL interval must be > 0");
 }
@@ -82,7 +72,6 @@ void HalSampler::SampleOnce() {
   }
   if (logged_.Clear("list")) spdlog::info("HAL {}: enumerating devices again", backend_->name());
   std::vector<store::HalDeviceView> views;
-  std::map<int32_t, std::set<std::string>> now_active;
   for (const HalDeviceId& id : ids) {
     store::HalDeviceView v;
     v.minor = id.minor;
@@ -99,39 +88,19 @@ void HalSampler::SampleOnce() {
     }
     std::vector<std::string> codes;
     Status fs = backend_->ReadFaultCodes(id.minor, &codes);
-    std::set<std::string>& active = now_active[id.minor];
+    std::set<std::string> active(codes.begin(), codes.end());
     if (fs.ok()) {
       logged_.Clear("faults" + minor);
-      active.insert(codes.begin(), codes.end());
     } else {
       // Keep what was active: a torn read is not a recovery.
       read_errors_.Add({{"minor", minor}}).Increment();
       Warn("faults" + minor, "device " + minor + ": " + fs.message());
-      active = active_[id.minor];
+      active = faults_.Previous(minor);
     }
-    const std::set<std::string>& before = active_[id.minor];
-    for (const std::string& code : active) {
-      FaultInfo info = catalog_->Lookup(code);
-      if (before.count(code) == 0) {
-        events_
-            .Add({{"minor", minor},
-                  {"uuid", v.uuid},
-                  {"code", info.code},
-                  {"level", LevelName(info.level)}})
-            .Increment();
-        if (!info.known) unknown_codes_.Increment();
-        spdlog::warn("device {} fault {} raised: {} ({}; {})", minor, info.code, info.name,
-                     LevelName(info.level), info.action);
-      }
-      v.faults.push_back({info.code, info.name, static_cast<int>(info.level), LevelName(info.level),
-                          info.description, info.action, info.known});
-    }
-    for (const std::string& code : before) {
-      if (active.count(code) == 0) spdlog::info("device {} fault {} cleared", minor, code);
-    }
+    v.faults = faults_.Update(minor, "device " + minor, minor, v.uuid, active);
     views.push_back(std::move(v));
   }
-  active_ = std::move(now_active);
+  faults_.EndSample();
   registry_->SetHalDevices(std::move(views));
   up_ = true;
   up_gauge_.Set(1);

@@ -15,6 +15,7 @@
 
 #include "common/worker.h"
 #include "hal/fault_catalog.h"
+#include "hal/fault_events.h"
 #include "hal/hal.h"
 #include "store/device_registry.h"
 
@@ -50,19 +51,16 @@ class HalSampler {
   void Warn(const std::string& key, const std::string& message);
 
   std::unique_ptr<HalBackend> backend_;
-  std::shared_ptr<const FaultCatalog> catalog_;
   const std::chrono::milliseconds interval_;
   store::DeviceRegistry* const registry_;
   prometheus::Gauge& up_gauge_;
   prometheus::Gauge& duration_;
   prometheus::Family<prometheus::Counter>& read_errors_;
-  prometheus::Family<prometheus::Counter>& events_;
-  prometheus::Counter& unknown_codes_;
+  FaultEvents faults_;  // sampler-thread state
   std::atomic<bool> up_{false};
 
   // Sampler-thread state.
-  std::map<int32_t, std::set<std::string>> active_;  // minor -> codes seen last time
-  LogOnce logged_;                                   // problems logged, until they clear
+  LogOnce logged_;  // problems logged, until they clear
 
   mutable std::mutex mu_;
   std::optional<std::chrono::steady_clock::time_point> last_success_;  // guarded by mu_

@@ -85,12 +85,6 @@ PciSampler::PciSampler(PciScanner scanner, std::shared_ptr<const FaultCatalog> c
                        std::chrono::milliseconds interval, store::DeviceRegistry* registry,
                        prometheus::Registry* self_metrics)
     : scanner_(std::move(scanner)),
-      catalog_(std::move(catalog)),
-      events_(prometheus::BuildCounter()
-                  .Name("xpu_device_fault_events_total")
-                  .Help("Times a fault code was raised on a device (seen active after not being "
-                        "active), by code and catalog level.")
-                  .Register(*self_metrics)),
       interval_(interval),
       registry_(registry),
       up_(prometheus::BuildGauge()
@@ -102,7 +96,8 @@ PciSampler::PciSampler(PciScanner scanner, std::shared_ptr<const FaultCatalog> c
                        .Name("xpu_hal_pci_file_errors_total")
                        .Help("PCI sysfs files that exist but could not be read or parsed.")
                        .Register(*self_metrics)
-                       .Add({})) {
+                       .Add({})),
+      faults_(std::move(catalog), self_metrics) {
   if (interval_.count() <= 0) throw std::invalid_argument("PCI interval must be > 0");
 }
 
@@ -133,32 +128,12 @@ bool PciSampler::SampleOnce() {
       spdlog::warn("HAL pci: {}: {} (logged once)", d.address, d.errors.front());
   }
   std::vector<store::PciDeviceView> views = tracker_.Update(scan, registry_->Devices());
-  std::map<std::string, std::vector<std::string>> now_active;
   for (store::PciDeviceView& v : views) {
     const std::vector<std::string> codes = DerivePciFaults(v);
-    const std::vector<std::string>& before = active_[v.bus_id];
-    for (const std::string& code : codes) {
-      const FaultInfo info = catalog_->Lookup(code);
-      v.faults.push_back({info.code, info.name, static_cast<int>(info.level), LevelName(info.level),
-                          info.description, info.action, info.known});
-      if (std::find(before.begin(), before.end(), code) != before.end()) continue;
-      events_
-          .Add({{"minor", v.minor},
-                {"uuid", v.uuid},
-                {"code", info.code},
-                {"level", LevelName(info.level)}})
-          .Increment();
-      spdlog::warn("PCI device {} (minor {}) fault {} raised: {} ({}; {})", v.bus_id,
-                   v.minor.empty() ? "-" : v.minor, info.code, info.name, LevelName(info.level),
-                   info.action);
-    }
-    for (const std::string& code : before) {
-      if (std::find(codes.begin(), codes.end(), code) == codes.end())
-        spdlog::info("PCI device {} fault {} cleared", v.bus_id, code);
-    }
-    now_active[v.bus_id] = codes;
+    v.faults = faults_.Update(v.bus_id, "PCI device " + v.bus_id, v.minor, v.uuid,
+                              {codes.begin(), codes.end()});
   }
-  active_ = std::move(now_active);
+  faults_.EndSample();
   registry_->SetPciDevices(std::move(views));
   return true;
 }

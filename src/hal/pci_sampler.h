@@ -12,6 +12,7 @@
 
 #include "common/worker.h"
 #include "hal/fault_catalog.h"
+#include "hal/fault_events.h"
 #include "hal/pci.h"
 #include "store/device_registry.h"
 
@@ -70,15 +71,13 @@ class PciSampler {
 
  private:
   const PciScanner scanner_;
-  const std::shared_ptr<const FaultCatalog> catalog_;
-  prometheus::Family<prometheus::Counter>& events_;         // shared with HalSampler's
-  std::map<std::string, std::vector<std::string>> active_;  // bus_id -> codes last time
   const std::chrono::milliseconds interval_;
   store::DeviceRegistry* const registry_;
   prometheus::Gauge& up_;
   std::atomic<bool> up_state_{false};
   prometheus::Counter& file_errors_;
   PciTracker tracker_;  // sampler-thread state
+  FaultEvents faults_;  // sampler-thread state
   LogOnce logged_;
   Worker worker_;
 };

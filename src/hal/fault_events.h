@@ -1,0 +1,47 @@
+#pragma once
+
+#include <prometheus/counter.h>
+#include <prometheus/family.h>
+#include <prometheus/registry.h>
+
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "hal/fault_catalog.h"
+#include "store/device_registry.h"
+
+namespace xpu::hal {
+
+// What every HAL backend does with the fault codes it finds on a device,
+// sample after sample: looks them up in the fault catalog, counts each raise
+// (a code active now and not at the previous sample) in
+// xpu_device_fault_events_total and, for codes the catalog lacks,
+// xpu_hal_unknown_fault_codes_total, and logs raises and clears. One
+// definition of those families for the sysfs and pci backends.
+// Used from one sampler thread.
+class FaultEvents {
+ public:
+  FaultEvents(std::shared_ptr<const FaultCatalog> catalog, prometheus::Registry* self_metrics);
+
+  // The catalog entries of `codes`, now active on the device known as `key`
+  // (a minor, a bus_id), labelled `minor` and `uuid`; `name` names it in logs.
+  std::vector<store::ActiveFault> Update(const std::string& key, const std::string& name,
+                                         const std::string& minor, const std::string& uuid,
+                                         const std::set<std::string>& codes);
+  // The codes active on `key` at the previous sample.
+  std::set<std::string> Previous(const std::string& key) const;
+  // Ends a sample: devices not updated in it are forgotten.
+  void EndSample();
+
+ private:
+  const std::shared_ptr<const FaultCatalog> catalog_;
+  prometheus::Family<prometheus::Counter>& events_;
+  prometheus::Counter& unknown_codes_;
+  std::map<std::string, std::set<std::string>> active_;  // previous sample
+  std::map<std::string, std::set<std::string>> now_;     // this sample so far
+};
+
+}  // namespace xpu::hal
