@@ -120,6 +120,24 @@ void Build(CLI::App& app, Config* cfg) {
                  "kubelet PodResources socket for device-to-pod attribution; empty disables")
       ->capture_default_str();
   AddDuration(app, "--kubelet.interval", &cfg->kubelet.interval, "How often to ask the kubelet");
+  app.add_option("--kubernetes.node-name", cfg->kubernetes.node_name,
+                 "This node's name, on xpu_exporter_build_info and the API-server watch")
+      ->envname("NODE_NAME");
+  app.add_option("--kubernetes.api-server", cfg->kubernetes.api_server,
+                 "API server URL for pod labels and HAMi quotas; auto: in-cluster when the "
+                 "service account exists; empty disables")
+      ->capture_default_str();
+  app.add_option("--kubernetes.token-file", cfg->kubernetes.token_file,
+                 "Bearer token for the API server (re-read on each connect)")
+      ->capture_default_str();
+  app.add_option("--kubernetes.ca-file", cfg->kubernetes.ca_file,
+                 "CA bundle that signed the API server's certificate")
+      ->capture_default_str();
+  app.add_option("--kubernetes.pod-labels", cfg->kubernetes.pod_labels,
+                 "Pod labels to export on xpu_device_pod_info (regexes on the name), repeatable")
+      ->delimiter(',');
+  AddDuration(app, "--kubernetes.node-interval", &cfg->kubernetes.node_interval,
+              "How often to read this node's object (HAMi's device register)");
   app.add_option("--log.level", cfg->log_level, "debug, info, warn or error")
       ->check(CLI::IsMember({"debug", "info", "warn", "error"}))
       ->capture_default_str();

@@ -14,6 +14,7 @@
 #include "http/web_config.h"
 #include "http/web_server.h"
 #include "kubelet/pod_mapper.h"
+#include "kubernetes/options.h"
 #include "store/metric_store.h"
 #include "upstream/xdm_client.h"
 
@@ -51,6 +52,7 @@ struct Config {
   std::string catalog_file;  // empty: the built-in catalog
   hal::HalOptions hal;
   kubelet::PodMapperOptions kubelet;
+  kubernetes::KubernetesOptions kubernetes;
   std::string log_level = "info";
   std::string log_format = "logfmt";
   std::string config_file;  // --config.file (YAML of the flags)

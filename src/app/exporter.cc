@@ -64,9 +64,9 @@ Status Exporter::Start() {
                                                  &devices_, &self_metrics_);
   prometheus::BuildGauge()
       .Name("xpu_exporter_build_info")
-      .Help("xpu-exporter's version and revision; always 1.")
+      .Help("xpu-exporter's version, revision and node name; always 1.")
       .Register(self_metrics_)
-      .Add({{"version", kVersion}, {"revision", kRevision}})
+      .Add({{"version", kVersion}, {"revision", kRevision}, {"node", cfg_.kubernetes.node_name}})
       .Set(1);
   store_ = std::make_unique<store::MetricStore>(
       catalog_, store::MetricStore::Options{cfg_.effective_stale_after(), cfg_.max_series,
