@@ -16,10 +16,10 @@
 #include <string>
 
 #include "catalog/catalog.h"
+#include "common/backoff.h"
 #include "common/worker.h"
 #include "store/device_registry.h"
 #include "store/metric_store.h"
-#include "upstream/backoff.h"
 #include "upstream/decode.h"
 #include "xdm/api_outer.grpc.pb.h"
 #include "xdm/config_service.grpc.pb.h"

@@ -1,9 +1,9 @@
-#include "upstream/backoff.h"
+#include "common/backoff.h"
 
 #include <algorithm>
 #include <stdexcept>
 
-namespace xpu::upstream {
+namespace xpu {
 
 Backoff::Backoff(Ms initial, double multiplier, Ms max, double jitter,
                  std::function<double()> uniform01)
@@ -27,4 +27,4 @@ Backoff::Ms Backoff::Next() {
   return std::min(wait, max_);
 }
 
-}  // namespace xpu::upstream
+}  // namespace xpu

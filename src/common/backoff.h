@@ -3,10 +3,10 @@
 #include <chrono>
 #include <functional>
 
-namespace xpu::upstream {
+namespace xpu {
 
-// Exponential backoff for re-subscribing to ExporterDataStream, as the
-// reference recommends: 1 s, x2, at most 30 s. Each wait is the base times a
+// Exponential backoff for reconnecting (ExporterDataStream, the API-server
+// watch), as the XDM // reference recommends: 1 s, x2, at most 30 s. Each wait is the base times a
 // uniform factor in [1 - jitter, 1 + jitter], then capped at `max` (so at the
 // cap the jitter only shortens the wait). Reset() after a message arrives.
 // Not thread-safe: owned by the thread that reconnects.
@@ -30,4 +30,4 @@ class Backoff {
   Ms base_;
 };
 
-}  // namespace xpu::upstream
+}  // namespace xpu

@@ -1,8 +1,8 @@
-#include "upstream/backoff.h"
+#include "common/backoff.h"
 
 #include <gtest/gtest.h>
 
-namespace xpu::upstream {
+namespace xpu {
 namespace {
 
 using Ms = std::chrono::milliseconds;
@@ -52,4 +52,4 @@ TEST(BackoffTest, RejectsNonsenseConstruction) {
 }
 
 }  // namespace
-}  // namespace xpu::upstream
+}  // namespace xpu
