@@ -32,6 +32,25 @@ else:
     mounts = {m["mountPath"] for m in c["volumeMounts"]}
     if "/run/amp/eKitC/xdm/sockets" not in mounts:
         errors.append("XDM socket directory not mounted")
+    env = {e["name"]: e for e in c.get("env", [])}
+    if env.get("NODE_NAME", {}).get("valueFrom", {}).get("fieldRef", {}).get("fieldPath") != "spec.nodeName":
+        errors.append("NODE_NAME is not set from the downward API's spec.nodeName")
+    sa = ds[0]["spec"]["template"]["spec"].get("serviceAccountName")
+    bindings = [d for d in docs if d["kind"] == "ClusterRoleBinding"
+                and any(s["name"] == sa for s in d["subjects"])]
+    roles = {d["metadata"]["name"]: d for d in docs if d["kind"] == "ClusterRole"}
+    granted = set()
+    for b in bindings:
+        for rule in roles.get(b["roleRef"]["name"], {}).get("rules", []):
+            for res in rule["resources"]:
+                for verb in rule["verbs"]:
+                    granted.add((res, verb))
+    need = {("pods", "get"), ("pods", "list"), ("pods", "watch"), ("nodes", "get")}
+    if granted != need:
+        errors.append(f"the DaemonSet's service account has {sorted(granted)}, want exactly {sorted(need)}")
+    version = re.search(r"project\(xpu-exporter VERSION ([0-9.]+)", open(f"{root}/CMakeLists.txt").read())[1]
+    if c["image"] != f"xpu-exporter:{version}":
+        errors.append(f"image {c['image']} is not xpu-exporter:{version} (what ./x image builds)")
     for arg in c["args"]:
         flag = arg.split("=")[0]
         if not re.search(rf"(^|\s){re.escape(flag)}\b", help_text):
@@ -39,6 +58,15 @@ else:
 for d in docs:
     if d["kind"] == "Service" and d["spec"]["ports"][0]["port"] != 9445:
         errors.append("Service port is not 9445")
+for d in docs:
+    if d["kind"] == "ServiceMonitor":
+        relabels = d["spec"]["endpoints"][0].get("relabelings", [])
+        if not any(r.get("targetLabel") == "node" and r.get("sourceLabels") == ["__meta_kubernetes_pod_node_name"]
+                   for r in relabels):
+            errors.append("the ServiceMonitor does not set node from the pod's node name")
+containerfile = open(f"{root}/deploy/container/Containerfile").read()
+if "USER 65532:65532" not in containerfile or "FROM scratch" not in containerfile:
+    errors.append("the image's runtime stage is not FROM scratch with USER 65532")
 unit = f"{root}/deploy/systemd/xpu-exporter.service"
 text = open(unit).read()
 for key in ("ExecStart=", "ExecReload=/bin/kill -HUP", "Restart="):

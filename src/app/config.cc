@@ -11,6 +11,7 @@
 #include "common/file_util.h"
 #include "common/yaml_util.h"
 #include "http/web_server.h"
+#include "kubernetes/pod_watcher.h"
 #include "version.h"
 
 namespace xpu::app {
@@ -120,6 +121,14 @@ void Build(CLI::App& app, Config* cfg) {
                  "kubelet PodResources socket for device-to-pod attribution; empty disables")
       ->capture_default_str();
   AddDuration(app, "--kubelet.interval", &cfg->kubelet.interval, "How often to ask the kubelet");
+  app.add_option("--kubelet.dra.drivers", cfg->kubelet.dra_drivers,
+                 "DRA drivers whose claims name our devices (regexes), repeatable; default any")
+      ->delimiter(',');
+  app.add_option("--kubelet.dra.device-names", cfg->kubelet.dra_device_names,
+                 "How a DRA device (or CDI) name names our device: templates of {uuid}, "
+                 "{minor}, {bus_id}, repeatable")
+      ->delimiter(',')
+      ->capture_default_str();
   app.add_option("--kubernetes.node-name", cfg->kubernetes.node_name,
                  "This node's name, on xpu_exporter_build_info and the API-server watch")
       ->envname("NODE_NAME");
@@ -264,6 +273,24 @@ Status Validate(const Config& cfg) {
   if (cfg.xdm.backoff_max < cfg.xdm.backoff_initial)
     return Status::InvalidArgument("--xdm.backoff-max must not be below --xdm.backoff-initial");
   hal::PciFilter filter;
+  kubernetes::LabelFilter labels;
+  if (Status s = kubernetes::LabelFilter::Make(cfg.kubernetes.pod_labels, &labels); !s.ok())
+    return Status::InvalidArgument("--kubernetes.pod-labels: " + s.message());
+  const std::string& api = cfg.kubernetes.api_server;
+  if (!api.empty() && api != "auto") {
+    if (api.rfind("https://", 0) != 0 && api.rfind("http://", 0) != 0)
+      return Status::InvalidArgument(
+          "--kubernetes.api-server must be auto, empty or an https:// URL");
+    if (cfg.kubernetes.node_name.empty())
+      return Status::InvalidArgument(
+          "--kubernetes.api-server needs the node name (--kubernetes.node-name or NODE_NAME): only "
+          "this node's pods are watched");
+  }
+  kubelet::DraRule dra;
+  if (Status s =
+          kubelet::DraRule::Make(cfg.kubelet.dra_drivers, cfg.kubelet.dra_device_names, &dra);
+      !s.ok())
+    return Status::InvalidArgument("--kubelet.dra.*: " + s.message());
   if (Status s = hal::MakePciFilter(cfg.hal.pci_classes, cfg.hal.pci_vendors, &filter); !s.ok())
     return s;
   if (cfg.xdm.xdm_endpoint.empty())

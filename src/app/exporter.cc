@@ -60,8 +60,14 @@ Status Exporter::Start() {
     }
   }
   if (!cfg_.kubelet.socket.empty())
-    pods_ = std::make_unique<kubelet::PodMapper>(cfg_.kubelet.socket, cfg_.kubelet.interval,
-                                                 &devices_, &self_metrics_);
+    pods_ = std::make_unique<kubelet::PodMapper>(cfg_.kubelet, &devices_, &self_metrics_);
+  std::string why_off;
+  const std::string api = kubernetes::ResolveApiServer(cfg_.kubernetes, &why_off);
+  if (api.empty())
+    spdlog::info("kubernetes: no API-server watch: {}", why_off);
+  else
+    watcher_ =
+        std::make_unique<kubernetes::PodWatcher>(cfg_.kubernetes, api, &devices_, &self_metrics_);
   prometheus::BuildGauge()
       .Name("xpu_exporter_build_info")
       .Help("xpu-exporter's version, revision and node name; always 1.")
@@ -103,6 +109,7 @@ Status Exporter::Start() {
   if (hal_) hal_->Start();
   if (pci_) pci_->Start();
   if (pods_) pods_->Start();
+  if (watcher_) watcher_->Start();
   return Status::Ok();
 }
 
@@ -124,6 +131,7 @@ void Exporter::Stop() {
   if (hal_) hal_->Stop();
   if (pci_) pci_->Stop();
   if (pods_) pods_->Stop();
+  if (watcher_) watcher_->Stop();
   if (web_) web_->Stop();
 }
 

@@ -16,6 +16,7 @@
 #include "hal/pci_sampler.h"
 #include "http/web_server.h"
 #include "kubelet/pod_mapper.h"
+#include "kubernetes/pod_watcher.h"
 #include "store/device_registry.h"
 #include "store/metric_store.h"
 #include "upstream/xdm_client.h"
@@ -61,9 +62,10 @@ class Exporter {
   std::unique_ptr<exposition::Exposer> exposer_;
   std::unique_ptr<upstream::XdmClient> client_;
   std::shared_ptr<const hal::FaultCatalog> fault_catalog_;
-  std::unique_ptr<hal::HalSampler> hal_;      // null when --hal selects no sysfs backend
-  std::unique_ptr<hal::PciSampler> pci_;      // null when --hal selects no pci backend
-  std::unique_ptr<kubelet::PodMapper> pods_;  // null when the socket flag is empty
+  std::unique_ptr<hal::HalSampler> hal_;             // null when --hal selects no sysfs backend
+  std::unique_ptr<hal::PciSampler> pci_;             // null when --hal selects no pci backend
+  std::unique_ptr<kubelet::PodMapper> pods_;         // null when the socket flag is empty
+  std::unique_ptr<kubernetes::PodWatcher> watcher_;  // null when no API server is used
   std::unique_ptr<http::WebServer> web_;
 };
 

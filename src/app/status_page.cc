@@ -125,7 +125,11 @@ Json DeviceJson(const DeviceReport& d) {
     o["pods"].push_back({{"namespace", p.namespace_},
                          {"pod", p.pod},
                          {"container", p.container},
-                         {"resource", p.resource}});
+                         {"resource", p.resource},
+                         {"claim", p.claim},
+                         {"driver", p.driver},
+                         {"pool", p.pool},
+                         {"device", p.device}});
   }
   return o;
 }

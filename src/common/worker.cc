@@ -50,4 +50,9 @@ bool LogOnce::Clear(const std::string& key) {
   return raised_.erase(key) > 0;
 }
 
+size_t LogOnce::ClearPrefix(const std::string& prefix) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return std::erase_if(raised_, [&](const std::string& k) { return k.rfind(prefix, 0) == 0; });
+}
+
 }  // namespace xpu

@@ -68,6 +68,8 @@ class LogOnce {
   bool Raise(const std::string& key);
   // True if `key` was raised: the problem is over, log that if useful.
   bool Clear(const std::string& key);
+  // Clears every key starting with `prefix`; how many were raised.
+  size_t ClearPrefix(const std::string& prefix);
 
  private:
   std::mutex mu_;

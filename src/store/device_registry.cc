@@ -89,6 +89,31 @@ void DeviceRegistry::SetPodAssignments(std::vector<PodAssignment> pods) {
   pods_ = std::move(pods);
 }
 
+void DeviceRegistry::SetPodMetadata(std::vector<PodMetadata> pods) {
+  std::lock_guard<std::mutex> lock(mu_);
+  pod_labels_.clear();
+  for (PodMetadata& p : pods)
+    pod_labels_[{std::move(p.namespace_), std::move(p.pod)}] = std::move(p.labels);
+}
+
+void DeviceRegistry::SetContainerQuotas(std::vector<ContainerQuota> quotas) {
+  std::lock_guard<std::mutex> lock(mu_);
+  quotas_ = std::move(quotas);
+}
+
+void DeviceRegistry::SetDeviceShares(std::vector<DeviceShare> shares) {
+  std::lock_guard<std::mutex> lock(mu_);
+  shares_ = std::move(shares);
+}
+
+std::string DeviceRegistry::MinorOfLocked(const std::string& uuid) const {
+  for (const DeviceInfo& d : devices_)
+    if (d.uuid == uuid) return std::to_string(d.minor);
+  for (const HalDeviceView& h : hal_)
+    if (h.uuid == uuid) return std::to_string(h.minor);
+  return {};
+}
+
 std::vector<PodAssignment> DeviceRegistry::PodAssignments() const {
   std::lock_guard<std::mutex> lock(mu_);
   return pods_;
@@ -228,23 +253,64 @@ std::vector<prometheus::MetricFamily> DeviceRegistry::Collect() const {
   }
   auto pods = Family("xpu_device_pod_info",
                      "A container that the kubelet reports holding a device (PodResources "
-                     "API); always 1. Join on uuid to attribute device metrics to pods.");
+                     "API: device plugin resource, or DRA claim, driver, pool and device); "
+                     "always 1. Join on uuid to attribute device metrics to pods.");
   for (const PodAssignment& p : pods_) {
-    std::string minor;
-    for (const DeviceInfo& d : devices_)
-      if (d.uuid == p.uuid) minor = std::to_string(d.minor);
-    for (const HalDeviceView& h : hal_)
-      if (minor.empty() && h.uuid == p.uuid) minor = std::to_string(h.minor);
-    pods.metric.push_back(Gauge({{"minor", minor},
-                                 {"uuid", p.uuid},
-                                 {"namespace", p.namespace_},
-                                 {"pod", p.pod},
-                                 {"container", p.container},
-                                 {"resource", p.resource}},
-                                1));
+    const std::string minor = MinorOfLocked(p.uuid);
+    std::vector<prometheus::ClientMetric::Label> labels = {{"minor", minor},
+                                                           {"uuid", p.uuid},
+                                                           {"namespace", p.namespace_},
+                                                           {"pod", p.pod},
+                                                           {"container", p.container}};
+    // Device plugin rows have a resource, DRA rows the claim's names; an
+    // empty label is no label to Prometheus, so it is left out.
+    for (const auto& [name, value] : {std::pair{"resource", &p.resource},
+                                      {"claim", &p.claim},
+                                      {"driver", &p.driver},
+                                      {"pool", &p.pool},
+                                      {"device", &p.device}})
+      if (!value->empty()) labels.push_back({name, *value});
+    // The API server's allowlisted pod labels, when it is watched.
+    if (auto it = pod_labels_.find({p.namespace_, p.pod}); it != pod_labels_.end())
+      for (const auto& [name, value] : it->second) labels.push_back({name, value});
+    pods.metric.push_back(Gauge(std::move(labels), 1));
+  }
+  auto mem_limit = Family("xpu_container_memory_limit_bytes",
+                          "Device memory a container may use on a shared device (HAMi's grant "
+                          "in the pod annotation hami.io/*-devices-allocated).");
+  auto core_limit = Family("xpu_container_core_limit_ratio",
+                           "Share of a shared device's cores a container may use (HAMi's "
+                           "grant), 0..1.");
+  for (const ContainerQuota& q : quotas_) {
+    std::vector<prometheus::ClientMetric::Label> l = {{"minor", MinorOfLocked(q.uuid)},
+                                                      {"uuid", q.uuid},
+                                                      {"namespace", q.namespace_},
+                                                      {"pod", q.pod},
+                                                      {"container", q.container}};
+    if (q.memory_bytes > 0)
+      mem_limit.metric.push_back(Gauge(l, static_cast<double>(q.memory_bytes)));
+    if (q.core_ratio > 0) core_limit.metric.push_back(Gauge(l, q.core_ratio));
+  }
+  auto split = Family("xpu_device_split_count",
+                      "How many containers may share the device (HAMi's node register).");
+  auto shared_mem =
+      Family("xpu_device_shared_memory_bytes", "Device memory HAMi's device plugin shares out.");
+  auto shared_cores = Family("xpu_device_shared_core_ratio",
+                             "Share of the device's cores HAMi's device plugin shares out, 0..1.");
+  auto shared_health = Family("xpu_device_shared_healthy",
+                              "Whether HAMi's device plugin registered the device healthy.");
+  for (const DeviceShare& d : shares_) {
+    std::vector<prometheus::ClientMetric::Label> l = {{"minor", MinorOfLocked(d.uuid)},
+                                                      {"uuid", d.uuid}};
+    split.metric.push_back(Gauge(l, static_cast<double>(d.split_count)));
+    shared_mem.metric.push_back(Gauge(l, static_cast<double>(d.memory_bytes)));
+    shared_cores.metric.push_back(Gauge(l, d.core_ratio));
+    shared_health.metric.push_back(Gauge(l, d.healthy ? 1 : 0));
   }
   std::vector<prometheus::MetricFamily> out;
   if (!pods.metric.empty()) out.push_back(std::move(pods));
+  for (auto* f : {&mem_limit, &core_limit, &split, &shared_mem, &shared_cores, &shared_health})
+    if (!f->metric.empty()) out.push_back(std::move(*f));
   if (!active.metric.empty()) out.push_back(std::move(active));
   if (!level.metric.empty()) out.push_back(std::move(level));
   if (!info.metric.empty()) out.push_back(std::move(info));

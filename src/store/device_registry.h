@@ -67,14 +67,46 @@ struct HalDeviceView {
   bool operator==(const HalDeviceView&) const = default;
 };
 
-// A container that the kubelet reports holding a device.
+// A container that the kubelet reports holding a device: through the device
+// plugin (resource set) or a DRA claim (claim, driver, pool, device set).
 struct PodAssignment {
   std::string uuid;  // the device, as XDM names it
   std::string pod;
   std::string namespace_;
   std::string container;
   std::string resource;  // the extended resource, e.g. "example.com/ppu"
+  std::string claim;     // DRA: the ResourceClaim (in the pod's namespace)
+  std::string driver;    // DRA: the claim's driver, pool and device names
+  std::string pool;
+  std::string device;
   bool operator==(const PodAssignment&) const = default;
+  auto operator<=>(const PodAssignment&) const = default;
+};
+
+// What the API server says of a pod on this node: the allowlisted labels,
+// as exported label names ("label_team") and sanitized values.
+struct PodMetadata {
+  std::string namespace_, pod;
+  std::vector<std::pair<std::string, std::string>> labels;
+  bool operator==(const PodMetadata&) const = default;
+};
+
+// A container's share of a shared device, as HAMi's scheduler granted it.
+struct ContainerQuota {
+  std::string uuid, namespace_, pod, container;
+  int64_t memory_bytes = 0;  // 0: none given
+  double core_ratio = 0;     // of the device's cores; 0: none given
+  bool operator==(const ContainerQuota&) const = default;
+};
+
+// A device as HAMi's device plugin registered it for sharing.
+struct DeviceShare {
+  std::string uuid, type;
+  int64_t split_count = 0;
+  int64_t memory_bytes = 0;
+  double core_ratio = 0;
+  bool healthy = false;
+  bool operator==(const DeviceShare&) const = default;
 };
 
 // One PCI function as the `pci` HAL backend last read it (docs/hal.md), joined
@@ -137,6 +169,12 @@ class DeviceRegistry : public prometheus::Collectable {
   // Replaces the kubelet's view of which containers hold which devices.
   void SetPodAssignments(std::vector<PodAssignment> pods);
   std::vector<PodAssignment> PodAssignments() const;
+  // The API server's view (docs/kubernetes.md): pod labels for
+  // xpu_device_pod_info, HAMi's grants (xpu_container_*_limit_*) and
+  // registered shares (xpu_device_split_count...). Each replaces the last.
+  void SetPodMetadata(std::vector<PodMetadata> pods);
+  void SetContainerQuotas(std::vector<ContainerQuota> quotas);
+  void SetDeviceShares(std::vector<DeviceShare> shares);
 
   std::vector<prometheus::MetricFamily> Collect() const override;
 
@@ -148,6 +186,11 @@ class DeviceRegistry : public prometheus::Collectable {
   std::vector<HalDeviceView> hal_;   // guarded by mu_
   std::vector<PodAssignment> pods_;  // guarded by mu_
   std::vector<PciDeviceView> pci_;   // guarded by mu_
+  std::map<std::pair<std::string, std::string>, std::vector<std::pair<std::string, std::string>>>
+      pod_labels_;                      // (namespace, pod) -> labels; guarded by mu_
+  std::vector<ContainerQuota> quotas_;  // guarded by mu_
+  std::vector<DeviceShare> shares_;     // guarded by mu_
+  std::string MinorOfLocked(const std::string& uuid) const;
   std::vector<HalDeviceView> MergedHalLocked() const;
   DevicesListener listener_;  // set before writers start
 };

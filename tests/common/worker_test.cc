@@ -51,6 +51,17 @@ TEST(WorkerTest, AlarmRungFromAnotherThreadWakesTheSleeper) {
   w.Stop();
 }
 
+TEST(LogOnceTest, ClearPrefixClearsThatFamilyOnly) {
+  LogOnce log;
+  log.Raise("watch:403");
+  log.Raise("watch:0");
+  log.Raise("node:403");
+  EXPECT_EQ(log.ClearPrefix("watch:"), 2u);
+  EXPECT_EQ(log.ClearPrefix("watch:"), 0u);
+  EXPECT_FALSE(log.Raise("node:403"));  // still raised
+  EXPECT_TRUE(log.Raise("watch:403"));
+}
+
 TEST(LogOnceTest, RaisesOnceUntilCleared) {
   LogOnce log;
   EXPECT_TRUE(log.Raise("a"));

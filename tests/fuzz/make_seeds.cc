@@ -66,6 +66,15 @@ int main(int argc, char** argv) {
   d->add_device_ids("GPU-0123");
   d->add_device_ids("GPU-0123::1");
   Write(dir + "/pod_resources/seed-0", pods.SerializeAsString());
+  auto* dra = c->add_dynamic_resources();
+  dra->set_claim_name("gpus");
+  dra->set_claim_namespace("ml");
+  auto* res = dra->add_claim_resources();
+  res->set_driver_name("xpu.lingjun.com");
+  res->set_pool_name("node-a");
+  res->set_device_name("xpu-1");
+  res->add_cdi_devices()->set_name("lingjun.com/xpu=xpu-1");
+  Write(dir + "/pod_resources/seed-dra", pods.SerializeAsString());
   std::cout << "seeds written under " << dir << "\n";
   return 0;
 }

@@ -128,6 +128,23 @@ bool ControlHandler::handlePost(CivetServer*, mg_connection* conn) {
       return ReplyStatus(conn, xpu::Status::InvalidArgument("body is not an AllocateRequest"));
     const xdm::api::AllocateResponse resp = sim_->fleet().Allocate(req);
     if (resp.status() != 0) return ReplyStatus(conn, xpu::Status::InvalidArgument(resp.message()));
+  } else if (path == "/control/claim") {
+    // A DRA claim for the stand-in kubelet: pod (required), namespace,
+    // container, claim, driver, pool, device, cdi [names].
+    DraClaim c;
+    try {
+      c.pod = body.at("pod").get<std::string>();
+      c.namespace_ = body.value("namespace", c.namespace_);
+      c.container = body.value("container", c.container);
+      c.claim = body.value("claim", "");
+      c.driver = body.value("driver", "");
+      c.pool = body.value("pool", "");
+      c.device = body.value("device", "");
+      c.cdi = body.value("cdi", std::vector<std::string>{});
+    } catch (const nlohmann::json::exception& e) {
+      return ReplyStatus(conn, xpu::Status::InvalidArgument(e.what()));
+    }
+    sim_->AddClaim(std::move(c));
   } else if (path == "/control/garbage") {
     if (!body.contains("enabled") || !body["enabled"].is_boolean())
       return ReplyStatus(conn, xpu::Status::InvalidArgument("missing boolean field 'enabled'"));
@@ -186,6 +203,16 @@ bool ControlHandler::handlePost(CivetServer*, mg_connection* conn) {
 }
 
 bool ControlHandler::handleDelete(CivetServer*, mg_connection* conn) {
+  if (Path(conn) == "/control/claim") {  // ?pod=NAME: that pod's claims go
+    const mg_request_info* info = mg_get_request_info(conn);
+    const std::string query = info->query_string ? info->query_string : "";
+    char pod[256] = {0};
+    if (mg_get_var(query.c_str(), query.size(), "pod", pod, sizeof pod) <= 0)
+      return ReplyStatus(conn, xpu::Status::InvalidArgument("missing query parameter 'pod'"));
+    if (sim_->RemoveClaims(pod) == 0)
+      return ReplyStatus(conn, xpu::Status::NotFound(std::string("no claims of pod ") + pod));
+    return ReplyStatus(conn, xpu::Status::Ok());
+  }
   if (Path(conn) != "/control/fault") {
     Reply(conn, 404, {{"ok", false}, {"error", "unknown path"}});
     return true;

@@ -219,6 +219,21 @@ class KubeletService final : public v1::PodResourcesLister::Service {
       d->set_resource_name("lingjun.com/xpu");
       for (const auto& u : uuids) d->add_device_ids(u);
     }
+    for (const DraClaim& claim : sim_->Claims()) {
+      auto* pod = resp->add_pod_resources();
+      pod->set_name(claim.pod);
+      pod->set_namespace_(claim.namespace_);
+      auto* c = pod->add_containers();
+      c->set_name(claim.container);
+      auto* dr = c->add_dynamic_resources();
+      dr->set_claim_name(claim.claim);
+      dr->set_claim_namespace(claim.namespace_);
+      auto* res = dr->add_claim_resources();
+      res->set_driver_name(claim.driver);
+      res->set_pool_name(claim.pool);
+      res->set_device_name(claim.device);
+      for (const std::string& n : claim.cdi) res->add_cdi_devices()->set_name(n);
+    }
     return Status::OK;
   }
 

@@ -15,6 +15,21 @@ namespace xdmsim {
 
 namespace fs = std::filesystem;
 
+void Simulator::AddClaim(DraClaim claim) {
+  std::lock_guard<std::mutex> lock(claims_mu_);
+  claims_.push_back(std::move(claim));
+}
+
+size_t Simulator::RemoveClaims(const std::string& pod) {
+  std::lock_guard<std::mutex> lock(claims_mu_);
+  return std::erase_if(claims_, [&](const DraClaim& c) { return c.pod == pod; });
+}
+
+std::vector<DraClaim> Simulator::Claims() const {
+  std::lock_guard<std::mutex> lock(claims_mu_);
+  return claims_;
+}
+
 int64_t NowMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
              std::chrono::system_clock::now().time_since_epoch())

@@ -39,6 +39,14 @@ struct SimOptions {
                            // the send time in microseconds since the epoch (freshness)
 };
 
+// A DRA claim's device as the stand-in kubelet reports it in a container's
+// dynamic_resources (docs/simulator.md); any field may be empty.
+struct DraClaim {
+  std::string pod, namespace_ = "default", container = "main";
+  std::string claim, driver, pool, device;
+  std::vector<std::string> cdi;
+};
+
 // Signals shared by the services and the control API: a tick counter that
 // streams wait on, the pause switch, the stream-break generation and shutdown.
 // Thread-safe.
@@ -113,6 +121,10 @@ class Simulator {
   // every push re-serves the last snapshot (same sequence and timestamps),
   // like a daemon whose collector hung behind a live gRPC server.
   void SetReplay(bool on) { replay_ = on; }
+  // DRA claims served by the stand-in kubelet beside the allocations.
+  void AddClaim(DraClaim claim);
+  size_t RemoveClaims(const std::string& pod);  // how many went
+  std::vector<DraClaim> Claims() const;
 
  private:
   void TickLoop();
@@ -132,6 +144,8 @@ class Simulator {
   int control_port_ = 0;
   std::thread ticker_;
   std::mutex hal_mu_;  // serialises HAL tree writes
+  mutable std::mutex claims_mu_;
+  std::vector<DraClaim> claims_;  // guarded by claims_mu_
 };
 
 // Milliseconds since the Unix epoch.

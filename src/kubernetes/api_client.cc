@@ -1,0 +1,177 @@
+#include "kubernetes/api_client.h"
+
+#include <curl/curl.h>
+
+#include <memory>
+#include <mutex>
+
+#include "common/file_util.h"
+
+namespace xpu::kubernetes {
+namespace {
+
+constexpr size_t kMaxTokenBytes = 64 * 1024;
+constexpr long kConnectTimeoutSeconds = 5;
+
+void GlobalInit() {
+  static std::once_flag once;
+  std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
+}
+
+struct Transfer {
+  size_t max = 0;  // Get: body cap; Stream: line cap
+  bool streaming = false;
+  std::string data;  // Get: the body; Stream: the line in progress
+  const std::function<bool(std::string_view)>* on_line = nullptr;
+  const std::function<bool()>* stop = nullptr;
+  const std::function<void(long)>* on_status = nullptr;
+  long status = 0;
+  std::string limit_error;  // set when a cap was hit
+};
+
+size_t OnData(char* ptr, size_t size, size_t n, void* user) {
+  auto* t = static_cast<Transfer*>(user);
+  const size_t len = size * n;
+  std::string_view in(ptr, len);
+  if (!t->streaming) {
+    if (t->data.size() + len > t->max) {
+      t->limit_error = "answer larger than " + std::to_string(t->max) + " bytes";
+      return 0;  // aborts the transfer
+    }
+    t->data.append(in);
+    return len;
+  }
+  // A watch: only 200 answers are events; anything else is kept as a body.
+  while (!in.empty()) {
+    const size_t nl = in.find('\n');
+    const std::string_view part = in.substr(0, nl);
+    if (t->data.size() + part.size() > t->max) {
+      t->limit_error = "watch event larger than " + std::to_string(t->max) + " bytes";
+      return 0;
+    }
+    t->data.append(part);
+    if (nl == std::string_view::npos) break;
+    in.remove_prefix(nl + 1);
+    if (t->status == 200 && !t->data.empty() && !(*t->on_line)(t->data)) return 0;
+    if (t->status == 200)
+      t->data.clear();
+    else
+      t->data += '\n';
+  }
+  return len;
+}
+
+int OnProgress(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
+  auto* t = static_cast<Transfer*>(user);
+  return t->stop != nullptr && (*t->stop)() ? 1 : 0;
+}
+
+size_t OnHeader(char* ptr, size_t size, size_t n, void* user) {
+  auto* t = static_cast<Transfer*>(user);
+  std::string_view h(ptr, size * n);
+  // "HTTP/1.1 200 OK": the status, known before the body arrives.
+  if (h.substr(0, 5) == "HTTP/") {
+    const size_t sp = h.find(' ');
+    if (sp != std::string_view::npos) t->status = std::strtol(h.data() + sp + 1, nullptr, 10);
+  } else if (h == "\r\n" && t->on_status != nullptr) {  // the end of the headers
+    (*t->on_status)(t->status);
+  }
+  return size * n;
+}
+
+}  // namespace
+
+ApiClient::ApiClient(std::string base_url, std::string token_file, std::string ca_file)
+    : base_url_(std::move(base_url)),
+      token_file_(std::move(token_file)),
+      ca_file_(std::move(ca_file)) {
+  GlobalInit();
+}
+
+std::string ApiClient::Escape(std::string_view s) {
+  GlobalInit();
+  std::unique_ptr<char, decltype(&curl_free)> e(
+      curl_easy_escape(nullptr, s.data(), static_cast<int>(s.size())), &curl_free);
+  return e ? std::string(e.get()) : std::string();
+}
+
+namespace {
+
+HttpResult Perform(const std::string& url, const std::string& token_file,
+                   const std::string& ca_file, std::chrono::seconds timeout, Transfer* t) {
+  HttpResult r;
+  std::string token;
+  if (!token_file.empty()) {
+    Status s = ReadTextFile(token_file, "service-account token", &token, kMaxTokenBytes);
+    if (!s.ok()) {
+      r.error = s.message();
+      return r;
+    }
+    while (!token.empty() && (token.back() == '\n' || token.back() == '\r' || token.back() == ' '))
+      token.pop_back();
+  }
+  std::unique_ptr<CURL, decltype(&curl_easy_cleanup)> curl(curl_easy_init(), &curl_easy_cleanup);
+  if (!curl) {
+    r.error = "curl_easy_init failed";
+    return r;
+  }
+  CURL* c = curl.get();
+  curl_slist* headers = nullptr;
+  headers = curl_slist_append(headers, "Accept: application/json");
+  const std::string auth = "Authorization: Bearer " + token;
+  if (!token.empty()) headers = curl_slist_append(headers, auth.c_str());
+  std::unique_ptr<curl_slist, decltype(&curl_slist_free_all)> hold(headers, &curl_slist_free_all);
+  char err[CURL_ERROR_SIZE] = {0};
+  curl_easy_setopt(c, CURLOPT_URL, url.c_str());
+  curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers);
+  curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(c, CURLOPT_ERRORBUFFER, err);
+  curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, kConnectTimeoutSeconds);
+  curl_easy_setopt(c, CURLOPT_TIMEOUT, static_cast<long>(timeout.count()));
+  curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "https,http");
+  curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
+  if (!ca_file.empty()) curl_easy_setopt(c, CURLOPT_CAINFO, ca_file.c_str());
+  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, &OnData);
+  curl_easy_setopt(c, CURLOPT_WRITEDATA, t);
+  curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, &OnHeader);
+  curl_easy_setopt(c, CURLOPT_HEADERDATA, t);
+  curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
+  curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, &OnProgress);
+  curl_easy_setopt(c, CURLOPT_XFERINFODATA, t);
+  const CURLcode rc = curl_easy_perform(c);
+  long status = 0;
+  curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+  r.status = status;
+  r.body = std::move(t->data);
+  if (!t->limit_error.empty()) {
+    r.error = t->limit_error;
+  } else if (rc != CURLE_OK && !(rc == CURLE_WRITE_ERROR && t->streaming) &&
+             !(rc == CURLE_ABORTED_BY_CALLBACK && t->stop != nullptr)) {
+    r.error = err[0] != '\0' ? err : curl_easy_strerror(rc);
+  }
+  return r;
+}
+
+}  // namespace
+
+HttpResult ApiClient::Get(const std::string& path, size_t max_bytes,
+                          std::chrono::seconds timeout) const {
+  Transfer t;
+  t.max = max_bytes;
+  return Perform(base_url_ + path, token_file_, ca_file_, timeout, &t);
+}
+
+HttpResult ApiClient::Stream(const std::string& path, size_t max_line, std::chrono::seconds timeout,
+                             const std::function<void(long)>& on_status,
+                             const std::function<bool(std::string_view)>& on_line,
+                             const std::function<bool()>& stop) const {
+  Transfer t;
+  t.on_status = &on_status;
+  t.max = max_line;
+  t.streaming = true;
+  t.on_line = &on_line;
+  t.stop = &stop;
+  return Perform(base_url_ + path, token_file_, ca_file_, timeout, &t);
+}
+
+}  // namespace xpu::kubernetes

@@ -1,0 +1,48 @@
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <string>
+#include <string_view>
+
+namespace xpu::kubernetes {
+
+// One answer of the API server.
+struct HttpResult {
+  long status = 0;    // HTTP status; 0: no answer (error says why)
+  std::string body;   // Get: the body; Stream: the last partial line, if any
+  std::string error;  // transport failure or a limit hit; empty when none
+  bool ok() const { return error.empty() && status == 200; }
+};
+
+// HTTPS GETs to the Kubernetes API server with libcurl: the bearer token
+// re-read from `token_file` on every request (projected service-account
+// tokens rotate), the server checked against `ca_file`. Holds no connection
+// between calls; one instance per calling thread.
+class ApiClient {
+ public:
+  ApiClient(std::string base_url, std::string token_file, std::string ca_file);
+
+  // GET base_url + path; at most max_bytes of body (else an error).
+  HttpResult Get(const std::string& path, size_t max_bytes, std::chrono::seconds timeout) const;
+
+  // A watch: GET base_url + path and call on_line with each newline-ended
+  // line as it arrives (each at most max_line bytes, else an error). Ends
+  // when the server closes the stream, on_line returns false, `stop` returns
+  // true (checked about once a second), `timeout` passes, or on an error.
+  // `on_status` is told the HTTP status as soon as it arrives (a watch that
+  // opened is a working source long before it ends). A non-200 answer's
+  // body is in `body`.
+  HttpResult Stream(const std::string& path, size_t max_line, std::chrono::seconds timeout,
+                    const std::function<void(long)>& on_status,
+                    const std::function<bool(std::string_view)>& on_line,
+                    const std::function<bool()>& stop) const;
+
+  // `s` escaped for a URL query.
+  static std::string Escape(std::string_view s);
+
+ private:
+  const std::string base_url_, token_file_, ca_file_;
+};
+
+}  // namespace xpu::kubernetes

@@ -1,0 +1,465 @@
+#include "kubernetes/pod_watcher.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <random>
+
+#include "common/label.h"
+#include "kubernetes/hami.h"
+
+namespace xpu::kubernetes {
+namespace {
+
+using Json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+constexpr std::chrono::seconds kRequestTimeout{30};
+// A watch that ends this soon with no event is a failure, not a normal end:
+// without this, a server that closes at once would be asked in a tight loop.
+constexpr std::chrono::seconds kShortestWatch{1};
+constexpr double kBytesPerMib = 1024.0 * 1024.0;
+
+const std::string* StringAt(const Json& j, const char* a, const char* b) {
+  if (!j.is_object() || !j.contains(a) || !j[a].is_object()) return nullptr;
+  const Json& o = j[a];
+  if (!o.contains(b) || !o[b].is_string()) return nullptr;
+  return o[b].get_ptr<const std::string*>();
+}
+
+std::string Describe(const HttpResult& r) {
+  if (!r.error.empty()) return r.error;
+  std::string body = r.body.substr(0, 200);
+  SanitizeLabelValue(&body, 200);
+  std::string hint;
+  if (r.status == 401) hint = " (the service-account token was refused)";
+  if (r.status == 403) hint = " (RBAC must allow get/list/watch pods and get nodes)";
+  return "HTTP " + std::to_string(r.status) + hint + ": " + body;
+}
+
+}  // namespace
+
+Status LabelFilter::Make(const std::vector<std::string>& patterns, LabelFilter* out) {
+  LabelFilter f;
+  for (const std::string& p : patterns) {
+    try {
+      f.patterns_.emplace_back(p, std::regex::ECMAScript | std::regex::optimize);
+    } catch (const std::regex_error& e) {
+      return Status::InvalidArgument("pod label pattern '" + p +
+                                     "' is not a valid regex: " + e.what());
+    }
+  }
+  *out = std::move(f);
+  return Status::Ok();
+}
+
+bool LabelFilter::Allows(const std::string& name) const {
+  for (const std::regex& r : patterns_)
+    if (std::regex_match(name, r)) return true;
+  return false;
+}
+
+std::string LabelFilter::ExportName(std::string_view name) {
+  std::string out = "label_";
+  for (char c : name) out += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+  return out;
+}
+
+Status ParsePod(const Json& pod, const LabelFilter& filter, PodRecord* out) {
+  const std::string* ns = StringAt(pod, "metadata", "namespace");
+  const std::string* name = StringAt(pod, "metadata", "name");
+  if (ns == nullptr || name == nullptr)
+    return Status::InvalidArgument("not a pod: no metadata.namespace and metadata.name");
+  PodRecord r;
+  r.namespace_ = *ns;
+  r.name = *name;
+  SanitizeLabelValue(&r.namespace_, kMaxLabelValueBytes);
+  SanitizeLabelValue(&r.name, kMaxLabelValueBytes);
+  const Json& meta = pod["metadata"];
+  if (!filter.empty() && meta.contains("labels") && meta["labels"].is_object()) {
+    for (const auto& [key, value] : meta["labels"].items()) {
+      if (!value.is_string() || !filter.Allows(key)) continue;
+      if (r.labels.size() >= kMaxLabelsPerPod) break;
+      std::string v = value.get<std::string>();
+      SanitizeLabelValue(&v, kMaxLabelValueBytes);
+      r.labels.emplace_back(LabelFilter::ExportName(key), std::move(v));
+    }
+    std::sort(r.labels.begin(), r.labels.end());
+    // Two names that export alike ("a.b", "a-b"): the first wins.
+    r.labels.erase(std::unique(r.labels.begin(), r.labels.end(),
+                               [](const auto& a, const auto& b) { return a.first == b.first; }),
+                   r.labels.end());
+  }
+  // A finished pod holds no device any more.
+  const std::string* phase = StringAt(pod, "status", "phase");
+  const bool finished = phase != nullptr && (*phase == "Succeeded" || *phase == "Failed");
+  std::vector<std::string> containers;
+  if (pod.contains("spec") && pod["spec"].is_object() && pod["spec"].contains("containers") &&
+      pod["spec"]["containers"].is_array()) {
+    for (const Json& c : pod["spec"]["containers"]) {
+      std::string n = c.is_object() && c.contains("name") && c["name"].is_string()
+                          ? c["name"].get<std::string>()
+                          : std::string();
+      SanitizeLabelValue(&n, kMaxLabelValueBytes);
+      containers.push_back(std::move(n));
+    }
+  }
+  if (meta.contains("annotations") && meta["annotations"].is_object()) {
+    for (const auto& [key, value] : meta["annotations"].items()) {
+      if (!hami::IsAllocatedAnnotation(key)) continue;
+      std::vector<std::vector<hami::Grant>> grants;
+      if (!value.is_string() || !hami::ParseAllocated(value.get<std::string>(), &grants).ok() ||
+          grants.size() > std::max<size_t>(containers.size(), 1)) {
+        r.bad_annotation = true;
+        continue;
+      }
+      if (finished) continue;
+      for (size_t i = 0; i < grants.size(); ++i) {
+        for (const hami::Grant& g : grants[i]) {
+          store::ContainerQuota q;
+          q.uuid = g.uuid;
+          q.namespace_ = r.namespace_;
+          q.pod = r.name;
+          q.container = i < containers.size() ? containers[i] : std::string();
+          q.memory_bytes = g.memory_mib * static_cast<int64_t>(kBytesPerMib);
+          q.core_ratio = static_cast<double>(g.cores) / 100.0;
+          r.quotas.push_back(std::move(q));
+        }
+      }
+    }
+  }
+  *out = std::move(r);
+  return Status::Ok();
+}
+
+std::vector<store::DeviceShare> ParseNodeShares(const Json& node, int* bad) {
+  std::vector<store::DeviceShare> out;
+  if (!node.is_object() || !node.contains("metadata") || !node["metadata"].is_object() ||
+      !node["metadata"].contains("annotations") || !node["metadata"]["annotations"].is_object())
+    return out;
+  for (const auto& [key, value] : node["metadata"]["annotations"].items()) {
+    if (!hami::IsRegisterAnnotation(key)) continue;
+    std::vector<hami::Registered> devices;
+    if (!value.is_string() || !hami::ParseRegister(value.get<std::string>(), &devices).ok()) {
+      ++*bad;
+      continue;
+    }
+    for (const hami::Registered& d : devices) {
+      if (out.size() >= hami::kMaxNodeDevices) break;
+      store::DeviceShare s;
+      s.uuid = d.uuid;
+      s.type = d.type;
+      s.split_count = d.split_count;
+      s.memory_bytes = d.memory_mib * static_cast<int64_t>(kBytesPerMib);
+      s.core_ratio = static_cast<double>(d.cores) / 100.0;
+      s.healthy = d.healthy;
+      out.push_back(std::move(s));
+    }
+  }
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.uuid < b.uuid; });
+  return out;
+}
+
+WatchEvent ParseEvent(std::string_view line) {
+  WatchEvent e;
+  Json j = Json::parse(line, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object() || !j.contains("type") || !j["type"].is_string() || !j.contains("object") ||
+      !j["object"].is_object())
+    return e;
+  const std::string& type = j["type"].get_ref<const std::string&>();
+  if (type == "ADDED")
+    e.type = WatchEvent::Type::kAdded;
+  else if (type == "MODIFIED")
+    e.type = WatchEvent::Type::kModified;
+  else if (type == "DELETED")
+    e.type = WatchEvent::Type::kDeleted;
+  else if (type == "BOOKMARK")
+    e.type = WatchEvent::Type::kBookmark;
+  else if (type == "ERROR")
+    e.type = WatchEvent::Type::kError;
+  else
+    return e;
+  e.object = std::move(j["object"]);
+  if (const std::string* rv = StringAt(e.object, "metadata", "resourceVersion"))
+    e.resource_version = *rv;
+  if (e.type == WatchEvent::Type::kError)
+    e.error_code = e.object.contains("code") && e.object["code"].is_number_integer()
+                       ? e.object["code"].get<int>()
+                       : 0;
+  return e;
+}
+
+std::string ResolveApiServer(const KubernetesOptions& options, std::string* why_off) {
+  if (options.api_server.empty()) {
+    *why_off = "--kubernetes.api-server is empty";
+    return {};
+  }
+  if (options.api_server != "auto") return options.api_server;
+  const char* host = std::getenv("KUBERNETES_SERVICE_HOST");
+  const char* port = std::getenv("KUBERNETES_SERVICE_PORT");
+  if (host == nullptr || port == nullptr || *host == '\0' || *port == '\0') {
+    *why_off = "not in a cluster (KUBERNETES_SERVICE_HOST/PORT unset)";
+    return {};
+  }
+  std::error_code ec;
+  if (!std::filesystem::exists(options.token_file, ec)) {
+    *why_off = "no service-account token at " + options.token_file;
+    return {};
+  }
+  if (options.node_name.empty()) {
+    *why_off = "the node name is unknown (--kubernetes.node-name or NODE_NAME)";
+    return {};
+  }
+  const std::string h = host;
+  return "https://" + (h.find(':') != std::string::npos ? "[" + h + "]" : h) + ":" + port;
+}
+
+PodWatcher::PodWatcher(const KubernetesOptions& options, std::string base_url,
+                       store::DeviceRegistry* registry, prometheus::Registry* self_metrics)
+    : options_(options),
+      base_url_(std::move(base_url)),
+      registry_(registry),
+      collectors_(*self_metrics),
+      pods_gauge_(prometheus::BuildGauge()
+                      .Name("xpu_kubernetes_pods")
+                      .Help("Pods on this node in the API server's last word (watched).")
+                      .Register(*self_metrics)
+                      .Add({})),
+      malformed_(prometheus::BuildCounter()
+                     .Name("xpu_kubernetes_malformed_total")
+                     .Help("API-server data that did not parse and was skipped: what is event, "
+                           "pod, list, node, allocated_annotation or register_annotation.")
+                     .Register(*self_metrics)),
+      restarts_(prometheus::BuildCounter()
+                    .Name("xpu_kubernetes_watch_restarts_total")
+                    .Help("Pod watches ended and started again: reason is closed (the server's "
+                          "timeout; resumed), gone (410: re-listed) or error (backed off).")
+                    .Register(*self_metrics)),
+      backoff_(std::chrono::seconds(1), 2.0, std::chrono::seconds(30), 0.2,
+               [gen = std::mt19937_64(std::random_device{}())]() mutable {
+                 return std::uniform_real_distribution<double>(0, 1)(gen);
+               }) {
+  if (options_.node_name.empty())
+    throw std::invalid_argument("the API-server watch needs the node name");
+  if (Status s = LabelFilter::Make(options_.pod_labels, &labels_); !s.ok())
+    throw std::invalid_argument(s.message());
+  for (const char* what :
+       {"event", "pod", "list", "node", "allocated_annotation", "register_annotation"})
+    malformed_.Add({{"what", what}});
+  for (const char* reason : {"closed", "gone", "error"}) restarts_.Add({{"reason", reason}});
+}
+
+PodWatcher::~PodWatcher() { Stop(); }
+
+void PodWatcher::Start() {
+  spdlog::info("kubernetes: watching pods on node {} at {}", options_.node_name, base_url_);
+  worker_.Start([this] { WatchLoop(); });
+  worker_.Start([this] { NodeLoop(); });
+}
+
+void PodWatcher::Stop() { worker_.Stop(); }
+
+std::string PodWatcher::PodsPath() const {
+  return "/api/v1/pods?fieldSelector=" + ApiClient::Escape("spec.nodeName=" + options_.node_name);
+}
+
+void PodWatcher::Failed(const std::string& what, const HttpResult& r) {
+  collectors_.Record(what == "node" ? "apiserver_node" : "apiserver_pods", false,
+                     Clock::duration::zero());
+  if (said_.Raise(what + ":" + std::to_string(r.status)))
+    spdlog::warn("kubernetes: {} failed: {}", what, Describe(r));
+}
+
+void PodWatcher::Recovered(const std::string& what) {
+  if (said_.ClearPrefix(what + ":") > 0) spdlog::info("kubernetes: {} works again", what);
+}
+
+void PodWatcher::WatchLoop() {
+  bool need_list = true;
+  while (!worker_.stopping()) {
+    if (need_list) {
+      if (!List()) {
+        if (!worker_.SleepFor(backoff_.Next())) return;
+        continue;
+      }
+      need_list = false;
+    }
+    switch (Watch()) {
+      case WatchEnd::kStopped:
+        return;
+      case WatchEnd::kClosed:
+        restarts_.Add({{"reason", "closed"}}).Increment();
+        backoff_.Reset();
+        break;
+      case WatchEnd::kGone:
+        restarts_.Add({{"reason", "gone"}}).Increment();
+        spdlog::info("kubernetes: resourceVersion {} expired (410 Gone); listing again",
+                     resource_version_);
+        need_list = true;
+        break;
+      case WatchEnd::kFailed:
+        restarts_.Add({{"reason", "error"}}).Increment();
+        if (!worker_.SleepFor(backoff_.Next())) return;
+        break;
+    }
+  }
+}
+
+bool PodWatcher::List() {
+  const ApiClient client(base_url_, options_.token_file, options_.ca_file);
+  const auto t0 = Clock::now();
+  std::map<std::pair<std::string, std::string>, PodRecord> pods;
+  std::string rv, cont;
+  bool limited = false;
+  do {
+    std::string path = PodsPath() + "&limit=" + std::to_string(kListPageSize);
+    if (!cont.empty()) path += "&continue=" + ApiClient::Escape(cont);
+    HttpResult r = client.Get(path, kMaxListBytes, kRequestTimeout);
+    if (!r.ok()) {
+      spdlog::debug("kubernetes: list failed: HTTP {} {}", r.status, r.error);
+      Failed("list", r);
+      return false;
+    }
+    Json j = Json::parse(r.body, nullptr, /*allow_exceptions=*/false);
+    if (!j.is_object() || !j.contains("items") || !j["items"].is_array()) {
+      malformed_.Add({{"what", "list"}}).Increment();
+      Failed("list", HttpResult{r.status, {}, "the answer is not a PodList"});
+      return false;
+    }
+    if (rv.empty())
+      if (const std::string* v = StringAt(j, "metadata", "resourceVersion")) rv = *v;
+    const std::string* c = StringAt(j, "metadata", "continue");
+    cont = c != nullptr ? *c : std::string();
+    for (const Json& item : j["items"]) {
+      PodRecord rec;
+      if (!ParsePod(item, labels_, &rec).ok()) {
+        malformed_.Add({{"what", "pod"}}).Increment();
+        continue;
+      }
+      if (rec.bad_annotation) malformed_.Add({{"what", "allocated_annotation"}}).Increment();
+      if (pods.size() >= kMaxPods) {
+        limited = true;
+        continue;
+      }
+      auto key = std::make_pair(rec.namespace_, rec.name);
+      pods[key] = std::move(rec);
+    }
+  } while (!cont.empty() && !worker_.stopping());
+  if (limited && said_.Raise("pod-limit"))
+    spdlog::warn("kubernetes: more than {} pods on node {}; the rest are ignored", kMaxPods,
+                 options_.node_name);
+  pods_ = std::move(pods);
+  resource_version_ = rv;
+  spdlog::debug("kubernetes: listed {} pods at resourceVersion {}", pods_.size(), rv);
+  collectors_.Record("apiserver_pods", true, Clock::now() - t0);
+  Recovered("list");
+  Publish();
+  return true;
+}
+
+PodWatcher::WatchEnd PodWatcher::Watch() {
+  const ApiClient client(base_url_, options_.token_file, options_.ca_file);
+  const std::string path = PodsPath() + "&watch=true&allowWatchBookmarks=true&resourceVersion=" +
+                           ApiClient::Escape(resource_version_) +
+                           "&timeoutSeconds=" + std::to_string(kWatchTimeoutSeconds);
+  const auto t0 = Clock::now();
+  bool gone = false;
+  bool error_event = false;
+  int events = 0;
+  HttpResult r = client.Stream(
+      path, kMaxEventBytes, std::chrono::seconds(kWatchTimeoutSeconds + 30),
+      [&](long status) {
+        if (status != 200) return;
+        collectors_.Record("apiserver_pods", true, Clock::now() - t0);
+        Recovered("watch");
+      },
+      [&](std::string_view line) {
+        WatchEvent e = ParseEvent(line);
+        switch (e.type) {
+          case WatchEvent::Type::kInvalid:
+            malformed_.Add({{"what", "event"}}).Increment();
+            return true;
+          case WatchEvent::Type::kError:
+            gone = e.error_code == 410;
+            error_event = !gone;
+            return false;
+          default:
+            ++events;
+            return ApplyEvent(e);
+        }
+      },
+      [this] { return worker_.stopping(); });
+  spdlog::debug("kubernetes: watch from {} ended: HTTP {}, {} events{}{}", resource_version_,
+                r.status, events, r.error.empty() ? "" : ", ", r.error);
+  if (worker_.stopping()) return WatchEnd::kStopped;
+  if (gone || r.status == 410) return WatchEnd::kGone;
+  if (error_event) r.error = "the watch sent an ERROR event";
+  if (r.status != 200 || !r.error.empty()) {
+    Failed("watch", r);
+    return WatchEnd::kFailed;
+  }
+  if (events == 0 && Clock::now() - t0 < kShortestWatch) return WatchEnd::kFailed;
+  return WatchEnd::kClosed;
+}
+
+bool PodWatcher::ApplyEvent(const WatchEvent& e) {
+  if (!e.resource_version.empty()) resource_version_ = e.resource_version;
+  if (e.type == WatchEvent::Type::kBookmark) return true;
+  PodRecord rec;
+  if (!ParsePod(e.object, labels_, &rec).ok()) {
+    malformed_.Add({{"what", "pod"}}).Increment();
+    return true;
+  }
+  if (rec.bad_annotation) malformed_.Add({{"what", "allocated_annotation"}}).Increment();
+  auto key = std::make_pair(rec.namespace_, rec.name);
+  if (e.type == WatchEvent::Type::kDeleted) {
+    pods_.erase(key);
+  } else if (pods_.count(key) != 0 || pods_.size() < kMaxPods) {
+    pods_[key] = std::move(rec);
+  } else if (said_.Raise("pod-limit")) {
+    spdlog::warn("kubernetes: more than {} pods on node {}; the rest are ignored", kMaxPods,
+                 options_.node_name);
+  }
+  Publish();
+  return true;
+}
+
+void PodWatcher::Publish() {
+  std::vector<store::PodMetadata> meta;
+  std::vector<store::ContainerQuota> quotas;
+  for (const auto& [key, p] : pods_) {
+    if (!p.labels.empty()) meta.push_back({p.namespace_, p.name, p.labels});
+    quotas.insert(quotas.end(), p.quotas.begin(), p.quotas.end());
+  }
+  registry_->SetPodMetadata(std::move(meta));
+  registry_->SetContainerQuotas(std::move(quotas));
+  pods_gauge_.Set(static_cast<double>(pods_.size()));
+}
+
+void PodWatcher::NodeLoop() {
+  const ApiClient client(base_url_, options_.token_file, options_.ca_file);
+  do {
+    const auto t0 = Clock::now();
+    HttpResult r = client.Get("/api/v1/nodes/" + ApiClient::Escape(options_.node_name),
+                              kMaxNodeBytes, kRequestTimeout);
+    if (!r.ok()) {
+      Failed("node", r);
+      continue;
+    }
+    Json j = Json::parse(r.body, nullptr, /*allow_exceptions=*/false);
+    if (!j.is_object()) {
+      malformed_.Add({{"what", "node"}}).Increment();
+      Failed("node", HttpResult{r.status, {}, "the answer is not a Node"});
+      continue;
+    }
+    int bad = 0;
+    registry_->SetDeviceShares(ParseNodeShares(j, &bad));
+    if (bad > 0) malformed_.Add({{"what", "register_annotation"}}).Increment(bad);
+    collectors_.Record("apiserver_node", true, Clock::now() - t0);
+    Recovered("node");
+  } while (worker_.SleepFor(options_.node_interval));
+}
+
+}  // namespace xpu::kubernetes

@@ -1,0 +1,131 @@
+#pragma once
+
+#include <prometheus/counter.h>
+#include <prometheus/gauge.h>
+#include <prometheus/registry.h>
+
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/backoff.h"
+#include "common/collector_metrics.h"
+#include "common/status.h"
+#include "common/worker.h"
+#include "kubernetes/api_client.h"
+#include "kubernetes/options.h"
+#include "store/device_registry.h"
+
+// Pod metadata from the Kubernetes API server (docs/kubernetes.md): one
+// list-then-watch of the pods on this node, and this node's object now and
+// then, feeding pod labels and HAMi's shared-device quotas to the
+// DeviceRegistry.
+namespace xpu::kubernetes {
+
+// Limits on what the API server can make us hold (docs/reliability.md).
+inline constexpr size_t kMaxPods = 4096;           // on one node
+inline constexpr size_t kMaxListBytes = 64 << 20;  // one list page
+inline constexpr size_t kMaxEventBytes = 4 << 20;  // one watch line
+inline constexpr size_t kMaxNodeBytes = 8 << 20;   // the node object
+inline constexpr size_t kMaxLabelsPerPod = 64;
+inline constexpr size_t kMaxLabelValueBytes = 256;
+inline constexpr int kListPageSize = 500;
+inline constexpr int kWatchTimeoutSeconds = 240;  // the server ends a watch after this
+
+// Which pod labels are exported, and under which names: a label whose
+// whole name matches one of the regexes becomes label_<name> with every
+// character outside [a-zA-Z0-9_] made '_' (kube-state-metrics' naming).
+class LabelFilter {
+ public:
+  static Status Make(const std::vector<std::string>& patterns, LabelFilter* out);
+  bool empty() const { return patterns_.empty(); }
+  bool Allows(const std::string& name) const;
+  static std::string ExportName(std::string_view name);
+
+ private:
+  std::vector<std::regex> patterns_;
+};
+
+// One pod as the exporter keeps it.
+struct PodRecord {
+  std::string namespace_, name;
+  std::vector<std::pair<std::string, std::string>> labels;  // exported names, sorted
+  std::vector<store::ContainerQuota> quotas;                // HAMi grants
+  bool bad_annotation = false;  // a HAMi annotation did not parse (counted)
+};
+
+// A Pod object (JSON) to a record: allowlisted labels, and the grants of
+// hami.io/*-devices-allocated joined to spec.containers by position.
+// InvalidArgument when it is no pod (no metadata.namespace/name).
+Status ParsePod(const nlohmann::json& pod, const LabelFilter& labels, PodRecord* out);
+
+// The HAMi device register of a Node object (JSON); `bad` counts
+// annotations that did not parse.
+std::vector<store::DeviceShare> ParseNodeShares(const nlohmann::json& node, int* bad);
+
+// One line of a watch stream.
+struct WatchEvent {
+  enum class Type { kAdded, kModified, kDeleted, kBookmark, kError, kInvalid };
+  Type type = Type::kInvalid;
+  nlohmann::json object;
+  std::string resource_version;  // the object's metadata.resourceVersion
+  int error_code = 0;            // kError: the Status object's code (410: Gone)
+};
+WatchEvent ParseEvent(std::string_view line);
+
+// The base URL for the options: the flag's URL, or in-cluster for "auto"
+// (KUBERNETES_SERVICE_HOST/PORT set, the token file present and the node
+// name known), or empty: off. `why_off` says why auto found nothing.
+std::string ResolveApiServer(const KubernetesOptions& options, std::string* why_off);
+
+// Watches this node's pods and reads its node object, each on its own
+// thread, and publishes to the registry. Start()/Stop() from the owning
+// thread; metrics are thread-safe.
+class PodWatcher {
+ public:
+  // Throws std::invalid_argument for options Validate would refuse.
+  PodWatcher(const KubernetesOptions& options, std::string base_url,
+             store::DeviceRegistry* registry, prometheus::Registry* self_metrics);
+  ~PodWatcher();
+  PodWatcher(const PodWatcher&) = delete;
+  PodWatcher& operator=(const PodWatcher&) = delete;
+
+  void Start();
+  void Stop();
+
+ private:
+  enum class WatchEnd { kClosed, kGone, kFailed, kStopped };
+  void WatchLoop();
+  void NodeLoop();
+  bool List();
+  WatchEnd Watch();
+  bool ApplyEvent(const WatchEvent& e);  // false: the watch must end (410)
+  void Upsert(PodRecord r);
+  void Publish();
+  // A failing call: the collector fails, and the problem is logged once per
+  // call and status. Recovered(): the call works again (logged once).
+  void Failed(const std::string& what, const HttpResult& r);
+  void Recovered(const std::string& what);
+  std::string PodsPath() const;
+
+  const KubernetesOptions options_;
+  const std::string base_url_;
+  LabelFilter labels_;
+  store::DeviceRegistry* const registry_;
+  CollectorMetrics collectors_;
+  prometheus::Gauge& pods_gauge_;
+  prometheus::Family<prometheus::Counter>& malformed_;
+  prometheus::Family<prometheus::Counter>& restarts_;
+  LogOnce said_;
+  // Watch-thread state.
+  std::map<std::pair<std::string, std::string>, PodRecord> pods_;
+  std::string resource_version_;
+  Backoff backoff_;
+  Worker worker_;
+};
+
+}  // namespace xpu::kubernetes

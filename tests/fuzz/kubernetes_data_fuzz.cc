@@ -1,0 +1,43 @@
+// What the API server sends: a watch line (and the pod or node inside it)
+// through ParseEvent, ParsePod and ParseNodeShares, and the raw bytes as
+// HAMi annotation values. Checks the limits hold and labels stay escaped.
+#include "exposition/text_format.h"
+#include "fuzz_util.h"
+#include "kubernetes/hami.h"
+#include "kubernetes/pod_watcher.h"
+
+using namespace xpu::kubernetes;
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const std::string_view in(reinterpret_cast<const char*>(data), size);
+  static const LabelFilter filter = [] {
+    LabelFilter f;
+    if (!LabelFilter::Make({".*"}, &f).ok()) abort();
+    return f;
+  }();
+  WatchEvent e = ParseEvent(in);
+  PodRecord r;
+  if (ParsePod(e.object, filter, &r).ok()) {
+    if (r.labels.size() > kMaxLabelsPerPod) abort();
+    std::string page;
+    for (const auto& [name, value] : r.labels) {
+      if (value.size() > kMaxLabelValueBytes) abort();
+      for (char c : name)
+        if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') abort();
+      xpu::exposition::AppendLabelValue(value, &page);
+    }
+    for (const auto& q : r.quotas) xpu::exposition::AppendLabelValue(q.uuid, &page);
+    if (page.find('\n') != std::string::npos) abort();
+  }
+  int bad = 0;
+  if (ParseNodeShares(e.object, &bad).size() > hami::kMaxNodeDevices * 64) abort();
+  std::vector<std::vector<hami::Grant>> grants;
+  if (hami::ParseAllocated(in, &grants).ok()) {
+    if (grants.size() > hami::kMaxContainers) abort();
+    for (const auto& c : grants)
+      if (c.size() > hami::kMaxDevicesPerContainer) abort();
+  }
+  std::vector<hami::Registered> devices;
+  if (hami::ParseRegister(in, &devices).ok() && devices.size() > hami::kMaxNodeDevices) abort();
+  return 0;
+}
