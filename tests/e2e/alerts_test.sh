@@ -16,7 +16,7 @@ curl -sf -XPOST "$CONTROL/control/allocate" -d '{"id":"trainjob-7f3a","devices":
   fail "allocate"
 start_exporter sim --collector.interval 200ms --hal sysfs,pci --hal.root "$TMP/hal" --hal.interval 200ms \
   --hal.pci.sysfs-root "$TMP/hal/sys" \
-  --kubelet.pod-resources-socket "$TMP/kubelet.sock" --kubelet.interval 1s
+  --kubelet.pod-resources-socket "$TMP/kubelet.sock" --kubelet.interval 1s --kubernetes.node-name node-e2e
 EXP_ADDR=${URL#http://}
 wait_for 10 has_metric 'xpu_device_info{minor="1"' || fail "exporter has no devices"
 wait_for 10 has_metric 'xpu_device_pod_info{minor="1",.*pod="alloc-trainjob"' || fail "no pod attribution"
@@ -82,6 +82,23 @@ wait_for 60 python3 "$HERE/check_notifications.py" "$TMP/notifications" firing \
   'uuid=PPU-.+' "instance=$EXP_ADDR" job=xpu-exporter ||
   fail "no firing XpuDeviceFaultCritical notification: $(cat "$TMP/notifications" 2>/dev/null)"
 echo "fault alert delivered"
+# The same fault on a device a pod holds: one alert for that pod, routable by
+# namespace, with the pod and the node.
+wait_for 60 python3 "$HERE/check_notifications.py" "$TMP/notifications" firing \
+  alertname=XpuFaultedDeviceInUse severity=critical minor=1 namespace=default 'pod=alloc-trainjob' \
+  container=main node=node-e2e 'uuid=PPU-.+' ||
+  fail "no XpuFaultedDeviceInUse notification with namespace, pod and node: $(cat "$TMP/notifications")"
+echo "fault alert with namespace, pod and node delivered"
+# docs/kubernetes.md's PromQL answers from the real Prometheus (at a 1 s
+# subquery step: this run is younger than the docs' 1 m step).
+for q in 'max by (namespace, pod, container, uuid, instance) (max_over_time(((max by (instance, uuid) (xpu_device_fault_level) >= 3) * on (instance, uuid) group_right xpu_device_pod_info)[1d:1m]))' \
+  'sum by (namespace) (sum_over_time(((count by (instance, uuid, namespace) (xpu_device_pod_info) > bool 0) * on (instance, uuid) group_left () (max by (instance, uuid) (xpu_utilization_ratio) < bool 0.05))[1d:1m])) / 60'; do
+  curl -sf "$PROM/api/v1/query" --data-urlencode "query=${q//:1m]/:1s]}" | python3 -c '
+import json, sys
+r = json.load(sys.stdin)["data"]["result"]
+assert any(s["metric"].get("namespace") == "default" for s in r), r
+' || fail "docs/kubernetes.md query returned no data for namespace default: $q"
+done
 
 # 2. While the fault is active, every dashboard query and recording rule has data.
 python3 "$HERE/query_dashboards.py" "$PROM" "$ROOT" "$EXP_ADDR" 1 || fail "dashboard queries"
