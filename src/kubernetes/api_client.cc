@@ -10,7 +10,7 @@
 namespace xpu::kubernetes {
 namespace {
 
-constexpr size_t kMaxTokenBytes = 64 * 1024;
+constexpr size_t kMaxTokenBytes = size_t{64} * 1024;
 constexpr long kConnectTimeoutSeconds = 5;
 
 void GlobalInit() {

@@ -12,7 +12,7 @@
 // registered. Pure parsers; every limit below is in docs/reliability.md.
 namespace xpu::kubernetes::hami {
 
-inline constexpr size_t kMaxAnnotationBytes = 64 * 1024;
+inline constexpr size_t kMaxAnnotationBytes = size_t{64} * 1024;
 inline constexpr size_t kMaxContainers = 64;
 inline constexpr size_t kMaxDevicesPerContainer = 64;
 inline constexpr size_t kMaxNodeDevices = 256;

@@ -197,8 +197,9 @@ std::string ResolveApiServer(const KubernetesOptions& options, std::string* why_
     return {};
   }
   if (options.api_server != "auto") return options.api_server;
-  const char* host = std::getenv("KUBERNETES_SERVICE_HOST");
-  const char* port = std::getenv("KUBERNETES_SERVICE_PORT");
+  // Read once at start, before any thread of ours sets the environment.
+  const char* host = std::getenv("KUBERNETES_SERVICE_HOST");  // NOLINT(concurrency-mt-unsafe)
+  const char* port = std::getenv("KUBERNETES_SERVICE_PORT");  // NOLINT(concurrency-mt-unsafe)
   if (host == nullptr || port == nullptr || *host == '\0' || *port == '\0') {
     *why_off = "not in a cluster (KUBERNETES_SERVICE_HOST/PORT unset)";
     return {};

@@ -79,7 +79,8 @@ WatchEvent ParseEvent(std::string_view line);
 
 // The base URL for the options: the flag's URL, or in-cluster for "auto"
 // (KUBERNETES_SERVICE_HOST/PORT set, the token file present and the node
-// name known), or empty: off. `why_off` says why auto found nothing.
+// name known), or empty: off. `why_off` says why auto found nothing. Reads
+// the environment: call at start, from the main thread.
 std::string ResolveApiServer(const KubernetesOptions& options, std::string* why_off);
 
 // Watches this node's pods and reads its node object, each on its own

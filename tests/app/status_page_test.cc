@@ -19,7 +19,13 @@ StatusReport TwoDevices() {
   a.memory_used_bytes = 2.0 * 1024 * 1024 * 1024;
   a.memory_total_bytes = 8.0 * 1024 * 1024 * 1024;
   a.faults.push_back({"0x1", "ECC", 5, "reset_card", "d", "reset it", true});
-  a.pods.push_back({"u0", "train-0", "ml", "main", "example.com/ppu"});
+  store::PodAssignment pod;
+  pod.uuid = "u0";
+  pod.pod = "train-0";
+  pod.namespace_ = "ml";
+  pod.container = "main";
+  pod.resource = "example.com/ppu";
+  a.pods.push_back(pod);
   DeviceReport b;
   b.minor = 1;  // only data so far: nothing but its minor
   r.devices = {a, b};
