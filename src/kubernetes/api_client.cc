@@ -145,8 +145,9 @@ HttpResult Perform(const std::string& url, const std::string& token_file,
   r.body = std::move(t->data);
   if (!t->limit_error.empty()) {
     r.error = t->limit_error;
-  } else if (rc != CURLE_OK && !(rc == CURLE_WRITE_ERROR && t->streaming) &&
-             !(rc == CURLE_ABORTED_BY_CALLBACK && t->stop != nullptr)) {
+  } else if (rc == CURLE_ABORTED_BY_CALLBACK) {
+    r.error = "stopped";
+  } else if (rc != CURLE_OK && !(rc == CURLE_WRITE_ERROR && t->streaming)) {
     r.error = err[0] != '\0' ? err : curl_easy_strerror(rc);
   }
   return r;
@@ -154,10 +155,11 @@ HttpResult Perform(const std::string& url, const std::string& token_file,
 
 }  // namespace
 
-HttpResult ApiClient::Get(const std::string& path, size_t max_bytes,
-                          std::chrono::seconds timeout) const {
+HttpResult ApiClient::Get(const std::string& path, size_t max_bytes, std::chrono::seconds timeout,
+                          const std::function<bool()>& stop) const {
   Transfer t;
   t.max = max_bytes;
+  t.stop = &stop;
   return Perform(base_url_ + path, token_file_, ca_file_, timeout, &t);
 }
 

@@ -23,8 +23,11 @@ class ApiClient {
  public:
   ApiClient(std::string base_url, std::string token_file, std::string ca_file);
 
-  // GET base_url + path; at most max_bytes of body (else an error).
-  HttpResult Get(const std::string& path, size_t max_bytes, std::chrono::seconds timeout) const;
+  // GET base_url + path; at most max_bytes of body (else an error). Gives
+  // up, with an error, when `stop` returns true (checked about once a
+  // second, so a hung server cannot hold a shutdown longer than that).
+  HttpResult Get(const std::string& path, size_t max_bytes, std::chrono::seconds timeout,
+                 const std::function<bool()>& stop) const;
 
   // A watch: GET base_url + path and call on_line with each newline-ended
   // line as it arrives (each at most max_line bytes, else an error). Ends

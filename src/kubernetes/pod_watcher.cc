@@ -310,6 +310,7 @@ void PodWatcher::WatchLoop() {
 
 bool PodWatcher::List() {
   const ApiClient client(base_url_, options_.token_file, options_.ca_file);
+  const std::function<bool()> stopping = [this] { return worker_.stopping(); };
   const auto t0 = Clock::now();
   std::map<std::pair<std::string, std::string>, PodRecord> pods;
   std::string rv, cont;
@@ -317,7 +318,8 @@ bool PodWatcher::List() {
   do {
     std::string path = PodsPath() + "&limit=" + std::to_string(kListPageSize);
     if (!cont.empty()) path += "&continue=" + ApiClient::Escape(cont);
-    HttpResult r = client.Get(path, kMaxListBytes, kRequestTimeout);
+    HttpResult r = client.Get(path, kMaxListBytes, kRequestTimeout, stopping);
+    if (worker_.stopping()) return false;
     if (!r.ok()) {
       spdlog::debug("kubernetes: list failed: HTTP {} {}", r.status, r.error);
       Failed("list", r);
@@ -441,10 +443,12 @@ void PodWatcher::Publish() {
 
 void PodWatcher::NodeLoop() {
   const ApiClient client(base_url_, options_.token_file, options_.ca_file);
+  const std::function<bool()> stopping = [this] { return worker_.stopping(); };
   do {
     const auto t0 = Clock::now();
     HttpResult r = client.Get("/api/v1/nodes/" + ApiClient::Escape(options_.node_name),
-                              kMaxNodeBytes, kRequestTimeout);
+                              kMaxNodeBytes, kRequestTimeout, stopping);
+    if (worker_.stopping()) return;
     if (!r.ok()) {
       Failed("node", r);
       continue;

@@ -5,8 +5,8 @@
 # allowlist, HAMi grants as per-container limits, HAMi's node register as
 # device shares; pods appear, change and vanish; a broken watch resumes from
 # its resourceVersion; 410 Gone re-lists; malformed annotations are counted;
-# 401/403 make a failing collector, never a crash; no request ever asks for
-# more than this node's pods.
+# 401/403 and an absent API server make a failing collector, never a crash;
+# no request ever asks for more than this node's pods.
 source "$(dirname "$0")/lib.sh" "$1"
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$TMP"
@@ -126,4 +126,37 @@ for p in json.load(sys.stdin):
     assert p.startswith("/api/v1/nodes/node-a") or "fieldSelector=spec.nodeName%3Dnode-a" in p, p
 ' || fail "a request asked for more than this node"
 scrape | promtool check metrics || fail "promtool check metrics"
+
+# The API server gone altogether: failing collectors, still ready, still serving.
+kill "${PIDS[0]}"
+wait_for 40 has_metric 'xpu_exporter_collector_success{collector="apiserver_pods"} 0' || fail "absent API server not a failing collector"
+wait_for 10 has_metric 'xpu_exporter_collector_success{collector="apiserver_node"} 0' || fail "absent API server (node) not failing"
+curl -sf "$URL/-/ready" >/dev/null || fail "not ready without the API server"
+kill -0 "$EXP_PID" || fail "exporter died without the API server"
+
+# An API server that accepts and never answers cannot hold a shutdown: the
+# exporter exits on SIGTERM within about a second (curl's stop check).
+python3 -c '
+import socket, sys
+s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(16)
+open("hole.port", "w").write(str(s.getsockname()[1]))
+held = []
+while True:
+    c, _ = s.accept(); held.append(c)
+    print("accepted", flush=True)
+' >hole.log &
+PIDS+=($!)
+wait_for 5 test -s hole.port || fail "black hole did not start"
+"$EXPORTER" --web.listen-address 127.0.0.1:0 --xdm.endpoint "unix://$TMP/sim.sock" --hal none \
+  --kubelet.pod-resources-socket "" --kubernetes.api-server "https://127.0.0.1:$(cat hole.port)" \
+  --kubernetes.ca-file "$TMP/ca.crt" --kubernetes.token-file "$TMP/token" --kubernetes.node-name node-a \
+  2>"$TMP/hung.log" &
+HUNG=$!
+PIDS+=("$HUNG")
+wait_for 10 grep -q "listening on port" "$TMP/hung.log" || fail "second exporter did not start"
+# Both calls (the pod list and the node read) are stuck in the black hole.
+wait_for 10 bash -c '[ "$(grep -c accepted hole.log)" -ge 2 ]' || fail "the exporter did not call the black hole"
+kill -TERM "$HUNG"
+MS=$(wait_ms 3000 bash -c "! kill -0 $HUNG") || fail "exporter hung on SIGTERM behind a silent API server"
+echo "exit behind a silent API server: ${MS} ms"
 echo "kubernetes test passed"
