@@ -20,13 +20,14 @@ post claim '{"pod":"bare-0","driver":"xpu.lingjun.com"}'
 
 wait_for 10 has_metric 'xpu_device_pod_info{minor="3",uuid="[^"]*",namespace="ml",pod="train-0",container="trainer",claim="gpus",driver="xpu.lingjun.com",pool="node-a",device="xpu-3"} 1' ||
   fail "claim by device name not attributed: $(grep pod_info "$TMP/page" 2>/dev/null; scrape | grep pod_info)"
-has_metric 'xpu_device_pod_info{minor="5",uuid="[^"]*",namespace="ml",pod="infer-0",container="main",claim="one",driver="xpu.lingjun.com",pool="node-a"} 1' ||
+wait_for 10 has_metric 'xpu_device_pod_info{minor="5",uuid="[^"]*",namespace="ml",pod="infer-0",container="main",claim="one",driver="xpu.lingjun.com",pool="node-a"} 1' ||
   fail "claim by CDI name not attributed: $(scrape | grep pod_info)"
 has_metric 'xpu_device_pod_info{minor="1",uuid="[^"]*",namespace="default",pod="alloc-plugin-p",container="main",resource="lingjun.com/xpu"} 1' ||
   fail "device plugin row lost beside DRA: $(scrape | grep pod_info)"
 scrape | grep -q 'pod="nic-0"' && fail "another driver's claim was attributed"
 # xpu-99 names no device; bare-0 names none at all; nic-0 is not our driver.
-has_metric 'xpu_kubelet_dra_unmatched_devices 2' || fail "unmatched DRA devices: $(scrape | grep dra_unmatched)"
+# (Each POST above lands between two kubelet polls: wait for the poll that saw them all.)
+wait_for 10 has_metric 'xpu_kubelet_dra_unmatched_devices 2' || fail "unmatched DRA devices: $(scrape | grep dra_unmatched)"
 grep -q "DRA device(s) name none of ours" "$TMP/exporter.log" || fail "unmatched devices not logged"
 
 # Claims come and go with their pods.
