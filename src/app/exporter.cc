@@ -81,6 +81,7 @@ Status Exporter::Start() {
   exposer_ = std::make_unique<exposition::Exposer>(store_.get(), &self_metrics_);
   exposer_->AddCollectable(&devices_);
   exposer_->AddCollectable(&self_metrics_);
+  exposer_->AddCollectable(&process_metrics_);
 
   client_ = std::make_unique<upstream::XdmClient>(cfg_.xdm, catalog_, store_.get(), &devices_,
                                                   &self_metrics_);

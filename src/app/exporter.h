@@ -10,6 +10,7 @@
 
 #include "app/config.h"
 #include "app/status_page.h"
+#include "common/process_metrics.h"
 #include "common/status.h"
 #include "exposition/exposer.h"
 #include "hal/hal_sampler.h"
@@ -57,6 +58,7 @@ class Exporter {
   const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
   std::shared_ptr<const catalog::Catalog> catalog_;
   prometheus::Registry self_metrics_;
+  ProcessMetrics process_metrics_;  // process_*: read from /proc on each scrape
   std::unique_ptr<store::MetricStore> store_;
   store::DeviceRegistry devices_;
   std::unique_ptr<exposition::Exposer> exposer_;
