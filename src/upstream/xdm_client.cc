@@ -373,6 +373,9 @@ void XdmClient::UpdateMode() {
   if (worker_.stopping()) return;  // calls end because we cancel them, not because XDM left
   Mode m;
   Mode old;
+  std::string reason;
+  bool say_down = false;
+  bool say_back = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
     const bool stream_fresh = StreamFreshLocked(SteadyClock::now());
@@ -381,15 +384,31 @@ void XdmClient::UpdateMode() {
     mode_ = m;
     if (m != old) mode_since_ = std::chrono::system_clock::now();
     if (m == Mode::kDown && old != Mode::kDown) down_since_ = SteadyClock::now();
+    // Down is said once, when a call has failed (not while the first
+    // answer is awaited at start), and back once.
+    say_down = m == Mode::kDown && !said_down_ && !last_error_.empty();
+    say_back = m != Mode::kDown && said_down_;
+    if (say_down) said_down_ = true;
+    if (say_back) said_down_ = false;
+    reason = last_error_;
     PublishModeLocked();
   }
-  if (m == old) return;
-  if (m == Mode::kDown) {
-    spdlog::warn("upstream mode {} -> {}: no metric data from XDM at {}", ModeName(old),
-                 ModeName(m), options_.xdm_endpoint);
-  } else {
+  if (say_down) {
+    spdlog::warn(
+        "XDM down at {} (upstream mode {} -> down): {}; retrying with backoff, details "
+        "at --log.level=debug",
+        options_.xdm_endpoint, ModeName(old), reason);
+  } else if (say_back) {
+    spdlog::info("XDM back at {} (upstream mode {} -> {})", options_.xdm_endpoint, ModeName(old),
+                 ModeName(m));
+  } else if (m != old) {
     spdlog::info("upstream mode {} -> {}", ModeName(old), ModeName(m));
   }
+}
+
+void XdmClient::NoteFailure(const char* call, const grpc::Status& st) {
+  std::lock_guard<std::mutex> lock(mu_);
+  last_error_ = std::string(call) + ": " + Describe(st);
 }
 
 void XdmClient::StreamLoop() {
@@ -422,11 +441,13 @@ void XdmClient::StreamLoop() {
           backoff_base_ = backoff.base();
         }
         spdlog::info("ExporterDataStream delivering from {}", options_.xdm_endpoint);
+        logged_.Clear("watchdog");
       }
       metrics_->stream_messages.Increment();
       if (Ingest(msg)) {
         std::lock_guard<std::mutex> lock(mu_);
         last_stream_msg_ = SteadyClock::now();
+        last_error_.clear();
       }
       // A message far larger than usual would keep its memory: start afresh.
       if (msg.datalist().Capacity() > kKeepBufferEntries &&
@@ -437,6 +458,7 @@ void XdmClient::StreamLoop() {
       t0 = SteadyClock::now();
     }
     const grpc::Status st = reader->Finish();
+    if (!st.ok()) NoteFailure("ExporterDataStream", st);
     {
       std::lock_guard<std::mutex> lock(mu_);
       stream_ctx_ = nullptr;
@@ -451,7 +473,7 @@ void XdmClient::StreamLoop() {
       std::lock_guard<std::mutex> lock(mu_);
       backoff_base_ = backoff.base();
     }
-    spdlog::warn(
+    spdlog::debug(
         "ExporterDataStream ended ({}); polling, re-subscribing in {} ms "
         "(at once when a poll succeeds)",
         Describe(st), wait.count());
@@ -479,10 +501,12 @@ bool XdmClient::PollOnce() {
   } else {
     metrics_->poll_failures.Increment();
     spdlog::debug("ExporterGetDataList failed: {}", Describe(st));
+    NoteFailure("ExporterGetDataList", st);
   }
   {
     std::lock_guard<std::mutex> lock(mu_);
     last_poll_ok_ = fresh;
+    if (fresh) last_error_.clear();
     last_poll_ = SteadyClock::now();
     polled_ = true;
     if (st.ok()) {
@@ -511,8 +535,11 @@ void XdmClient::PollLoop() {
       stream_fresh = StreamFreshLocked(now);
       const auto quiet_since = std::max(last_stream_msg_, stream_opened_);
       if (stream_open_ && stream_ctx_ != nullptr && now - quiet_since > watchdog) {
-        spdlog::warn("ExporterDataStream silent for {} ms; cancelling it (watchdog)",
-                     std::chrono::duration_cast<milliseconds>(now - quiet_since).count());
+        if (logged_.Raise("watchdog"))
+          spdlog::warn(
+              "ExporterDataStream silent for {} ms; cancelling it (watchdog; said once "
+              "until data flows)",
+              std::chrono::duration_cast<milliseconds>(now - quiet_since).count());
         stream_ctx_->TryCancel();
       }
     }
@@ -533,7 +560,18 @@ void XdmClient::ReadStaticInfo() {
     const auto t0 = SteadyClock::now();
     grpc::Status st = fn(&ctx);
     Collector(name, st.ok(), SteadyClock::now() - t0);
-    if (!st.ok() && !worker_.stopping()) spdlog::warn("{} failed: {}", name, Describe(st));
+    const std::string key = std::string("call:") + name;
+    if (st.ok()) {
+      if (logged_.Clear(key)) spdlog::info("{} works again", name);
+    } else if (!worker_.stopping()) {
+      spdlog::debug("{} failed: {}", name, Describe(st));
+      // XDM unreachable is said once as "XDM down"; the Controller has its
+      // own socket, and other codes are their own problem: once each.
+      const bool xdm_unreachable =
+          st.error_code() == grpc::StatusCode::UNAVAILABLE && std::string(name) != "controller";
+      if (!xdm_unreachable && logged_.Raise(key))
+        spdlog::warn("{} failed: {} (said once until it works)", name, Describe(st));
+    }
   };
   call("gpu_info", [&](grpc::ClientContext* ctx) {
     xdm::api::GpuInfoResponse resp;
@@ -624,6 +662,7 @@ void XdmClient::InfoLoop() {
       CountInvalid(ds);
       if (devices_->SetXdmDevices(std::move(devs)))
         spdlog::info("ListAndWatch: {} devices", resp.devices_size());
+      if (logged_.Clear("list_and_watch")) spdlog::info("ListAndWatch delivering again");
       Collector("list_and_watch", true, SteadyClock::now() - t0);
       t0 = SteadyClock::now();
     }
@@ -637,8 +676,12 @@ void XdmClient::InfoLoop() {
     if (worker_.stopping()) break;
     Collector("list_and_watch", false, SteadyClock::now() - t0);
     const auto wait = backoff.Next();
-    spdlog::warn("ListAndWatch ended ({}); re-subscribing in {} ms (at once when a poll succeeds)",
-                 Describe(st), wait.count());
+    spdlog::debug("ListAndWatch ended ({}); re-subscribing in {} ms (at once when a poll succeeds)",
+                  Describe(st), wait.count());
+    // Unreachable XDM is the one "XDM down" line; another ending is its own
+    // problem, said once until ListAndWatch delivers again.
+    if (st.error_code() != grpc::StatusCode::UNAVAILABLE && logged_.Raise("list_and_watch"))
+      spdlog::warn("ListAndWatch ended: {}", Describe(st));
     if (!worker_.SleepFor(wait, &info_wake_)) break;
   }
 }

@@ -134,6 +134,7 @@ class XdmClient {
   void PublishModeLocked();
   void ReadStaticInfo();
   void UpdateMode();
+  void NoteFailure(const char* call, const grpc::Status& st);  // records last_error_
   void Collector(const std::string& name, bool ok, std::chrono::steady_clock::duration took);
   // Adds `counts` to xpu_exporter_invalid_samples_total{reason} and logs each
   // reason's message the first time it occurs.
@@ -169,6 +170,12 @@ class XdmClient {
   mutable std::mutex mu_;
   // State below is protected by mu_.
   Mode mode_ = Mode::kDown;
+  // Why data last failed to come ("ExporterDataStream: 14 ..."), for the one
+  // line that says XDM is down; cleared by fresh data. said_down_: that line
+  // was logged and the "back" line is owed (quiet logs: one line per state
+  // change, each attempt's details at debug).
+  std::string last_error_;
+  bool said_down_ = false;
   grpc::ClientContext* stream_ctx_ = nullptr;  // the open stream's, for cancelling
   bool stream_open_ = false;
   std::chrono::steady_clock::time_point last_stream_msg_{};
