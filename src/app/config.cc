@@ -7,6 +7,7 @@
 #include <iostream>
 #include <set>
 
+#include "catalog/selection.h"
 #include "common/duration.h"
 #include "common/file_util.h"
 #include "common/yaml_util.h"
@@ -87,6 +88,10 @@ void Build(CLI::App& app, Config* cfg) {
       ->capture_default_str();
   app.add_flag("--collector.unknown-metrics", cfg->xdm.keep_unknown,
                "Export samples with metric IDs the catalog lacks as xpu_unknown_metric{id=...}");
+  app.add_option("--metrics.include", cfg->metrics_include,
+                 "Export only families whose name matches one of these regexes (repeatable)");
+  app.add_option("--metrics.exclude", cfg->metrics_exclude,
+                 "Drop families whose name matches one of these regexes, at ingest (repeatable)");
   app.add_option("--metrics.catalog", cfg->catalog_file,
                  "Metric catalog YAML replacing the built-in one")
       ->check(CLI::ExistingFile);
@@ -273,6 +278,10 @@ Status Validate(const Config& cfg) {
   if (cfg.xdm.backoff_max < cfg.xdm.backoff_initial)
     return Status::InvalidArgument("--xdm.backoff-max must not be below --xdm.backoff-initial");
   hal::PciFilter filter;
+  catalog::Selection selection;
+  if (Status s = catalog::Selection::Make(cfg.metrics_include, cfg.metrics_exclude, &selection);
+      !s.ok())
+    return s;
   kubernetes::LabelFilter labels;
   if (Status s = kubernetes::LabelFilter::Make(cfg.kubernetes.pod_labels, &labels); !s.ok())
     return Status::InvalidArgument("--kubernetes.pod-labels: " + s.message());

@@ -50,6 +50,8 @@ struct Config {
   upstream::ClientOptions xdm;
   size_t max_series = store::MetricStore::Options{}.max_series;
   std::string catalog_file;  // empty: the built-in catalog
+  // Family selection (regexes on whole names), applied at ingest.
+  std::vector<std::string> metrics_include, metrics_exclude;
   hal::HalOptions hal;
   kubelet::PodMapperOptions kubelet;
   kubernetes::KubernetesOptions kubernetes;

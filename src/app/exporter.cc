@@ -76,15 +76,35 @@ Status Exporter::Start() {
       .Set(1);
   store_ = std::make_unique<store::MetricStore>(
       catalog_, store::MetricStore::Options{cfg_.effective_stale_after(), cfg_.max_series,
-                                            cfg_.xdm.max_devices});
+                                            cfg_.xdm.max_devices, store::kIdentityWait});
   store_->FollowDevices(&devices_);
+  identity_missing_ = &prometheus::BuildGauge()
+                           .Name("xpu_exporter_device_identity_missing")
+                           .Help(
+                               "1 while device series go out without uuid and model: XDM sent "
+                               "data but no device list within 10 s.")
+                           .Register(self_metrics_)
+                           .Add({});
   exposer_ = std::make_unique<exposition::Exposer>(store_.get(), &self_metrics_);
   exposer_->AddCollectable(&devices_);
   exposer_->AddCollectable(&self_metrics_);
   exposer_->AddCollectable(&process_metrics_);
 
-  client_ = std::make_unique<upstream::XdmClient>(cfg_.xdm, catalog_, store_.get(), &devices_,
-                                                  &self_metrics_);
+  // Family selection: catalog families at ingest, every other family when
+  // rendered. Validate() has checked the patterns.
+  upstream::ClientOptions xdm = cfg_.xdm;
+  if (Status s = catalog::Selection::Make(cfg_.metrics_include, cfg_.metrics_exclude, &selection_);
+      !s.ok())
+    throw std::invalid_argument(s.message());
+  if (!selection_.everything()) {
+    xdm.excluded_ids = selection_.ExcludedIds(*catalog_);
+    xdm.keep_unknown = xdm.keep_unknown && selection_.Allows("xpu_unknown_metric");
+    exposer_->SetFamilyFilter([this](const std::string& name) { return selection_.Allows(name); });
+    spdlog::info("metric selection: {} of {} catalog families exported",
+                 catalog_->entries().size() - xdm.excluded_ids.size(), catalog_->entries().size());
+  }
+  client_ =
+      std::make_unique<upstream::XdmClient>(xdm, catalog_, store_.get(), &devices_, &self_metrics_);
 
   http::WebOptions wo = cfg_.web;
   wo.probe_paths = {"/-/healthy", "/-/ready"};
@@ -140,6 +160,17 @@ http::Response Exporter::Metrics(const http::Request&) {
   http::Response r;
   r.content_type = "text/plain; version=0.0.4; charset=utf-8";
   exposer_->Render(&r.body);
+  // Device series waited kIdentityWait for the device list and went out
+  // without uuid and model (they will change labels when it comes): said
+  // once, and shown as a gauge until the list arrives.
+  const bool expired = store_->identity_wait_expired();
+  identity_missing_->Set(expired ? 1 : 0);
+  if (expired && identity_said_.Raise("identity"))
+    spdlog::warn(
+        "XDM sent data but no device list (ListAndWatch) for {} s: device series go out "
+        "without uuid and model until it comes",
+        std::chrono::duration_cast<std::chrono::seconds>(store::kIdentityWait).count());
+  if (!expired) identity_said_.Clear("identity");
   return r;
 }
 

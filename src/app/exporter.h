@@ -1,5 +1,6 @@
 #pragma once
 
+#include <prometheus/gauge.h>
 #include <prometheus/registry.h>
 
 #include <chrono>
@@ -10,8 +11,10 @@
 
 #include "app/config.h"
 #include "app/status_page.h"
+#include "catalog/selection.h"
 #include "common/process_metrics.h"
 #include "common/status.h"
+#include "common/worker.h"
 #include "exposition/exposer.h"
 #include "hal/hal_sampler.h"
 #include "hal/pci_sampler.h"
@@ -58,7 +61,10 @@ class Exporter {
   const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
   std::shared_ptr<const catalog::Catalog> catalog_;
   prometheus::Registry self_metrics_;
+  catalog::Selection selection_;    // --metrics.include/exclude; set before any thread
   ProcessMetrics process_metrics_;  // process_*: read from /proc on each scrape
+  prometheus::Gauge* identity_missing_ = nullptr;  // set once in the constructor
+  LogOnce identity_said_;
   std::unique_ptr<store::MetricStore> store_;
   store::DeviceRegistry devices_;
   std::unique_ptr<exposition::Exposer> exposer_;

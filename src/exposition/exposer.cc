@@ -28,6 +28,7 @@ void Exposer::Render(std::string* out) {
   writer_.Append(snap, out);
   for (const prometheus::Collectable* c : collectables_) {
     for (prometheus::MetricFamily& f : c->Collect()) {
+      if (allows_ && !allows_(f.name)) continue;
       if (f.metric.empty()) continue;
       // prometheus-cpp yields a family's children in hash order; sort them so
       // consecutive scrapes (and golden files) list series the same way.

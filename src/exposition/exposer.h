@@ -4,6 +4,7 @@
 #include <prometheus/gauge.h>
 #include <prometheus/registry.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -23,6 +24,11 @@ class Exposer {
   Exposer(store::MetricStore* store, prometheus::Registry* self);
 
   void AddCollectable(const prometheus::Collectable* c) { collectables_.push_back(c); }
+  // Families of the collectables whose names this refuses are left out
+  // (--metrics.include/exclude). Set before the first Render.
+  void SetFamilyFilter(std::function<bool(const std::string&)> allows) {
+    allows_ = std::move(allows);
+  }
 
   // Renders the full exposition into `out` (cleared first).
   void Render(std::string* out);
@@ -30,6 +36,7 @@ class Exposer {
  private:
   store::MetricStore* const store_;
   std::vector<const prometheus::Collectable*> collectables_;
+  std::function<bool(const std::string&)> allows_;  // null: every family
   SnapshotWriter writer_;
   prometheus::Gauge& scrape_duration_;
   prometheus::Gauge& series_;

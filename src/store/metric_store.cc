@@ -60,6 +60,7 @@ ApplyStats MetricStore::Apply(const std::vector<Sample>& batch, Clock::time_poin
   }
   dropped_total_ += stats.dropped;
   if (stats.applied > 0) last_update_ = now;
+  if (stats.applied > 0 && !first_apply_) first_apply_ = now;
   return stats;
 }
 
@@ -103,8 +104,13 @@ void MetricStore::RebuildLocked() {
     auto it = rank.find(id);
     return it == rank.end() ? std::make_pair(entries.size(), id) : std::make_pair(it->second, 0u);
   };
-  order_.resize(series_.size());
-  for (size_t i = 0; i < series_.size(); ++i) order_[i] = static_cast<uint32_t>(i);
+  order_.clear();
+  order_.reserve(series_.size());
+  for (size_t i = 0; i < series_.size(); ++i) {
+    // Held back: a device whose identity is not known yet.
+    if (identity_held_ && devices_.count(series_[i].key.minor) == 0) continue;
+    order_.push_back(static_cast<uint32_t>(i));
+  }
   std::sort(order_.begin(), order_.end(), [&](uint32_t a, uint32_t b) {
     const Key& x = series_[a].key;
     const Key& y = series_[b].key;
@@ -135,6 +141,12 @@ Snapshot MetricStore::Snap(Clock::time_point now) {
   for (size_t i = series_.size(); i-- > 0;) {
     if (series_[i].updated < cutoff) RemoveLocked(i);
   }
+  const bool held = !devices_known_ && first_apply_ && now - *first_apply_ < options_.identity_wait;
+  if (held != identity_held_) {
+    identity_held_ = held;
+    dirty_ = true;
+  }
+  if (!devices_known_ && first_apply_ && !held) identity_expired_ = true;
   if (dirty_ || !set_) RebuildLocked();
   snap.set = set_;
   snap.values.resize(order_.size());
@@ -166,6 +178,16 @@ uint64_t MetricStore::dropped_total() const {
 std::map<int32_t, Clock::time_point> MetricStore::device_updates() const {
   std::lock_guard<std::mutex> lock(mu_);
   return device_updates_;
+}
+
+bool MetricStore::identity_pending() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return identity_held_;
+}
+
+bool MetricStore::identity_wait_expired() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return identity_expired_ && !devices_known_;
 }
 
 std::optional<Clock::time_point> MetricStore::last_update() const {

@@ -68,6 +68,9 @@ struct ApplyStats {
   size_t over_device_cap = 0;  // samples of a new minor beyond Options::max_devices
 };
 
+// How long the exporter holds device series back for the device list.
+inline constexpr std::chrono::milliseconds kIdentityWait{10000};
+
 // The latest sample per (device, metric, instance). The ingest thread writes
 // whole batches under one short lock; a scrape copies values under the same
 // lock, so it never sees half a batch, and renders outside it. Series not
@@ -81,6 +84,12 @@ class MetricStore {
     // Distinct minors held before ListAndWatch answers (and after): bounds
     // the per-device maps a flooding daemon could grow.
     size_t max_devices = 1024;
+    // How long data may wait for the device list (ListAndWatch) before its
+    // series are published without uuid and model: until then they are
+    // held back, so that a device's series never change their label set
+    // because of which answer came first (docs/architecture.md). 0: no
+    // wait (tests of the store alone); the exporter uses kIdentityWait.
+    std::chrono::milliseconds identity_wait{0};
   };
   MetricStore(std::shared_ptr<const catalog::Catalog> catalog, Options options);
   MetricStore(const MetricStore&) = delete;
@@ -105,6 +114,11 @@ class MetricStore {
 
   size_t series_count() const;
   uint64_t dropped_total() const;
+  // Whether device series are held back now, waiting for the device list;
+  // and whether that wait ran out (series went out without identity).
+  bool identity_pending() const;
+  bool identity_wait_expired() const;
+
   // Time of the last Apply that stored anything, if any.
   std::optional<Clock::time_point> last_update() const;
   // When each device last had a sample stored.
@@ -145,6 +159,9 @@ class MetricStore {
   std::unordered_map<Key, uint32_t, KeyHash> index_;
   std::map<int32_t, DeviceLabels> devices_;
   bool devices_known_ = false;
+  std::optional<Clock::time_point> first_apply_;  // the first batch that stored anything
+  bool identity_held_ = false;                    // rows of unknown identity left out of the set
+  bool identity_expired_ = false;
   bool dirty_ = true;
   uint64_t generation_ = 0;
   uint64_t batch_ = 0;

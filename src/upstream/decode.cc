@@ -65,10 +65,16 @@ Status CheckJsonShape(const std::string& json) {
 }  // namespace
 
 void DecodeData(const xdm::api::ExporterDataResponse& msg, const catalog::Catalog& catalog,
-                bool keep_unknown, std::vector<store::Sample>* out, DecodeStats* stats) {
+                bool keep_unknown, std::vector<store::Sample>* out, DecodeStats* stats,
+                const std::unordered_set<uint32_t>* excluded) {
   out->clear();
   out->reserve(static_cast<size_t>(msg.datalist_size()));
+  const bool select = excluded != nullptr && !excluded->empty();
   for (const auto& d : msg.datalist()) {
+    if (select && excluded->count(d.metricid()) != 0) {
+      ++stats->excluded;
+      continue;
+    }
     const catalog::Entry* e = catalog.Find(d.metricid());
     if (e == nullptr) {
       ++stats->unknown_id;

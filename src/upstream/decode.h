@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "catalog/catalog.h"
@@ -20,6 +21,7 @@ struct DecodeStats {
   // kUnexpectedInstance: an instance on a metric whose catalog entry has none
   // would render as a second sample with the label set of the first.
   InvalidCounts invalid;
+  size_t excluded = 0;  // families not selected (--metrics.include/exclude): by choice
 };
 
 // Limits on what one upstream message may make the exporter hold
@@ -29,9 +31,11 @@ inline constexpr int kMaxTopologyDepth = 16;
 inline constexpr size_t kMaxTopologyLevels = 16;
 
 // Turns one ExporterGetDataList/ExporterDataStream message into scaled
-// samples. Unknown IDs are kept only when `keep_unknown` (unscaled). Pure.
+// samples. Unknown IDs are kept only when `keep_unknown` (unscaled); IDs in
+// `excluded` (families not selected) are dropped first. Pure.
 void DecodeData(const xdm::api::ExporterDataResponse& msg, const catalog::Catalog& catalog,
-                bool keep_unknown, std::vector<store::Sample>* out, DecodeStats* stats);
+                bool keep_unknown, std::vector<store::Sample>* out, DecodeStats* stats,
+                const std::unordered_set<uint32_t>* excluded = nullptr);
 
 // Parses extenderResources["topology"]. Errors describe what is malformed;
 // `out` is left empty then.

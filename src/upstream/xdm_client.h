@@ -48,6 +48,9 @@ struct ClientOptions {
   std::chrono::milliseconds backoff_initial{1000};
   std::chrono::milliseconds backoff_max{30000};
   bool keep_unknown = false;  // export unknown metric IDs as xpu_unknown_metric
+  // Catalog IDs of families not selected (--metrics.include/exclude),
+  // dropped at ingest: they cost neither memory nor CPU.
+  std::unordered_set<uint32_t> excluded_ids;
   // Largest message accepted from XDM; bigger ones fail the call (counted).
   int max_message_bytes = 4 * 1024 * 1024;
   // Devices taken from one ListAndWatch push; the store holds as many.

@@ -4,6 +4,7 @@
 
 #include <set>
 
+#include "catalog/selection.h"
 #include "models.h"  // xdm-sim's metric IDs
 
 namespace xpu::catalog {
@@ -101,6 +102,39 @@ TEST(CatalogTest, PercentScaleDividesExactly) {
   ASSERT_NE(util, nullptr);
   EXPECT_EQ(util->Apply(44.7), 0.447);
   EXPECT_EQ(util->Apply(100), 1.0);
+}
+
+}  // namespace
+}  // namespace xpu::catalog
+
+namespace xpu::catalog {
+namespace {
+
+TEST(SelectionTest, IncludeThenExcludeOnWholeNames) {
+  Selection all;
+  ASSERT_TRUE(Selection::Make({}, {}, &all).ok());
+  EXPECT_TRUE(all.everything());
+  EXPECT_TRUE(all.Allows("anything"));
+  Selection s;
+  ASSERT_TRUE(Selection::Make({"xpu_.*", "process_cpu_seconds_total"}, {"xpu_link_.*"}, &s).ok());
+  EXPECT_TRUE(s.Allows("xpu_utilization_ratio"));
+  EXPECT_TRUE(s.Allows("process_cpu_seconds_total"));
+  EXPECT_FALSE(s.Allows("process_open_fds"));    // not included
+  EXPECT_FALSE(s.Allows("xpu_link_up"));         // excluded
+  EXPECT_FALSE(s.Allows("my_xpu_utilization"));  // the whole name must match
+  Selection bad;
+  EXPECT_FALSE(Selection::Make({"("}, {}, &bad).ok());
+  EXPECT_FALSE(Selection::Make({}, {"[a-"}, &bad).ok());
+}
+
+TEST(SelectionTest, ExcludedIdsFollowTheCatalogNames) {
+  Selection s;
+  ASSERT_TRUE(Selection::Make({}, {"xpu_link_.*"}, &s).ok());
+  const auto cat = Catalog::Builtin();
+  const auto ids = s.ExcludedIds(*cat);
+  ASSERT_FALSE(ids.empty());
+  for (const Entry& e : cat->entries())
+    EXPECT_EQ(ids.count(e.id) != 0, e.name.rfind("xpu_link_", 0) == 0) << e.name;
 }
 
 }  // namespace

@@ -113,6 +113,42 @@ TEST_F(StoreTest, SnapshotIsConsistentUnderConcurrentWrites) {
   writer.join();
 }
 
+// Stable labels: data that arrives before the device list is held back
+// rather than published with uuid="" and then again with the uuid.
+TEST(StoreIdentityTest, HoldsDeviceSeriesUntilTheirIdentityIsKnown) {
+  MetricStore::Options o{seconds(60), 100};
+  o.identity_wait = seconds(10);
+  MetricStore store(catalog::Catalog::Builtin(), o);
+  const Clock::time_point t0 = Clock::now();
+  store.Apply(Batch({{0, 4, "", 40}, {1, 4, "", 41}}), t0);
+  Snapshot s = store.Snap(t0 + milliseconds(1));
+  EXPECT_TRUE(s.values.empty());
+  EXPECT_TRUE(store.identity_pending());
+  store.SetDevices({{0, {"U0", "M"}}, {1, {"U1", "M"}}});
+  s = store.Snap(t0 + milliseconds(2));
+  ASSERT_EQ(s.values.size(), 2u);
+  EXPECT_EQ(s.set->rows[0].device->uuid, "U0");
+  EXPECT_EQ(s.set->rows[1].device->uuid, "U1");
+  EXPECT_FALSE(store.identity_pending());
+  EXPECT_FALSE(store.identity_wait_expired());
+}
+
+TEST(StoreIdentityTest, PublishesWithoutIdentityOnceTheWaitRunsOut) {
+  MetricStore::Options o{seconds(60), 100};
+  o.identity_wait = seconds(10);
+  MetricStore store(catalog::Catalog::Builtin(), o);
+  const Clock::time_point t0 = Clock::now();
+  store.Apply(Batch({{0, 4, "", 40}}), t0);
+  EXPECT_TRUE(store.Snap(t0 + seconds(9)).values.empty());
+  Snapshot s = store.Snap(t0 + seconds(10));
+  ASSERT_EQ(s.values.size(), 1u);
+  EXPECT_EQ(s.set->rows[0].device->uuid, "");
+  EXPECT_TRUE(store.identity_wait_expired());
+  store.SetDevices({{0, {"U0", "M"}}});  // late: labels follow, as before
+  EXPECT_FALSE(store.identity_wait_expired());
+  EXPECT_EQ(store.Snap(t0 + seconds(11)).set->rows[0].device->uuid, "U0");
+}
+
 TEST(StoreCtorTest, RejectsMisuse) {
   EXPECT_THROW(MetricStore(nullptr, {}), std::invalid_argument);
   EXPECT_THROW(MetricStore(catalog::Catalog::Builtin(), {milliseconds(0), 1}),

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <limits>
 
+#include "catalog/selection.h"
+
 namespace xpu::upstream {
 namespace {
 
@@ -33,6 +35,26 @@ TEST(DecodeTest, ScalesToBaseUnits) {
   EXPECT_EQ(out[1].value, 1024.0 * 1048576);
   EXPECT_EQ(out[2].value, 2.5);
   EXPECT_EQ(out[3].instance, "3");
+}
+
+// --metrics.include/exclude: excluded families never reach the store.
+TEST(DecodeTest, ExcludedFamiliesAreDroppedAtIngest) {
+  catalog::Selection sel;
+  ASSERT_TRUE(
+      catalog::Selection::Make({}, {"xpu_temperature_.*", "xpu_memory_used_bytes"}, &sel).ok());
+  const auto cat = catalog::Catalog::Builtin();
+  const auto excluded = sel.ExcludedIds(*cat);
+  api::ExporterDataResponse msg;
+  Add(&msg, 0, 1, 50);    // utilization: kept
+  Add(&msg, 0, 2, 1024);  // memory used: excluded
+  Add(&msg, 0, 4, 60);    // temperature: excluded
+  std::vector<store::Sample> out;
+  DecodeStats st;
+  DecodeData(msg, *cat, false, &out, &st, &excluded);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].metric_id, 1u);
+  EXPECT_EQ(st.excluded, 2u);
+  EXPECT_EQ(st.unknown_id, 0u);
 }
 
 TEST(DecodeTest, DropsAndCountsNonFiniteNegativeCountersAndUnknownIds) {

@@ -36,6 +36,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--seed", opts.seed, "seed for UUIDs and metric noise")->capture_default_str();
   app.add_flag("--flood", opts.flood, "streams push back to back (ingest benchmarks)");
+  std::string list_delay = "0s";
+  app.add_option("--list-delay", list_delay,
+                 "ListAndWatch answers only this long after start (500ms, 2s, ...)");
   app.add_option("--marker-id", opts.marker_id,
                  "add this metric ID on device 0 carrying the send time in us (freshness)");
   app.add_flag("--frozen", opts.frozen, "metric values never move (deterministic output)");
@@ -57,6 +60,12 @@ int main(int argc, char** argv) {
     return 2;
   }
   opts.interval = *d;
+  auto delay = xpu::ParseDuration(list_delay);
+  if (!delay || delay->count() < 0) {
+    std::cerr << "xdm-sim: --list-delay: '" << list_delay << "' is not a duration\n";
+    return 2;
+  }
+  opts.list_delay = *delay;
   if (xdmsim::FindModel(opts.model) == nullptr) {
     std::cerr << "xdm-sim: --model: unknown model '" << opts.model << "' (known: " << models
               << ")\n";

@@ -54,6 +54,10 @@ class XdmService final : public api::XpuDeviceManagerService::Service {
   Status ListAndWatch(ServerContext* ctx, const api::ListAndWatchRequest*,
                       grpc::ServerWriter<api::ListAndWatchResponse>* writer) override {
     StreamGuard guard(sim_->stream_counter());
+    const auto up = std::chrono::milliseconds(NowMs() - sim_->start_time_ms());
+    if (up < sim_->options().list_delay)  // a slow device scan
+      sim_->signals().SleepUntil(std::chrono::steady_clock::now() + sim_->options().list_delay -
+                                 up);
     const uint64_t break_gen = sim_->signals().break_generation();
     uint64_t sent_gen = 0;
     uint64_t tick = sim_->signals().ticks();

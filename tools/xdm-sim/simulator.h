@@ -33,7 +33,10 @@ struct SimOptions {
   // Non-empty: also serve a stand-in kubelet PodResources API here, one pod
   // per allocation (pod "alloc-<id>", namespace "default", container "main").
   std::string kubelet_socket_path;
-  bool frozen = false;     // metric values never move (golden tests)
+  bool frozen = false;  // metric values never move (golden tests)
+  // ListAndWatch answers only this long after the simulator started, as a
+  // daemon whose device scan is slower than its collector (stable-labels tests).
+  std::chrono::milliseconds list_delay{0};
   bool flood = false;      // streams push back to back, not once per interval (benchmarks)
   uint32_t marker_id = 0;  // > 0: each answer carries this metric ID on device 0 with
                            // the send time in microseconds since the epoch (freshness)
