@@ -88,6 +88,10 @@ void Build(CLI::App& app, Config* cfg) {
       ->capture_default_str();
   app.add_flag("--collector.unknown-metrics", cfg->xdm.keep_unknown,
                "Export samples with metric IDs the catalog lacks as xpu_unknown_metric{id=...}");
+  app.add_option("--xdm.devices", cfg->xdm.devices,
+                 "Export only these devices (minors), repeatable or comma-separated; default all")
+      ->delimiter(',')
+      ->check(CLI::Range(0, 1 << 20));
   app.add_option("--metrics.include", cfg->metrics_include,
                  "Export only families whose name matches one of these regexes (repeatable)");
   app.add_option("--metrics.exclude", cfg->metrics_exclude,

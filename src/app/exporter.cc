@@ -77,6 +77,9 @@ Status Exporter::Start() {
   store_ = std::make_unique<store::MetricStore>(
       catalog_, store::MetricStore::Options{cfg_.effective_stale_after(), cfg_.max_series,
                                             cfg_.xdm.max_devices, store::kIdentityWait});
+  devices_.SetDeviceFilter(cfg_.xdm.devices);
+  if (!cfg_.xdm.devices.empty())
+    spdlog::info("exporting {} device(s) only (--xdm.devices)", cfg_.xdm.devices.size());
   store_->FollowDevices(&devices_);
   identity_missing_ = &prometheus::BuildGauge()
                            .Name("xpu_exporter_device_identity_missing")

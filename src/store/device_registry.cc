@@ -25,6 +25,7 @@ prometheus::ClientMetric Gauge(std::vector<prometheus::ClientMetric::Label> labe
 }  // namespace
 
 bool DeviceRegistry::SetXdmDevices(std::vector<DeviceInfo> devices) {
+  std::erase_if(devices, [&](const DeviceInfo& d) { return !Selected(d.minor); });
   std::lock_guard<std::mutex> lock(mu_);
   if (known_ && devices == devices_) return false;
   devices_ = std::move(devices);
@@ -49,6 +50,7 @@ void DeviceRegistry::SetXdmLive(bool live) {
 }
 
 void DeviceRegistry::SetHalDevices(std::vector<HalDeviceView> devices) {
+  std::erase_if(devices, [&](const HalDeviceView& d) { return !Selected(d.minor); });
   std::lock_guard<std::mutex> lock(mu_);
   hal_ = std::move(devices);
 }
@@ -120,6 +122,11 @@ std::vector<PodAssignment> DeviceRegistry::PodAssignments() const {
 }
 
 void DeviceRegistry::SetPciDevices(std::vector<PciDeviceView> devices) {
+  // With a subset chosen, a PCI function counts only when joined to one of it.
+  if (!filter_.empty())
+    std::erase_if(devices, [&](const PciDeviceView& d) {
+      return d.minor.empty() || !Selected(static_cast<int32_t>(std::stol(d.minor)));
+    });
   std::lock_guard<std::mutex> lock(mu_);
   pci_ = std::move(devices);
 }

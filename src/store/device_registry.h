@@ -8,6 +8,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -144,6 +145,10 @@ struct PciDeviceView {
 // sampler write, scrapes and /status read.
 class DeviceRegistry : public prometheus::Collectable {
  public:
+  // Only these minors are kept from every source (--xdm.devices); empty:
+  // every device. Set before any writer starts.
+  void SetDeviceFilter(std::set<int32_t> minors) { filter_ = std::move(minors); }
+
   // Replaces the device list. Returns false if nothing changed.
   bool SetXdmDevices(std::vector<DeviceInfo> devices);
   // Called with the new list, under the registry's lock, whenever
@@ -193,6 +198,8 @@ class DeviceRegistry : public prometheus::Collectable {
   std::string MinorOfLocked(const std::string& uuid) const;
   std::vector<HalDeviceView> MergedHalLocked() const;
   DevicesListener listener_;  // set before writers start
+  std::set<int32_t> filter_;  // set before writers start; empty: every device
+  bool Selected(int32_t minor) const { return filter_.empty() || filter_.count(minor) != 0; }
 };
 
 }  // namespace xpu::store

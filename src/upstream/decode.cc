@@ -66,12 +66,14 @@ Status CheckJsonShape(const std::string& json) {
 
 void DecodeData(const xdm::api::ExporterDataResponse& msg, const catalog::Catalog& catalog,
                 bool keep_unknown, std::vector<store::Sample>* out, DecodeStats* stats,
-                const std::unordered_set<uint32_t>* excluded) {
+                const std::unordered_set<uint32_t>* excluded, const std::set<int32_t>* devices) {
   out->clear();
   out->reserve(static_cast<size_t>(msg.datalist_size()));
   const bool select = excluded != nullptr && !excluded->empty();
+  const bool subset = devices != nullptr && !devices->empty();
   for (const auto& d : msg.datalist()) {
-    if (select && excluded->count(d.metricid()) != 0) {
+    if ((select && excluded->count(d.metricid()) != 0) ||
+        (subset && devices->count(d.minor()) == 0)) {
       ++stats->excluded;
       continue;
     }

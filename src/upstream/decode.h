@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <set>
 #include <string>
 #include <unordered_set>
 #include <vector>
@@ -21,7 +22,7 @@ struct DecodeStats {
   // kUnexpectedInstance: an instance on a metric whose catalog entry has none
   // would render as a second sample with the label set of the first.
   InvalidCounts invalid;
-  size_t excluded = 0;  // families not selected (--metrics.include/exclude): by choice
+  size_t excluded = 0;  // families or devices not selected (--metrics.*, --xdm.devices)
 };
 
 // Limits on what one upstream message may make the exporter hold
@@ -32,10 +33,12 @@ inline constexpr size_t kMaxTopologyLevels = 16;
 
 // Turns one ExporterGetDataList/ExporterDataStream message into scaled
 // samples. Unknown IDs are kept only when `keep_unknown` (unscaled); IDs in
-// `excluded` (families not selected) are dropped first. Pure.
+// `excluded` (families not selected), and samples of minors outside a
+// non-empty `devices` (--xdm.devices), are dropped first. Pure.
 void DecodeData(const xdm::api::ExporterDataResponse& msg, const catalog::Catalog& catalog,
                 bool keep_unknown, std::vector<store::Sample>* out, DecodeStats* stats,
-                const std::unordered_set<uint32_t>* excluded = nullptr);
+                const std::unordered_set<uint32_t>* excluded = nullptr,
+                const std::set<int32_t>* devices = nullptr);
 
 // Parses extenderResources["topology"]. Errors describe what is malformed;
 // `out` is left empty then.

@@ -322,7 +322,8 @@ bool XdmClient::Ingest(const xdm::api::ExporterDataResponse& msg) {
   }
   thread_local std::vector<store::Sample> batch;
   DecodeStats ds;
-  DecodeData(msg, *catalog_, options_.keep_unknown, &batch, &ds, &options_.excluded_ids);
+  DecodeData(msg, *catalog_, options_.keep_unknown, &batch, &ds, &options_.excluded_ids,
+             &options_.devices);
   const store::ApplyStats st = store_->Apply(batch, SteadyClock::now());
   // One huge message must not pin its buffer for the life of the thread.
   if (batch.capacity() > kKeepBufferEntries && batch.capacity() > 2 * batch.size()) {

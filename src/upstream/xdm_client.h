@@ -51,6 +51,8 @@ struct ClientOptions {
   // Catalog IDs of families not selected (--metrics.include/exclude),
   // dropped at ingest: they cost neither memory nor CPU.
   std::unordered_set<uint32_t> excluded_ids;
+  // --xdm.devices: only these minors' data is taken; empty: every device.
+  std::set<int32_t> devices;
   // Largest message accepted from XDM; bigger ones fail the call (counted).
   int max_message_bytes = 4 * 1024 * 1024;
   // Devices taken from one ListAndWatch push; the store holds as many.

@@ -38,6 +38,19 @@ s = json.load(sys.stdin)["settings"]["metrics.exclude"]
 assert s["source"] == "file" and "xpu_link_.*" in s["value"], s
 ' || fail "/config does not show the selection"
 grep -q "metric selection: .* catalog families exported" "$TMP/sel.log" || fail "selection not logged"
+# --xdm.devices: a subset of the devices, from every source.
+"$EXPORTER" --web.listen-address 127.0.0.1:0 --xdm.endpoint "unix://$TMP/sim.sock" \
+  --controller.endpoint "unix://$TMP/sim-ctl.sock" --collector.interval 100ms --hal none \
+  --kubelet.pod-resources-socket "" --xdm.devices 1,3 2>"$TMP/dev.log" &
+PIDS+=($!)
+wait_for 10 grep -q "listening on port" "$TMP/dev.log" || fail "device-subset exporter did not start: $(cat "$TMP/dev.log")"
+DEV_URL="http://127.0.0.1:$(grep -o 'listening on port(s) [0-9]*' "$TMP/dev.log" | awk '{print $4}')"
+dev_ready() { grep -q '^xpu_utilization_ratio{minor="3"' <(curl -sf "$DEV_URL/metrics"); }
+wait_for 15 dev_ready || fail "device subset: no data for minor 3"
+MINORS=$(curl -sf "$DEV_URL/metrics" | grep -o '^xpu_[a-z_]*{minor="[0-9]*"' | sed 's/.*minor="//; s/"//' | sort -u | tr '\n' ' ')
+[ "$MINORS" = "1 3 " ] || fail "--xdm.devices 1,3 exported minors: $MINORS"
+echo "--xdm.devices 1,3: minors on the page: $MINORS"
+
 set +e
 "$EXPORTER" --metrics.include '(' >/dev/null 2>"$TMP/bad.err"
 rc=$?

@@ -149,6 +149,35 @@ TEST(StoreIdentityTest, PublishesWithoutIdentityOnceTheWaitRunsOut) {
   EXPECT_EQ(store.Snap(t0 + seconds(11)).set->rows[0].device->uuid, "U0");
 }
 
+// --xdm.devices: the registry keeps only the chosen minors from every source.
+TEST(DeviceRegistryFilterTest, KeepsOnlyChosenMinorsFromEverySource) {
+  DeviceRegistry reg;
+  reg.SetDeviceFilter({1});
+  DeviceInfo a, b;
+  a.minor = 0;
+  a.uuid = "U0";
+  b.minor = 1;
+  b.uuid = "U1";
+  reg.SetXdmDevices({a, b});
+  ASSERT_EQ(reg.Devices().size(), 1u);
+  EXPECT_EQ(reg.Devices()[0].minor, 1);
+  HalDeviceView h0, h1;
+  h0.minor = 0;
+  h1.minor = 1;
+  reg.SetHalDevices({h0, h1});
+  ASSERT_EQ(reg.HalDevices().size(), 1u);
+  EXPECT_EQ(reg.HalDevices()[0].minor, 1);
+  PciDeviceView p0, p1, unjoined;
+  p0.bus_id = "0000:01:00.0";
+  p0.minor = "0";
+  p1.bus_id = "0000:02:00.0";
+  p1.minor = "1";
+  unjoined.bus_id = "0000:03:00.0";
+  reg.SetPciDevices({p0, p1, unjoined});
+  ASSERT_EQ(reg.PciDevices().size(), 1u);
+  EXPECT_EQ(reg.PciDevices()[0].minor, "1");
+}
+
 TEST(StoreCtorTest, RejectsMisuse) {
   EXPECT_THROW(MetricStore(nullptr, {}), std::invalid_argument);
   EXPECT_THROW(MetricStore(catalog::Catalog::Builtin(), {milliseconds(0), 1}),

@@ -57,6 +57,20 @@ TEST(DecodeTest, ExcludedFamiliesAreDroppedAtIngest) {
   EXPECT_EQ(st.unknown_id, 0u);
 }
 
+TEST(DecodeTest, DevicesOutsideTheSubsetAreDroppedAtIngest) {
+  api::ExporterDataResponse msg;
+  Add(&msg, 0, 1, 50);
+  Add(&msg, 1, 1, 60);
+  Add(&msg, 2, 1, 70);
+  std::vector<store::Sample> out;
+  DecodeStats st;
+  const std::set<int32_t> devices = {1};
+  DecodeData(msg, *catalog::Catalog::Builtin(), false, &out, &st, nullptr, &devices);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].minor, 1);
+  EXPECT_EQ(st.excluded, 2u);
+}
+
 TEST(DecodeTest, DropsAndCountsNonFiniteNegativeCountersAndUnknownIds) {
   api::ExporterDataResponse msg;
   Add(&msg, 0, 4, std::numeric_limits<double>::quiet_NaN());
