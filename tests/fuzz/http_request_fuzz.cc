@@ -43,12 +43,22 @@ xpu::http::WebServer* Server() {
 }
 
 void SendRaw(int port, const std::string& request) {
-  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_port = htons(static_cast<uint16_t>(port));
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) abort();
+  // Thousands of connections a second can briefly exhaust loopback's
+  // ephemeral ports or the accept backlog on a loaded machine (seen in CI:
+  // connect failed, the input alone does not reproduce): retry for up to
+  // 5 s; a server that stays unreachable is still a failure.
+  int fd = -1;
+  for (int attempt = 0;; ++attempt) {
+    fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd >= 0 && connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) break;
+    if (fd >= 0) close(fd);
+    if (attempt == 500) abort();
+    poll(nullptr, 0, 10);
+  }
   (void)send(fd, request.data(), request.size(), MSG_NOSIGNAL);
   shutdown(fd, SHUT_WR);
   std::string answer;
