@@ -50,6 +50,10 @@ void Build(CLI::App& app, Config* cfg) {
                  "YAML file setting any of these flags by name (flags override it)");
   app.add_option("--web.config.file", cfg->web_config_file,
                  "Exporter-toolkit web config: TLS, basic auth, headers (re-read on SIGHUP)");
+  app.add_flag("--web.enable-lifecycle", cfg->enable_lifecycle,
+               "Enable POST /-/reload (like SIGHUP); off by default, as in Prometheus");
+  app.add_flag("--config.check", cfg->config_check,
+               "Validate the flags and every file they name, print the result, exit 0 or 2");
   app.add_flag("--web.probes-require-auth", cfg->web.protect_probes,
                "Require basic auth on /-/healthy and /-/ready too");
   app.add_option(
@@ -164,8 +168,9 @@ void Build(CLI::App& app, Config* cfg) {
       ->capture_default_str();
 }
 
-// Parses `args`; returns nullopt to go on, or an exit code after printing.
-std::optional<int> Parse(CLI::App& app, std::vector<std::string> args) {
+// Parses `args`; returns nullopt to go on, or an exit code: 0 after printing
+// help or the version, 2 with `*error` set.
+std::optional<int> Parse(CLI::App& app, std::vector<std::string> args, std::string* error) {
   std::reverse(args.begin(), args.end());  // CLI11 takes them back to front
   try {
     app.parse(args);
@@ -176,7 +181,7 @@ std::optional<int> Parse(CLI::App& app, std::vector<std::string> args) {
     app.exit(e);
     return 0;
   } catch (const CLI::ParseError& e) {
-    std::cerr << "xpu-exporter: " << e.what() << " (see --help)\n";
+    *error = std::string(e.what()) + " (see --help)";
     return 2;
   }
   return std::nullopt;
@@ -251,7 +256,7 @@ Status FileArgs(const std::string& path, CLI::App& app, std::vector<std::string>
     Flatten(root, "", path, &entries);
     for (const FileEntry& e : entries) {
       CLI::Option* opt = app.get_option_no_throw("--" + e.key);
-      if (opt == nullptr || e.key == "config.file" || e.key == "help" || e.key == "version")
+      if (opt == nullptr || e.key == "config.file" || e.key == "config.check" || e.key == "help" || e.key == "version")
         return Status::InvalidArgument(e.where + ": unknown key '" + e.key + "'");
       if (opt->count() > 0) continue;  // the command line wins
       from_file->insert(e.key);
@@ -311,17 +316,28 @@ Status Validate(const Config& cfg) {
   return Status::Ok();
 }
 
-std::optional<int> ParseFlags(int argc, char** argv, Config* cfg) {
-  const std::vector<std::string> cmdline(argv + 1, argv + argc);
+namespace {
+
+// Parses `cmdline` (and the --config.file it names) into `cfg` and validates
+// it. Returns nullopt to go on; else the exit code, with `*error` set when it
+// is 2 (help and version print themselves and give 0).
+std::optional<int> Load(const std::vector<std::string>& cmdline, Config* cfg, Status* error) {
   // Pass 1: the command line alone, to find --config.file and what it sets.
   Config first;
   CLI::App probe{"xpu-exporter", "xpu-exporter"};
   Build(probe, &first);
-  if (auto rc = Parse(probe, cmdline)) return rc;
+  std::string parse_error;
+  if (auto rc = Parse(probe, cmdline, &parse_error)) {
+    if (*rc != 0) *error = Status::InvalidArgument(parse_error);
+    return rc;
+  }
   std::vector<std::string> args;
   std::set<std::string> from_file;
   if (!first.config_file.empty()) {
-    if (Status s = FileArgs(first.config_file, probe, &args, &from_file); !s.ok()) return Fail(s);
+    if (Status s = FileArgs(first.config_file, probe, &args, &from_file); !s.ok()) {
+      *error = s;
+      return 2;
+    }
   }
   // Pass 2: the file's values, then the command line's.
   args.insert(args.end(), cmdline.begin(), cmdline.end());
@@ -329,7 +345,10 @@ std::optional<int> ParseFlags(int argc, char** argv, Config* cfg) {
                "xpu-exporter"};
   *cfg = Config();
   Build(app, cfg);
-  if (auto rc = Parse(app, args)) return rc;
+  if (auto rc = Parse(app, args, &parse_error)) {
+    if (*rc != 0) *error = Status::InvalidArgument(parse_error);
+    return rc;
+  }
   for (CLI::Option* opt : app.get_options()) {
     const std::string name = opt->get_name();
     if (name.rfind("--", 0) != 0 || name == "--help" || name == "--version") continue;
@@ -345,12 +364,64 @@ std::optional<int> ParseFlags(int argc, char** argv, Config* cfg) {
     cfg->settings[key] = setting;
   }
   if (cfg->web.listen_addresses.empty()) cfg->web.listen_addresses = {kDefaultListenAddress};
-  if (Status s = Validate(*cfg); !s.ok()) return Fail(s);
+  cfg->cmdline = cmdline;
+  if (Status s = Validate(*cfg); !s.ok()) {
+    *error = s;
+    return 2;
+  }
   if (!cfg->web_config_file.empty()) {
-    if (Status s = http::WebConfig::Load(cfg->web_config_file, &cfg->web.web_config); !s.ok())
-      return Fail(s);
+    if (Status s = http::WebConfig::Load(cfg->web_config_file, &cfg->web.web_config); !s.ok()) {
+      *error = s;
+      return 2;
+    }
   }
   return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<int> ParseFlags(int argc, char** argv, Config* cfg) {
+  Status error;
+  const std::optional<int> rc = Load({argv + 1, argv + argc}, cfg, &error);
+  if (rc && *rc != 0) return Fail(error);
+  return rc;
+}
+
+Status Reparse(const std::vector<std::string>& cmdline, Config* cfg) {
+  Status error;
+  if (Load(cmdline, cfg, &error)) {
+    return error.ok() ? Status::InvalidArgument("the command line asks for help or the version")
+                      : error;
+  }
+  return Status::Ok();
+}
+
+Status LoadFiles(const Config& cfg, LoadedFiles* out) {
+  if (cfg.catalog_file.empty()) {
+    out->catalog = catalog::Catalog::Builtin();
+  } else if (Status s = catalog::Catalog::LoadFile(cfg.catalog_file, &out->catalog); !s.ok()) {
+    return s;
+  }
+  if (cfg.hal.fault_catalog_file.empty()) {
+    out->faults = hal::FaultCatalog::Builtin();
+  } else if (Status s = hal::FaultCatalog::LoadFile(cfg.hal.fault_catalog_file, &out->faults);
+             !s.ok()) {
+    return s;
+  }
+  return catalog::Selection::Make(cfg.metrics_include, cfg.metrics_exclude, &out->selection);
+}
+
+bool NeedsRestart(const std::string& key) {
+  // What a running exporter cannot change: its sockets and their limits,
+  // where it connects, the caps that size its tables, and the log's format
+  // (swapping spdlog's default logger races with threads logging).
+  static const std::set<std::string> kRestart = {
+      "web.listen-address",   "web.telemetry-path",    "web.max-connections",
+      "web.probes-require-auth", "web.enable-lifecycle", "xdm.endpoint",
+      "controller.endpoint",  "xdm.backoff-initial",   "xdm.backoff-max",
+      "xdm.max-message-size", "collector.max-series",  "collector.max-devices",
+      "log.format",           "config.file",           "config.check"};
+  return kRestart.count(key) != 0;
 }
 
 }  // namespace xpu::app

@@ -8,7 +8,10 @@
 #include <string>
 #include <vector>
 
+#include "catalog/catalog.h"
+#include "catalog/selection.h"
 #include "common/status.h"
+#include "hal/fault_catalog.h"
 #include "hal/hal.h"
 #include "hal/pci.h"
 #include "http/web_config.h"
@@ -58,6 +61,11 @@ struct Config {
   std::string log_level = "info";
   std::string log_format = "logfmt";
   std::string config_file;  // --config.file (YAML of the flags)
+  bool enable_lifecycle = false;  // --web.enable-lifecycle: POST /-/reload
+  bool config_check = false;      // --config.check: validate every file, exit
+  // The command line it came from (without argv[0]): a reload parses it
+  // again, with the config file as it is then.
+  std::vector<std::string> cmdline;
 
   // Every option's effective value and where it came from ("default",
   // "file" or "flag"), for /config.
@@ -82,5 +90,22 @@ Status Validate(const Config& cfg);
 // --help/--version, 2 after one clear line on stderr for a bad flag, value or
 // file.
 std::optional<int> ParseFlags(int argc, char** argv, Config* cfg);
+
+// The same for a reload: parses `cmdline` and the config file as they are
+// now. InvalidArgument with the one line ParseFlags would print.
+Status Reparse(const std::vector<std::string>& cmdline, Config* cfg);
+
+// The files a configuration names besides itself and the web config, loaded
+// and checked: the metric and fault catalogs, and the family selection.
+struct LoadedFiles {
+  std::shared_ptr<const catalog::Catalog> catalog;
+  std::shared_ptr<const hal::FaultCatalog> faults;
+  catalog::Selection selection;
+};
+Status LoadFiles(const Config& cfg, LoadedFiles* out);
+
+// Whether the setting (a flag name without "--") takes effect only at start;
+// every other one changes on reload (docs/configuration.md).
+bool NeedsRestart(const std::string& key);
 
 }  // namespace xpu::app

@@ -14,60 +14,96 @@ Exporter::Exporter(Config cfg) : cfg_(std::move(cfg)) {}
 
 Exporter::~Exporter() { Stop(); }
 
-Status Exporter::Start() {
-  if (cfg_.catalog_file.empty()) {
-    catalog_ = catalog::Catalog::Builtin();
-  } else {
-    Status s = catalog::Catalog::LoadFile(cfg_.catalog_file, &catalog_);
-    if (!s.ok()) return s;
-  }
-  if (cfg_.hal.fault_catalog_file.empty()) {
-    fault_catalog_ = hal::FaultCatalog::Builtin();
-  } else {
-    Status s = hal::FaultCatalog::LoadFile(cfg_.hal.fault_catalog_file, &fault_catalog_);
-    if (!s.ok()) return s;
-  }
+Status Exporter::BuildHal(const Config& cfg,
+                          const std::shared_ptr<const hal::FaultCatalog>& faults,
+                          std::unique_ptr<hal::HalSampler>* hal,
+                          std::unique_ptr<hal::PciSampler>* pci) {
   hal::HalSelection hal_sel;
-  if (Status s = hal::ParseHalSelection(cfg_.hal.backend, &hal_sel); !s.ok())
+  if (Status s = hal::ParseHalSelection(cfg.hal.backend, &hal_sel); !s.ok())
     return Status::InvalidArgument("--hal: " + s.message());
   std::unique_ptr<hal::HalBackend> backend;
   if (hal_sel.automatic || hal_sel.sysfs) {
-    if (Status s = hal::MakeBackend(hal_sel.sysfs ? "sysfs" : "auto", cfg_.hal.root, &backend);
+    if (Status s = hal::MakeBackend(hal_sel.sysfs ? "sysfs" : "auto", cfg.hal.root, &backend);
         !s.ok())
       return s;
   }
   if (backend) {
-    spdlog::info("HAL backend {} at {}, every {} ms", backend->name(), cfg_.hal.root,
-                 cfg_.hal.interval.count());
-    hal_ = std::make_unique<hal::HalSampler>(std::move(backend), fault_catalog_, cfg_.hal.interval,
+    spdlog::info("HAL backend {} at {}, every {} ms", backend->name(), cfg.hal.root,
+                 cfg.hal.interval.count());
+    *hal = std::make_unique<hal::HalSampler>(std::move(backend), faults, cfg.hal.interval,
                                              &devices_, &self_metrics_);
   } else {
-    spdlog::info("HAL sysfs backend off (--hal={}, {})", cfg_.hal.backend, cfg_.hal.root);
+    spdlog::info("HAL sysfs backend off (--hal={}, {})", cfg.hal.backend, cfg.hal.root);
   }
   if (hal_sel.automatic || hal_sel.pci) {
     hal::PciFilter filter;
-    if (Status s = hal::MakePciFilter(cfg_.hal.pci_classes, cfg_.hal.pci_vendors, &filter); !s.ok())
+    if (Status s = hal::MakePciFilter(cfg.hal.pci_classes, cfg.hal.pci_vendors, &filter); !s.ok())
       return s;
-    hal::PciScanner scanner(cfg_.hal.pci_root, filter);
+    hal::PciScanner scanner(cfg.hal.pci_root, filter);
     std::vector<hal::PciDevice> found;
     const bool usable = scanner.Scan(&found).ok();
     // auto: only where there is something to watch.
     if (hal_sel.pci || (usable && !found.empty())) {
-      spdlog::info("HAL backend pci at {}: {} device(s), every {} ms", cfg_.hal.pci_root,
-                   found.size(), cfg_.hal.interval.count());
-      pci_ = std::make_unique<hal::PciSampler>(std::move(scanner), fault_catalog_,
-                                               cfg_.hal.interval, &devices_, &self_metrics_);
+      spdlog::info("HAL backend pci at {}: {} device(s), every {} ms", cfg.hal.pci_root,
+                   found.size(), cfg.hal.interval.count());
+      *pci = std::make_unique<hal::PciSampler>(std::move(scanner), faults, cfg.hal.interval,
+                                               &devices_, &self_metrics_);
     }
   }
-  if (!cfg_.kubelet.socket.empty())
-    pods_ = std::make_unique<kubelet::PodMapper>(cfg_.kubelet, &devices_, &self_metrics_);
+  return Status::Ok();
+}
+
+std::unique_ptr<kubelet::PodMapper> Exporter::BuildPods(const Config& cfg) {
+  if (cfg.kubelet.socket.empty()) return nullptr;
+  return std::make_unique<kubelet::PodMapper>(cfg.kubelet, &devices_, &self_metrics_);
+}
+
+std::unique_ptr<kubernetes::PodWatcher> Exporter::BuildWatcher(const Config& cfg) {
   std::string why_off;
-  const std::string api = kubernetes::ResolveApiServer(cfg_.kubernetes, &why_off);
-  if (api.empty())
+  const std::string api = kubernetes::ResolveApiServer(cfg.kubernetes, &why_off);
+  if (api.empty()) {
     spdlog::info("kubernetes: no API-server watch: {}", why_off);
-  else
-    watcher_ =
-        std::make_unique<kubernetes::PodWatcher>(cfg_.kubernetes, api, &devices_, &self_metrics_);
+    return nullptr;
+  }
+  return std::make_unique<kubernetes::PodWatcher>(cfg.kubernetes, api, &devices_, &self_metrics_);
+}
+
+void Exporter::ApplyIngest(const Config& cfg, const LoadedFiles& files) {
+  const catalog::Catalog& cat = *files.catalog;
+  const catalog::Selection& sel = files.selection;
+  upstream::XdmClient::IngestRules rules{files.catalog, sel.ExcludedIds(cat),
+                                         cfg.xdm.keep_unknown && sel.Allows("xpu_unknown_metric"),
+                                         {cfg.xdm.devices.begin(), cfg.xdm.devices.end()}};
+  // The store first: from here on it names series by the new catalog, and
+  // what is no longer selected goes from it, so no scrape shows it again.
+  store_->SetCatalog(files.catalog);
+  const std::set<int32_t>& devices = rules.devices;
+  const size_t dropped = store_->Drop([&](int32_t minor, uint32_t id) {
+    if (rules.excluded_ids.count(id) != 0) return true;
+    if (!devices.empty() && devices.count(minor) == 0) return true;
+    return !rules.keep_unknown && cat.Find(id) == nullptr;
+  });
+  if (dropped > 0) spdlog::info("dropped {} series no longer selected", dropped);
+  devices_.SetDeviceFilter(devices);
+  if (sel.everything()) {
+    exposer_->SetFamilyFilter(nullptr);
+  } else {
+    exposer_->SetFamilyFilter(
+        [sel](const std::string& name) { return sel.Allows(name); });  // a copy: immutable
+    spdlog::info("metric selection: {} of {} catalog families exported",
+                 cat.entries().size() - rules.excluded_ids.size(), cat.entries().size());
+  }
+  if (!devices.empty()) spdlog::info("exporting {} device(s) only (--xdm.devices)", devices.size());
+  client_->Reconfigure(std::move(rules), cfg.xdm.interval, cfg.xdm.stale_after);
+}
+
+Status Exporter::Start() {
+  LoadedFiles files;
+  if (Status s = LoadFiles(cfg_, &files); !s.ok()) return s;
+  catalog_ = files.catalog;
+  if (Status s = BuildHal(cfg_, files.faults, &hal_, &pci_); !s.ok()) return s;
+  pods_ = BuildPods(cfg_);
+  watcher_ = BuildWatcher(cfg_);
   prometheus::BuildGauge()
       .Name("xpu_exporter_build_info")
       .Help("xpu-exporter's version, revision and node name; always 1.")
@@ -77,9 +113,6 @@ Status Exporter::Start() {
   store_ = std::make_unique<store::MetricStore>(
       catalog_, store::MetricStore::Options{cfg_.effective_stale_after(), cfg_.max_series,
                                             cfg_.xdm.max_devices, store::kIdentityWait});
-  devices_.SetDeviceFilter(cfg_.xdm.devices);
-  if (!cfg_.xdm.devices.empty())
-    spdlog::info("exporting {} device(s) only (--xdm.devices)", cfg_.xdm.devices.size());
   store_->FollowDevices(&devices_);
   identity_missing_ = &prometheus::BuildGauge()
                            .Name("xpu_exporter_device_identity_missing")
@@ -88,26 +121,32 @@ Status Exporter::Start() {
                                "data but no device list within 10 s.")
                            .Register(self_metrics_)
                            .Add({});
+  reload_ok_ = &prometheus::BuildGauge()
+                    .Name("xpu_exporter_config_last_reload_successful")
+                    .Help("Whether the last configuration reload (SIGHUP, /-/reload) succeeded.")
+                    .Register(self_metrics_)
+                    .Add({});
+  reload_ok_->Set(1);
+  reload_time_ = &prometheus::BuildGauge()
+                      .Name("xpu_exporter_config_last_reload_success_timestamp_seconds")
+                      .Help("When the configuration was last loaded successfully (start or reload).")
+                      .Register(self_metrics_)
+                      .Add({});
+  reload_time_->SetToCurrentTime();
+  restart_pending_ = &prometheus::BuildGauge()
+                          .Name("xpu_exporter_config_restart_pending")
+                          .Help(
+                              "Settings changed by a reload that take effect only after a "
+                              "restart (named in /config).")
+                          .Register(self_metrics_)
+                          .Add({});
   exposer_ = std::make_unique<exposition::Exposer>(store_.get(), &self_metrics_);
   exposer_->AddCollectable(&devices_);
   exposer_->AddCollectable(&self_metrics_);
   exposer_->AddCollectable(&process_metrics_);
-
-  // Family selection: catalog families at ingest, every other family when
-  // rendered. Validate() has checked the patterns.
-  upstream::ClientOptions xdm = cfg_.xdm;
-  if (Status s = catalog::Selection::Make(cfg_.metrics_include, cfg_.metrics_exclude, &selection_);
-      !s.ok())
-    throw std::invalid_argument(s.message());
-  if (!selection_.everything()) {
-    xdm.excluded_ids = selection_.ExcludedIds(*catalog_);
-    xdm.keep_unknown = xdm.keep_unknown && selection_.Allows("xpu_unknown_metric");
-    exposer_->SetFamilyFilter([this](const std::string& name) { return selection_.Allows(name); });
-    spdlog::info("metric selection: {} of {} catalog families exported",
-                 catalog_->entries().size() - xdm.excluded_ids.size(), catalog_->entries().size());
-  }
-  client_ =
-      std::make_unique<upstream::XdmClient>(xdm, catalog_, store_.get(), &devices_, &self_metrics_);
+  client_ = std::make_unique<upstream::XdmClient>(cfg_.xdm, catalog_, store_.get(), &devices_,
+                                                  &self_metrics_);
+  ApplyIngest(cfg_, files);  // selection and devices, before any thread runs
 
   http::WebOptions wo = cfg_.web;
   wo.probe_paths = {"/-/healthy", "/-/ready"};
@@ -125,6 +164,8 @@ Status Exporter::Start() {
     return http::Response{200, "text/plain; charset=utf-8", "Healthy\n", {}};
   });
   web_->Route("/-/ready", {"GET"}, [this](const http::Request&) { return Ready(); });
+  web_->Route("/-/reload", {"POST", "PUT"},
+              [this](const http::Request& r) { return ReloadPage(r); });
   web_->Route("/status", {"GET"}, [this](const http::Request&) { return StatusPage(); });
   web_->Route("/config", {"GET"}, [this](const http::Request&) { return ConfigPage(); });
   Status s = web_->Start();
@@ -134,23 +175,223 @@ Status Exporter::Start() {
   if (pci_) pci_->Start();
   if (pods_) pods_->Start();
   if (watcher_) watcher_->Start();
+  {
+    std::lock_guard<std::mutex> lock(jobs_mu_);
+    reloader_started_ = true;
+  }
+  reloader_.Start([this] { ReloadLoop(); });
   return Status::Ok();
 }
 
-Status Exporter::ReloadWebConfig() {
-  if (cfg_.web_config_file.empty()) return Status::Ok();
-  std::shared_ptr<const http::WebConfig> fresh;
-  Status s = http::WebConfig::Load(cfg_.web_config_file, &fresh);
-  if (!s.ok()) return s;
-  s = web_->Reload(fresh);
-  if (s.ok()) {
-    std::lock_guard<std::mutex> lock(web_config_mu_);
-    cfg_.web.web_config = fresh;
+struct Exporter::ReloadJob {
+  bool from_http = false;  // asked by an HTTP worker: see RunReload
+  std::promise<Status> answer;
+  bool answered = false;
+  void Answer(const Status& s) {
+    if (answered) return;
+    answered = true;
+    answer.set_value(s);
   }
-  return s;
+};
+
+std::future<Status> Exporter::RequestReload(bool from_http) {
+  auto job = std::make_shared<ReloadJob>();
+  job->from_http = from_http;
+  std::future<Status> answer = job->answer.get_future();
+  {
+    // A job queued after the loop's last look would never be answered.
+    std::lock_guard<std::mutex> lock(jobs_mu_);
+    if (!reloader_started_ || reloader_.stopping()) {
+      job->Answer(Status::Unavailable("not running"));
+      return answer;
+    }
+    jobs_.push_back(std::move(job));
+  }
+  reloader_.Ring(&reload_wake_);
+  return answer;
+}
+
+void Exporter::ReloadLoop() {
+  for (;;) {
+    std::deque<std::shared_ptr<ReloadJob>> jobs;
+    {
+      std::lock_guard<std::mutex> lock(jobs_mu_);
+      jobs.swap(jobs_);
+    }
+    for (const auto& job : jobs) {
+      RunReload(job.get());
+      job->Answer(Status::Ok());  // RunReload answered unless it had nothing to say
+    }
+    if (!reloader_.SleepFor(std::chrono::hours(24), &reload_wake_)) break;
+  }
+  std::lock_guard<std::mutex> lock(jobs_mu_);
+  for (const auto& job : jobs_) job->Answer(Status::Unavailable("shutting down"));
+  jobs_.clear();
+}
+
+Status Exporter::Reload() { return RequestReload(/*from_http=*/false).get(); }
+
+void Exporter::RecordReload(const Status& s) {
+  reload_ok_->Set(s.ok() ? 1 : 0);
+  if (s.ok()) reload_time_->SetToCurrentTime();
+  std::lock_guard<std::mutex> lock(parts_mu_);
+  last_reload_error_ = s.ok() ? "" : s.message();
+}
+
+void Exporter::RunReload(ReloadJob* job) {
+  auto fail = [&](const Status& s) {
+    spdlog::error("reload: kept the configuration in force: {}", s.message());
+    RecordReload(s);
+    job->Answer(s);
+  };
+  // Everything that can fail comes first; then nothing can.
+  Config fresh;
+  if (Status s = Reparse(cfg_.cmdline, &fresh); !s.ok()) return fail(s);
+  LoadedFiles files;
+  if (Status s = LoadFiles(fresh, &files); !s.ok()) return fail(s);
+  auto changed = [&](const std::string& prefix) {
+    for (const auto& [key, st] : fresh.settings) {
+      if (key.rfind(prefix, 0) != 0) continue;
+      auto old = cfg_.settings.find(key);
+      if (old == cfg_.settings.end() || old->second.values != st.values) return true;
+    }
+    return false;
+  };
+  // A fault catalog file is read again: its contents may have changed.
+  const bool hal_changed = changed("hal") || !fresh.hal.fault_catalog_file.empty();
+  std::unique_ptr<hal::HalSampler> hal;
+  std::unique_ptr<hal::PciSampler> pci;
+  if (hal_changed) {
+    if (Status s = BuildHal(fresh, files.faults, &hal, &pci); !s.ok()) return fail(s);
+  }
+  // The web config: auth and headers change at once; new TLS settings
+  // restart the listeners, which would wait for an HTTP worker thread that
+  // waits for this answer: so the answer goes first, and the outcome is
+  // logged and in xpu_exporter_config_last_reload_successful.
+  const bool web_changed = !cfg_.web_config_file.empty() || !fresh.web_config_file.empty();
+  if (job->from_http && web_changed && web_->NeedsRestart(fresh.web.web_config))
+    job->Answer(Status::Ok());
+  if (web_changed) {
+    if (Status s = web_->Reload(fresh.web.web_config); !s.ok()) {
+      // Only SIGHUP's caller (main) can act on this: it exits.
+      if (!web_->listening()) spdlog::error("reload: no HTTP listener left");
+      return fail(s);
+    }
+  }
+
+  spdlog::set_level(spdlog::level::from_str(fresh.log_level));
+  ApplyIngest(fresh, files);
+  std::unique_ptr<kubelet::PodMapper> pods;
+  std::unique_ptr<kubernetes::PodWatcher> watcher;
+  const bool pods_changed = changed("kubelet");
+  const bool watcher_changed = changed("kubernetes");
+  if (pods_changed) pods = BuildPods(fresh);
+  if (watcher_changed) watcher = BuildWatcher(fresh);
+
+  // Swap the parts; the old ones stop outside the lock (joining threads).
+  std::unique_ptr<hal::HalSampler> old_hal;
+  std::unique_ptr<hal::PciSampler> old_pci;
+  std::unique_ptr<kubelet::PodMapper> old_pods;
+  std::unique_ptr<kubernetes::PodWatcher> old_watcher;
+  {
+    std::lock_guard<std::mutex> lock(parts_mu_);
+    if (hal_changed) {
+      old_hal = std::exchange(hal_, nullptr);
+      old_pci = std::exchange(pci_, nullptr);
+    }
+    if (pods_changed) old_pods = std::exchange(pods_, nullptr);
+    if (watcher_changed) old_watcher = std::exchange(watcher_, nullptr);
+  }
+  if (old_hal) old_hal->Stop();
+  if (old_pci) old_pci->Stop();
+  if (old_pods) old_pods->Stop();
+  if (old_watcher) old_watcher->Stop();
+  // Faults that stay active are not raised again by the new samplers.
+  if (hal && old_hal) hal->SeedFaultState(old_hal->fault_state());
+  if (pci && old_pci) pci->SeedFaultState(old_pci->fault_state());
+  if (hal_changed) {
+    if (!hal) devices_.SetHalDevices({});
+    if (!pci) devices_.SetPciDevices({});
+  }
+  if (pods_changed && !pods) devices_.SetPodAssignments({});
+  if (watcher_changed && !watcher) {
+    devices_.SetPodMetadata({});
+    devices_.SetContainerQuotas({});
+    devices_.SetDeviceShares({});
+  }
+  if (hal) hal->Start();
+  if (pci) pci->Start();
+  if (pods) pods->Start();
+  if (watcher) watcher->Start();
+
+  std::vector<std::string> restart;
+  {
+    std::lock_guard<std::mutex> lock(parts_mu_);
+    if (hal_changed) {
+      hal_ = std::move(hal);
+      pci_ = std::move(pci);
+    }
+    if (pods_changed) pods_ = std::move(pods);
+    if (watcher_changed) watcher_ = std::move(watcher);
+    catalog_ = files.catalog;
+    // Settings: the new ones, but restart-only ones keep their running
+    // values and the new ones wait in pending_restart_.
+    std::map<std::string, Config::Setting> settings = fresh.settings;
+    pending_restart_.clear();
+    for (auto& [key, st] : settings) {
+      if (!NeedsRestart(key)) continue;
+      auto running = cfg_.settings.find(key);
+      if (running == cfg_.settings.end()) continue;
+      if (running->second.values != st.values) {
+        pending_restart_[key] = st;
+        restart.push_back(key);
+      }
+      st = running->second;
+    }
+    cfg_.settings = std::move(settings);
+    cfg_.web_config_file = fresh.web_config_file;
+    cfg_.web.web_config = fresh.web.web_config;
+    cfg_.catalog_file = fresh.catalog_file;
+    cfg_.metrics_include = fresh.metrics_include;
+    cfg_.metrics_exclude = fresh.metrics_exclude;
+    cfg_.xdm.devices = fresh.xdm.devices;
+    cfg_.xdm.keep_unknown = fresh.xdm.keep_unknown;
+    cfg_.xdm.interval = fresh.xdm.interval;
+    cfg_.xdm.stale_after = fresh.xdm.stale_after;
+    cfg_.hal = fresh.hal;
+    cfg_.kubelet = fresh.kubelet;
+    const std::string node = cfg_.kubernetes.node_name;
+    cfg_.kubernetes = fresh.kubernetes;
+    cfg_.kubernetes.node_name = node;
+    cfg_.log_level = fresh.log_level;
+  }
+  restart_pending_->Set(static_cast<double>(restart.size()));
+  for (const std::string& key : restart)
+    spdlog::warn("reload: --{} changed; it takes effect after a restart", key);
+  spdlog::info("reload: configuration reloaded (log level {}, {} setting(s) waiting for a restart)",
+               fresh.log_level, restart.size());
+  RecordReload(Status::Ok());
+  job->Answer(Status::Ok());
+}
+
+http::Response Exporter::ReloadPage(const http::Request&) {
+  // Prometheus's convention: off unless asked for, 403 then.
+  if (!cfg_.enable_lifecycle)
+    return {403, "text/plain; charset=utf-8",
+            "Lifecycle API is not enabled (--web.enable-lifecycle).\n", {}};
+  std::future<Status> answer = RequestReload(/*from_http=*/true);
+  if (answer.wait_for(std::chrono::seconds(60)) != std::future_status::ready)
+    return {503, "text/plain; charset=utf-8", "reload still running after 60 s; see the log\n",
+            {}};
+  Status s = answer.get();
+  if (!s.ok())
+    return {500, "text/plain; charset=utf-8", "failed to reload config: " + s.message() + "\n",
+            {}};
+  return {200, "text/plain; charset=utf-8", "configuration reloaded\n", {}};
 }
 
 void Exporter::Stop() {
+  reloader_.Stop();  // from here on no reload replaces a part
   if (client_) client_->Stop();
   if (hal_) hal_->Stop();
   if (pci_) pci_->Stop();
@@ -180,18 +421,32 @@ http::Response Exporter::Metrics(const http::Request&) {
 http::Response Exporter::ConfigPage() {
   using Json = nlohmann::ordered_json;
   Json j;
+  auto value = [](const std::string& key, const Config::Setting& st) {
+    return st.values.size() == 1 && key != "web.listen-address" ? Json(st.values[0])
+                                                                : Json(st.values);
+  };
   Json settings = Json::object();
-  for (const auto& [key, st] : cfg_.settings) {
-    Json v =
-        st.values.size() == 1 && key != "web.listen-address" ? Json(st.values[0]) : Json(st.values);
-    settings[key] = {{"value", v}, {"source", st.source}};
+  std::shared_ptr<const http::WebConfig> wc;
+  std::string reload_error;
+  {
+    std::lock_guard<std::mutex> lock(parts_mu_);
+    for (const auto& [key, st] : cfg_.settings) {
+      Json s = {{"value", value(key, st)},
+                {"source", st.source},
+                {"reload", NeedsRestart(key) ? "restart" : "live"}};
+      // A reload read a new value that only a restart applies.
+      auto pending = pending_restart_.find(key);
+      if (pending != pending_restart_.end())
+        s["pendingRestart"] = {{"value", value(key, pending->second)},
+                               {"source", pending->second.source}};
+      settings[key] = s;
+    }
+    wc = cfg_.web.web_config;
+    reload_error = last_reload_error_;
   }
   j["settings"] = settings;
-  std::shared_ptr<const http::WebConfig> wc;
-  {
-    std::lock_guard<std::mutex> lock(web_config_mu_);
-    wc = cfg_.web.web_config;
-  }
+  j["lastReload"] = {{"successful", reload_error.empty()},
+                     {"error", reload_error.empty() ? Json(nullptr) : Json(reload_error)}};
   if (wc) {
     Json w;
     w["path"] = wc->path;
@@ -237,6 +492,7 @@ http::Response Exporter::Ready() {
                    std::chrono::milliseconds window) { return t && now - *t < window; };
   if (fresh(store_->last_update(), store_->stale_after()))
     return {200, "text/plain; charset=utf-8", "Ready: data from XDM\n", {}};
+  std::unique_lock<std::mutex> lock(parts_mu_);
   if (hal_ && fresh(hal_->last_success(), cfg_.hal.interval * 3))
     return {200, "text/plain; charset=utf-8", "Ready: XDM stale, HAL sampling\n", {}};
   std::string why = store_->last_update()
@@ -244,6 +500,7 @@ http::Response Exporter::Ready() {
                               std::string(upstream::ModeName(client_->mode())) + ")"
                         : "Not ready: no data from XDM yet";
   why += hal_ ? "; HAL not sampling\n" : "; HAL off\n";
+  lock.unlock();
   return {503, "text/plain; charset=utf-8", why, {}};
 }
 
@@ -267,7 +524,11 @@ StatusReport Exporter::Report() {
   r.xdm_endpoint = cfg_.xdm.xdm_endpoint;
   r.upstream = client_->state();
   r.info = client_->info();
-  if (hal_) {
+  std::shared_ptr<const catalog::Catalog> catalog;
+  {
+    std::lock_guard<std::mutex> lock(parts_mu_);
+    catalog = catalog_;
+    if (hal_) {
     r.hal_backend = hal_->backend_name();
     r.hal_up = hal_->up();
     if (auto last = hal_->last_success()) r.hal_seconds_since_sample = secs(now - *last);
@@ -275,6 +536,7 @@ StatusReport Exporter::Report() {
   if (pci_) {  // "sysfs,pci": up only while every backend is
     r.hal_backend = hal_ ? r.hal_backend + ",pci" : "pci";
     r.hal_up = (!hal_ || r.hal_up) && pci_->up();
+  }
   }
 
   // The table's four values, from one snapshot; a catalog without one of
@@ -284,10 +546,10 @@ StatusReport Exporter::Report() {
     std::optional<double> DeviceReport::*field;
   };
   const Column columns[] = {
-      {catalog_->FindByName("xpu_utilization_ratio"), &DeviceReport::utilization},
-      {catalog_->FindByName("xpu_memory_used_bytes"), &DeviceReport::memory_used_bytes},
-      {catalog_->FindByName("xpu_memory_total_bytes"), &DeviceReport::memory_total_bytes},
-      {catalog_->FindByName("xpu_temperature_celsius"), &DeviceReport::temperature_celsius},
+      {catalog->FindByName("xpu_utilization_ratio"), &DeviceReport::utilization},
+      {catalog->FindByName("xpu_memory_used_bytes"), &DeviceReport::memory_used_bytes},
+      {catalog->FindByName("xpu_memory_total_bytes"), &DeviceReport::memory_total_bytes},
+      {catalog->FindByName("xpu_temperature_celsius"), &DeviceReport::temperature_celsius},
   };
   std::map<int32_t, DeviceReport> devices;
   auto device = [&](int32_t minor) -> DeviceReport& {

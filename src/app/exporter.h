@@ -4,6 +4,9 @@
 #include <prometheus/registry.h>
 
 #include <chrono>
+#include <deque>
+#include <future>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -28,8 +31,11 @@
 namespace xpu::app {
 
 // The whole exporter, wired: XdmClient and HalSampler -> MetricStore and
-// DeviceRegistry -> Exposer -> WebServer. Owns every part. Start()/Stop() from the owning thread
-// (main, or a test); everything else runs on the parts' own threads.
+// DeviceRegistry -> Exposer -> WebServer. Owns every part. Start()/Stop() from
+// the owning thread (main, or a test); everything else runs on the parts' own
+// threads. Reloads run on a thread of their own, one at a time, whoever asks
+// (SIGHUP, POST /-/reload): they restart the HTTP listeners on a TLS change,
+// which an HTTP worker thread could not do.
 class Exporter {
  public:
   explicit Exporter(Config cfg);
@@ -41,14 +47,31 @@ class Exporter {
   // client. Errors are configuration errors (exit 2) or bind errors.
   Status Start();
   void Stop();
-  // Re-reads --web.config.file (SIGHUP). On error the old one stays in force.
-  Status ReloadWebConfig();
+  // Parses the command line and the files it names again, and applies what
+  // changed (docs/configuration.md, "Reload"); settings that need a restart
+  // are logged and shown in /config. On error nothing changes and the
+  // Status says why. Blocks until done; any thread but an HTTP worker's.
+  Status Reload();
 
   std::vector<int> ports() const { return web_ ? web_->ports() : std::vector<int>{}; }
   bool listening() const { return web_ && web_->listening(); }
   upstream::XdmClient* client() { return client_.get(); }
 
  private:
+  struct ReloadJob;
+  void ReloadLoop();
+  // Queues a reload; `answer` is given once its outcome is known.
+  std::future<Status> RequestReload(bool from_http);
+  void RunReload(ReloadJob* job);
+  // Builds the HAL samplers `cfg` asks for (not started).
+  Status BuildHal(const Config& cfg, const std::shared_ptr<const hal::FaultCatalog>& faults,
+                  std::unique_ptr<hal::HalSampler>* hal, std::unique_ptr<hal::PciSampler>* pci);
+  std::unique_ptr<kubelet::PodMapper> BuildPods(const Config& cfg);
+  std::unique_ptr<kubernetes::PodWatcher> BuildWatcher(const Config& cfg);
+  // Which data is taken and shown: catalog, selection, devices, timing.
+  void ApplyIngest(const Config& cfg, const LoadedFiles& files);
+  void RecordReload(const Status& s);
+  http::Response ReloadPage(const http::Request& req);
   http::Response Metrics(const http::Request& req);
   http::Response Ready();
   http::Response StatusPage();
@@ -56,25 +79,40 @@ class Exporter {
   // The state /status and the landing page show, gathered from every part.
   StatusReport Report();
 
-  Config cfg_;  // cfg_.web.web_config is guarded by web_config_mu_ after Start
-  std::mutex web_config_mu_;
+  // The configuration in force. Its restart-only members never change after
+  // Start; the rest, and the parts marked below, are replaced by reloads
+  // under parts_mu_ (read by scrapes, /status, /config).
+  Config cfg_;
+  mutable std::mutex parts_mu_;
+  // Restart-only settings whose new values wait for a restart; guarded by parts_mu_.
+  std::map<std::string, Config::Setting> pending_restart_;
+  std::string last_reload_error_;  // guarded by parts_mu_; empty after a good one
   const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
-  std::shared_ptr<const catalog::Catalog> catalog_;
+  std::shared_ptr<const catalog::Catalog> catalog_;  // guarded by parts_mu_ after Start
   prometheus::Registry self_metrics_;
-  catalog::Selection selection_;    // --metrics.include/exclude; set before any thread
   ProcessMetrics process_metrics_;  // process_*: read from /proc on each scrape
-  prometheus::Gauge* identity_missing_ = nullptr;  // set once in the constructor
+  prometheus::Gauge* identity_missing_ = nullptr;  // set once in Start
+  prometheus::Gauge* reload_ok_ = nullptr;         // set once in Start
+  prometheus::Gauge* reload_time_ = nullptr;       // set once in Start
+  prometheus::Gauge* restart_pending_ = nullptr;   // set once in Start
   LogOnce identity_said_;
   std::unique_ptr<store::MetricStore> store_;
   store::DeviceRegistry devices_;
   std::unique_ptr<exposition::Exposer> exposer_;
   std::unique_ptr<upstream::XdmClient> client_;
-  std::shared_ptr<const hal::FaultCatalog> fault_catalog_;
+  // Guarded by parts_mu_ after Start (a reload replaces them):
   std::unique_ptr<hal::HalSampler> hal_;             // null when --hal selects no sysfs backend
   std::unique_ptr<hal::PciSampler> pci_;             // null when --hal selects no pci backend
   std::unique_ptr<kubelet::PodMapper> pods_;         // null when the socket flag is empty
   std::unique_ptr<kubernetes::PodWatcher> watcher_;  // null when no API server is used
   std::unique_ptr<http::WebServer> web_;
+
+  // The reload thread and its queue.
+  std::mutex jobs_mu_;
+  std::deque<std::shared_ptr<ReloadJob>> jobs_;  // guarded by jobs_mu_
+  bool reloader_started_ = false;                // guarded by jobs_mu_
+  Worker::Alarm reload_wake_;
+  Worker reloader_;  // last: stops first
 };
 
 }  // namespace xpu::app

@@ -22,6 +22,17 @@ int main(int argc, char** argv) {
   mallopt(M_MMAP_THRESHOLD, 1 << 20);  // NOLINT(concurrency-mt-unsafe)
   xpu::app::Config cfg;
   if (auto rc = xpu::app::ParseFlags(argc, argv, &cfg)) return *rc;
+  if (cfg.config_check) {
+    // ParseFlags read the config file and the web config; the catalogs remain.
+    xpu::app::LoadedFiles files;
+    if (xpu::Status s = xpu::app::LoadFiles(cfg, &files); !s.ok()) {
+      std::cerr << "xpu-exporter: " << s.message() << "\n";
+      return 2;
+    }
+    std::cout << "xpu-exporter: configuration OK"
+              << (cfg.config_file.empty() ? "" : " (" + cfg.config_file + ")") << "\n";
+    return 0;
+  }
   xpu::app::SetupLogging(cfg.log_level, cfg.log_format);
 
   // Block the stop signals before any thread starts; this thread waits for them.
@@ -47,16 +58,13 @@ int main(int argc, char** argv) {
   for (;;) {
     sigwait(&stop, &sig);
     if (sig != SIGHUP) break;
-    if (xpu::Status r = exporter.ReloadWebConfig(); r.ok()) {
-      spdlog::info("SIGHUP: reloaded web config {}",
-                   cfg.web_config_file.empty() ? "(none)" : cfg.web_config_file);
-    } else if (!exporter.listening()) {
+    spdlog::info("SIGHUP: reloading the configuration");
+    xpu::Status r = exporter.Reload();
+    if (!r.ok() && !exporter.listening()) {
       // Better a restart by the supervisor than a process nobody can scrape.
-      spdlog::error("SIGHUP: web config: {}; exiting", r.message());
+      spdlog::error("SIGHUP: no listener left after a failed reload; exiting");
       exporter.Stop();
       return 1;
-    } else {
-      spdlog::error("SIGHUP: kept the old web config: {}", r.message());
     }
   }
   spdlog::info("signal {}: shutting down", sig);

@@ -25,6 +25,7 @@ struct Entry {
   double Apply(double v) const { return divisor > 0 ? v / divisor : v * scale; }
   std::string help;
   std::string instance_label;  // label for MetricData.instance; empty if none
+  bool operator==(const Entry&) const = default;
 };
 
 // The metric catalog: immutable after Load, so any thread may read it.

@@ -20,15 +20,26 @@ Exposer::Exposer(store::MetricStore* store, prometheus::Registry* self)
                   .Register(*self)
                   .Add({})) {}
 
+void Exposer::SetFamilyFilter(FamilyFilter allows) {
+  auto fresh = allows ? std::make_shared<const FamilyFilter>(std::move(allows)) : nullptr;
+  std::lock_guard<std::mutex> lock(filter_mu_);
+  allows_ = std::move(fresh);
+}
+
 void Exposer::Render(std::string* out) {
   const auto t0 = std::chrono::steady_clock::now();
+  std::shared_ptr<const FamilyFilter> allows;
+  {
+    std::lock_guard<std::mutex> lock(filter_mu_);
+    allows = allows_;
+  }
   out->clear();
   store::Snapshot snap = store_->Snap(std::chrono::steady_clock::now());
   series_.Set(static_cast<double>(snap.values.size()));
   writer_.Append(snap, out);
   for (const prometheus::Collectable* c : collectables_) {
     for (prometheus::MetricFamily& f : c->Collect()) {
-      if (allows_ && !allows_(f.name)) continue;
+      if (allows && !(*allows)(f.name)) continue;
       if (f.metric.empty()) continue;
       // prometheus-cpp yields a family's children in hash order; sort them so
       // consecutive scrapes (and golden files) list series the same way.

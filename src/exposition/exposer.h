@@ -6,6 +6,7 @@
 
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -25,10 +26,9 @@ class Exposer {
 
   void AddCollectable(const prometheus::Collectable* c) { collectables_.push_back(c); }
   // Families of the collectables whose names this refuses are left out
-  // (--metrics.include/exclude). Set before the first Render.
-  void SetFamilyFilter(std::function<bool(const std::string&)> allows) {
-    allows_ = std::move(allows);
-  }
+  // (--metrics.include/exclude); null: every family. Any time (a reload).
+  using FamilyFilter = std::function<bool(const std::string&)>;
+  void SetFamilyFilter(FamilyFilter allows);
 
   // Renders the full exposition into `out` (cleared first).
   void Render(std::string* out);
@@ -36,7 +36,8 @@ class Exposer {
  private:
   store::MetricStore* const store_;
   std::vector<const prometheus::Collectable*> collectables_;
-  std::function<bool(const std::string&)> allows_;  // null: every family
+  std::mutex filter_mu_;
+  std::shared_ptr<const FamilyFilter> allows_;  // guarded by filter_mu_; null: every family
   SnapshotWriter writer_;
   prometheus::Gauge& scrape_duration_;
   prometheus::Gauge& series_;

@@ -36,6 +36,13 @@ class FaultEvents {
   // Ends a sample: devices not updated in it are forgotten.
   void EndSample();
 
+  // The codes active per device at the last sample; seeding a new sampler's
+  // FaultEvents with its predecessor's (a reload) keeps faults that stay
+  // active from counting as raised again.
+  using State = std::map<std::string, std::set<std::string>>;
+  const State& state() const { return active_; }
+  void Seed(State state) { active_ = std::move(state); }
+
  private:
   const std::shared_ptr<const FaultCatalog> catalog_;
   prometheus::Family<prometheus::Counter>& events_;

@@ -37,6 +37,11 @@ class HalSampler {
   HalSampler(const HalSampler&) = delete;
   HalSampler& operator=(const HalSampler&) = delete;
 
+  // Active faults, handed from a stopped sampler to its replacement (a
+  // reload) before that one starts.
+  FaultEvents::State fault_state() const { return faults_.state(); }
+  void SeedFaultState(FaultEvents::State state) { faults_.Seed(std::move(state)); }
+
   void Start();
   void Stop();
   void SampleOnce();

@@ -62,6 +62,11 @@ class PciSampler {
   PciSampler(const PciSampler&) = delete;
   PciSampler& operator=(const PciSampler&) = delete;
 
+  // Active faults, handed from a stopped sampler to its replacement (a
+  // reload) before that one starts.
+  FaultEvents::State fault_state() const { return faults_.state(); }
+  void SeedFaultState(FaultEvents::State state) { faults_.Seed(std::move(state)); }
+
   void Start();
   void Stop() { worker_.Stop(); }
   // One scan; false if the tree could not be read.

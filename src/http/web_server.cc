@@ -174,11 +174,15 @@ bool WebServer::Authorized(const WebConfig& cfg, const std::string& authorizatio
   return auth_.Check(cfg.users, authorization);
 }
 
+bool WebServer::NeedsRestart(const std::shared_ptr<const WebConfig>& config) const {
+  std::shared_ptr<const WebConfig> old = this->config();
+  return (old && old->tls) != (config && config->tls) ||
+         (old && config && old->tls && config->tls && !(*old->tls == *config->tls));
+}
+
 Status WebServer::Reload(const std::shared_ptr<const WebConfig>& config) {
   std::shared_ptr<const WebConfig> old = this->config();
-  const bool tls_changed =
-      (old && old->tls) != (config && config->tls) ||
-      (old && config && old->tls && config->tls && !(*old->tls == *config->tls));
+  const bool tls_changed = NeedsRestart(config);
   {
     std::lock_guard<std::mutex> lock(config_mu_);
     config_ = config;

@@ -73,6 +73,8 @@ class WebServer {
   // old config: InvalidArgument. IoError means even the old config could not
   // listen again and the server has no listener (see listening()).
   Status Reload(const std::shared_ptr<const WebConfig>& config);
+  // Whether Reload(config) would restart the listeners (TLS changes).
+  bool NeedsRestart(const std::shared_ptr<const WebConfig>& config) const;
   bool listening() const;
   // Bound ports, in the order of listen_addresses (after Start).
   std::vector<int> ports() const;

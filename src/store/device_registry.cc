@@ -25,13 +25,25 @@ prometheus::ClientMetric Gauge(std::vector<prometheus::ClientMetric::Label> labe
 }  // namespace
 
 bool DeviceRegistry::SetXdmDevices(std::vector<DeviceInfo> devices) {
-  std::erase_if(devices, [&](const DeviceInfo& d) { return !Selected(d.minor); });
   std::lock_guard<std::mutex> lock(mu_);
+  xdm_raw_ = std::move(devices);
+  return RefilterLocked();
+}
+
+bool DeviceRegistry::RefilterLocked() {
+  std::vector<DeviceInfo> devices = xdm_raw_;
+  std::erase_if(devices, [&](const DeviceInfo& d) { return !SelectedLocked(d.minor); });
   if (known_ && devices == devices_) return false;
   devices_ = std::move(devices);
   known_ = true;
   if (listener_) listener_(devices_);
   return true;
+}
+
+void DeviceRegistry::SetDeviceFilter(std::set<int32_t> minors) {
+  std::lock_guard<std::mutex> lock(mu_);
+  filter_ = std::move(minors);
+  if (known_) RefilterLocked();
 }
 
 void DeviceRegistry::OnXdmDevicesChanged(DevicesListener listener) {
@@ -50,8 +62,8 @@ void DeviceRegistry::SetXdmLive(bool live) {
 }
 
 void DeviceRegistry::SetHalDevices(std::vector<HalDeviceView> devices) {
-  std::erase_if(devices, [&](const HalDeviceView& d) { return !Selected(d.minor); });
   std::lock_guard<std::mutex> lock(mu_);
+  std::erase_if(devices, [&](const HalDeviceView& d) { return !SelectedLocked(d.minor); });
   hal_ = std::move(devices);
 }
 
@@ -123,11 +135,11 @@ std::vector<PodAssignment> DeviceRegistry::PodAssignments() const {
 
 void DeviceRegistry::SetPciDevices(std::vector<PciDeviceView> devices) {
   // With a subset chosen, a PCI function counts only when joined to one of it.
+  std::lock_guard<std::mutex> lock(mu_);
   if (!filter_.empty())
     std::erase_if(devices, [&](const PciDeviceView& d) {
-      return d.minor.empty() || !Selected(static_cast<int32_t>(std::stol(d.minor)));
+      return d.minor.empty() || !SelectedLocked(static_cast<int32_t>(std::stol(d.minor)));
     });
-  std::lock_guard<std::mutex> lock(mu_);
   pci_ = std::move(devices);
 }
 

@@ -146,8 +146,9 @@ struct PciDeviceView {
 class DeviceRegistry : public prometheus::Collectable {
  public:
   // Only these minors are kept from every source (--xdm.devices); empty:
-  // every device. Set before any writer starts.
-  void SetDeviceFilter(std::set<int32_t> minors) { filter_ = std::move(minors); }
+  // every device. May change at any time (a reload): the XDM list is
+  // re-filtered at once, the HAL's and PCI's at their next sample.
+  void SetDeviceFilter(std::set<int32_t> minors);
 
   // Replaces the device list. Returns false if nothing changed.
   bool SetXdmDevices(std::vector<DeviceInfo> devices);
@@ -198,8 +199,13 @@ class DeviceRegistry : public prometheus::Collectable {
   std::string MinorOfLocked(const std::string& uuid) const;
   std::vector<HalDeviceView> MergedHalLocked() const;
   DevicesListener listener_;  // set before writers start
-  std::set<int32_t> filter_;  // set before writers start; empty: every device
-  bool Selected(int32_t minor) const { return filter_.empty() || filter_.count(minor) != 0; }
+  std::set<int32_t> filter_;          // guarded by mu_; empty: every device
+  std::vector<DeviceInfo> xdm_raw_;  // guarded by mu_: the list before filtering
+  bool SelectedLocked(int32_t minor) const {
+    return filter_.empty() || filter_.count(minor) != 0;
+  }
+  // devices_ from xdm_raw_ and filter_; calls the listener if it changed.
+  bool RefilterLocked();
 };
 
 }  // namespace xpu::store

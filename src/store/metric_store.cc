@@ -5,7 +5,7 @@
 namespace xpu::store {
 
 MetricStore::MetricStore(std::shared_ptr<const catalog::Catalog> catalog, Options options)
-    : catalog_(std::move(catalog)), options_(options), stale_after_(options.stale_after) {
+    : options_(options), catalog_(std::move(catalog)), stale_after_(options.stale_after) {
   if (!catalog_) throw std::invalid_argument("MetricStore needs a catalog");
   if (options_.stale_after.count() <= 0) throw std::invalid_argument("stale_after must be > 0");
 }
@@ -95,6 +95,38 @@ void MetricStore::SetDevices(const std::map<int32_t, DeviceLabels>& devices) {
     it = devices_.count(it->first) ? std::next(it) : device_updates_.erase(it);
 }
 
+void MetricStore::SetCatalog(std::shared_ptr<const catalog::Catalog> catalog) {
+  if (!catalog) throw std::invalid_argument("MetricStore needs a catalog");
+  std::lock_guard<std::mutex> lock(mu_);
+  for (size_t i = series_.size(); i-- > 0;) {
+    const uint32_t id = series_[i].key.metric_id;
+    const catalog::Entry* was = catalog_->Find(id);
+    const catalog::Entry* now = catalog->Find(id);
+    // Unknown IDs stay unknown, or become known: either way the value was
+    // stored unscaled only if it was unknown before.
+    const bool same = was == nullptr ? now == nullptr : now != nullptr && *was == *now;
+    if (!same) RemoveLocked(i);
+  }
+  catalog_ = std::move(catalog);
+  dirty_ = true;
+}
+
+std::shared_ptr<const catalog::Catalog> MetricStore::catalog() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return catalog_;
+}
+
+size_t MetricStore::Drop(const std::function<bool(int32_t, uint32_t)>& drop) {
+  std::lock_guard<std::mutex> lock(mu_);
+  size_t n = 0;
+  for (size_t i = series_.size(); i-- > 0;) {
+    if (!drop(series_[i].key.minor, series_[i].key.metric_id)) continue;
+    RemoveLocked(i);
+    ++n;
+  }
+  return n;
+}
+
 void MetricStore::RebuildLocked() {
   // Family order: catalog order, unknown IDs after, by ID.
   std::unordered_map<uint32_t, size_t> rank;
@@ -122,6 +154,7 @@ void MetricStore::RebuildLocked() {
   });
   auto set = std::make_shared<SeriesSet>();
   set->generation = ++generation_;
+  set->catalog = catalog_;
   set->rows.reserve(order_.size());
   set->devices = devices_;
   for (uint32_t i : order_) {

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -48,6 +49,9 @@ struct Row {
 // labels change, so renderers may cache per generation.
 struct SeriesSet {
   uint64_t generation = 0;
+  // The catalog the rows' entries point into, kept alive with them (a
+  // reload may replace the store's).
+  std::shared_ptr<const catalog::Catalog> catalog;
   std::vector<Row> rows;
   // One copy per device, shared by its rows (saves ~100 bytes per series).
   std::map<int32_t, DeviceLabels> devices;
@@ -108,6 +112,16 @@ class MetricStore {
   // Expires stale series as of `now` and returns the current view.
   Snapshot Snap(Clock::time_point now);
 
+  // A reloaded catalog: series whose metric ID it lacks, or whose entry it
+  // changed (name, type, scale...), are dropped, since their values were
+  // scaled by the old one; the rest keep their values. The next data
+  // refills the changed ones.
+  void SetCatalog(std::shared_ptr<const catalog::Catalog> catalog);
+  std::shared_ptr<const catalog::Catalog> catalog() const;
+  // Drops the series `drop(minor, metric_id)` selects (a reload that
+  // deselects families or devices); returns how many.
+  size_t Drop(const std::function<bool(int32_t minor, uint32_t metric_id)>& drop);
+
   // Follows the interval XDM really uses (ExporterGetConfig); must be > 0.
   void set_stale_after(std::chrono::milliseconds stale_after);
   std::chrono::milliseconds stale_after() const;
@@ -149,11 +163,11 @@ class MetricStore {
   void RemoveLocked(size_t index);
   void RebuildLocked();
 
-  const std::shared_ptr<const catalog::Catalog> catalog_;
   const Options options_;
 
   mutable std::mutex mu_;
   // State below is protected by mu_.
+  std::shared_ptr<const catalog::Catalog> catalog_;
   std::chrono::milliseconds stale_after_;
   std::vector<Series> series_;
   std::unordered_map<Key, uint32_t, KeyHash> index_;

@@ -184,12 +184,14 @@ XdmClient::XdmClient(ClientOptions options, std::shared_ptr<const catalog::Catal
                      prometheus::Registry* self_metrics, ChannelFactory channels,
                      std::function<double()> uniform01)
     : options_(std::move(options)),
-      catalog_(std::move(catalog)),
       store_(store),
       devices_(devices),
       metrics_(std::make_unique<Metrics>(*self_metrics)),
       uniform01_(std::move(uniform01)),
-      interval_(options_.interval) {
+      interval_(options_.interval),
+      stale_after_(options_.stale_after),
+      ingest_(std::make_shared<IngestRules>(IngestRules{std::move(catalog), options_.excluded_ids,
+                                              options_.keep_unknown, options_.devices})) {
   if (options_.interval.count() <= 0) throw std::invalid_argument("interval must be > 0");
   if (options_.max_message_bytes <= 0) throw std::invalid_argument("max_message_bytes must be > 0");
   if (options_.max_devices == 0) throw std::invalid_argument("max_devices must be > 0");
@@ -259,8 +261,22 @@ void XdmClient::SetIntervalLocked(milliseconds interval) {
   spdlog::info("XDM collects every {} ms; freshness, watchdog and polling follow it",
                interval.count());
   interval_ = interval;
-  if (options_.stale_after.count() == 0) store_->set_stale_after(interval * kIntervalsUntilGivenUp);
+  if (stale_after_.count() == 0) store_->set_stale_after(interval * kIntervalsUntilGivenUp);
   metrics_->interval.Set(std::chrono::duration<double>(interval).count());
+}
+
+void XdmClient::Reconfigure(IngestRules ingest, milliseconds interval, milliseconds stale_after) {
+  if (!ingest.catalog) throw std::invalid_argument("Reconfigure needs a catalog");
+  if (interval.count() <= 0) throw std::invalid_argument("interval must be > 0");
+  std::lock_guard<std::mutex> lock(mu_);
+  ingest_ = std::make_shared<const IngestRules>(std::move(ingest));
+  stale_after_ = stale_after;
+  if (stale_after_.count() > 0) {
+    store_->set_stale_after(stale_after_);
+  } else {
+    store_->set_stale_after(interval_ * kIntervalsUntilGivenUp);
+  }
+  if (!interval_reported_) SetIntervalLocked(interval);
 }
 
 bool XdmClient::StreamFreshLocked(SteadyClock::time_point now) const {
@@ -288,6 +304,7 @@ void XdmClient::Collector(const std::string& name, bool ok, SteadyClock::duratio
 }
 
 bool XdmClient::Ingest(const xdm::api::ExporterDataResponse& msg) {
+  std::shared_ptr<const IngestRules> ingest;
   {
     // Fresh data has a new sequence or timestamp and was sampled within
     // stale-after: a daemon re-serving its last snapshot must not keep old
@@ -299,9 +316,9 @@ bool XdmClient::Ingest(const xdm::api::ExporterDataResponse& msg) {
     const int64_t now_ms = std::chrono::duration_cast<milliseconds>(
                                std::chrono::system_clock::now().time_since_epoch())
                                .count();
-    const milliseconds stale_after = options_.stale_after.count() > 0
-                                         ? options_.stale_after
-                                         : interval_ * kIntervalsUntilGivenUp;
+    const milliseconds stale_after =
+        stale_after_.count() > 0 ? stale_after_ : interval_ * kIntervalsUntilGivenUp;
+    ingest = ingest_;
     const bool old = msg.timestampms() > 0 && now_ms - msg.timestampms() > stale_after.count();
     const auto now = SteadyClock::now();
     if (repeat && !old) {
@@ -322,8 +339,8 @@ bool XdmClient::Ingest(const xdm::api::ExporterDataResponse& msg) {
   }
   thread_local std::vector<store::Sample> batch;
   DecodeStats ds;
-  DecodeData(msg, *catalog_, options_.keep_unknown, &batch, &ds, &options_.excluded_ids,
-             &options_.devices);
+  DecodeData(msg, *ingest->catalog, ingest->keep_unknown, &batch, &ds, &ingest->excluded_ids,
+             &ingest->devices);
   const store::ApplyStats st = store_->Apply(batch, SteadyClock::now());
   // One huge message must not pin its buffer for the life of the thread.
   if (batch.capacity() > kKeepBufferEntries && batch.capacity() > 2 * batch.size()) {
@@ -598,8 +615,10 @@ void XdmClient::ReadStaticInfo() {
     if (st.ok()) {
       std::lock_guard<std::mutex> lock(mu_);
       const milliseconds reported(resp.intervalms());
-      if (reported >= kMinUpstreamInterval && reported <= kMaxUpstreamInterval)
+      if (reported >= kMinUpstreamInterval && reported <= kMaxUpstreamInterval) {
         SetIntervalLocked(reported);
+        interval_reported_ = true;
+      }
       info_.config = std::move(resp);
     }
     return st;

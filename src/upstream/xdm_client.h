@@ -125,6 +125,19 @@ class XdmClient {
   UpstreamState state() const;
   uint64_t reconnects() const;
 
+  // What a reload may change (docs/configuration.md): which data is taken
+  // (catalog, selection, devices; ClientOptions' fields of the same names)
+  // and the timing (the interval assumed until XDM reports its own, and
+  // stale-after, 0 meaning 3 intervals). Takes effect with the next message.
+  struct IngestRules {
+    std::shared_ptr<const catalog::Catalog> catalog;
+    std::unordered_set<uint32_t> excluded_ids;
+    bool keep_unknown = false;
+    std::set<int32_t> devices;
+  };
+  void Reconfigure(IngestRules ingest, std::chrono::milliseconds interval,
+                   std::chrono::milliseconds stale_after);
+
  private:
   struct Metrics;
   void StreamLoop();
@@ -149,7 +162,6 @@ class XdmClient {
   using CallScope = InFlightCalls<grpc::ClientContext>::Scope;
 
   const ClientOptions options_;
-  const std::shared_ptr<const catalog::Catalog> catalog_;
   store::MetricStore* const store_;
   store::DeviceRegistry* const devices_;
   std::unique_ptr<Metrics> metrics_;
@@ -193,6 +205,9 @@ class XdmClient {
   std::map<std::string, CollectorState> collectors_;
   bool info_open_ = false;              // ListAndWatch delivering
   std::chrono::milliseconds interval_;  // see interval()
+  bool interval_reported_ = false;      // interval_ is XDM's own
+  std::chrono::milliseconds stale_after_;       // ClientOptions::stale_after, reloadable
+  std::shared_ptr<const IngestRules> ingest_;      // never null; replaced whole
   // The last fresh message's sequence and timestampMs, to tell a re-served
   // snapshot from new data.
   uint64_t last_sequence_ = 0;

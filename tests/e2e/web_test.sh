@@ -66,12 +66,12 @@ echo "basic_auth_users: {prometheus: not-a-hash}" >web.yml.bad
 cp web.yml web.yml.good
 cp web.yml.bad web.yml
 kill -HUP "$EXP_PID"
-wait_for 10 grep -q "kept the old web config" "$TMP/exporter.log" || fail "bad reload not reported"
+wait_for 10 grep -q "kept the configuration in force" "$TMP/exporter.log" || fail "bad reload not reported"
 expect 200 "old config kept after a bad reload" --cacert ca.crt -u 'prometheus:open sesame' "$U/metrics"
 HASH2=$(echo 'new secret' | "$PASSWD" --cost 6)
 sed "s|'$HASH'|'$HASH2'|" web.yml.good >web.yml
 kill -HUP "$EXP_PID"
-wait_for 10 grep -q "reloaded web config" "$TMP/exporter.log" || fail "good reload not reported"
+wait_for 10 grep -q "configuration reloaded" "$TMP/exporter.log" || fail "good reload not reported"
 wait_for 10 bash -c "[ \$(curl -s -o /dev/null -w '%{http_code}' --cacert ca.crt -u 'prometheus:new secret' $U/metrics) = 200 ]" ||
   fail "new password not in force after SIGHUP"
 expect 401 "old password refused after SIGHUP" --cacert ca.crt -u 'prometheus:open sesame' "$U/metrics"
@@ -143,8 +143,8 @@ cfg=$(curl -s "${URL%/metrics}/config")
 python3 - "$cfg" <<'PY' || fail "/config sources wrong"
 import json, sys
 s = json.loads(sys.argv[1])["settings"]
-assert s["collector.max-series"] == {"value": "12345", "source": "file"}, s["collector.max-series"]
-assert s["log.level"] == {"value": "info", "source": "flag"}, s["log.level"]
+assert s["collector.max-series"] == {"value": "12345", "source": "file", "reload": "restart"}, s["collector.max-series"]
+assert s["log.level"] == {"value": "info", "source": "flag", "reload": "live"}, s["log.level"]
 assert s["hal.interval"]["source"] == "default", s["hal.interval"]
 PY
 kill "$EXP_PID"; wait "$EXP_PID" 2>/dev/null || true
