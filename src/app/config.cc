@@ -256,7 +256,8 @@ Status FileArgs(const std::string& path, CLI::App& app, std::vector<std::string>
     Flatten(root, "", path, &entries);
     for (const FileEntry& e : entries) {
       CLI::Option* opt = app.get_option_no_throw("--" + e.key);
-      if (opt == nullptr || e.key == "config.file" || e.key == "config.check" || e.key == "help" || e.key == "version")
+      if (opt == nullptr || e.key == "config.file" || e.key == "config.check" || e.key == "help" ||
+          e.key == "version")
         return Status::InvalidArgument(e.where + ": unknown key '" + e.key + "'");
       if (opt->count() > 0) continue;  // the command line wins
       from_file->insert(e.key);
@@ -415,12 +416,14 @@ bool NeedsRestart(const std::string& key) {
   // What a running exporter cannot change: its sockets and their limits,
   // where it connects, the caps that size its tables, and the log's format
   // (swapping spdlog's default logger races with threads logging).
-  static const std::set<std::string> kRestart = {
-      "web.listen-address",   "web.telemetry-path",    "web.max-connections",
-      "web.probes-require-auth", "web.enable-lifecycle", "xdm.endpoint",
-      "controller.endpoint",  "xdm.backoff-initial",   "xdm.backoff-max",
-      "xdm.max-message-size", "collector.max-series",  "collector.max-devices",
-      "log.format",           "config.file",           "config.check"};
+  static const std::set<std::string> kRestart = {"web.listen-address",   "web.telemetry-path",
+                                                 "web.max-connections",  "web.probes-require-auth",
+                                                 "web.enable-lifecycle", "xdm.endpoint",
+                                                 "controller.endpoint",  "xdm.backoff-initial",
+                                                 "xdm.backoff-max",      "xdm.max-message-size",
+                                                 "collector.max-series", "collector.max-devices",
+                                                 "log.format",           "config.file",
+                                                 "config.check",         "kubernetes.node-name"};
   return kRestart.count(key) != 0;
 }
 

@@ -60,7 +60,7 @@ struct Config {
   kubernetes::KubernetesOptions kubernetes;
   std::string log_level = "info";
   std::string log_format = "logfmt";
-  std::string config_file;  // --config.file (YAML of the flags)
+  std::string config_file;        // --config.file (YAML of the flags)
   bool enable_lifecycle = false;  // --web.enable-lifecycle: POST /-/reload
   bool config_check = false;      // --config.check: validate every file, exit
   // The command line it came from (without argv[0]): a reload parses it

@@ -14,8 +14,7 @@ Exporter::Exporter(Config cfg) : cfg_(std::move(cfg)) {}
 
 Exporter::~Exporter() { Stop(); }
 
-Status Exporter::BuildHal(const Config& cfg,
-                          const std::shared_ptr<const hal::FaultCatalog>& faults,
+Status Exporter::BuildHal(const Config& cfg, const std::shared_ptr<const hal::FaultCatalog>& faults,
                           std::unique_ptr<hal::HalSampler>* hal,
                           std::unique_ptr<hal::PciSampler>* pci) {
   hal::HalSelection hal_sel;
@@ -71,7 +70,8 @@ std::unique_ptr<kubernetes::PodWatcher> Exporter::BuildWatcher(const Config& cfg
 void Exporter::ApplyIngest(const Config& cfg, const LoadedFiles& files) {
   const catalog::Catalog& cat = *files.catalog;
   const catalog::Selection& sel = files.selection;
-  upstream::XdmClient::IngestRules rules{files.catalog, sel.ExcludedIds(cat),
+  upstream::XdmClient::IngestRules rules{files.catalog,
+                                         sel.ExcludedIds(cat),
                                          cfg.xdm.keep_unknown && sel.Allows("xpu_unknown_metric"),
                                          {cfg.xdm.devices.begin(), cfg.xdm.devices.end()}};
   // The store first: from here on it names series by the new catalog, and
@@ -127,11 +127,12 @@ Status Exporter::Start() {
                     .Register(self_metrics_)
                     .Add({});
   reload_ok_->Set(1);
-  reload_time_ = &prometheus::BuildGauge()
-                      .Name("xpu_exporter_config_last_reload_success_timestamp_seconds")
-                      .Help("When the configuration was last loaded successfully (start or reload).")
-                      .Register(self_metrics_)
-                      .Add({});
+  reload_time_ =
+      &prometheus::BuildGauge()
+           .Name("xpu_exporter_config_last_reload_success_timestamp_seconds")
+           .Help("When the configuration was last loaded successfully (start or reload).")
+           .Register(self_metrics_)
+           .Add({});
   reload_time_->SetToCurrentTime();
   restart_pending_ = &prometheus::BuildGauge()
                           .Name("xpu_exporter_config_restart_pending")
@@ -377,16 +378,16 @@ void Exporter::RunReload(ReloadJob* job) {
 http::Response Exporter::ReloadPage(const http::Request&) {
   // Prometheus's convention: off unless asked for, 403 then.
   if (!cfg_.enable_lifecycle)
-    return {403, "text/plain; charset=utf-8",
-            "Lifecycle API is not enabled (--web.enable-lifecycle).\n", {}};
+    return {403,
+            "text/plain; charset=utf-8",
+            "Lifecycle API is not enabled (--web.enable-lifecycle).\n",
+            {}};
   std::future<Status> answer = RequestReload(/*from_http=*/true);
   if (answer.wait_for(std::chrono::seconds(60)) != std::future_status::ready)
-    return {503, "text/plain; charset=utf-8", "reload still running after 60 s; see the log\n",
-            {}};
+    return {503, "text/plain; charset=utf-8", "reload still running after 60 s; see the log\n", {}};
   Status s = answer.get();
   if (!s.ok())
-    return {500, "text/plain; charset=utf-8", "failed to reload config: " + s.message() + "\n",
-            {}};
+    return {500, "text/plain; charset=utf-8", "failed to reload config: " + s.message() + "\n", {}};
   return {200, "text/plain; charset=utf-8", "configuration reloaded\n", {}};
 }
 
@@ -529,14 +530,14 @@ StatusReport Exporter::Report() {
     std::lock_guard<std::mutex> lock(parts_mu_);
     catalog = catalog_;
     if (hal_) {
-    r.hal_backend = hal_->backend_name();
-    r.hal_up = hal_->up();
-    if (auto last = hal_->last_success()) r.hal_seconds_since_sample = secs(now - *last);
-  }
-  if (pci_) {  // "sysfs,pci": up only while every backend is
-    r.hal_backend = hal_ ? r.hal_backend + ",pci" : "pci";
-    r.hal_up = (!hal_ || r.hal_up) && pci_->up();
-  }
+      r.hal_backend = hal_->backend_name();
+      r.hal_up = hal_->up();
+      if (auto last = hal_->last_success()) r.hal_seconds_since_sample = secs(now - *last);
+    }
+    if (pci_) {  // "sysfs,pci": up only while every backend is
+      r.hal_backend = hal_ ? r.hal_backend + ",pci" : "pci";
+      r.hal_up = (!hal_ || r.hal_up) && pci_->up();
+    }
   }
 
   // The table's four values, from one snapshot; a catalog without one of

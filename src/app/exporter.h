@@ -90,7 +90,7 @@ class Exporter {
   const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
   std::shared_ptr<const catalog::Catalog> catalog_;  // guarded by parts_mu_ after Start
   prometheus::Registry self_metrics_;
-  ProcessMetrics process_metrics_;  // process_*: read from /proc on each scrape
+  ProcessMetrics process_metrics_;                 // process_*: read from /proc on each scrape
   prometheus::Gauge* identity_missing_ = nullptr;  // set once in Start
   prometheus::Gauge* reload_ok_ = nullptr;         // set once in Start
   prometheus::Gauge* reload_time_ = nullptr;       // set once in Start

@@ -44,6 +44,12 @@ void DeviceRegistry::SetDeviceFilter(std::set<int32_t> minors) {
   std::lock_guard<std::mutex> lock(mu_);
   filter_ = std::move(minors);
   if (known_) RefilterLocked();
+  // The HAL's and PCI's views now; their next samples filter too.
+  std::erase_if(hal_, [&](const HalDeviceView& d) { return !SelectedLocked(d.minor); });
+  if (!filter_.empty())
+    std::erase_if(pci_, [&](const PciDeviceView& d) {
+      return d.minor.empty() || !SelectedLocked(static_cast<int32_t>(std::stol(d.minor)));
+    });
 }
 
 void DeviceRegistry::OnXdmDevicesChanged(DevicesListener listener) {

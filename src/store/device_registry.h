@@ -146,8 +146,9 @@ struct PciDeviceView {
 class DeviceRegistry : public prometheus::Collectable {
  public:
   // Only these minors are kept from every source (--xdm.devices); empty:
-  // every device. May change at any time (a reload): the XDM list is
-  // re-filtered at once, the HAL's and PCI's at their next sample.
+  // every device. May change at any time (a reload): every view is
+  // re-filtered at once; devices added back come from the XDM list at once
+  // and from the HAL and PCI at their next sample.
   void SetDeviceFilter(std::set<int32_t> minors);
 
   // Replaces the device list. Returns false if nothing changed.
@@ -198,12 +199,10 @@ class DeviceRegistry : public prometheus::Collectable {
   std::vector<DeviceShare> shares_;     // guarded by mu_
   std::string MinorOfLocked(const std::string& uuid) const;
   std::vector<HalDeviceView> MergedHalLocked() const;
-  DevicesListener listener_;  // set before writers start
-  std::set<int32_t> filter_;          // guarded by mu_; empty: every device
+  DevicesListener listener_;         // set before writers start
+  std::set<int32_t> filter_;         // guarded by mu_; empty: every device
   std::vector<DeviceInfo> xdm_raw_;  // guarded by mu_: the list before filtering
-  bool SelectedLocked(int32_t minor) const {
-    return filter_.empty() || filter_.count(minor) != 0;
-  }
+  bool SelectedLocked(int32_t minor) const { return filter_.empty() || filter_.count(minor) != 0; }
   // devices_ from xdm_raw_ and filter_; calls the listener if it changed.
   bool RefilterLocked();
 };

@@ -191,7 +191,7 @@ XdmClient::XdmClient(ClientOptions options, std::shared_ptr<const catalog::Catal
       interval_(options_.interval),
       stale_after_(options_.stale_after),
       ingest_(std::make_shared<IngestRules>(IngestRules{std::move(catalog), options_.excluded_ids,
-                                              options_.keep_unknown, options_.devices})) {
+                                                        options_.keep_unknown, options_.devices})) {
   if (options_.interval.count() <= 0) throw std::invalid_argument("interval must be > 0");
   if (options_.max_message_bytes <= 0) throw std::invalid_argument("max_message_bytes must be > 0");
   if (options_.max_devices == 0) throw std::invalid_argument("max_devices must be > 0");

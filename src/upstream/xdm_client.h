@@ -203,11 +203,11 @@ class XdmClient {
   std::chrono::system_clock::time_point mode_since_ = std::chrono::system_clock::now();
   std::chrono::milliseconds backoff_base_{0};
   std::map<std::string, CollectorState> collectors_;
-  bool info_open_ = false;              // ListAndWatch delivering
-  std::chrono::milliseconds interval_;  // see interval()
-  bool interval_reported_ = false;      // interval_ is XDM's own
-  std::chrono::milliseconds stale_after_;       // ClientOptions::stale_after, reloadable
-  std::shared_ptr<const IngestRules> ingest_;      // never null; replaced whole
+  bool info_open_ = false;                     // ListAndWatch delivering
+  std::chrono::milliseconds interval_;         // see interval()
+  bool interval_reported_ = false;             // interval_ is XDM's own
+  std::chrono::milliseconds stale_after_;      // ClientOptions::stale_after, reloadable
+  std::shared_ptr<const IngestRules> ingest_;  // never null; replaced whole
   // The last fresh message's sequence and timestampMs, to tell a re-served
   // snapshot from new data.
   uint64_t last_sequence_ = 0;

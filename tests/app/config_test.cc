@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <fstream>
 
+#include "support/test_util.h"
+
 namespace xpu::app {
 namespace {
 
@@ -111,6 +113,62 @@ TEST(ConfigTest, ValidateNamesTheFlagAtFault) {
             std::string::npos);
   EXPECT_NE(message([](Config& c) { c.xdm.xdm_endpoint.clear(); }).find("--xdm.endpoint"),
             std::string::npos);
+}
+
+}  // namespace
+}  // namespace xpu::app
+
+namespace xpu::app {
+namespace {
+
+// Every restart-only setting is a real flag (a typo would make it live).
+TEST(ConfigTest, RestartOnlySettingsAreFlags) {
+  Config cfg;
+  ASSERT_EQ(Parse({}, &cfg), std::nullopt);
+  size_t restart = 0;
+  for (const auto& [key, st] : cfg.settings) restart += NeedsRestart(key) ? 1 : 0;
+  for (const char* key : {"web.listen-address", "xdm.endpoint", "collector.max-series",
+                          "log.format", "web.enable-lifecycle", "kubernetes.node-name"}) {
+    EXPECT_TRUE(NeedsRestart(key)) << key;
+    EXPECT_EQ(cfg.settings.count(key), 1u) << key;
+  }
+  for (const char* key : {"log.level", "metrics.exclude", "hal.interval", "xdm.devices",
+                          "kubelet.interval", "metrics.catalog", "web.config.file"})
+    EXPECT_FALSE(NeedsRestart(key)) << key;
+  EXPECT_GE(restart, 10u);
+}
+
+// Reparse: the same command line with the file as it is now; errors are
+// values, never an exit.
+TEST(ConfigTest, ReparseReadsTheFileAgainAndReportsErrors) {
+  xpu::testing::TempDir dir;
+  const std::string file = dir.File("c.yml");
+  std::ofstream(file) << "log.level: warn\n";
+  Config cfg;
+  ASSERT_EQ(Parse({"--config.file", file}, &cfg), std::nullopt);
+  EXPECT_EQ(cfg.log_level, "warn");
+  std::ofstream(file) << "log.level: debug\nmetrics.exclude: [xpu_link_.*]\n";
+  Config again;
+  ASSERT_TRUE(Reparse(cfg.cmdline, &again).ok());
+  EXPECT_EQ(again.log_level, "debug");
+  EXPECT_EQ(again.metrics_exclude, std::vector<std::string>{"xpu_link_.*"});
+  std::ofstream(file) << "log.level: [\n";
+  Status s = Reparse(cfg.cmdline, &again);
+  EXPECT_EQ(s.code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(s.message().find("c.yml"), std::string::npos) << s.message();
+}
+
+TEST(ConfigTest, LoadFilesChecksTheCatalogsAndSelection) {
+  xpu::testing::TempDir dir;
+  Config cfg;
+  LoadedFiles files;
+  ASSERT_TRUE(LoadFiles(cfg, &files).ok());
+  EXPECT_TRUE(files.catalog && files.faults && files.selection.everything());
+  cfg.hal.fault_catalog_file = dir.File("absent.yml");
+  EXPECT_FALSE(LoadFiles(cfg, &files).ok());
+  cfg.hal.fault_catalog_file.clear();
+  cfg.metrics_exclude = {"("};
+  EXPECT_FALSE(LoadFiles(cfg, &files).ok());
 }
 
 }  // namespace

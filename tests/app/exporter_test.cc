@@ -5,9 +5,11 @@
 #include <gtest/gtest.h>
 #include <zlib.h>
 
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "simulator.h"
 #include "support/test_util.h"
@@ -250,6 +252,89 @@ TEST(ExporterPciTest, PciBackendJoinsXdmDevicesByBusId) {
   EXPECT_EQ(status["hal"]["backend"], "pci");
   EXPECT_EQ(status["hal"]["up"], true);
   exporter.Stop();
+  sim.Stop();
+}
+
+}  // namespace
+}  // namespace xpu::app
+
+namespace xpu::app {
+namespace {
+
+// Reloads (issue 14) while scrapes run: each scrape is whole, and the
+// selection a reload reads is what the next scrapes show. Under TSan this is
+// the check that reloads and scrapes share the parts safely.
+TEST(ExporterReloadTest, ReloadsWhileScrapedChangeSelectionWithoutAFailedScrape) {
+  xpu::testing::TempDir dir;
+  xdmsim::SimOptions so;
+  so.socket_path = dir.File("x.sock");
+  so.controller_socket_path = dir.File("c.sock");
+  so.interval = milliseconds(100);
+  xdmsim::Simulator sim(so);
+  ASSERT_TRUE(sim.Start().ok());
+  const std::string file = dir.File("exporter.yml");
+  auto write = [&](const std::string& text) { std::ofstream(file) << text; };
+  write("log.level: info\n");
+  Config cfg;
+  const char* argv[] = {"xpu-exporter",
+                        "--web.listen-address=127.0.0.1:0",
+                        "--web.enable-lifecycle",
+                        "--hal=none",
+                        "--kubelet.pod-resources-socket=",
+                        "--collector.interval=100ms",
+                        "--xdm.endpoint",
+                        nullptr,
+                        "--controller.endpoint",
+                        nullptr,
+                        "--config.file",
+                        nullptr};
+  const std::string xdm = "unix://" + so.socket_path, ctl = "unix://" + so.controller_socket_path;
+  argv[7] = xdm.c_str();
+  argv[9] = ctl.c_str();
+  argv[11] = file.c_str();
+  ASSERT_EQ(ParseFlags(12, const_cast<char**>(argv), &cfg), std::nullopt);
+  Exporter exporter(cfg);
+  ASSERT_TRUE(exporter.Start().ok());
+  const std::string base = "http://127.0.0.1:" + std::to_string(exporter.ports().at(0));
+  auto has_links = [&] {
+    return HttpGet(base + "/metrics").body.find("\nxpu_link_up{") != std::string::npos;
+  };
+  ASSERT_TRUE(WaitFor(has_links));
+
+  std::atomic<bool> done{false};
+  std::atomic<int> ok{0}, bad{0};
+  std::thread scraper([&] {
+    while (!done) {
+      auto r = HttpGet(base + "/metrics");
+      const bool good = r.status == 200 && r.body.find("\nxpu_device_info{") != std::string::npos;
+      (good ? ok : bad)++;
+    }
+  });
+  for (int i = 0; i < 6; ++i) {
+    write(i % 2 == 0 ? "metrics.exclude: ['xpu_link_.*']\n" : "log.level: info\n");
+    if (i % 3 == 0) {
+      ASSERT_TRUE(exporter.Reload().ok());
+    } else {
+      auto r = HttpPost(base + "/-/reload", "");
+      ASSERT_EQ(r.status, 200) << r.body;
+    }
+    if (i % 2 == 0) {
+      EXPECT_FALSE(has_links()) << "reload " << i;
+    } else {
+      EXPECT_TRUE(WaitFor(has_links)) << "reload " << i;
+    }
+  }
+  write("metrics.exclude: ['(']\n");
+  Status s = exporter.Reload();
+  EXPECT_EQ(s.code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(s.message().find("metrics.exclude"), std::string::npos) << s.message();
+  EXPECT_TRUE(has_links());  // the bad file changed nothing
+  done = true;
+  scraper.join();
+  EXPECT_EQ(bad.load(), 0);
+  EXPECT_GT(ok.load(), 0);
+  exporter.Stop();
+  EXPECT_EQ(exporter.Reload().code(), Status::Code::kUnavailable);  // stopped: answered, not hung
   sim.Stop();
 }
 

@@ -178,6 +178,76 @@ TEST(DeviceRegistryFilterTest, KeepsOnlyChosenMinorsFromEverySource) {
   EXPECT_EQ(reg.PciDevices()[0].minor, "1");
 }
 
+// A reload may change --xdm.devices: the XDM list is re-filtered at once,
+// also back to devices dropped before (the registry keeps the whole list).
+TEST(DeviceRegistryFilterTest, FilterChangesAtRunTimeInBothDirections) {
+  DeviceRegistry reg;
+  DeviceInfo a, b;
+  a.minor = 0;
+  b.minor = 1;
+  std::vector<std::vector<DeviceInfo>> pushed;
+  reg.OnXdmDevicesChanged([&](const std::vector<DeviceInfo>& d) { pushed.push_back(d); });
+  reg.SetXdmDevices({a, b});
+  HalDeviceView h0, h1;
+  h0.minor = 0;
+  h1.minor = 1;
+  reg.SetHalDevices({h0, h1});
+  reg.SetDeviceFilter({1});
+  ASSERT_EQ(reg.Devices().size(), 1u);
+  EXPECT_EQ(reg.HalDevices().size(), 1u);
+  ASSERT_EQ(pushed.size(), 2u);
+  EXPECT_EQ(pushed.back().size(), 1u);
+  reg.SetDeviceFilter({});
+  EXPECT_EQ(reg.Devices().size(), 2u);  // without a new ListAndWatch push
+  ASSERT_EQ(pushed.size(), 3u);
+  EXPECT_EQ(pushed.back().size(), 2u);
+}
+
+// A reloaded catalog: series of unchanged entries keep their values, those
+// of changed or vanished entries go; a snapshot taken before keeps its
+// catalog's entries alive.
+TEST(StoreReloadTest, SetCatalogKeepsUnchangedEntriesAndDropsChangedOnes) {
+  std::shared_ptr<const catalog::Catalog> before, after;
+  ASSERT_TRUE(catalog::Catalog::Parse(R"(
+metrics:
+  - {id: 1, name: xpu_a_ratio, type: gauge, unit: ratio, scale: 1, help: a}
+  - {id: 2, name: xpu_b_ratio, type: gauge, unit: ratio, scale: 1, help: b}
+  - {id: 3, name: xpu_c_ratio, type: gauge, unit: ratio, scale: 1, help: c}
+)",
+                                      "before", &before)
+                  .ok());
+  ASSERT_TRUE(catalog::Catalog::Parse(R"(
+metrics:
+  - {id: 1, name: xpu_a_ratio, type: gauge, unit: ratio, scale: 1, help: a}
+  - {id: 2, name: xpu_b_ratio, type: gauge, unit: ratio, scale: 0.01, help: b}
+)",
+                                      "after", &after)
+                  .ok());
+  MetricStore store(before, {seconds(3), 100});
+  const Clock::time_point t0 = Clock::now();
+  store.Apply(Batch({{0, 1, "", 0.5}, {0, 2, "", 0.25}, {0, 3, "", 0.75}}), t0);
+  Snapshot old = store.Snap(t0);
+  ASSERT_EQ(old.values.size(), 3u);
+  store.SetCatalog(after);
+  before.reset();
+  Snapshot now = store.Snap(t0);
+  ASSERT_EQ(now.values.size(), 1u);
+  EXPECT_EQ(now.set->rows[0].entry->name, "xpu_a_ratio");
+  EXPECT_EQ(now.values[0], 0.5);
+  EXPECT_EQ(old.set->rows[2].entry->name, "xpu_c_ratio");  // still valid
+  EXPECT_EQ(store.catalog(), after);
+}
+
+TEST(StoreReloadTest, DropRemovesTheSelectedSeries) {
+  MetricStore store(catalog::Catalog::Builtin(), {seconds(3), 100});
+  const Clock::time_point t0 = Clock::now();
+  store.Apply(Batch({{0, 4, "", 1}, {1, 4, "", 2}, {1, 5, "", 3}}), t0);
+  EXPECT_EQ(store.Drop([](int32_t minor, uint32_t id) { return minor == 1 && id == 4; }), 1u);
+  Snapshot s = store.Snap(t0);
+  ASSERT_EQ(s.values.size(), 2u);
+  EXPECT_EQ(store.series_count(), 2u);
+}
+
 TEST(StoreCtorTest, RejectsMisuse) {
   EXPECT_THROW(MetricStore(nullptr, {}), std::invalid_argument);
   EXPECT_THROW(MetricStore(catalog::Catalog::Builtin(), {milliseconds(0), 1}),
