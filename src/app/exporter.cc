@@ -10,6 +10,20 @@
 
 namespace xpu::app {
 
+// The requests one reload answers: all that queued up while the previous
+// one ran (one fresh read of the files serves them all, so a client posting
+// in a loop costs one reload at a time, not a backlog).
+struct Exporter::ReloadJob {
+  bool from_http = false;  // one was asked by an HTTP worker: see RunReload
+  std::vector<std::promise<Status>> answers;
+  bool answered = false;
+  void Answer(const Status& s) {
+    if (answered) return;
+    answered = true;
+    for (std::promise<Status>& a : answers) a.set_value(s);
+  }
+};
+
 Exporter::Exporter(Config cfg) : cfg_(std::move(cfg)) {}
 
 Exporter::~Exporter() { Stop(); }
@@ -184,29 +198,19 @@ Status Exporter::Start() {
   return Status::Ok();
 }
 
-struct Exporter::ReloadJob {
-  bool from_http = false;  // asked by an HTTP worker: see RunReload
-  std::promise<Status> answer;
-  bool answered = false;
-  void Answer(const Status& s) {
-    if (answered) return;
-    answered = true;
-    answer.set_value(s);
-  }
-};
-
 std::future<Status> Exporter::RequestReload(bool from_http) {
-  auto job = std::make_shared<ReloadJob>();
-  job->from_http = from_http;
-  std::future<Status> answer = job->answer.get_future();
+  std::promise<Status> promise;
+  std::future<Status> answer = promise.get_future();
   {
-    // A job queued after the loop's last look would never be answered.
+    // A request queued after the loop's last look would never be answered.
     std::lock_guard<std::mutex> lock(jobs_mu_);
     if (!reloader_started_ || reloader_.stopping()) {
-      job->Answer(Status::Unavailable("not running"));
+      promise.set_value(Status::Unavailable("not running"));
       return answer;
     }
-    jobs_.push_back(std::move(job));
+    if (!job_) job_ = std::make_unique<ReloadJob>();
+    job_->from_http = job_->from_http || from_http;
+    job_->answers.push_back(std::move(promise));
   }
   reloader_.Ring(&reload_wake_);
   return answer;
@@ -214,20 +218,17 @@ std::future<Status> Exporter::RequestReload(bool from_http) {
 
 void Exporter::ReloadLoop() {
   for (;;) {
-    std::deque<std::shared_ptr<ReloadJob>> jobs;
+    std::unique_ptr<ReloadJob> job;
     {
       std::lock_guard<std::mutex> lock(jobs_mu_);
-      jobs.swap(jobs_);
+      job = std::move(job_);
     }
-    for (const auto& job : jobs) {
-      RunReload(job.get());
-      job->Answer(Status::Ok());  // RunReload answered unless it had nothing to say
-    }
+    if (job) RunReload(job.get());
     if (!reloader_.SleepFor(std::chrono::hours(24), &reload_wake_)) break;
   }
   std::lock_guard<std::mutex> lock(jobs_mu_);
-  for (const auto& job : jobs_) job->Answer(Status::Unavailable("shutting down"));
-  jobs_.clear();
+  if (job_) job_->Answer(Status::Unavailable("shutting down"));
+  job_.reset();
 }
 
 Status Exporter::Reload() { return RequestReload(/*from_http=*/false).get(); }

@@ -4,7 +4,6 @@
 #include <prometheus/registry.h>
 
 #include <chrono>
-#include <deque>
 #include <future>
 #include <map>
 #include <memory>
@@ -109,8 +108,8 @@ class Exporter {
 
   // The reload thread and its queue.
   std::mutex jobs_mu_;
-  std::deque<std::shared_ptr<ReloadJob>> jobs_;  // guarded by jobs_mu_
-  bool reloader_started_ = false;                // guarded by jobs_mu_
+  std::unique_ptr<ReloadJob> job_;  // guarded by jobs_mu_: the next reload's requests
+  bool reloader_started_ = false;   // guarded by jobs_mu_
   Worker::Alarm reload_wake_;
   Worker reloader_;  // last: stops first
 };

@@ -324,6 +324,13 @@ TEST(ExporterReloadTest, ReloadsWhileScrapedChangeSelectionWithoutAFailedScrape)
       EXPECT_TRUE(WaitFor(has_links)) << "reload " << i;
     }
   }
+  // Many at once are served by few reloads, and every one is answered.
+  std::vector<std::thread> posters;
+  std::atomic<int> answered{0};
+  for (int i = 0; i < 12; ++i)
+    posters.emplace_back([&] { answered += HttpPost(base + "/-/reload", "").status == 200; });
+  for (std::thread& t : posters) t.join();
+  EXPECT_EQ(answered.load(), 12);
   write("metrics.exclude: ['(']\n");
   Status s = exporter.Reload();
   EXPECT_EQ(s.code(), Status::Code::kInvalidArgument);
