@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "http/headers.h"
 #include "version.h"
 
 namespace xpu::app {
@@ -44,7 +45,7 @@ Status Exporter::BuildHal(const Config& cfg, const std::shared_ptr<const hal::Fa
     spdlog::info("HAL backend {} at {}, every {} ms", backend->name(), cfg.hal.root,
                  cfg.hal.interval.count());
     *hal = std::make_unique<hal::HalSampler>(std::move(backend), faults, cfg.hal.interval,
-                                             &devices_, &self_metrics_);
+                                             &devices_, &self_metrics_, &exemplars_);
   } else {
     spdlog::info("HAL sysfs backend off (--hal={}, {})", cfg.hal.backend, cfg.hal.root);
   }
@@ -60,7 +61,7 @@ Status Exporter::BuildHal(const Config& cfg, const std::shared_ptr<const hal::Fa
       spdlog::info("HAL backend pci at {}: {} device(s), every {} ms", cfg.hal.pci_root,
                    found.size(), cfg.hal.interval.count());
       *pci = std::make_unique<hal::PciSampler>(std::move(scanner), faults, cfg.hal.interval,
-                                               &devices_, &self_metrics_);
+                                               &devices_, &self_metrics_, &exemplars_);
     }
   }
   return Status::Ok();
@@ -159,6 +160,7 @@ Status Exporter::Start() {
   exposer_->AddCollectable(&devices_);
   exposer_->AddCollectable(&self_metrics_);
   exposer_->AddCollectable(&process_metrics_);
+  exposer_->SetExemplars(&exemplars_);
   client_ = std::make_unique<upstream::XdmClient>(cfg_.xdm, catalog_, store_.get(), &devices_,
                                                   &self_metrics_);
   ApplyIngest(cfg_, files);  // selection and devices, before any thread runs
@@ -402,10 +404,17 @@ void Exporter::Stop() {
   if (web_) web_->Stop();
 }
 
-http::Response Exporter::Metrics(const http::Request&) {
+http::Response Exporter::Metrics(const http::Request& req) {
   http::Response r;
-  r.content_type = "text/plain; version=0.0.4; charset=utf-8";
-  exposer_->Render(&r.body);
+  // OpenMetrics when the client prefers it (Prometheus does), else the
+  // Prometheus text format.
+  const exposition::Format format = http::PrefersOpenMetrics(req.accept)
+                                        ? exposition::Format::kOpenMetrics
+                                        : exposition::Format::kText;
+  r.content_type = format == exposition::Format::kOpenMetrics ? exposition::kOpenMetricsContentType
+                                                              : exposition::kTextContentType;
+  r.headers.emplace_back("Vary", "Accept, Accept-Encoding");
+  exposer_->Render(&r.body, format);
   // Device series waited kIdentityWait for the device list and went out
   // without uuid and model (they will change labels when it comes): said
   // once, and shown as a gauge until the list arrives.

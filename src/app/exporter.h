@@ -24,6 +24,7 @@
 #include "kubelet/pod_mapper.h"
 #include "kubernetes/pod_watcher.h"
 #include "store/device_registry.h"
+#include "store/exemplars.h"
 #include "store/metric_store.h"
 #include "upstream/xdm_client.h"
 
@@ -97,6 +98,7 @@ class Exporter {
   LogOnce identity_said_;
   std::unique_ptr<store::MetricStore> store_;
   store::DeviceRegistry devices_;
+  store::ExemplarStore exemplars_;  // fault raises' pods, for OpenMetrics scrapes
   std::unique_ptr<exposition::Exposer> exposer_;
   std::unique_ptr<upstream::XdmClient> client_;
   // Guarded by parts_mu_ after Start (a reload replaces them):

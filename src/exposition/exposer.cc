@@ -26,7 +26,7 @@ void Exposer::SetFamilyFilter(FamilyFilter allows) {
   allows_ = std::move(fresh);
 }
 
-void Exposer::Render(std::string* out) {
+void Exposer::Render(std::string* out, Format format) {
   const auto t0 = std::chrono::steady_clock::now();
   std::shared_ptr<const FamilyFilter> allows;
   {
@@ -36,7 +36,7 @@ void Exposer::Render(std::string* out) {
   out->clear();
   store::Snapshot snap = store_->Snap(std::chrono::steady_clock::now());
   series_.Set(static_cast<double>(snap.values.size()));
-  writer_.Append(snap, out);
+  writer_.Append(snap, out, format);
   for (const prometheus::Collectable* c : collectables_) {
     for (prometheus::MetricFamily& f : c->Collect()) {
       if (allows && !(*allows)(f.name)) continue;
@@ -47,9 +47,10 @@ void Exposer::Render(std::string* out) {
                 [](const prometheus::ClientMetric& a, const prometheus::ClientMetric& b) {
                   return a.label < b.label;
                 });
-      AppendFamily(f, out);
+      AppendFamily(f, out, format, exemplars_);
     }
   }
+  if (format == Format::kOpenMetrics) out->append("# EOF\n");
   scrape_duration_.Set(
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
 }

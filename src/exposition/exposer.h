@@ -30,12 +30,18 @@ class Exposer {
   using FamilyFilter = std::function<bool(const std::string&)>;
   void SetFamilyFilter(FamilyFilter allows);
 
-  // Renders the full exposition into `out` (cleared first).
-  void Render(std::string* out);
+  // The exemplars OpenMetrics scrapes attach to counter samples; may be
+  // null. Set before the first Render; must outlive the exposer.
+  void SetExemplars(const store::ExemplarStore* exemplars) { exemplars_ = exemplars; }
+
+  // Renders the full exposition into `out` (cleared first); OpenMetrics ends
+  // with "# EOF".
+  void Render(std::string* out, Format format = Format::kText);
 
  private:
   store::MetricStore* const store_;
   std::vector<const prometheus::Collectable*> collectables_;
+  const store::ExemplarStore* exemplars_ = nullptr;
   std::mutex filter_mu_;
   std::shared_ptr<const FamilyFilter> allows_;  // guarded by filter_mu_; null: every family
   SnapshotWriter writer_;

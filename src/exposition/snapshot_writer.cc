@@ -38,11 +38,13 @@ std::vector<std::pair<std::string, std::string>> RowLabels(const store::Row& row
   return labels;
 }
 
-std::shared_ptr<const SnapshotWriter::Rendered> SnapshotWriter::Render(
-    const store::SeriesSet& set) {
+std::shared_ptr<const SnapshotWriter::Rendered> SnapshotWriter::Render(const store::SeriesSet& set,
+                                                                       Format format) {
+  const bool om = format == Format::kOpenMetrics;
+  std::shared_ptr<const Rendered>& cache = cache_[om ? 1 : 0];
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (cache_ && cache_->generation == set.generation) return cache_;
+    if (cache && cache->generation == set.generation) return cache;
   }
   auto r = std::make_shared<Rendered>();
   r->generation = set.generation;
@@ -51,8 +53,17 @@ std::shared_ptr<const SnapshotWriter::Rendered> SnapshotWriter::Render(
     const store::Row& row = set.rows[i];
     r->offsets.push_back(r->text.size());
     if (i == 0 || !SameFamily(set.rows[i - 1], row)) {
-      AppendHeader(FamilyName(row), row.entry ? row.entry->help : kUnknownHelp, TypeName(row),
-                   &r->text);
+      const std::string_view help =
+          row.entry ? std::string_view(row.entry->help) : std::string_view(kUnknownHelp);
+      if (om) {
+        // Catalog counters end in "_total" (CheckEntry), and units are
+        // name suffixes, so both always apply.
+        const bool counter = row.entry && row.entry->type == catalog::MetricType::kCounter;
+        const std::string_view family = OmFamilyName(FamilyName(row), counter);
+        AppendOmHeader(family, help, TypeName(row), UnitOf(family), &r->text);
+      } else {
+        AppendHeader(FamilyName(row), help, TypeName(row), &r->text);
+      }
     }
     r->text.append(FamilyName(row));
     AppendLabels(RowLabels(row), &r->text);
@@ -60,13 +71,13 @@ std::shared_ptr<const SnapshotWriter::Rendered> SnapshotWriter::Render(
   }
   r->offsets.push_back(r->text.size());
   std::lock_guard<std::mutex> lock(mu_);
-  if (!cache_ || cache_->generation < r->generation) cache_ = r;
+  if (!cache || cache->generation < r->generation) cache = r;
   return r;
 }
 
-void SnapshotWriter::Append(const store::Snapshot& snap, std::string* out) {
+void SnapshotWriter::Append(const store::Snapshot& snap, std::string* out, Format format) {
   if (!snap.set || snap.set->rows.empty()) return;
-  std::shared_ptr<const Rendered> r = Render(*snap.set);
+  std::shared_ptr<const Rendered> r = Render(*snap.set, format);
   out->reserve(out->size() + r->text.size() + snap.values.size() * 16);
   const char* base = r->text.data();
   for (size_t i = 0; i < snap.values.size(); ++i) {

@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "exposition/text_format.h"
 #include "store/metric_store.h"
 
 namespace xpu::exposition {
@@ -20,13 +21,14 @@ inline constexpr const char* kUnknownFamily = "xpu_unknown_metric";
 // instance label (or, for unknown IDs, id and instance).
 std::vector<std::pair<std::string, std::string>> RowLabels(const store::Row& row);
 
-// Writes MetricStore snapshots in the text format. What does not change from
-// scrape to scrape (HELP/TYPE headers, names and label sets) is rendered once
-// per SeriesSet generation and reused; a scrape then only appends values.
-// Thread-safe: concurrent scrapes share the cache.
+// Writes MetricStore snapshots in the text format or OpenMetrics. What does
+// not change from scrape to scrape (HELP/TYPE/UNIT headers, names and label
+// sets) is rendered once per SeriesSet generation and format and reused; a
+// scrape then only appends values. Thread-safe: concurrent scrapes share the
+// cache.
 class SnapshotWriter {
  public:
-  void Append(const store::Snapshot& snap, std::string* out);
+  void Append(const store::Snapshot& snap, std::string* out, Format format = Format::kText);
 
   // The same series and values as prometheus-cpp families: the reference
   // path that TextSerializer renders, used to check Append.
@@ -40,10 +42,10 @@ class SnapshotWriter {
     // to offsets[i + 1].
     std::vector<size_t> offsets;
   };
-  std::shared_ptr<const Rendered> Render(const store::SeriesSet& set);
+  std::shared_ptr<const Rendered> Render(const store::SeriesSet& set, Format format);
 
   std::mutex mu_;
-  std::shared_ptr<const Rendered> cache_;  // guarded by mu_
+  std::shared_ptr<const Rendered> cache_[2];  // by Format; guarded by mu_
 };
 
 }  // namespace xpu::exposition

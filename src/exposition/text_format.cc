@@ -28,6 +28,53 @@ void AppendEscaped(std::string_view v, std::string* out) {
 
 void AppendLabelValue(std::string_view v, std::string* out) { AppendEscaped<true>(v, out); }
 
+std::string_view OmFamilyName(std::string_view name, bool counter) {
+  constexpr std::string_view kTotal = "_total";
+  if (counter && name.size() > kTotal.size() && name.ends_with(kTotal))
+    return name.substr(0, name.size() - kTotal.size());
+  return name;
+}
+
+std::string_view UnitOf(std::string_view family) {
+  static constexpr std::string_view kUnits[] = {"seconds", "bytes", "ratio", "celsius", "joules",
+                                                "watts",   "hertz", "volts", "amperes"};
+  for (std::string_view u : kUnits) {
+    if (family.size() > u.size() + 1 && family.ends_with(u) &&
+        family[family.size() - u.size() - 1] == '_')
+      return u;
+  }
+  return {};
+}
+
+void AppendOmHeader(std::string_view family, std::string_view help, std::string_view type,
+                    std::string_view unit, std::string* out) {
+  out->append("# HELP ").append(family).push_back(' ');
+  AppendEscaped<true>(help, out);  // OpenMetrics escapes '"' in HELP too
+  out->append("\n# TYPE ").append(family).push_back(' ');
+  out->append(type).push_back('\n');
+  if (!unit.empty()) out->append("# UNIT ").append(family).append(" ").append(unit).push_back('\n');
+}
+
+void AppendExemplar(const store::Exemplar& e, std::string* out) {
+  out->append(" # {");
+  bool first = true;
+  for (const auto& [k, v] : e.labels) {
+    if (!first) out->push_back(',');
+    first = false;
+    out->append(k).append("=\"");
+    AppendLabelValue(v, out);
+    out->push_back('"');
+  }
+  out->append("} ");
+  AppendValue(e.value, out);
+  if (e.timestamp > 0) {
+    out->push_back(' ');
+    char buf[32];
+    auto res = std::to_chars(buf, buf + sizeof buf, e.timestamp, std::chars_format::fixed, 3);
+    out->append(buf, res.ptr);
+  }
+}
+
 void AppendHelp(std::string_view v, std::string* out) { AppendEscaped<false>(v, out); }
 
 void AppendValue(double v, std::string* out) {
@@ -65,8 +112,10 @@ void AppendLabels(const std::vector<std::pair<std::string, std::string>>& labels
   out->push_back('}');
 }
 
-void AppendFamily(const prometheus::MetricFamily& family, std::string* out) {
-  const char* type = "untyped";
+void AppendFamily(const prometheus::MetricFamily& family, std::string* out, Format format,
+                  const store::ExemplarStore* exemplars) {
+  const bool om = format == Format::kOpenMetrics;
+  const char* type = om ? "unknown" : "untyped";
   switch (family.type) {
     case prometheus::MetricType::Counter:
       type = "counter";
@@ -83,7 +132,18 @@ void AppendFamily(const prometheus::MetricFamily& family, std::string* out) {
     case prometheus::MetricType::Untyped:
       break;
   }
-  AppendHeader(family.name, family.help, type, out);
+  if (om) {
+    const bool counter = family.type == prometheus::MetricType::Counter;
+    const std::string_view name = OmFamilyName(family.name, counter);
+    if (counter && name == family.name) type = "unknown";  // no "_total" to strip
+    AppendOmHeader(name, family.help, type, UnitOf(name), out);
+  } else {
+    AppendHeader(family.name, family.help, type, out);
+  }
+  // Only counters of a family that has exemplars look theirs up.
+  const bool with_exemplars = om && exemplars != nullptr &&
+                              family.type == prometheus::MetricType::Counter &&
+                              exemplars->HasFamily(family.name);
   std::vector<std::pair<std::string, std::string>> labels;
   for (const prometheus::ClientMetric& m : family.metric) {
     labels.clear();
@@ -98,6 +158,17 @@ void AppendFamily(const prometheus::MetricFamily& family, std::string* out) {
     };
     switch (family.type) {
       case prometheus::MetricType::Counter:
+        if (with_exemplars) {
+          if (auto e = exemplars->Find(family.name, labels)) {
+            out->append(family.name);
+            AppendLabels(labels, out);
+            out->push_back(' ');
+            AppendValue(m.counter.value, out);
+            AppendExemplar(*e, out);
+            out->push_back('\n');
+            break;
+          }
+        }
         line("", m.counter.value, labels);
         break;
       case prometheus::MetricType::Gauge:

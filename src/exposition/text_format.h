@@ -6,11 +6,33 @@
 #include <string_view>
 #include <vector>
 
+#include "store/exemplars.h"
+
 namespace xpu::exposition {
 
-// Primitives of the Prometheus text format 0.0.4, shared by every writer so
-// that one set of escaping and number rules applies to every family.
-// Pure functions; any thread.
+// Primitives of the Prometheus text format 0.0.4 and of OpenMetrics 1.0,
+// shared by every writer so that one set of escaping and number rules applies
+// to every family. Pure functions; any thread.
+
+enum class Format { kText, kOpenMetrics };
+inline constexpr const char* kTextContentType = "text/plain; version=0.0.4; charset=utf-8";
+inline constexpr const char* kOpenMetricsContentType =
+    "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+// OpenMetrics names a counter family without the "_total" its samples carry;
+// a counter whose name lacks it is typed "unknown" there (its samples could
+// not be named otherwise).
+std::string_view OmFamilyName(std::string_view name, bool counter);
+// The base unit a family's name ends with (OpenMetrics' "# UNIT"), or empty:
+// seconds, bytes, ratio, celsius, joules, watts, hertz, volts, amperes.
+std::string_view UnitOf(std::string_view om_family);
+// "# HELP", "# TYPE" and, when `unit` is set, "# UNIT" lines. `type` is the
+// OpenMetrics type (counter, gauge, unknown...).
+void AppendOmHeader(std::string_view family, std::string_view help, std::string_view type,
+                    std::string_view unit, std::string* out);
+// " # {labels} value timestamp": appended after a sample's value, before its
+// newline.
+void AppendExemplar(const store::Exemplar& e, std::string* out);
 
 // Label value escaping: backslash, double quote and newline.
 void AppendLabelValue(std::string_view v, std::string* out);
@@ -24,7 +46,10 @@ void AppendHeader(std::string_view name, std::string_view help, std::string_view
 // Renders `{a="x",b="y"}` (nothing if `labels` is empty).
 void AppendLabels(const std::vector<std::pair<std::string, std::string>>& labels, std::string* out);
 
-// Writes one prometheus-cpp family (gauges, counters, untyped, info-style).
-void AppendFamily(const prometheus::MetricFamily& family, std::string* out);
+// Writes one prometheus-cpp family (gauges, counters, untyped, info-style,
+// histograms, summaries). In OpenMetrics, counter samples carry the
+// exemplar `exemplars` holds for their series, if any.
+void AppendFamily(const prometheus::MetricFamily& family, std::string* out,
+                  Format format = Format::kText, const store::ExemplarStore* exemplars = nullptr);
 
 }  // namespace xpu::exposition

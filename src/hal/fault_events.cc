@@ -2,11 +2,17 @@
 
 #include <spdlog/spdlog.h>
 
+#include <chrono>
+#include <optional>
+
 namespace xpu::hal {
 
 FaultEvents::FaultEvents(std::shared_ptr<const FaultCatalog> catalog,
-                         prometheus::Registry* self_metrics)
+                         prometheus::Registry* self_metrics, const store::DeviceRegistry* registry,
+                         store::ExemplarStore* exemplars)
     : catalog_(std::move(catalog)),
+      registry_(registry),
+      exemplars_(exemplars),
       events_(prometheus::BuildCounter()
                   .Name("xpu_device_fault_events_total")
                   .Help("Times a fault code was raised on a device (seen active after not being "
@@ -27,12 +33,10 @@ std::vector<store::ActiveFault> FaultEvents::Update(const std::string& key, cons
   for (const std::string& code : codes) {
     const FaultInfo info = catalog_->Lookup(code);
     if (before.count(code) == 0) {
-      events_
-          .Add({{"minor", minor},
-                {"uuid", uuid},
-                {"code", info.code},
-                {"level", LevelName(info.level)}})
-          .Increment();
+      const store::LabelPairs series = {
+          {"minor", minor}, {"uuid", uuid}, {"code", info.code}, {"level", LevelName(info.level)}};
+      events_.Add({series.begin(), series.end()}).Increment();
+      LeaveExemplar(uuid, series);
       if (!info.known) unknown_codes_.Increment();
       spdlog::warn("{} fault {} raised: {} ({}; {})", name, info.code, info.name,
                    LevelName(info.level), info.action);
@@ -45,6 +49,24 @@ std::vector<store::ActiveFault> FaultEvents::Update(const std::string& key, cons
   }
   now_[key] = codes;
   return out;
+}
+
+void FaultEvents::LeaveExemplar(const std::string& uuid, const store::LabelPairs& series) {
+  if (registry_ == nullptr || exemplars_ == nullptr || uuid.empty()) return;
+  // The first (in name order) of the containers holding the device.
+  std::optional<store::PodAssignment> holder;
+  for (store::PodAssignment& p : registry_->PodAssignments()) {
+    if (p.uuid == uuid && (!holder || p < *holder)) holder = std::move(p);
+  }
+  if (!holder) return;
+  store::Exemplar e;
+  e.labels = {{"namespace", holder->namespace_}, {"pod", holder->pod}};
+  if (!holder->container.empty()) e.labels.emplace_back("container", holder->container);
+  e.timestamp =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  // Over the 128-rune limit: without the container, then not at all.
+  if (!store::ExemplarStore::Fits(e) && e.labels.size() > 2) e.labels.pop_back();
+  exemplars_->Set("xpu_device_fault_events_total", series, std::move(e));
 }
 
 std::set<std::string> FaultEvents::Previous(const std::string& key) const {

@@ -12,6 +12,7 @@
 
 #include "hal/fault_catalog.h"
 #include "store/device_registry.h"
+#include "store/exemplars.h"
 
 namespace xpu::hal {
 
@@ -24,7 +25,12 @@ namespace xpu::hal {
 // Used from one sampler thread.
 class FaultEvents {
  public:
-  FaultEvents(std::shared_ptr<const FaultCatalog> catalog, prometheus::Registry* self_metrics);
+  // With `registry` and `exemplars` (both may be null), each raise leaves an
+  // exemplar on its xpu_device_fault_events_total series: the pod that held
+  // the device then (OpenMetrics; docs/http-api.md).
+  FaultEvents(std::shared_ptr<const FaultCatalog> catalog, prometheus::Registry* self_metrics,
+              const store::DeviceRegistry* registry = nullptr,
+              store::ExemplarStore* exemplars = nullptr);
 
   // The catalog entries of `codes`, now active on the device known as `key`
   // (a minor, a bus_id), labelled `minor` and `uuid`; `name` names it in logs.
@@ -44,7 +50,11 @@ class FaultEvents {
   void Seed(State state) { active_ = std::move(state); }
 
  private:
+  void LeaveExemplar(const std::string& uuid, const store::LabelPairs& series);
+
   const std::shared_ptr<const FaultCatalog> catalog_;
+  const store::DeviceRegistry* const registry_;
+  store::ExemplarStore* const exemplars_;
   prometheus::Family<prometheus::Counter>& events_;
   prometheus::Counter& unknown_codes_;
   std::map<std::string, std::set<std::string>> active_;  // previous sample

@@ -32,7 +32,7 @@ class HalSampler {
  public:
   HalSampler(std::unique_ptr<HalBackend> backend, std::shared_ptr<const FaultCatalog> catalog,
              std::chrono::milliseconds interval, store::DeviceRegistry* registry,
-             prometheus::Registry* self_metrics);
+             prometheus::Registry* self_metrics, store::ExemplarStore* exemplars = nullptr);
   ~HalSampler();
   HalSampler(const HalSampler&) = delete;
   HalSampler& operator=(const HalSampler&) = delete;

@@ -83,7 +83,7 @@ std::vector<store::PciDeviceView> PciTracker::Update(const std::vector<PciDevice
 
 PciSampler::PciSampler(PciScanner scanner, std::shared_ptr<const FaultCatalog> catalog,
                        std::chrono::milliseconds interval, store::DeviceRegistry* registry,
-                       prometheus::Registry* self_metrics)
+                       prometheus::Registry* self_metrics, store::ExemplarStore* exemplars)
     : scanner_(std::move(scanner)),
       interval_(interval),
       registry_(registry),
@@ -97,7 +97,7 @@ PciSampler::PciSampler(PciScanner scanner, std::shared_ptr<const FaultCatalog> c
                        .Help("PCI sysfs files that exist but could not be read or parsed.")
                        .Register(*self_metrics)
                        .Add({})),
-      faults_(std::move(catalog), self_metrics) {
+      faults_(std::move(catalog), self_metrics, registry, exemplars) {
   if (interval_.count() <= 0) throw std::invalid_argument("PCI interval must be > 0");
 }
 

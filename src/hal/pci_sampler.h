@@ -57,7 +57,7 @@ class PciSampler {
  public:
   PciSampler(PciScanner scanner, std::shared_ptr<const FaultCatalog> catalog,
              std::chrono::milliseconds interval, store::DeviceRegistry* registry,
-             prometheus::Registry* self_metrics);
+             prometheus::Registry* self_metrics, store::ExemplarStore* exemplars = nullptr);
   ~PciSampler() { Stop(); }
   PciSampler(const PciSampler&) = delete;
   PciSampler& operator=(const PciSampler&) = delete;

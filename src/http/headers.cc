@@ -2,6 +2,8 @@
 
 #include <openssl/evp.h>
 
+#include <cctype>
+#include <charconv>
 #include <cstdlib>
 
 namespace xpu::http {
@@ -25,6 +27,66 @@ bool AcceptsGzip(const std::string& accept) {
     return std::strtod(token.c_str() + q + 2, nullptr) > 0;
   }
   return false;
+}
+
+namespace {
+
+std::string_view Trim(std::string_view s) {
+  const size_t b = s.find_first_not_of(" \t");
+  if (b == std::string_view::npos) return {};
+  return s.substr(b, s.find_last_not_of(" \t") - b + 1);
+}
+
+bool EqualsNoCase(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (std::tolower(static_cast<unsigned char>(a[i])) !=
+        std::tolower(static_cast<unsigned char>(b[i])))
+      return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+bool PrefersOpenMetrics(std::string_view accept) {
+  constexpr int kMaxRanges = 64;
+  double best_om = -1, best_other = -1;
+  size_t start = 0;
+  for (int n = 0; n < kMaxRanges && start <= accept.size(); ++n) {
+    size_t end = accept.find(',', start);
+    if (end == std::string_view::npos) end = accept.size();
+    std::string_view range = accept.substr(start, end - start);
+    start = end + 1;
+    // type/subtype *(; param=value)
+    size_t semi = range.find(';');
+    const std::string_view type = Trim(range.substr(0, semi));
+    if (type.empty()) continue;
+    double q = 1;
+    std::string_view version;
+    while (semi != std::string_view::npos) {
+      const size_t next = range.find(';', semi + 1);
+      const std::string_view param = Trim(range.substr(semi + 1, next - semi - 1));
+      semi = next;
+      const size_t eq = param.find('=');
+      if (eq == std::string_view::npos) continue;
+      const std::string_view key = Trim(param.substr(0, eq));
+      const std::string_view value = Trim(param.substr(eq + 1));
+      if (EqualsNoCase(key, "q")) {
+        double v = 0;
+        auto res = std::from_chars(value.data(), value.data() + value.size(), v);
+        q = res.ec == std::errc() && v >= 0 && v <= 1 ? v : 0;
+      } else if (EqualsNoCase(key, "version")) {
+        version = value;
+      }
+    }
+    if (q <= 0) continue;
+    const bool om = EqualsNoCase(type, "application/openmetrics-text") &&
+                    (version.empty() || version == "1.0.0" || version == "0.0.1");
+    double& best = om ? best_om : best_other;
+    if (q > best) best = q;
+  }
+  return best_om > 0 && best_om >= best_other;
 }
 
 std::string Base64Decode(const std::string& in) {

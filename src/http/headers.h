@@ -12,6 +12,13 @@ namespace xpu::http {
 // "*;q=1"); a q of 0 refuses it.
 bool AcceptsGzip(const std::string& accept_encoding);
 
+// Whether an Accept value prefers the OpenMetrics text format
+// ("application/openmetrics-text; version=1.0.0" or 0.0.1) to the Prometheus
+// text format (text/plain; version=0.0.4, or any other type): its highest q
+// is above theirs, or equal (Prometheus lists OpenMetrics first). At most
+// 64 media ranges are read; a q of 0 refuses.
+bool PrefersOpenMetrics(std::string_view accept);
+
 // Standard base64 with padding; empty for malformed input or input over 4 KiB.
 std::string Base64Decode(const std::string& in);
 

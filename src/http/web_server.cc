@@ -95,6 +95,8 @@ class WebServer::Dispatcher : public CivetHandler {
     req.query = info->query_string ? info->query_string : "";
     const char* ae = mg_get_header(conn, "Accept-Encoding");
     req.accept_encoding = ae ? ae : "";
+    const char* accept = mg_get_header(conn, "Accept");
+    req.accept = accept ? accept : "";
     Response resp;
     bool gzip = false;
     const bool body_unread = HasBody(conn);

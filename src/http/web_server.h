@@ -23,6 +23,7 @@ struct Request {
   std::string path;
   std::string query;
   std::string accept_encoding;
+  std::string accept;  // the Accept header (format negotiation)
 };
 
 struct Response {

@@ -116,5 +116,92 @@ TEST(TextFormatTest, AppendFamilyHandlesEveryType) {
   EXPECT_NE(out.find("h_seconds_sum 1.5\n"), std::string::npos);
 }
 
+// OpenMetrics from the store: the same series and values as the text
+// format, counters' families without _total, # UNIT from the name's unit.
+TEST(OpenMetricsTest, SnapshotWriterWritesTheSameSamplesWithOpenMetricsHeaders) {
+  store::MetricStore store(catalog::Catalog::Builtin(), {std::chrono::seconds(10), 1000});
+  store::Snapshot snap = Sample(&store);
+  SnapshotWriter w;
+  std::string text, om;
+  w.Append(snap, &text);
+  w.Append(snap, &om, Format::kOpenMetrics);
+  EXPECT_EQ(ParseSamples(text), ParseSamples(om));
+  EXPECT_NE(om.find("# TYPE xpu_utilization_ratio gauge\n# UNIT xpu_utilization_ratio ratio\n"),
+            std::string::npos)
+      << om;
+  const catalog::Entry* counter = nullptr;
+  for (const catalog::Entry& e : catalog::Catalog::Builtin()->entries())
+    if (e.type == catalog::MetricType::kCounter && e.id == 7) counter = &e;
+  ASSERT_NE(counter, nullptr) << "the sample's ID 7 is a counter";
+  const std::string family = counter->name.substr(0, counter->name.size() - 6);
+  EXPECT_NE(om.find("# TYPE " + family + " counter\n"), std::string::npos) << om;
+  EXPECT_NE(om.find("\n" + counter->name + "{"), std::string::npos);
+  EXPECT_EQ(text.find("# UNIT"), std::string::npos);
+  // Both formats are cached side by side: writing one leaves the other.
+  std::string again;
+  w.Append(snap, &again);
+  EXPECT_EQ(again, text);
+}
+
+TEST(OpenMetricsTest, FamiliesTypesUnitsEscapingAndExemplars) {
+  prometheus::MetricFamily c;
+  c.name = "xpu_exporter_reconnects_total";
+  c.help = "say \"hi\"\\";
+  c.type = prometheus::MetricType::Counter;
+  prometheus::ClientMetric m;
+  m.label = {{"b", "2"}, {"a", "1"}};
+  m.counter.value = 3;
+  c.metric.push_back(m);
+  store::ExemplarStore exemplars;
+  store::Exemplar e;
+  e.labels = {{"pod", "p\"1"}};
+  e.timestamp = 1700000000.25;
+  ASSERT_TRUE(exemplars.Set(c.name, {{"a", "1"}, {"b", "2"}}, e));
+  std::string out;
+  AppendFamily(c, &out, Format::kOpenMetrics, &exemplars);
+  EXPECT_EQ(out,
+            "# HELP xpu_exporter_reconnects say \\\"hi\\\"\\\\\n"
+            "# TYPE xpu_exporter_reconnects counter\n"
+            "xpu_exporter_reconnects_total{b=\"2\",a=\"1\"} 3 # {pod=\"p\\\"1\"} 1 "
+            "1700000000.250\n");
+  std::string text;
+  AppendFamily(c, &text, Format::kText, &exemplars);
+  EXPECT_EQ(text.find(" # {"), std::string::npos) << text;
+
+  prometheus::MetricFamily odd = c;  // a counter without _total, and untyped
+  odd.name = "odd_seconds";
+  std::string o;
+  AppendFamily(odd, &o, Format::kOpenMetrics);
+  EXPECT_NE(o.find("# TYPE odd_seconds unknown\n# UNIT odd_seconds seconds\n"), std::string::npos)
+      << o;
+  odd.type = prometheus::MetricType::Untyped;
+  o.clear();
+  AppendFamily(odd, &o, Format::kOpenMetrics);
+  EXPECT_NE(o.find("# TYPE odd_seconds unknown\n"), std::string::npos) << o;
+  EXPECT_EQ(UnitOf("xpu_memory_used_bytes"), "bytes");
+  EXPECT_EQ(UnitOf("bytes"), "");
+  EXPECT_EQ(UnitOf("xpu_megabytes"), "");
+}
+
+TEST(ExemplarStoreTest, RuneLimitAndSeriesCap) {
+  store::Exemplar e;
+  e.labels = {{"pod", std::string(125, 'x')}};  // 3 + 125 runes
+  EXPECT_TRUE(store::ExemplarStore::Fits(e));
+  e.labels[0].second += "y";
+  EXPECT_FALSE(store::ExemplarStore::Fits(e));
+  e.labels[0].second = std::string(62, 'x');
+  for (int i = 0; i < 20; ++i) e.labels[0].second += "\xc3\xa9";  // 20 runes in 40 bytes
+  EXPECT_TRUE(store::ExemplarStore::Fits(e));
+  store::ExemplarStore s(2);
+  EXPECT_TRUE(s.Set("f", {{"a", "1"}}, e));
+  EXPECT_TRUE(s.Set("f", {{"a", "2"}}, e));
+  EXPECT_TRUE(s.Set("f", {{"a", "1"}}, e));  // an update, not a new series
+  EXPECT_FALSE(s.Set("f", {{"a", "3"}}, e));
+  EXPECT_EQ(s.refused(), 1u);
+  EXPECT_TRUE(s.Find("f", {{"a", "2"}}).has_value());
+  EXPECT_FALSE(s.Find("g", {{"a", "2"}}).has_value());
+  EXPECT_TRUE(s.HasFamily("f"));
+}
+
 }  // namespace
 }  // namespace xpu::exposition

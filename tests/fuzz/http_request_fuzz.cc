@@ -91,6 +91,7 @@ void SendRaw(int port, const std::string& request) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string text = xpu::fuzz::AsString(data, size);
   (void)xpu::http::AcceptsGzip(text);
+  (void)xpu::http::PrefersOpenMetrics(text);
   std::string user, password;
   (void)xpu::http::ParseBasicAuth(text, &user, &password);
   (void)xpu::http::Base64Decode(text);

@@ -213,6 +213,48 @@ TEST_F(SamplerTest, RaisesClearsAndCountsFaultEvents) {
   EXPECT_EQ(Value(metrics_, "xpu_hal_up"), 1);
 }
 
+// A raise on a device that a pod holds leaves that pod as the exemplar of its
+// xpu_device_fault_events_total series (OpenMetrics).
+TEST(FaultEventsTest, RaiseLeavesThePodHoldingTheDeviceAsExemplar) {
+  store::DeviceRegistry registry;
+  prometheus::Registry metrics;
+  store::ExemplarStore exemplars;
+  store::PodAssignment a, b;
+  a.uuid = b.uuid = "U1";
+  a.namespace_ = b.namespace_ = "ml";
+  a.pod = "train-b";
+  b.pod = "train-a";  // the first by name is the one named
+  a.container = b.container = "main";
+  registry.SetPodAssignments({a, b});
+  FaultEvents events(FaultCatalog::Builtin(), &metrics, &registry, &exemplars);
+  events.Update("1", "xpu1", "1", "U1", {"0x80E18400"});
+  events.Update("2", "xpu2", "2", "U2", {"0x80E18400"});  // nobody holds it
+  events.EndSample();
+  const store::LabelPairs series = {
+      {"minor", "1"}, {"uuid", "U1"}, {"code", "0x80E18400"}, {"level", "reset_card"}};
+  auto e = exemplars.Find("xpu_device_fault_events_total", series);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->labels,
+            (store::LabelPairs{{"namespace", "ml"}, {"pod", "train-a"}, {"container", "main"}}));
+  EXPECT_EQ(e->value, 1);
+  EXPECT_GT(e->timestamp, 1.7e9);
+  store::LabelPairs other = series;
+  other[0].second = "2";
+  other[1].second = "U2";
+  EXPECT_FALSE(exemplars.Find("xpu_device_fault_events_total", other).has_value());
+  // Over 128 runes with the container: named without it.
+  a.pod = std::string(100, 'p');
+  a.container = std::string(20, 'c');
+  registry.SetPodAssignments({a});
+  events.Update("1", "xpu1", "1", "U1", {});
+  events.EndSample();
+  events.Update("1", "xpu1", "1", "U1", {"0x80E18400"});
+  e = exemplars.Find("xpu_device_fault_events_total", series);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->labels.size(), 2u);
+  EXPECT_EQ(e->labels[1].second, a.pod);
+}
+
 TEST_F(SamplerTest, TornReadKeepsActiveFaultsAndCountsTheError) {
   Device(0, "1\n", "0x80C98000\n");
   sampler_->SampleOnce();

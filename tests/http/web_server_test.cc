@@ -102,6 +102,30 @@ TEST(HeadersTest, ValidRequestLine) {
   EXPECT_FALSE(ValidRequestLine(""));
 }
 
+// Prometheus 2.42's scrape Accept header, and those of older servers and
+// other clients.
+TEST(HeadersTest, AcceptNegotiatesOpenMetricsAsPrometheusAsks) {
+  EXPECT_TRUE(PrefersOpenMetrics(
+      "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;"
+      "q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1"));
+  EXPECT_TRUE(
+      PrefersOpenMetrics("application/openmetrics-text; version=0.0.1,text/plain;"
+                         "version=0.0.4;q=0.5,*/*;q=0.1"));
+  EXPECT_TRUE(PrefersOpenMetrics("Application/OpenMetrics-Text"));
+  EXPECT_TRUE(PrefersOpenMetrics("text/plain;q=0.5, application/openmetrics-text;q=0.5"));
+  EXPECT_FALSE(PrefersOpenMetrics(""));
+  EXPECT_FALSE(PrefersOpenMetrics("*/*"));
+  EXPECT_FALSE(PrefersOpenMetrics("text/plain;version=0.0.4"));
+  EXPECT_FALSE(PrefersOpenMetrics("application/openmetrics-text;q=0.2,text/plain;q=0.9"));
+  EXPECT_FALSE(PrefersOpenMetrics("application/openmetrics-text;q=0"));
+  EXPECT_FALSE(PrefersOpenMetrics("application/openmetrics-text;version=2.0.0"));
+  EXPECT_FALSE(PrefersOpenMetrics("application/openmetrics-text;q=nonsense"));
+  // Only the first 64 ranges are read.
+  std::string many;
+  for (int i = 0; i < 64; ++i) many += "a/b,";
+  EXPECT_FALSE(PrefersOpenMetrics(many + "application/openmetrics-text"));
+}
+
 TEST(HeadersTest, AcceptEncodingAndBasicAuth) {
   EXPECT_TRUE(AcceptsGzip("gzip"));
   EXPECT_TRUE(AcceptsGzip("deflate, gzip;q=0.5"));
