@@ -1,9 +1,7 @@
 #include "http/web_server.h"
 
 #include <CivetServer.h>
-#include <dlfcn.h>
 #include <spdlog/spdlog.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -235,48 +233,23 @@ Status WebServer::ToCivetPort(const std::string& address, std::string* out) {
     return Status::InvalidArgument("listen address '" + address + "': bad port '" + port + "'");
   if (host.find_first_of(",; \t") != std::string::npos)
     return Status::InvalidArgument("listen address '" + address + "': bad host");
-  // civetweb: "9445" (all interfaces), "127.0.0.1:9445", "[::1]:9445".
-  *out = host.empty() ? port : host + ":" + port;
+  // An IPv6 address goes in brackets ("[::1]:9445"), as in a URL.
+  const bool bracketed = !host.empty() && host.front() == '[';
+  if (bracketed && (host.size() < 3 || host.back() != ']' ||
+                    host.find_first_not_of("0123456789abcdefABCDEF:.", 1) != host.size() - 1))
+    return Status::InvalidArgument("listen address '" + address + "': bad IPv6 address");
+  if (!bracketed && host.find(':') != std::string::npos)
+    return Status::InvalidArgument("listen address '" + address +
+                                   "': an IPv6 address needs brackets, e.g. [::1]:9445");
+  // civetweb: "+9445" (every interface, IPv6 and IPv4: what ":9445" means to
+  // Prometheus and node_exporter), "127.0.0.1:9445", "[::1]:9445".
+  *out = host.empty() ? "+" + port : host + ":" + port;
   return Status::Ok();
 }
-
-extern "C" int xpu_ssl_compat_present(void);  // sslcompat/ssl_compat.cc
-
-namespace {
-
-// The shim is code loaded into a process that may run as root: it must come
-// from an absolute path that only root can change (docs/reliability.md,
-// threat model), not from a writable build tree.
-Status CheckShim() {
-  Dl_info info{};
-  if (dladdr(reinterpret_cast<void*>(&xpu_ssl_compat_present), &info) == 0 ||
-      info.dli_fname == nullptr)
-    return Status::IoError("cannot locate the libssl.so shim");
-  const std::string path = info.dli_fname;
-  if (path.empty() || path[0] != '/')
-    return Status::IoError("libssl.so shim loaded from a relative path: " + path);
-  for (std::string p = path; !p.empty() && p != "/"; p = p.substr(0, p.rfind('/'))) {
-    struct stat st {};
-    if (::stat(p.c_str(), &st) != 0) return Status::IoError("cannot stat " + p);
-    // A sticky directory (/tmp) lets nobody replace another user's entry.
-    const bool sticky_dir = S_ISDIR(st.st_mode) && (st.st_mode & S_ISVTX) != 0;
-    if ((!sticky_dir && (st.st_mode & (S_IWGRP | S_IWOTH)) != 0) ||
-        (st.st_uid != 0 && st.st_uid != ::geteuid()))
-      return Status::IoError("libssl.so shim " + path + ": " + p +
-                             " is writable by another user; install it root-owned");
-    if (p.rfind('/') == 0) break;
-  }
-  return Status::Ok();
-}
-
-}  // namespace
 
 Status WebServer::Start() { return StartOn(options_.listen_addresses); }
 
 Status WebServer::StartOn(const std::vector<std::string>& addresses) {
-  // Keeps the libssl.so shim a dependency: civetweb's TLS needs it.
-  if (xpu_ssl_compat_present() != 1) return Status::IoError("TLS compatibility shim missing");
-  if (Status s = CheckShim(); !s.ok()) return s;
   const std::shared_ptr<const WebConfig> cfg = config();
   const bool tls = cfg && cfg->tls;
   std::string ports;
@@ -309,7 +282,18 @@ Status WebServer::StartOn(const std::vector<std::string>& addresses) {
     server_ = std::make_unique<CivetServer>(opts, &callbacks, guard_.get());
   } catch (const CivetException& e) {
     if (!with_tls.error().empty()) return Status::InvalidArgument("TLS: " + with_tls.error());
-    return Status::IoError("cannot listen on " + ports + ": " + e.what());
+    // A kernel without IPv6 refuses the dual-stack socket of ":port": such
+    // a node listens on IPv4 only, as before.
+    std::string v4 = ports;
+    for (size_t at = v4.find('+'); at != std::string::npos; at = v4.find('+', at)) v4.erase(at, 1);
+    if (v4 == ports) return Status::IoError("cannot listen on " + ports + ": " + e.what());
+    opts[1] = v4;
+    try {
+      server_ = std::make_unique<CivetServer>(opts, &callbacks, guard_.get());
+    } catch (const CivetException&) {
+      return Status::IoError("cannot listen on " + ports + ": " + e.what());
+    }
+    spdlog::warn("cannot listen on IPv6 ({}); listening on IPv4 only: {}", e.what(), v4);
   }
   server_->addHandler("/", dispatcher_.get());
   return Status::Ok();

@@ -10,7 +10,7 @@ cd "$TMP"
 # ---- certificates: a CA, a server cert for 127.0.0.1, a client cert ----
 openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.crt -days 2 -subj "/CN=xpu-test-ca" 2>/dev/null
 openssl req -newkey rsa:2048 -nodes -keyout srv.key -out srv.csr -subj "/CN=127.0.0.1" 2>/dev/null
-printf "subjectAltName=IP:127.0.0.1\n" >srv.ext
+printf "subjectAltName=IP:127.0.0.1,IP:::1\n" >srv.ext
 openssl x509 -req -in srv.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out srv.crt -days 2 -extfile srv.ext 2>/dev/null
 openssl req -newkey rsa:2048 -nodes -keyout cli.key -out cli.csr -subj "/CN=prometheus" 2>/dev/null
 openssl x509 -req -in cli.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out cli.crt -days 2 2>/dev/null
@@ -88,6 +88,37 @@ wait_for 10 bash -c "[ \$(curl -s -o /dev/null -w '%{http_code}' --cacert ca2.cr
   fail "rotated certificate not served after SIGHUP"
 cp srv1.crt srv.crt; cp srv1.key srv.key
 kill "$EXP_PID"; wait "$EXP_PID" 2>/dev/null || true
+
+# ---- IPv6: [::1] over HTTP and HTTPS; ":0" listens on IPv6 and IPv4 ----
+# (civetweb built from Debian's source with IPv6, docs/http-api.md)
+start_v6() {  # start_v6 LOG FLAGS...: sets V6_PID and V6_PORT
+  local log=$1; shift
+  "$EXPORTER" --xdm.endpoint "unix://$TMP/sim.sock" --controller.endpoint "unix://$TMP/sim-ctl.sock" \
+    --hal none --kubelet.pod-resources-socket "" "$@" 2>"$log" &
+  V6_PID=$!
+  PIDS+=("$V6_PID")
+  wait_for 10 grep -q "listening on port" "$log" || fail "exporter did not start with $*: $(cat "$log")"
+  V6_PORT=$(grep -o 'listening on port(s) [0-9]*' "$log" | awk '{print $4}')
+}
+if python3 -c 'import socket; socket.socket(socket.AF_INET6).bind(("::1", 0))' 2>/dev/null; then
+  start_v6 v6.log --web.listen-address "[::1]:0"
+  expect 200 "HTTP over [::1]" -g "http://[::1]:$V6_PORT/-/healthy"
+  expect 000 "[::1] only: not on 127.0.0.1" "http://127.0.0.1:$V6_PORT/-/healthy"
+  kill "$V6_PID"
+  cat >web6.yml <<YML
+tls_server_config: {cert_file: $TMP/srv.crt, key_file: $TMP/srv.key}
+YML
+  start_v6 v6s.log --web.listen-address "[::1]:0" --web.config.file web6.yml
+  expect 200 "HTTPS over [::1]" -g --cacert ca.crt "https://[::1]:$V6_PORT/-/healthy"
+  expect 000 "plain HTTP to the TLS port over [::1]" -g "http://[::1]:$V6_PORT/-/healthy"
+  kill "$V6_PID"
+  start_v6 dual.log --web.listen-address ":0"
+  expect 200 "':0' over IPv6" -g "http://[::1]:$V6_PORT/-/healthy"
+  expect 200 "':0' over IPv4" "http://127.0.0.1:$V6_PORT/-/healthy"
+  kill "$V6_PID"
+else
+  echo "SKIP: no IPv6 on this machine"
+fi
 
 # ---- min_version TLS13 refuses a TLS 1.2 client ----
 cat >web13.yml <<YML

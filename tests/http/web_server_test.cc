@@ -1,7 +1,11 @@
 // WebServer over real sockets: routing, bodies refused unread, head deadlines.
 #include "http/web_server.h"
 
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
@@ -179,6 +183,48 @@ TEST_F(TlsReloadTest, FailedTlsReloadKeepsServingTheOldSettingsOnTheSamePort) {
   EXPECT_EQ(s.code(), Status::Code::kInvalidArgument) << s.message();
   EXPECT_TRUE(server_->listening());
   EXPECT_EQ(server_->ports().at(0), port);
+}
+
+TEST(ListenAddressTest, PrometheusStyleAddressesBecomeCivetwebPorts) {
+  std::string out;
+  ASSERT_TRUE(WebServer::ToCivetPort(":9445", &out).ok());
+  EXPECT_EQ(out, "+9445");  // every interface, IPv6 and IPv4
+  ASSERT_TRUE(WebServer::ToCivetPort("127.0.0.1:0", &out).ok());
+  EXPECT_EQ(out, "127.0.0.1:0");
+  ASSERT_TRUE(WebServer::ToCivetPort("[::1]:9445", &out).ok());
+  EXPECT_EQ(out, "[::1]:9445");
+  ASSERT_TRUE(WebServer::ToCivetPort("[::]:9445", &out).ok());
+  EXPECT_EQ(out, "[::]:9445");
+  ASSERT_TRUE(WebServer::ToCivetPort("[fe80::1:2]:1", &out).ok());
+  for (const char* bad : {"::1:9445", "[::1:9445", "[]:1", "[::1]x:1", "[::g]:1", "[::1]:", "9445",
+                          "[::1]:99999", "a b:1"})
+    EXPECT_FALSE(WebServer::ToCivetPort(bad, &out).ok()) << bad;
+}
+
+// HTTP over IPv6, and ":0" on both families (skipped where the machine
+// has no IPv6 loopback).
+TEST(ListenAddressTest, ListensOnIpv6AndDualStack) {
+  {
+    int fd = ::socket(AF_INET6, SOCK_STREAM, 0);
+    sockaddr_in6 a{};
+    a.sin6_family = AF_INET6;
+    a.sin6_addr = in6addr_loopback;
+    const bool v6 = fd >= 0 && ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+    if (fd >= 0) ::close(fd);
+    if (!v6) GTEST_SKIP() << "no IPv6 loopback";
+  }
+  for (const char* address : {"[::1]:0", ":0"}) {
+    WebOptions o;
+    o.listen_addresses = {address};
+    WebServer server(o);
+    server.Route("/-/healthy", {"GET"}, [](const Request&) { return Response{}; });
+    ASSERT_TRUE(server.Start().ok()) << address;
+    const std::string port = std::to_string(server.ports().at(0));
+    EXPECT_EQ(xpu::testing::HttpGet("http://[::1]:" + port + "/-/healthy").status, 200) << address;
+    const int v4 = xpu::testing::HttpGet("http://127.0.0.1:" + port + "/-/healthy").status;
+    EXPECT_EQ(v4, std::string(address) == ":0" ? 200 : 0) << address;
+    server.Stop();
+  }
 }
 
 TEST_F(WebServerTest, HeadGuardCountsWorkersWaitingForHeads) {
