@@ -217,12 +217,17 @@ TEST(ListenAddressTest, ListensOnIpv6AndDualStack) {
     WebOptions o;
     o.listen_addresses = {address};
     WebServer server(o);
-    server.Route("/-/healthy", {"GET"}, [](const Request&) { return Response{}; });
+    // A body no other process on the machine answers with (parallel tests
+    // may listen on 127.0.0.1 with the same port number).
+    const std::string token = "xpu-" + std::to_string(::getpid()) + "-" + address;
+    server.Route("/-/healthy", {"GET"}, [&](const Request&) {
+      return Response{200, "text/plain", token, {}};
+    });
     ASSERT_TRUE(server.Start().ok()) << address;
     const std::string port = std::to_string(server.ports().at(0));
-    EXPECT_EQ(xpu::testing::HttpGet("http://[::1]:" + port + "/-/healthy").status, 200) << address;
-    const int v4 = xpu::testing::HttpGet("http://127.0.0.1:" + port + "/-/healthy").status;
-    EXPECT_EQ(v4, std::string(address) == ":0" ? 200 : 0) << address;
+    EXPECT_EQ(xpu::testing::HttpGet("http://[::1]:" + port + "/-/healthy").body, token) << address;
+    const bool v4 = xpu::testing::HttpGet("http://127.0.0.1:" + port + "/-/healthy").body == token;
+    EXPECT_EQ(v4, std::string(address) == ":0") << address;
     server.Stop();
   }
 }
