@@ -55,4 +55,26 @@ size_t LogOnce::ClearPrefix(const std::string& prefix) {
   return std::erase_if(raised_, [&](const std::string& k) { return k.rfind(prefix, 0) == 0; });
 }
 
+bool LogLimiter::Allow(const std::string& key, Clock::time_point now, uint64_t* held_back) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = keys_.find(key);
+  if (it == keys_.end()) {
+    const std::string& k = keys_.size() < kMaxKeys ? key : std::string("(other keys)");
+    it = keys_.find(k);
+    if (it == keys_.end()) {
+      keys_.emplace(k, Entry{now, 0});
+      *held_back = 0;
+      return true;
+    }
+  }
+  Entry& e = it->second;
+  if (now - e.last < period_) {
+    ++e.held_back;
+    return false;
+  }
+  *held_back = e.held_back;
+  e = Entry{now, 0};
+  return true;
+}
+
 }  // namespace xpu

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <set>
 #include <string>
@@ -74,6 +75,31 @@ class LogOnce {
  private:
   std::mutex mu_;
   std::set<std::string> raised_;  // guarded by mu_
+};
+
+// Rate-limits a log line that may repeat (a fault code that flaps): per key,
+// one line per `period`; the lines held back in between are counted and
+// reported with the next one that goes out. At most kMaxKeys keys are
+// tracked; further ones share one. Thread-safe.
+class LogLimiter {
+ public:
+  using Clock = std::chrono::steady_clock;
+  static constexpr size_t kMaxKeys = 1024;
+  explicit LogLimiter(Clock::duration period = std::chrono::minutes(1)) : period_(period) {}
+
+  // True if a line for `key` may go out at `now`; then `*held_back` is how
+  // many were not logged since the last one that was.
+  bool Allow(const std::string& key, Clock::time_point now, uint64_t* held_back);
+  Clock::duration period() const { return period_; }
+
+ private:
+  struct Entry {
+    Clock::time_point last;
+    uint64_t held_back = 0;
+  };
+  const Clock::duration period_;
+  std::mutex mu_;
+  std::map<std::string, Entry> keys_;  // guarded by mu_
 };
 
 // The calls a service has in flight (anything with TryCancel(), such as

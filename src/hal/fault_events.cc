@@ -6,6 +6,17 @@
 #include <optional>
 
 namespace xpu::hal {
+namespace {
+
+// What a rate-limited line adds: how many like it were not logged (every
+// raise is still counted in xpu_device_fault_events_total).
+std::string HeldBack(uint64_t n, const char* what) {
+  if (n == 0) return "";
+  return " (" + std::to_string(n) + " more " + what +
+         " of this code on this device since the last line, not logged)";
+}
+
+}  // namespace
 
 FaultEvents::FaultEvents(std::shared_ptr<const FaultCatalog> catalog,
                          prometheus::Registry* self_metrics, const store::DeviceRegistry* registry,
@@ -38,14 +49,20 @@ std::vector<store::ActiveFault> FaultEvents::Update(const std::string& key, cons
       events_.Add({series.begin(), series.end()}).Increment();
       LeaveExemplar(uuid, series);
       if (!info.known) unknown_codes_.Increment();
-      spdlog::warn("{} fault {} raised: {} ({}; {})", name, info.code, info.name,
-                   LevelName(info.level), info.action);
+      uint64_t held = 0;
+      if (log_limit_.Allow("raise " + key + " " + info.code, LogLimiter::Clock::now(), &held)) {
+        spdlog::warn("{} fault {} raised: {} ({}; {}){}", name, info.code, info.name,
+                     LevelName(info.level), info.action, HeldBack(held, "raises"));
+      }
     }
     out.push_back({info.code, info.name, static_cast<int>(info.level), LevelName(info.level),
                    info.description, info.action, info.known});
   }
   for (const std::string& code : before) {
-    if (codes.count(code) == 0) spdlog::info("{} fault {} cleared", name, code);
+    uint64_t held = 0;
+    if (codes.count(code) == 0 &&
+        log_limit_.Allow("clear " + key + " " + code, LogLimiter::Clock::now(), &held))
+      spdlog::info("{} fault {} cleared{}", name, code, HeldBack(held, "clears"));
   }
   now_[key] = codes;
   return out;

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "common/worker.h"
 #include "hal/fault_catalog.h"
 #include "store/device_registry.h"
 #include "store/exemplars.h"
@@ -57,6 +58,7 @@ class FaultEvents {
   store::ExemplarStore* const exemplars_;
   prometheus::Family<prometheus::Counter>& events_;
   prometheus::Counter& unknown_codes_;
+  LogLimiter log_limit_;  // raises and clears of a flapping code: a line a minute
   std::map<std::string, std::set<std::string>> active_;  // previous sample
   std::map<std::string, std::set<std::string>> now_;     // this sample so far
 };

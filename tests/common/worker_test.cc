@@ -51,6 +51,23 @@ TEST(WorkerTest, AlarmRungFromAnotherThreadWakesTheSleeper) {
   w.Stop();
 }
 
+TEST(LogLimiterTest, OneLinePerPeriodAndTheRestCounted) {
+  LogLimiter limit(std::chrono::seconds(60));
+  const auto t0 = LogLimiter::Clock::time_point{} + std::chrono::hours(1);
+  uint64_t held = 99;
+  EXPECT_TRUE(limit.Allow("a", t0, &held));
+  EXPECT_EQ(held, 0u);
+  for (int i = 1; i <= 5; ++i) EXPECT_FALSE(limit.Allow("a", t0 + std::chrono::seconds(i), &held));
+  EXPECT_TRUE(limit.Allow("b", t0 + std::chrono::seconds(1), &held));  // keys are separate
+  EXPECT_TRUE(limit.Allow("a", t0 + std::chrono::seconds(60), &held));
+  EXPECT_EQ(held, 5u);
+  EXPECT_FALSE(limit.Allow("a", t0 + std::chrono::seconds(61), &held));
+  // Beyond kMaxKeys, new keys share one entry: memory stays bounded.
+  for (size_t i = 0; i < LogLimiter::kMaxKeys + 10; ++i)
+    limit.Allow("k" + std::to_string(i), t0, &held);
+  EXPECT_FALSE(limit.Allow("another new key", t0 + std::chrono::seconds(1), &held));
+}
+
 TEST(LogOnceTest, ClearPrefixClearsThatFamilyOnly) {
   LogOnce log;
   log.Raise("watch:403");

@@ -1,10 +1,13 @@
 #include <gtest/gtest.h>
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
 #include <sys/stat.h>
 
 #include <filesystem>
 #include <fstream>
 #include <future>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include "common/fault_code.h"
@@ -253,6 +256,36 @@ TEST(FaultEventsTest, RaiseLeavesThePodHoldingTheDeviceAsExemplar) {
   ASSERT_TRUE(e.has_value());
   EXPECT_EQ(e->labels.size(), 2u);
   EXPECT_EQ(e->labels[1].second, a.pod);
+}
+
+std::ostringstream log_;  // FaultEventsTest's captured log
+
+// A code that flaps every sample logs one raise line a minute, not one per
+// raise; every raise is still counted.
+TEST(FaultEventsTest, FlappingCodeIsLoggedOnceAMinuteAndCountedEveryTime) {
+  auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(log_);
+  auto old = spdlog::default_logger();
+  spdlog::set_default_logger(std::make_shared<spdlog::logger>("test", sink));
+  prometheus::Registry metrics;
+  FaultEvents events(FaultCatalog::Builtin(), &metrics);
+  for (int i = 0; i < 50; ++i) {
+    events.Update("1", "xpu1", "1", "U1", {"0x80E18400"});
+    events.EndSample();
+    events.Update("1", "xpu1", "1", "U1", {});
+    events.EndSample();
+  }
+  spdlog::set_default_logger(old);
+  const std::string text = log_.str();
+  size_t raised = 0, cleared = 0;
+  for (size_t at = text.find("raised"); at != std::string::npos; at = text.find("raised", at + 1))
+    ++raised;
+  for (size_t at = text.find("cleared"); at != std::string::npos; at = text.find("cleared", at + 1))
+    ++cleared;
+  EXPECT_EQ(raised, 1u) << text;
+  EXPECT_EQ(cleared, 1u) << text;
+  EXPECT_EQ(xpu::testing::MetricValue(metrics, "xpu_device_fault_events_total",
+                                      {{"minor", "1"}, {"code", "0x80E18400"}}),
+            50);
 }
 
 TEST_F(SamplerTest, TornReadKeepsActiveFaultsAndCountsTheError) {
