@@ -115,6 +115,19 @@ assert s["value"] == "16" and s["reload"] == "restart", s
 assert s["pendingRestart"] == {"value": "8", "source": "file"}, s
 ' || fail "/config does not show the pending restart"
 
+# ---- the metric catalog is read again: a renamed family changes its name ----
+ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
+sed 's/name: xpu_temperature_celsius$/name: xpu_die_temperature_celsius/' "$ROOT/src/catalog/metrics.yaml" >"$TMP/metrics.yml"
+grep -q 'xpu_die_temperature_celsius' "$TMP/metrics.yml" || fail "test catalog not made"
+printf 'log.level: info\nmetrics.catalog: %s\n' "$TMP/metrics.yml" >"$CFG"
+[ "$(reload)" = 200 ] || fail "/-/reload with a catalog: $(cat "$TMP/reload.out")"
+wait_for 10 has_metric 'xpu_die_temperature_celsius{' || fail "renamed family not on the page after the reload"
+has_metric 'xpu_temperature_celsius{' && fail "old family name still on the page"
+has_metric 'xpu_memory_used_bytes{' || fail "an unchanged family went missing"
+printf 'metrics:\n  - {id: 1, name: bad name}\n' >"$TMP/metrics.yml"
+[ "$(reload)" = 500 ] || fail "a bad catalog was accepted by /-/reload"
+has_metric 'xpu_die_temperature_celsius{' || fail "a bad catalog changed the page"
+
 # ---- HAL settings change live; an active fault is not counted again ----
 curl -sf -XPOST "$CONTROL/control/fault" -d '{"minor":2,"code":"0x80E18400"}' >/dev/null
 wait_for 10 has_metric 'xpu_device_fault_active{minor="2",.*code="0x80E18400".*} 1' || fail "fault not seen"
