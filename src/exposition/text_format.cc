@@ -56,16 +56,10 @@ void AppendOmHeader(std::string_view family, std::string_view help, std::string_
 }
 
 void AppendExemplar(const store::Exemplar& e, std::string* out) {
-  out->append(" # {");
-  bool first = true;
-  for (const auto& [k, v] : e.labels) {
-    if (!first) out->push_back(',');
-    first = false;
-    out->append(k).append("=\"");
-    AppendLabelValue(v, out);
-    out->push_back('"');
-  }
-  out->append("} ");
+  out->append(" # ");
+  if (e.labels.empty()) out->append("{}");  // OpenMetrics writes the braces even then
+  AppendLabels(e.labels, out);
+  out->push_back(' ');
   AppendValue(e.value, out);
   if (e.timestamp > 0) {
     out->push_back(' ');

@@ -23,6 +23,15 @@ using xpu::testing::HttpGet;
 using xpu::testing::HttpPost;
 using xpu::testing::WaitFor;
 
+// xdm-sim on sockets in `dir`, pushing every 100 ms.
+xdmsim::SimOptions SimIn(const xpu::testing::TempDir& dir) {
+  xdmsim::SimOptions so;
+  so.socket_path = dir.File("x.sock");
+  so.controller_socket_path = dir.File("c.sock");
+  so.interval = milliseconds(100);
+  return so;
+}
+
 std::string Gunzip(const std::string& in) {
   z_stream zs{};
   inflateInit2(&zs, 15 + 16);
@@ -46,10 +55,7 @@ bool HasHeader(const xpu::testing::HttpResponse& r, const std::string& h) {
 class ExporterTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    xdmsim::SimOptions so;
-    so.socket_path = dir_.File("x.sock");
-    so.controller_socket_path = dir_.File("c.sock");
-    so.interval = milliseconds(100);
+    const xdmsim::SimOptions so = SimIn(dir_);
     sim_ = std::make_unique<xdmsim::Simulator>(so);
     ASSERT_TRUE(sim_->Start().ok());
     Config cfg;
@@ -218,10 +224,7 @@ TEST(ExporterPciTest, PciBackendJoinsXdmDevicesByBusId) {
                                           {"max_link_width", "16\n"},
                                           {"power_state", "D0\n"}})
     std::ofstream(dev + "/" + file) << text;
-  xdmsim::SimOptions so;
-  so.socket_path = dir.File("x.sock");
-  so.controller_socket_path = dir.File("c.sock");
-  so.interval = milliseconds(100);
+  const xdmsim::SimOptions so = SimIn(dir);
   xdmsim::Simulator sim(so);
   ASSERT_TRUE(sim.Start().ok());
   Config cfg;
@@ -266,10 +269,7 @@ namespace {
 // the check that reloads and scrapes share the parts safely.
 TEST(ExporterReloadTest, ReloadsWhileScrapedChangeSelectionWithoutAFailedScrape) {
   xpu::testing::TempDir dir;
-  xdmsim::SimOptions so;
-  so.socket_path = dir.File("x.sock");
-  so.controller_socket_path = dir.File("c.sock");
-  so.interval = milliseconds(100);
+  const xdmsim::SimOptions so = SimIn(dir);
   xdmsim::Simulator sim(so);
   ASSERT_TRUE(sim.Start().ok());
   const std::string file = dir.File("exporter.yml");
