@@ -51,6 +51,7 @@ echo "## Scrape, side by side with node_exporter's textfile collector"
 echo
 echo "| size | series | body bytes | xpu median ms | xpu p99 ms | xpu CPU ms/scrape | xpu RSS MiB (peak) | xpu private MiB | idle CPU % | node_exporter median ms | p99 ms | node_exporter RSS MiB | speed-up (median) |"
 echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+GZIP_ROWS=""
 for size in "8 devices:8:7:200:200" "10k series:64:50:200:100" "100k series:256:128:200:30"; do
   IFS=: read -r label devices links n peer_n <<<"$size"
   # Above the default series cap (--collector.max-series 50000) on purpose.
@@ -63,6 +64,8 @@ for size in "8 devices:8:7:200:200" "10k series:64:50:200:100" "100k series:256:
   c0=$(cpu_us "$EXP_PID"); t0=$(date +%s%N)
   out=$("$CLIENT" "$URL" --count "$n")
   c1=$(cpu_us "$EXP_PID"); t1=$(date +%s%N)
+  # gzip as Prometheus asks for it (the client inflates, as Prometheus does).
+  gout=$("$CLIENT" "$URL" --count "$n" --gzip)
   # CPU per scrape, less the ingest running meanwhile (idle rate x elapsed).
   cpu=$(awk -v t=$((c1 - c0)) -v el=$(( (t1 - t0) / 1000000 )) -v idle="$idle" -v n="$n" \
     'BEGIN {v = (t / 1000 - idle / 100 * el) / n; if (v < 0) v = 0; printf "%.3f", v}')
@@ -79,12 +82,21 @@ for size in "8 devices:8:7:200:200" "10k series:64:50:200:100" "100k series:256:
   NODE_PID=$!; PIDS+=("$NODE_PID")
   until_ok curl -sf "http://127.0.0.1:$nport/metrics"
   nout=$("$CLIENT" "http://127.0.0.1:$nport/metrics" --count "$peer_n")
+  ngout=$("$CLIENT" "http://127.0.0.1:$nport/metrics" --count "$peer_n" --gzip)
   nrss=$(awk -v b="$(hwm_kb "$NODE_PID")" 'BEGIN {printf "%.1f", b/1024}')
   kill "$NODE_PID"; wait "$NODE_PID" 2>/dev/null || true
   rm -rf "$TMP/textfile"
   speed=$(awk -v a="$(field median_ms "$out")" -v b="$(field median_ms "$nout")" 'BEGIN {printf "%.1fx", b / a}')
   echo "| $label | $series | $(field bytes "$out") | $(field median_ms "$out") | $(field p99_ms "$out") | $cpu | $rss | $priv | $idle | $(field median_ms "$nout") | $(field p99_ms "$nout") | $nrss | $speed |"
+  gspeed=$(awk -v a="$(field median_ms "$gout")" -v b="$(field median_ms "$ngout")" 'BEGIN {printf "%.1fx", b / a}')
+  GZIP_ROWS+="| $label | $(field wire_bytes "$gout") | $(field median_ms "$gout") | $(field p99_ms "$gout") | $(field wire_bytes "$ngout") | $(field median_ms "$ngout") | $(field p99_ms "$ngout") | $gspeed |"$'\n'
 done
+echo
+echo "## gzip scrapes (Accept-Encoding: gzip, inflated by the client as Prometheus does)"
+echo
+echo "| size | xpu gzip bytes | xpu median ms | xpu p99 ms | node_exporter gzip bytes | median ms | p99 ms | speed-up (median) |"
+echo "|---|---|---|---|---|---|---|---|"
+printf "%s" "$GZIP_ROWS"
 
 echo
 echo "## Ingest (xdm-sim --flood, 100k samples per message; exporter pinned to one core)"

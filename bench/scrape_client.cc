@@ -91,8 +91,11 @@ int main(int argc, char** argv) {
           std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
       bytes = body.size();
     }
-    std::printf("scrapes=%d median_ms=%.3f p99_ms=%.3f max_ms=%.3f bytes=%zu\n", count,
-                Percentile(ms, 0.5), Percentile(ms, 0.99), Percentile(ms, 1.0), bytes);
+    curl_off_t wire = 0;  // as sent: compressed with --gzip
+    curl_easy_getinfo(curl, CURLINFO_SIZE_DOWNLOAD_T, &wire);
+    std::printf("scrapes=%d median_ms=%.3f p99_ms=%.3f max_ms=%.3f bytes=%zu wire_bytes=%lld\n",
+                count, Percentile(ms, 0.5), Percentile(ms, 0.99), Percentile(ms, 1.0), bytes,
+                static_cast<long long>(wire));
     return 0;
   }
 
