@@ -1,6 +1,8 @@
 #include <gtest/gtest.h>
 #include <prometheus/text_serializer.h>
 
+#include <cmath>
+#include <cstring>
 #include <map>
 #include <regex>
 #include <sstream>
@@ -201,6 +203,55 @@ TEST(ExemplarStoreTest, RuneLimitAndSeriesCap) {
   EXPECT_TRUE(s.Find("f", {{"a", "2"}}).has_value());
   EXPECT_FALSE(s.Find("g", {{"a", "2"}}).has_value());
   EXPECT_TRUE(s.HasFamily("f"));
+}
+
+// Every value on the page reads back as exactly the store's double (shortest
+// round-trip formatting), in both formats, for awkward values too.
+TEST(RoundTripTest, EveryValueOnThePageParsesBackToTheStoresDouble) {
+  store::MetricStore store(catalog::Catalog::Builtin(), {std::chrono::seconds(10), 100000});
+  store.SetDevices({{0, {"GPU-0", "m"}}});
+  std::vector<store::Sample> batch;
+  uint64_t x = 0x9E3779B97F4A7C15ULL;
+  const double awkward[] = {0.1 + 0.2,
+                            1e-300,
+                            4.9e-324,
+                            1.7976931348623157e308,
+                            -0.0,
+                            0.279,
+                            0.27899999999999997,
+                            123456789012345678.0,
+                            1.0 / 3};
+  for (int i = 0; i < 2000; ++i) {
+    double v;
+    if (i < static_cast<int>(std::size(awkward))) {
+      v = awkward[i];
+    } else {
+      x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+      std::memcpy(&v, &x, sizeof v);
+      if (!std::isfinite(v)) v = static_cast<double>(x >> 11) / 7;
+    }
+    batch.push_back({0, 14, std::to_string(i), v});  // one family, one series per value
+  }
+  store.Apply(batch, Clock::now());
+  const store::Snapshot snap = store.Snap(Clock::now());
+  ASSERT_EQ(snap.values.size(), batch.size());
+  for (Format f : {Format::kText, Format::kOpenMetrics}) {
+    std::string page;
+    SnapshotWriter().Append(snap, &page, f);
+    std::istringstream in(page);
+    std::string line;
+    size_t row = 0;
+    while (std::getline(in, line)) {
+      if (line.empty() || line[0] == '#') continue;
+      ASSERT_LT(row, snap.values.size());
+      const std::string text = line.substr(line.rfind(' ') + 1);
+      const double back = std::strtod(text.c_str(), nullptr);
+      const double want = snap.values[row];
+      EXPECT_EQ(std::memcmp(&back, &want, sizeof back), 0) << text << " vs " << want;
+      ++row;
+    }
+    EXPECT_EQ(row, snap.values.size());
+  }
 }
 
 }  // namespace
