@@ -89,14 +89,19 @@ void Exporter::ApplyIngest(const Config& cfg, const LoadedFiles& files) {
                                          sel.ExcludedIds(cat),
                                          cfg.xdm.keep_unknown && sel.Allows("xpu_unknown_metric"),
                                          {cfg.xdm.devices.begin(), cfg.xdm.devices.end()}};
-  // The store first: from here on it names series by the new catalog, and
-  // what is no longer selected goes from it, so no scrape shows it again.
+  // The client first: no message decoded after this adds what is no longer
+  // selected. Then the store: from here on it names series by the new
+  // catalog, and what is no longer selected goes from it. (A message decoded
+  // by the old rules in between can add a series that then goes stale.)
+  const std::set<int32_t> devices = rules.devices;
+  const std::unordered_set<uint32_t> excluded = rules.excluded_ids;
+  const bool keep_unknown = rules.keep_unknown;
+  client_->Reconfigure(std::move(rules), cfg.xdm.interval, cfg.xdm.stale_after);
   store_->SetCatalog(files.catalog);
-  const std::set<int32_t>& devices = rules.devices;
   const size_t dropped = store_->Drop([&](int32_t minor, uint32_t id) {
-    if (rules.excluded_ids.count(id) != 0) return true;
+    if (excluded.count(id) != 0) return true;
     if (!devices.empty() && devices.count(minor) == 0) return true;
-    return !rules.keep_unknown && cat.Find(id) == nullptr;
+    return !keep_unknown && cat.Find(id) == nullptr;
   });
   if (dropped > 0) spdlog::info("dropped {} series no longer selected", dropped);
   devices_.SetDeviceFilter(devices);
@@ -106,10 +111,9 @@ void Exporter::ApplyIngest(const Config& cfg, const LoadedFiles& files) {
     exposer_->SetFamilyFilter(
         [sel](const std::string& name) { return sel.Allows(name); });  // a copy: immutable
     spdlog::info("metric selection: {} of {} catalog families exported",
-                 cat.entries().size() - rules.excluded_ids.size(), cat.entries().size());
+                 cat.entries().size() - excluded.size(), cat.entries().size());
   }
   if (!devices.empty()) spdlog::info("exporting {} device(s) only (--xdm.devices)", devices.size());
-  client_->Reconfigure(std::move(rules), cfg.xdm.interval, cfg.xdm.stale_after);
 }
 
 Status Exporter::Start() {
