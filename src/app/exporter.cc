@@ -257,9 +257,11 @@ void Exporter::RunReload(ReloadJob* job) {
   if (Status s = Reparse(cfg_.cmdline, &fresh); !s.ok()) return fail(s);
   LoadedFiles files;
   if (Status s = LoadFiles(fresh, &files); !s.ok()) return fail(s);
+  // Restart-only settings keep their running values in every part rebuilt.
+  fresh.kubernetes.node_name = cfg_.kubernetes.node_name;
   auto changed = [&](const std::string& prefix) {
     for (const auto& [key, st] : fresh.settings) {
-      if (key.rfind(prefix, 0) != 0) continue;
+      if (key.rfind(prefix, 0) != 0 || NeedsRestart(key)) continue;
       auto old = cfg_.settings.find(key);
       if (old == cfg_.settings.end() || old->second.values != st.values) return true;
     }

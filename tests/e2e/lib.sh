@@ -28,6 +28,7 @@ wait_for() {
 # start_sim NAME [flags...]: sets SIM_PID and CONTROL (http://127.0.0.1:PORT).
 start_sim() {
   local name=$1; shift
+  : >"$TMP/$name.out"  # see start_exporter
   "$SIM" --socket "$TMP/$name.sock" --controller-socket "$TMP/$name-ctl.sock" "$@" \
     >"$TMP/$name.out" 2>"$TMP/$name.err" &
   SIM_PID=$!
@@ -39,6 +40,9 @@ start_sim() {
 # start_exporter SIMNAME [flags...]: sets EXP_PID and URL (http://127.0.0.1:PORT).
 start_exporter() {
   local name=$1; shift
+  # Emptied here, not by the background job's redirection: that may happen
+  # after the wait below has read an earlier exporter's "listening" line.
+  : >"$TMP/exporter.log"
   "$EXPORTER" --web.listen-address 127.0.0.1:0 --xdm.endpoint "unix://$TMP/$name.sock" \
     --controller.endpoint "unix://$TMP/$name-ctl.sock" "$@" 2>"$TMP/exporter.log" &
   EXP_PID=$!

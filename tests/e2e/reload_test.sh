@@ -102,10 +102,12 @@ wait_for 10 grep -q "kept the configuration in force" "$TMP/exporter.log" || fai
 links || fail "a bad SIGHUP changed the selection"
 
 # ---- a restart-only setting: named in the log and in /config ----
-printf 'log.level: info\nweb.max-connections: 8\n' >"$CFG"
+printf 'log.level: info\nweb.max-connections: 8\nkubernetes.node-name: other\n' >"$CFG"
 [ "$(reload)" = 200 ] || fail "/-/reload: $(cat "$TMP/reload.out")"
 has_metric 'xpu_exporter_config_last_reload_successful 1' || fail "good reload not in the gauge"
-has_metric 'xpu_exporter_config_restart_pending 1' || fail "restart-pending gauge not 1"
+has_metric 'xpu_exporter_config_restart_pending 2' || fail "restart-pending gauge not 2"
+grep -q 'kubernetes.node-name changed; it takes effect after a restart' "$TMP/exporter.log" ||
+  fail "node name change not named"
 grep -q 'web.max-connections changed; it takes effect after a restart' "$TMP/exporter.log" ||
   fail "restart-only change not logged"
 curl -sf "$BASE/config" | python3 -c '
