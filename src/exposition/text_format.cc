@@ -2,6 +2,7 @@
 
 #include <charconv>
 #include <cmath>
+#include <optional>
 
 namespace xpu::exposition {
 
@@ -143,27 +144,19 @@ void AppendFamily(const prometheus::MetricFamily& family, std::string* out, Form
     labels.clear();
     for (const auto& l : m.label) labels.emplace_back(l.name, l.value);
     auto line = [&](const std::string& suffix, double value,
-                    const std::vector<std::pair<std::string, std::string>>& ls) {
+                    const std::vector<std::pair<std::string, std::string>>& ls,
+                    const std::optional<store::Exemplar>& exemplar = std::nullopt) {
       out->append(family.name).append(suffix);
       AppendLabels(ls, out);
       out->push_back(' ');
       AppendValue(value, out);
+      if (exemplar) AppendExemplar(*exemplar, out);
       out->push_back('\n');
     };
     switch (family.type) {
       case prometheus::MetricType::Counter:
-        if (with_exemplars) {
-          if (auto e = exemplars->Find(family.name, labels)) {
-            out->append(family.name);
-            AppendLabels(labels, out);
-            out->push_back(' ');
-            AppendValue(m.counter.value, out);
-            AppendExemplar(*e, out);
-            out->push_back('\n');
-            break;
-          }
-        }
-        line("", m.counter.value, labels);
+        line("", m.counter.value, labels,
+             with_exemplars ? exemplars->Find(family.name, labels) : std::nullopt);
         break;
       case prometheus::MetricType::Gauge:
         line("", m.gauge.value, labels);

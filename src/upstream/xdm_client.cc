@@ -261,7 +261,7 @@ void XdmClient::SetIntervalLocked(milliseconds interval) {
   spdlog::info("XDM collects every {} ms; freshness, watchdog and polling follow it",
                interval.count());
   interval_ = interval;
-  if (stale_after_.count() == 0) store_->set_stale_after(interval * kIntervalsUntilGivenUp);
+  store_->set_stale_after(StaleAfterLocked());
   metrics_->interval.Set(std::chrono::duration<double>(interval).count());
 }
 
@@ -271,12 +271,12 @@ void XdmClient::Reconfigure(IngestRules ingest, milliseconds interval, milliseco
   std::lock_guard<std::mutex> lock(mu_);
   ingest_ = std::make_shared<const IngestRules>(std::move(ingest));
   stale_after_ = stale_after;
-  if (stale_after_.count() > 0) {
-    store_->set_stale_after(stale_after_);
-  } else {
-    store_->set_stale_after(interval_ * kIntervalsUntilGivenUp);
-  }
+  store_->set_stale_after(StaleAfterLocked());
   if (!interval_reported_) SetIntervalLocked(interval);
+}
+
+milliseconds XdmClient::StaleAfterLocked() const {
+  return stale_after_.count() > 0 ? stale_after_ : interval_ * kIntervalsUntilGivenUp;
 }
 
 bool XdmClient::StreamFreshLocked(SteadyClock::time_point now) const {
@@ -316,8 +316,7 @@ bool XdmClient::Ingest(const xdm::api::ExporterDataResponse& msg) {
     const int64_t now_ms = std::chrono::duration_cast<milliseconds>(
                                std::chrono::system_clock::now().time_since_epoch())
                                .count();
-    const milliseconds stale_after =
-        stale_after_.count() > 0 ? stale_after_ : interval_ * kIntervalsUntilGivenUp;
+    const milliseconds stale_after = StaleAfterLocked();
     ingest = ingest_;
     const bool old = msg.timestampms() > 0 && now_ms - msg.timestampms() > stale_after.count();
     const auto now = SteadyClock::now();

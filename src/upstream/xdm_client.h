@@ -149,6 +149,8 @@ class XdmClient {
   bool Ingest(const xdm::api::ExporterDataResponse& msg);
   bool StreamFreshLocked(std::chrono::steady_clock::time_point now) const;
   void SetIntervalLocked(std::chrono::milliseconds interval);
+  // Stale-after in force: the configured one, else 3 intervals.
+  std::chrono::milliseconds StaleAfterLocked() const;
   void PublishModeLocked();
   void ReadStaticInfo();
   void UpdateMode();
