@@ -49,10 +49,28 @@ echo "Machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}
 echo
 echo "## Scrape, side by side with node_exporter's textfile collector"
 echo
-echo "| size | series | body bytes | xpu median ms | xpu p99 ms | xpu CPU ms/scrape | xpu RSS MiB (peak) | xpu private MiB | idle CPU % | node_exporter median ms | p99 ms | node_exporter RSS MiB | speed-up (median) |"
+echo "Plain: one scraper, no compression. CPU per scrape is the exporter's, less what ingest"
+echo "used meanwhile (its idle rate). PSS is the highest of samples taken every 50 ms through"
+echo "all of the size's runs (plain, gzip, one and two scrapers)."
+echo
+echo "| size | series | body bytes | xpu median ms | xpu p99 ms | xpu CPU ms/scrape | xpu RSS MiB (peak) | xpu PSS MiB (peak) | idle CPU % | node_exporter median ms | p99 ms | node_exporter PSS MiB | speed-up (median) |"
 echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 GZIP_ROWS=""
-for size in "8 devices:8:7:200:200" "10k series:64:50:200:100" "100k series:256:128:200:30"; do
+HA_ROWS=""
+# Highest PSS (KiB) of process $1 until killed, written to file $2.
+pss_watch() {
+  local max=0 v
+  while v=$(awk '/^Pss:/ {print $2}' "/proc/$1/smaps_rollup" 2>/dev/null); do
+    [ "${v:-0}" -gt "$max" ] && max=$v && echo "$max" >"$2"
+    sleep 0.05
+  done
+}
+# CPU ms per scrape of process $1 over a run: cpu_per PID C0 C1 T0 T1 IDLE% N
+cpu_per() {
+  awk -v t=$(($3 - $2)) -v el=$(( ($5 - $4) / 1000000 )) -v idle="$6" -v n="$7" \
+    'BEGIN {v = (t / 1000 - idle / 100 * el) / n; if (v < 0) v = 0; printf "%.3f", v}'
+}
+for size in "8 devices:8:7:400:200" "10k series:64:50:200:100" "100k series:256:128:100:30"; do
   IFS=: read -r label devices links n peer_n <<<"$size"
   # Above the default series cap (--collector.max-series 50000) on purpose.
   start s --devices "$devices" --links "$links" --interval 1s -- --collector.max-series 200000
@@ -61,16 +79,28 @@ for size in "8 devices:8:7:200:200" "10k series:64:50:200:100" "100k series:256:
   c0=$(cpu_us "$EXP_PID"); sleep 10; c1=$(cpu_us "$EXP_PID")
   idle=$(awk -v t=$((c1 - c0)) 'BEGIN {printf "%.3f", 100 * t / 1e6 / 10}')
   series=$(curl -sf "$URL" | grep -c '^xpu_')
+  pss_watch "$EXP_PID" "$TMP/pss" & WATCH=$!
   c0=$(cpu_us "$EXP_PID"); t0=$(date +%s%N)
   out=$("$CLIENT" "$URL" --count "$n")
   c1=$(cpu_us "$EXP_PID"); t1=$(date +%s%N)
-  # gzip as Prometheus asks for it (the client inflates, as Prometheus does).
-  gout=$("$CLIENT" "$URL" --count "$n" --gzip)
-  # CPU per scrape, less the ingest running meanwhile (idle rate x elapsed).
-  cpu=$(awk -v t=$((c1 - c0)) -v el=$(( (t1 - t0) / 1000000 )) -v idle="$idle" -v n="$n" \
-    'BEGIN {v = (t / 1000 - idle / 100 * el) / n; if (v < 0) v = 0; printf "%.3f", v}')
+  cpu=$(cpu_per "$EXP_PID" "$c0" "$c1" "$t0" "$t1" "$idle" "$n")
+  # gzip as Prometheus asks for it: its Accept header (OpenMetrics), gzip.
+  # --gzip-raw keeps the body compressed: the exporter's time to the last
+  # byte; --gzip also inflates it in the client, as Prometheus does.
+  c0=$(cpu_us "$EXP_PID"); t0=$(date +%s%N)
+  graw=$("$CLIENT" "$URL" --count "$n" --gzip-raw --prometheus)
+  c1=$(cpu_us "$EXP_PID"); t1=$(date +%s%N)
+  gcpu=$(cpu_per "$EXP_PID" "$c0" "$c1" "$t0" "$t1" "$idle" "$n")
+  gout=$("$CLIENT" "$URL" --count "$n" --gzip --prometheus)
+  # An HA pair: two scrapers at once, each on its own connection.
+  c0=$(cpu_us "$EXP_PID"); t0=$(date +%s%N)
+  g2=$("$CLIENT" "$URL" --count "$n" --gzip-raw --prometheus --parallel 2)
+  c1=$(cpu_us "$EXP_PID"); t1=$(date +%s%N)
+  g2cpu=$(cpu_per "$EXP_PID" "$c0" "$c1" "$t0" "$t1" "$idle" "$n")  # per round of two
+  shared=$(curl -sf "$URL" | awk '/^xpu_exporter_scrapes_shared_total/ {print $2}')
+  kill "$WATCH" 2>/dev/null; wait "$WATCH" 2>/dev/null || true
   rss=$(awk -v a="$(rss_kb "$EXP_PID")" -v b="$(hwm_kb "$EXP_PID")" 'BEGIN {printf "%.1f (%.1f)", a/1024, b/1024}')
-  priv=$(awk -v a="$(private_kb "$EXP_PID")" 'BEGIN {printf "%.1f", a/1024}')
+  pss=$(awk -v a="$(awk '/^Pss:/ {print $2}' "/proc/$EXP_PID/smaps_rollup")" -v b="$(cat "$TMP/pss")" 'BEGIN {printf "%.1f (%.1f)", a/1024, b/1024}')
   # The same exposition served by node_exporter's textfile collector.
   mkdir -p "$TMP/textfile"
   curl -sf "$URL" | grep -v '^xpu_exporter_\|^# .* xpu_exporter_' >"$TMP/textfile/xpu.prom"
@@ -82,36 +112,47 @@ for size in "8 devices:8:7:200:200" "10k series:64:50:200:100" "100k series:256:
   NODE_PID=$!; PIDS+=("$NODE_PID")
   until_ok curl -sf "http://127.0.0.1:$nport/metrics"
   nout=$("$CLIENT" "http://127.0.0.1:$nport/metrics" --count "$peer_n")
-  ngout=$("$CLIENT" "http://127.0.0.1:$nport/metrics" --count "$peer_n" --gzip)
-  nrss=$(awk -v b="$(hwm_kb "$NODE_PID")" 'BEGIN {printf "%.1f", b/1024}')
+  ngout=$("$CLIENT" "http://127.0.0.1:$nport/metrics" --count "$peer_n" --gzip --prometheus)
+  npss=$(awk -v b="$(awk '/^Pss:/ {print $2}' "/proc/$NODE_PID/smaps_rollup")" 'BEGIN {printf "%.1f", b/1024}')
   kill "$NODE_PID"; wait "$NODE_PID" 2>/dev/null || true
   rm -rf "$TMP/textfile"
   speed=$(awk -v a="$(field median_ms "$out")" -v b="$(field median_ms "$nout")" 'BEGIN {printf "%.1fx", b / a}')
-  echo "| $label | $series | $(field bytes "$out") | $(field median_ms "$out") | $(field p99_ms "$out") | $cpu | $rss | $priv | $idle | $(field median_ms "$nout") | $(field p99_ms "$nout") | $nrss | $speed |"
+  echo "| $label | $series | $(field bytes "$out") | $(field median_ms "$out") | $(field p99_ms "$out") | $cpu | $rss | $pss | $idle | $(field median_ms "$nout") | $(field p99_ms "$nout") | $npss | $speed |"
   gspeed=$(awk -v a="$(field median_ms "$gout")" -v b="$(field median_ms "$ngout")" 'BEGIN {printf "%.1fx", b / a}')
-  GZIP_ROWS+="| $label | $(field wire_bytes "$gout") | $(field median_ms "$gout") | $(field p99_ms "$gout") | $(field wire_bytes "$ngout") | $(field median_ms "$ngout") | $(field p99_ms "$ngout") | $gspeed |"$'\n'
+  GZIP_ROWS+="| $label | $(field wire_bytes "$graw") | $(field median_ms "$graw") | $(field p99_ms "$graw") | $gcpu | $(field median_ms "$gout") | $(field p99_ms "$gout") | $(field wire_bytes "$ngout") | $(field median_ms "$ngout") | $(field p99_ms "$ngout") | $gspeed |"$'\n'
+  HA_ROWS+="| $label | $gcpu | $g2cpu | $(awk -v a="$gcpu" -v b="$g2cpu" 'BEGIN {if (a > 0) printf "%.2fx", b / a; else print "-"}') | $(field median_ms "$g2") | $(field p99_ms "$g2") | $shared of $((2 * n + 2)) |"$'\n'
 done
 echo
-echo "## gzip scrapes (Accept-Encoding: gzip, inflated by the client as Prometheus does)"
+echo "## gzip scrapes as Prometheus makes them (its Accept header, so OpenMetrics; Accept-Encoding: gzip)"
 echo
-echo "| size | xpu gzip bytes | xpu median ms | xpu p99 ms | node_exporter gzip bytes | median ms | p99 ms | speed-up (median) |"
-echo "|---|---|---|---|---|---|---|---|"
+echo "\"to last byte\": the body kept compressed (the exporter's time and the transfer);"
+echo "\"inflated\": the client also inflates it with zlib, as Prometheus does. node_exporter's"
+echo "figures are inflated ones."
+echo
+echo "| size | xpu gzip bytes | to last byte median ms | p99 ms | xpu CPU ms/scrape | inflated median ms | inflated p99 ms | node_exporter gzip bytes | median ms | p99 ms | speed-up (inflated median) |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|"
 printf "%s" "$GZIP_ROWS"
-
 echo
+echo "## Two scrapers at once (an HA pair), gzip as Prometheus asks"
+echo
+echo "| size | CPU ms/scrape, one scraper | CPU ms per round of two | ratio | median ms | p99 ms | scrapes that shared a render |"
+echo "|---|---|---|---|---|---|---|"
+printf "%s" "$HA_ROWS"
+
 echo "## Ingest (xdm-sim --flood, 100k samples per message; exporter pinned to one core)"
 echo
 SIM_TASKSET="taskset -c 0" EXP_TASKSET="taskset -c 1" start f --devices 256 --links 128 --flood \
   -- --collector.max-series 200000
 sleep 2
-m0=$(curl -sf "$URL" | awk '/^xpu_exporter_stream_messages_total/ {print $2}'); c0=$(cpu_us "$EXP_PID"); t0=$(date +%s%N)
-out=$("$CLIENT" "$URL" --count 50)
-sleep 5
-m1=$(curl -sf "$URL" | awk '/^xpu_exporter_stream_messages_total/ {print $2}'); c1=$(cpu_us "$EXP_PID"); t1=$(date +%s%N)
+msgs() { curl -sf "$URL" | awk '/^xpu_exporter_stream_messages_total/ {print $2}'; }
+m0=$(msgs); c0=$(cpu_us "$EXP_PID"); t0=$(date +%s%N)
+sleep 5  # no scrapes: the CPU is ingest's alone
+m1=$(msgs); c1=$(cpu_us "$EXP_PID"); t1=$(date +%s%N)
 per=$((256 * (15 + 3 * 128)))
 awk -v m=$((m1 - m0)) -v per=$per -v el=$(( (t1 - t0) / 1000000 )) -v t=$((c1 - c0)) \
-  'BEGIN {printf "- %.0f samples/s absorbed (%d messages of %d samples in %.1f s), exporter CPU %.0f%% of one core\n", m * per / (el / 1000), m, per, el / 1000, 100 * t / 1e6 / (el / 1000)}'
-echo "- scrape while flooding: median $(field median_ms "$out") ms, p99 $(field p99_ms "$out") ms (50 scrapes of $(field bytes "$out") bytes)"
+  'BEGIN {printf "- %.0f samples/s absorbed (%d messages of %d samples in %.1f s), exporter CPU %.0f%% of one core: %.2f M samples per CPU-second\n", m * per / (el / 1000), m, per, el / 1000, 100 * t / 1e6 / (el / 1000), m * per / (t / 1e6) / 1e6}'
+out=$("$CLIENT" "$URL" --count 50 --gzip-raw --prometheus)
+echo "- scrape while flooding (gzip, as Prometheus): median $(field median_ms "$out") ms, p99 $(field p99_ms "$out") ms (50 scrapes of $(field bytes "$out") bytes)"
 stop
 
 echo

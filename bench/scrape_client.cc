@@ -5,11 +5,14 @@
 #include <curl/curl.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -34,10 +37,60 @@ int64_t NowUs() {
 
 void Usage() {
   std::fprintf(stderr,
-               "usage: scrape_client URL [--count N] [--gzip]\n"
-               "       scrape_client URL --freshness ID --seconds S\n");
+               "usage: scrape_client URL [--count N] [--gzip|--gzip-raw] [--prometheus] "
+               "[--parallel K]\n"
+               "       scrape_client URL --freshness ID --seconds S\n"
+               "  --gzip      ask for gzip and inflate (as Prometheus does)\n"
+               "  --gzip-raw  ask for gzip, keep it compressed: the exporter's time alone\n"
+               "  --prometheus  send Prometheus 2.x's own Accept header (OpenMetrics first)\n"
+               "  --parallel K  K scrapers at once, each on its own connection\n");
   std::exit(2);
 }
+
+// What Prometheus 2.42 sends (scrape.go, acceptHeader).
+constexpr const char* kPrometheusAccept =
+    "Accept: application/openmetrics-text;version=1.0.0,application/openmetrics-text;"
+    "version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1";
+
+// One keep-alive connection that scrapes `url`.
+struct Scraper {
+  Scraper(const std::string& url, bool gzip, bool gzip_raw, bool prometheus) {
+    curl = curl_easy_init();
+    curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
+    curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, Append);
+    curl_easy_setopt(curl, CURLOPT_WRITEDATA, &body);
+    curl_easy_setopt(curl, CURLOPT_TIMEOUT, 20L);
+    if (gzip) curl_easy_setopt(curl, CURLOPT_ACCEPT_ENCODING, "gzip");
+    if (gzip_raw) headers = curl_slist_append(headers, "Accept-Encoding: gzip");
+    if (prometheus) headers = curl_slist_append(headers, kPrometheusAccept);
+    if (headers) curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
+  }
+  ~Scraper() {
+    curl_slist_free_all(headers);
+    curl_easy_cleanup(curl);
+  }
+  bool Scrape() {
+    body.clear();
+    if (curl_easy_perform(curl) != CURLE_OK) return false;
+    long code = 0;
+    curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &code);
+    return code == 200;
+  }
+  // `count` timed scrapes after one untimed (the connection's).
+  bool Run(int count, std::vector<double>* ms) {
+    if (!Scrape()) return false;
+    for (int i = 0; i < count; ++i) {
+      const auto t0 = std::chrono::steady_clock::now();
+      if (!Scrape()) return false;
+      ms->push_back(
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    }
+    return true;
+  }
+  CURL* curl;
+  curl_slist* headers = nullptr;
+  std::string body;
+};
 
 }  // namespace
 
@@ -45,14 +98,20 @@ int main(int argc, char** argv) {
   if (argc < 2) Usage();
   const std::string url = argv[1];
   int count = 200;
-  bool gzip = false;
-  int marker = 0;
+  bool gzip = false, gzip_raw = false, prometheus = false;
+  int marker = 0, parallel = 1;
   double seconds = 5;
   for (int i = 2; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--count") && i + 1 < argc) {
       count = std::atoi(argv[++i]);
     } else if (!std::strcmp(argv[i], "--gzip")) {
       gzip = true;
+    } else if (!std::strcmp(argv[i], "--gzip-raw")) {
+      gzip_raw = true;
+    } else if (!std::strcmp(argv[i], "--prometheus")) {
+      prometheus = true;
+    } else if (!std::strcmp(argv[i], "--parallel") && i + 1 < argc) {
+      parallel = std::max(1, std::atoi(argv[++i]));
     } else if (!std::strcmp(argv[i], "--freshness") && i + 1 < argc) {
       marker = std::atoi(argv[++i]);
     } else if (!std::strcmp(argv[i], "--seconds") && i + 1 < argc) {
@@ -62,42 +121,42 @@ int main(int argc, char** argv) {
     }
   }
   curl_global_init(CURL_GLOBAL_DEFAULT);
-  CURL* curl = curl_easy_init();
-  std::string body;
-  curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
-  curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, Append);
-  curl_easy_setopt(curl, CURLOPT_WRITEDATA, &body);
-  curl_easy_setopt(curl, CURLOPT_TIMEOUT, 20L);
-  if (gzip) curl_easy_setopt(curl, CURLOPT_ACCEPT_ENCODING, "gzip");
-  auto scrape = [&]() -> bool {
-    body.clear();
-    if (curl_easy_perform(curl) != CURLE_OK) return false;
-    long code = 0;
-    curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &code);
-    return code == 200;
-  };
 
   if (marker == 0) {
-    std::vector<double> ms;
-    size_t bytes = 0;
-    scrape();  // warm the connection and the exporter's render cache
-    for (int i = 0; i < count; ++i) {
-      const auto t0 = std::chrono::steady_clock::now();
-      if (!scrape()) {
-        std::fprintf(stderr, "scrape %d failed\n", i);
-        return 1;
-      }
-      ms.push_back(
-          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
-      bytes = body.size();
+    std::vector<std::unique_ptr<Scraper>> scrapers;
+    for (int k = 0; k < parallel; ++k)
+      scrapers.push_back(std::make_unique<Scraper>(url, gzip, gzip_raw, prometheus));
+    std::vector<std::vector<double>> ms(static_cast<size_t>(parallel));
+    std::vector<std::thread> threads;
+    std::atomic<bool> failed{false};
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int k = 0; k < parallel; ++k)
+      threads.emplace_back([&, k] {
+        if (!scrapers[static_cast<size_t>(k)]->Run(count, &ms[static_cast<size_t>(k)]))
+          failed = true;
+      });
+    for (auto& t : threads) t.join();
+    const double wall_s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (failed) {
+      std::fprintf(stderr, "a scrape failed\n");
+      return 1;
     }
+    std::vector<double> all;
+    for (const auto& v : ms) all.insert(all.end(), v.begin(), v.end());
     curl_off_t wire = 0;  // as sent: compressed with --gzip
-    curl_easy_getinfo(curl, CURLINFO_SIZE_DOWNLOAD_T, &wire);
-    std::printf("scrapes=%d median_ms=%.3f p99_ms=%.3f max_ms=%.3f bytes=%zu wire_bytes=%lld\n",
-                count, Percentile(ms, 0.5), Percentile(ms, 0.99), Percentile(ms, 1.0), bytes,
-                static_cast<long long>(wire));
+    curl_easy_getinfo(scrapers[0]->curl, CURLINFO_SIZE_DOWNLOAD_T, &wire);
+    std::printf(
+        "scrapes=%zu median_ms=%.3f p99_ms=%.3f max_ms=%.3f bytes=%zu wire_bytes=%lld "
+        "wall_s=%.3f\n",
+        all.size(), Percentile(all, 0.5), Percentile(all, 0.99), Percentile(all, 1.0),
+        scrapers[0]->body.size(), static_cast<long long>(wire), wall_s);
     return 0;
   }
+
+  Scraper one(url, false, false, false);
+  std::string& body = one.body;
+  auto scrape = [&one] { return one.Scrape(); };
 
   // Freshness: scrape back to back; each new marker value V first seen at time
   // T gives T - V (an upper bound: it includes up to one scrape of latency).

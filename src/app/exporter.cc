@@ -165,6 +165,7 @@ Status Exporter::Start() {
   exposer_->AddCollectable(&self_metrics_);
   exposer_->AddCollectable(&process_metrics_);
   exposer_->SetExemplars(&exemplars_);
+  metrics_ = std::make_unique<MetricsEndpoint>(exposer_.get(), &self_metrics_);
   client_ = std::make_unique<upstream::XdmClient>(cfg_.xdm, catalog_, store_.get(), &devices_,
                                                   &self_metrics_);
   ApplyIngest(cfg_, files);  // selection and devices, before any thread runs
@@ -181,9 +182,8 @@ Status Exporter::Start() {
     r.body = LandingPageHtml(Report(), cfg_.telemetry_path);
     return r;
   });
-  web_->Route("/-/healthy", {"GET"}, [](const http::Request&) {
-    return http::Response{200, "text/plain; charset=utf-8", "Healthy\n", {}};
-  });
+  web_->Route("/-/healthy", {"GET"},
+              [](const http::Request&) { return http::Response::Text(200, "Healthy\n"); });
   web_->Route("/-/ready", {"GET"}, [this](const http::Request&) { return Ready(); });
   web_->Route("/-/reload", {"POST", "PUT"},
               [this](const http::Request& r) { return ReloadPage(r); });
@@ -387,17 +387,13 @@ void Exporter::RunReload(ReloadJob* job) {
 http::Response Exporter::ReloadPage(const http::Request&) {
   // Prometheus's convention: off unless asked for, 403 then.
   if (!cfg_.enable_lifecycle)
-    return {403,
-            "text/plain; charset=utf-8",
-            "Lifecycle API is not enabled (--web.enable-lifecycle).\n",
-            {}};
+    return http::Response::Text(403, "Lifecycle API is not enabled (--web.enable-lifecycle).\n");
   std::future<Status> answer = RequestReload(/*from_http=*/true);
   if (answer.wait_for(std::chrono::seconds(60)) != std::future_status::ready)
-    return {503, "text/plain; charset=utf-8", "reload still running after 60 s; see the log\n", {}};
+    return http::Response::Text(503, "reload still running after 60 s; see the log\n");
   Status s = answer.get();
-  if (!s.ok())
-    return {500, "text/plain; charset=utf-8", "failed to reload config: " + s.message() + "\n", {}};
-  return {200, "text/plain; charset=utf-8", "configuration reloaded\n", {}};
+  if (!s.ok()) return http::Response::Text(500, "failed to reload config: " + s.message() + "\n");
+  return http::Response::Text(200, "configuration reloaded\n");
 }
 
 void Exporter::Stop() {
@@ -411,16 +407,7 @@ void Exporter::Stop() {
 }
 
 http::Response Exporter::Metrics(const http::Request& req) {
-  http::Response r;
-  // OpenMetrics when the client prefers it (Prometheus does), else the
-  // Prometheus text format.
-  const exposition::Format format = http::PrefersOpenMetrics(req.accept)
-                                        ? exposition::Format::kOpenMetrics
-                                        : exposition::Format::kText;
-  r.content_type = format == exposition::Format::kOpenMetrics ? exposition::kOpenMetricsContentType
-                                                              : exposition::kTextContentType;
-  r.headers.emplace_back("Vary", "Accept, Accept-Encoding");
-  exposer_->Render(&r.body, format);
+  http::Response r = metrics_->Serve(req);
   // Device series waited kIdentityWait for the device list and went out
   // without uuid and model (they will change labels when it comes): said
   // once, and shown as a gauge until the list arrives.
@@ -508,17 +495,17 @@ http::Response Exporter::Ready() {
   auto fresh = [&](std::optional<std::chrono::steady_clock::time_point> t,
                    std::chrono::milliseconds window) { return t && now - *t < window; };
   if (fresh(store_->last_update(), store_->stale_after()))
-    return {200, "text/plain; charset=utf-8", "Ready: data from XDM\n", {}};
+    return http::Response::Text(200, "Ready: data from XDM\n");
   std::unique_lock<std::mutex> lock(parts_mu_);
   if (hal_ && fresh(hal_->last_success(), cfg_.hal.interval * 3))
-    return {200, "text/plain; charset=utf-8", "Ready: XDM stale, HAL sampling\n", {}};
+    return http::Response::Text(200, "Ready: XDM stale, HAL sampling\n");
   std::string why = store_->last_update()
                         ? "Not ready: XDM data is stale (upstream mode " +
                               std::string(upstream::ModeName(client_->mode())) + ")"
                         : "Not ready: no data from XDM yet";
   why += hal_ ? "; HAL not sampling\n" : "; HAL off\n";
   lock.unlock();
-  return {503, "text/plain; charset=utf-8", why, {}};
+  return http::Response::Text(503, why);
 }
 
 http::Response Exporter::StatusPage() {

@@ -17,6 +17,7 @@
 #include "common/process_metrics.h"
 #include "common/status.h"
 #include "common/worker.h"
+#include "app/metrics_endpoint.h"
 #include "exposition/exposer.h"
 #include "hal/hal_sampler.h"
 #include "hal/pci_sampler.h"
@@ -100,6 +101,7 @@ class Exporter {
   store::DeviceRegistry devices_;
   store::ExemplarStore exemplars_;  // fault raises' pods, for OpenMetrics scrapes
   std::unique_ptr<exposition::Exposer> exposer_;
+  std::unique_ptr<MetricsEndpoint> metrics_;  // the telemetry path
   std::unique_ptr<upstream::XdmClient> client_;
   // Guarded by parts_mu_ after Start (a reload replaces them):
   std::unique_ptr<hal::HalSampler> hal_;             // null when --hal selects no sysfs backend

@@ -27,16 +27,21 @@ void Exposer::SetFamilyFilter(FamilyFilter allows) {
 }
 
 void Exposer::Render(std::string* out, Format format) {
+  out->clear();
+  PageSink sink(out);
+  Render(&sink, format);
+}
+
+bool Exposer::Render(PageSink* sink, Format format) {
   const auto t0 = std::chrono::steady_clock::now();
   std::shared_ptr<const FamilyFilter> allows;
   {
     std::lock_guard<std::mutex> lock(filter_mu_);
     allows = allows_;
   }
-  out->clear();
   store::Snapshot snap = store_->Snap(std::chrono::steady_clock::now());
   series_.Set(static_cast<double>(snap.values.size()));
-  writer_.Append(snap, out, format);
+  SnapshotWriter::Append(snap, sink, format);
   for (const prometheus::Collectable* c : collectables_) {
     for (prometheus::MetricFamily& f : c->Collect()) {
       if (allows && !(*allows)(f.name)) continue;
@@ -47,12 +52,15 @@ void Exposer::Render(std::string* out, Format format) {
                 [](const prometheus::ClientMetric& a, const prometheus::ClientMetric& b) {
                   return a.label < b.label;
                 });
-      AppendFamily(f, out, format, exemplars_);
+      AppendFamily(f, sink->buf(), format, exemplars_);
+      sink->Check();
     }
   }
-  if (format == Format::kOpenMetrics) out->append("# EOF\n");
+  if (format == Format::kOpenMetrics) sink->buf()->append("# EOF\n");
+  const bool ok = sink->Finish();
   scrape_duration_.Set(
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  return ok;
 }
 
 }  // namespace xpu::exposition

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "exposition/page_sink.h"
 #include "exposition/snapshot_writer.h"
 #include "store/metric_store.h"
 
@@ -34,8 +35,10 @@ class Exposer {
   // null. Set before the first Render; must outlive the exposer.
   void SetExemplars(const store::ExemplarStore* exemplars) { exemplars_ = exemplars; }
 
-  // Renders the full exposition into `out` (cleared first); OpenMetrics ends
-  // with "# EOF".
+  // Renders the full exposition into `sink` in pieces, then Finish()es it;
+  // OpenMetrics ends with "# EOF". Whether the sink took every piece.
+  bool Render(PageSink* sink, Format format = Format::kText);
+  // The same, whole, into `out` (cleared first).
   void Render(std::string* out, Format format = Format::kText);
 
  private:
@@ -44,7 +47,6 @@ class Exposer {
   const store::ExemplarStore* exemplars_ = nullptr;
   std::mutex filter_mu_;
   std::shared_ptr<const FamilyFilter> allows_;  // guarded by filter_mu_; null: every family
-  SnapshotWriter writer_;
   prometheus::Gauge& scrape_duration_;
   prometheus::Gauge& series_;
 };

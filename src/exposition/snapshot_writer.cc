@@ -1,5 +1,8 @@
 #include "exposition/snapshot_writer.h"
 
+#include <cstring>
+#include <map>
+
 #include "exposition/text_format.h"
 
 namespace xpu::exposition {
@@ -20,6 +23,12 @@ bool SameFamily(const store::Row& a, const store::Row& b) {
   return true;  // all unknown IDs share one family
 }
 
+// Copies `s` to `p`; returns the end.
+char* Put(char* p, std::string_view s) {
+  std::memcpy(p, s.data(), s.size());
+  return p + s.size();
+}
+
 const char* kUnknownHelp = "Samples whose XDM metric ID the catalog does not know, by id.";
 
 }  // namespace
@@ -38,20 +47,21 @@ std::vector<std::pair<std::string, std::string>> RowLabels(const store::Row& row
   return labels;
 }
 
-std::shared_ptr<const SnapshotWriter::Rendered> SnapshotWriter::Render(const store::SeriesSet& set,
-                                                                       Format format) {
+void SnapshotWriter::Append(const store::Snapshot& snap, PageSink* sink, Format format) {
+  if (!snap.set || snap.set->rows.empty()) return;
   const bool om = format == Format::kOpenMetrics;
-  std::shared_ptr<const Rendered>& cache = cache_[om ? 1 : 0];
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (cache && cache->generation == set.generation) return cache;
-  }
-  auto r = std::make_shared<Rendered>();
-  r->generation = set.generation;
-  r->offsets.reserve(set.rows.size() + 1);
+  const store::SeriesSet& set = *snap.set;
+  // `{minor="3",uuid="...",model="..."` once per device, for this scrape
+  // (by minor too: minors missing from the device list share one labels).
+  std::map<std::pair<int32_t, const store::DeviceLabels*>, std::string> fragments;
+  const store::DeviceLabels* last_device = nullptr;
+  int32_t last_minor = 0;
+  const std::string* fragment = nullptr;
+  std::string instance_label;  // `,link="` for the current family
+  char line[1024];
   for (size_t i = 0; i < set.rows.size(); ++i) {
     const store::Row& row = set.rows[i];
-    r->offsets.push_back(r->text.size());
+    std::string* out = sink->buf();
     if (i == 0 || !SameFamily(set.rows[i - 1], row)) {
       const std::string_view help =
           row.entry ? std::string_view(row.entry->help) : std::string_view(kUnknownHelp);
@@ -60,31 +70,72 @@ std::shared_ptr<const SnapshotWriter::Rendered> SnapshotWriter::Render(const sto
         // name suffixes, so both always apply.
         const bool counter = row.entry && row.entry->type == catalog::MetricType::kCounter;
         const std::string_view family = OmFamilyName(FamilyName(row), counter);
-        AppendOmHeader(family, help, TypeName(row), UnitOf(family), &r->text);
+        AppendOmHeader(family, help, TypeName(row), UnitOf(family), out);
       } else {
-        AppendHeader(FamilyName(row), help, TypeName(row), &r->text);
+        AppendHeader(FamilyName(row), help, TypeName(row), out);
       }
+      instance_label.clear();
+      if (row.entry != nullptr && !row.entry->instance_label.empty())
+        instance_label.append(",").append(row.entry->instance_label).append("=\"");
     }
-    r->text.append(FamilyName(row));
-    AppendLabels(RowLabels(row), &r->text);
-    r->text.push_back(' ');
+    if (fragment == nullptr || row.device != last_device || row.minor != last_minor) {
+      auto [it, fresh] = fragments.try_emplace({row.minor, row.device});
+      if (fresh) {
+        std::string& f = it->second;
+        f.append("{minor=\"").append(std::to_string(row.minor)).append("\",uuid=\"");
+        AppendLabelValue(row.device->uuid, &f);
+        f.append("\",model=\"");
+        AppendLabelValue(row.device->model, &f);
+        f.push_back('"');
+      }
+      last_device = row.device;
+      last_minor = row.minor;
+      fragment = &it->second;
+    }
+    const std::string& name = FamilyName(row);
+    if (row.entry != nullptr &&
+        name.size() + fragment->size() + instance_label.size() + row.instance.size() +
+                kMaxValueChars + 8 <=
+            sizeof line &&
+        !NeedsEscape(row.instance)) {
+      // The common row, assembled in one buffer and appended once: a dozen
+      // std::string appends per series would double the render time.
+      char* p = Put(line, name);
+      p = Put(p, *fragment);
+      if (!instance_label.empty()) {
+        p = Put(Put(p, instance_label), row.instance);
+        *p++ = '"';
+      }
+      *p++ = '}';
+      *p++ = ' ';
+      p = WriteValue(snap.values[i], p);
+      *p++ = '\n';
+      out->append(line, p);
+    } else {
+      out->append(name).append(*fragment);
+      if (row.entry == nullptr) {
+        out->append(",id=\"").append(std::to_string(row.metric_id)).push_back('"');
+        if (!row.instance.empty()) {
+          out->append(",instance_id=\"");
+          AppendLabelValue(row.instance, out);
+          out->push_back('"');
+        }
+      } else if (!instance_label.empty()) {
+        out->append(instance_label);
+        AppendLabelValue(row.instance, out);
+        out->push_back('"');
+      }
+      out->append("} ");
+      AppendValue(snap.values[i], out);
+      out->push_back('\n');
+    }
+    sink->Check();
   }
-  r->offsets.push_back(r->text.size());
-  std::lock_guard<std::mutex> lock(mu_);
-  if (!cache || cache->generation < r->generation) cache = r;
-  return r;
 }
 
 void SnapshotWriter::Append(const store::Snapshot& snap, std::string* out, Format format) {
-  if (!snap.set || snap.set->rows.empty()) return;
-  std::shared_ptr<const Rendered> r = Render(*snap.set, format);
-  out->reserve(out->size() + r->text.size() + snap.values.size() * 16);
-  const char* base = r->text.data();
-  for (size_t i = 0; i < snap.values.size(); ++i) {
-    out->append(base + r->offsets[i], r->offsets[i + 1] - r->offsets[i]);
-    AppendValue(snap.values[i], out);
-    out->push_back('\n');
-  }
+  PageSink sink(out);
+  Append(snap, &sink, format);
 }
 
 std::vector<prometheus::MetricFamily> SnapshotWriter::ToFamilies(const store::Snapshot& snap) {

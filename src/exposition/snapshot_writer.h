@@ -3,12 +3,11 @@
 #include <prometheus/metric_family.h>
 
 #include <cstdint>
-#include <memory>
-#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "exposition/page_sink.h"
 #include "exposition/text_format.h"
 #include "store/metric_store.h"
 
@@ -21,31 +20,21 @@ inline constexpr const char* kUnknownFamily = "xpu_unknown_metric";
 // instance label (or, for unknown IDs, id and instance).
 std::vector<std::pair<std::string, std::string>> RowLabels(const store::Row& row);
 
-// Writes MetricStore snapshots in the text format or OpenMetrics. What does
-// not change from scrape to scrape (HELP/TYPE/UNIT headers, names and label
-// sets) is rendered once per SeriesSet generation and format and reused; a
-// scrape then only appends values. Thread-safe: concurrent scrapes share the
-// cache.
+// Writes MetricStore snapshots in the text format or OpenMetrics, straight
+// from the SeriesSet's rows: per scrape it builds only the label fragment of
+// each device (minor, uuid, model) and each family's header, so no copy of
+// the page's label text is kept between scrapes (at 100k series that copy
+// was ~10 MB per format). Stateless; any thread.
 class SnapshotWriter {
  public:
-  void Append(const store::Snapshot& snap, std::string* out, Format format = Format::kText);
+  // Appends the snapshot to `sink`, offering it a piece between series.
+  static void Append(const store::Snapshot& snap, PageSink* sink, Format format = Format::kText);
+  // The whole rendering appended to `out`.
+  static void Append(const store::Snapshot& snap, std::string* out, Format format = Format::kText);
 
   // The same series and values as prometheus-cpp families: the reference
   // path that TextSerializer renders, used to check Append.
   static std::vector<prometheus::MetricFamily> ToFamilies(const store::Snapshot& snap);
-
- private:
-  struct Rendered {
-    uint64_t generation = 0;
-    std::string text;  // all headers and prefixes, back to back
-    // For row i: bytes of `text` to emit before its value, from offsets[i]
-    // to offsets[i + 1].
-    std::vector<size_t> offsets;
-  };
-  std::shared_ptr<const Rendered> Render(const store::SeriesSet& set, Format format);
-
-  std::mutex mu_;
-  std::shared_ptr<const Rendered> cache_[2];  // by Format; guarded by mu_
 };
 
 }  // namespace xpu::exposition

@@ -2,6 +2,7 @@
 
 #include <charconv>
 #include <cmath>
+#include <cstring>
 #include <optional>
 
 namespace xpu::exposition {
@@ -12,6 +13,10 @@ namespace {
 // quote too in label values.
 template <bool kQuote>
 void AppendEscaped(std::string_view v, std::string* out) {
+  if (v.find_first_of(kQuote ? "\\\n\"" : "\\\n") == std::string_view::npos) {
+    out->append(v);  // the common case: nothing to escape
+    return;
+  }
   for (char c : v) {
     if (c == '\\') {
       out->append("\\\\");
@@ -72,17 +77,24 @@ void AppendExemplar(const store::Exemplar& e, std::string* out) {
 
 void AppendHelp(std::string_view v, std::string* out) { AppendEscaped<false>(v, out); }
 
-void AppendValue(double v, std::string* out) {
+char* WriteValue(double v, char* p) {
   if (std::isnan(v)) {
-    out->append("NaN");
-  } else if (std::isinf(v)) {
-    out->append(v > 0 ? "+Inf" : "-Inf");
-  } else {
-    char buf[32];
-    auto res = std::to_chars(buf, buf + sizeof buf, v);
-    out->append(buf, res.ptr);
+    std::memcpy(p, "NaN", 3);
+    return p + 3;
   }
+  if (std::isinf(v)) {
+    std::memcpy(p, v > 0 ? "+Inf" : "-Inf", 4);
+    return p + 4;
+  }
+  return std::to_chars(p, p + kMaxValueChars, v).ptr;  // at most 24 chars
 }
+
+void AppendValue(double v, std::string* out) {
+  char buf[kMaxValueChars];
+  out->append(buf, WriteValue(v, buf));
+}
+
+bool NeedsEscape(std::string_view v) { return v.find_first_of("\\\n\"") != std::string_view::npos; }
 
 void AppendHeader(std::string_view name, std::string_view help, std::string_view type,
                   std::string* out) {

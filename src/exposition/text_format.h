@@ -40,6 +40,11 @@ void AppendLabelValue(std::string_view v, std::string* out);
 void AppendHelp(std::string_view v, std::string* out);
 // Shortest round-trip form; NaN, +Inf, -Inf as Prometheus writes them.
 void AppendValue(double v, std::string* out);
+// The same written at `p`, which has room for kMaxValueChars; returns the end.
+inline constexpr size_t kMaxValueChars = 32;
+char* WriteValue(double v, char* p);
+// Whether a label value needs escaping (backslash, double quote, newline).
+bool NeedsEscape(std::string_view label_value);
 // "# HELP name help\n# TYPE name type\n".
 void AppendHeader(std::string_view name, std::string_view help, std::string_view type,
                   std::string* out);

@@ -2,8 +2,11 @@
 
 #include <CivetServer.h>
 #include <spdlog/spdlog.h>
+#include <strings.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <cstring>
 
 #include "common/civet_util.h"
@@ -73,6 +76,38 @@ bool HasBody(mg_connection* conn) {
   return te != nullptr && *te != '\0';
 }
 
+namespace {
+
+// Sends a streamed body as HTTP/1.1 chunks, one write per piece (the head
+// goes with the first, the terminating chunk with the last), so no piece
+// waits on Nagle and the client's delayed ACK.
+void SendChunked(mg_connection* conn, std::string head,
+                 const std::function<void(const BodyWriter&)>& stream) {
+  std::string frame = std::move(head);
+  bool ok = true;
+  bool ended = false;
+  const BodyWriter write = [&](std::string_view piece, bool last) {
+    if (!ok || ended) return false;
+    if (!piece.empty()) {
+      char len[24];
+      const int n = std::snprintf(len, sizeof len, "%zx\r\n", piece.size());
+      frame.append(len, static_cast<size_t>(n)).append(piece).append("\r\n");
+    }
+    if (last) {
+      frame.append("0\r\n\r\n");
+      ended = true;
+    }
+    if (frame.empty()) return true;
+    ok = mg_write(conn, frame.data(), frame.size()) == static_cast<int>(frame.size());
+    frame.clear();
+    return ok;
+  };
+  stream(write);
+  if (!ended) write({}, true);  // a producer that never said last
+}
+
+}  // namespace
+
 class WebServer::Dispatcher : public CivetHandler {
  public:
   explicit Dispatcher(const WebServer* server) : server_(server) {}
@@ -127,17 +162,26 @@ class WebServer::Dispatcher : public CivetHandler {
       resp = it->second.handler(inner);
       gzip = it->second.gzip && AcceptsGzip(req.accept_encoding);
     }
-    std::string body = std::move(resp.body);
-    if (gzip && !body.empty()) {
-      std::string z = Gzip(body);
+    const bool encoded = std::any_of(resp.headers.begin(), resp.headers.end(), [](const auto& h) {
+      return strcasecmp(h.first.c_str(), "Content-Encoding") == 0;
+    });
+    std::string owned = std::move(resp.body);
+    const std::string* body = resp.shared_body ? resp.shared_body.get() : &owned;
+    if (gzip && !encoded && !resp.stream && !body->empty()) {
+      std::string z = Gzip(*body);
       if (!z.empty()) {
-        body = std::move(z);
+        owned = std::move(z);
+        body = &owned;
         resp.headers.emplace_back("Content-Encoding", "gzip");
       }
     }
     std::string head = "HTTP/1.1 " + std::to_string(resp.status) + " " + Reason(resp.status) +
-                       "\r\nContent-Type: " + resp.content_type +
-                       "\r\nContent-Length: " + std::to_string(body.size()) + "\r\n";
+                       "\r\nContent-Type: " + resp.content_type + "\r\n";
+    if (resp.stream) {
+      head += "Transfer-Encoding: chunked\r\n";
+    } else {
+      head += "Content-Length: " + std::to_string(body->size()) + "\r\n";
+    }
     const auto add_header = [&head](const std::string& k, const std::string& v) {
       head.append(k).append(": ").append(v).append("\r\n");
     };
@@ -147,15 +191,23 @@ class WebServer::Dispatcher : public CivetHandler {
     }
     if (body_unread) head += "Connection: close\r\n";
     head += "\r\n";
-    const bool with_body = req.method != "HEAD" && !body.empty();
-    if (with_body && body.size() < size_t{256} * 1024) {
+    if (resp.stream) {
+      if (req.method == "HEAD") {
+        mg_write(conn, head.data(), head.size());
+      } else {
+        SendChunked(conn, std::move(head), resp.stream);
+      }
+      return true;
+    }
+    const bool with_body = req.method != "HEAD" && !body->empty();
+    if (with_body && body->size() < size_t{256} * 1024) {
       // One write for header and body: two small writes meet Nagle and the
       // client's delayed ACK and stall ~40 ms.
-      head += body;
+      head += *body;
       mg_write(conn, head.data(), head.size());
     } else {
       mg_write(conn, head.data(), head.size());
-      if (with_body) mg_write(conn, body.data(), body.size());
+      if (with_body) mg_write(conn, body->data(), body->size());
     }
     return true;
   }

@@ -7,6 +7,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/status.h"
@@ -26,11 +27,31 @@ struct Request {
   std::string accept;  // the Accept header (format negotiation)
 };
 
+// Receives a streamed body piece by piece; `last` ends it. Returns false
+// once the client is gone (later pieces are dropped).
+using BodyWriter = std::function<bool(std::string_view piece, bool last)>;
+
 struct Response {
+  // A plain-text answer.
+  static Response Text(int status, std::string body) {
+    Response r;
+    r.status = status;
+    r.body = std::move(body);
+    return r;
+  }
   int status = 200;
   std::string content_type = "text/plain; charset=utf-8";
   std::string body;
+  // A "Content-Encoding" header here means the body is already encoded: the
+  // server does not gzip it again.
   std::vector<std::pair<std::string, std::string>> headers;
+  // A body shared with other responses (one page for concurrent scrapes):
+  // sent instead of `body` when set.
+  std::shared_ptr<const std::string> shared_body;
+  // A body produced while it is sent: called once (not for HEAD) with a
+  // writer that sends each piece as an HTTP/1.1 chunk, so the whole body is
+  // never held. Sent instead of `body`; never gzipped by the server.
+  std::function<void(const BodyWriter& write)> stream;
 };
 
 using Handler = std::function<Response(const Request&)>;

@@ -50,7 +50,7 @@ TEST(SnapshotWriterTest, MatchesTextSerializerOnTheSameFamilies) {
   EXPECT_EQ(a, b);
 }
 
-TEST(SnapshotWriterTest, CachesRenderingUntilTheSeriesSetChanges) {
+TEST(SnapshotWriterTest, FollowsNewValuesAndNewSeries) {
   store::MetricStore store(catalog::Catalog::Builtin(), {std::chrono::seconds(10), 1000});
   Sample(&store);
   SnapshotWriter w;

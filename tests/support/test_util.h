@@ -57,6 +57,10 @@ bool WaitFor(const std::function<bool()>& cond,
 
 std::string ReadFile(const std::string& path);
 
+// Inflates `in` with zlib: exactly one gzip member and nothing after it,
+// else "<corrupt>".
+std::string Gunzip(const std::string& in);
+
 // Runs `command` with /bin/sh and returns what it wrote to stdout.
 std::string RunCommand(const std::string& command);
 

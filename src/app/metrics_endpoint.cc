@@ -1,0 +1,83 @@
+#include "app/metrics_endpoint.h"
+
+#include <spdlog/spdlog.h>
+
+#include "http/gzip.h"
+#include "http/headers.h"
+
+namespace xpu::app {
+
+MetricsEndpoint::MetricsEndpoint(exposition::Exposer* exposer, prometheus::Registry* self)
+    : exposer_(exposer),
+      shared_(prometheus::BuildCounter()
+                  .Name("xpu_exporter_scrapes_shared_total")
+                  .Help("gzip scrapes answered with the page a concurrent scrape rendered.")
+                  .Register(*self)
+                  .Add({})) {}
+
+http::Response MetricsEndpoint::Serve(const http::Request& req) {
+  http::Response r;
+  // OpenMetrics when the client prefers it (Prometheus does), else the
+  // Prometheus text format.
+  const exposition::Format format = http::PrefersOpenMetrics(req.accept)
+                                        ? exposition::Format::kOpenMetrics
+                                        : exposition::Format::kText;
+  r.content_type = format == exposition::Format::kOpenMetrics ? exposition::kOpenMetricsContentType
+                                                              : exposition::kTextContentType;
+  r.headers.emplace_back("Vary", "Accept, Accept-Encoding");
+  if (http::AcceptsGzip(req.accept_encoding)) {
+    if (Page page = Gzipped(format)) {
+      r.shared_body = std::move(page);
+      r.headers.emplace_back("Content-Encoding", "gzip");
+      return r;
+    }
+    // Not expected (igzip failed): the plain page still answers.
+  }
+  exposition::Exposer* exposer = exposer_;
+  r.stream = [exposer, format](const http::BodyWriter& write) {
+    exposition::PageSink sink(write);
+    exposer->Render(&sink, format);
+  };
+  return r;
+}
+
+MetricsEndpoint::Page MetricsEndpoint::Gzipped(exposition::Format format) {
+  const int slot = format == exposition::Format::kOpenMetrics ? 1 : 0;
+  std::promise<Page> promise;
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (inflight_[slot].valid()) {
+      std::shared_future<Page> other = inflight_[slot];
+      lock.unlock();
+      shared_.Increment();
+      return other.get();
+    }
+    inflight_[slot] = promise.get_future().share();
+  }
+  Page page;
+  try {
+    page = RenderGzipped(format);
+  } catch (const std::exception& e) {  // bad_alloc: this scrape fails, not the process
+    spdlog::error("rendering a gzip page failed: {}", e.what());
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    inflight_[slot] = {};
+  }
+  promise.set_value(page);
+  return page;
+}
+
+MetricsEndpoint::Page MetricsEndpoint::RenderGzipped(exposition::Format format) {
+  auto page = std::make_shared<std::string>();
+  http::GzipStream gz;
+  exposition::PageSink sink(
+      [&](std::string_view piece, bool last) { return gz.Write(piece, last, page.get()); });
+  if (!exposer_->Render(&sink, format)) {
+    spdlog::error("igzip failed to compress the metrics page");
+    return nullptr;
+  }
+  return page;
+}
+
+}  // namespace xpu::app

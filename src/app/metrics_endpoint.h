@@ -1,0 +1,48 @@
+#pragma once
+
+#include <prometheus/counter.h>
+#include <prometheus/registry.h>
+
+#include <future>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "exposition/exposer.h"
+#include "http/web_server.h"
+
+namespace xpu::app {
+
+// Answers the telemetry path (/metrics) from the Exposer, without ever
+// holding a whole plain page:
+// - a plain scrape streams the page to its client in 64 KiB chunks as it
+//   renders;
+// - a gzip scrape (what Prometheus asks for) renders straight into igzip and
+//   sends the compressed page, and concurrent gzip scrapes of one format
+//   share one render: a scrape that arrives while another renders waits for
+//   that page instead of rendering its own, so an HA pair of Prometheus
+//   servers costs one render. The shared page is at most one render older
+//   than the request; it is never kept after it is sent.
+// A client that is slow to read holds only its own worker: compressed pages
+// are complete before any is sent. Thread-safe (civetweb's workers).
+class MetricsEndpoint {
+ public:
+  // `self` receives xpu_exporter_scrapes_shared_total.
+  MetricsEndpoint(exposition::Exposer* exposer, prometheus::Registry* self);
+
+  http::Response Serve(const http::Request& req);
+
+ private:
+  using Page = std::shared_ptr<const std::string>;
+  // The gzip page of `format`, rendered here or by the scrape already
+  // rendering it; null if compression failed.
+  Page Gzipped(exposition::Format format);
+  Page RenderGzipped(exposition::Format format);
+
+  exposition::Exposer* const exposer_;
+  prometheus::Counter& shared_;
+  std::mutex mu_;
+  std::shared_future<Page> inflight_[2];  // by Format; guarded by mu_
+};
+
+}  // namespace xpu::app

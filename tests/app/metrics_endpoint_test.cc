@@ -1,0 +1,159 @@
+#include "app/metrics_endpoint.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <thread>
+
+#include "support/test_util.h"
+
+namespace xpu::app {
+namespace {
+
+using store::Clock;
+using xpu::testing::Gunzip;
+using xpu::testing::WaitFor;
+
+// A collectable that holds the render it is in until released: makes "a
+// scrape arrives while another renders" happen on purpose.
+class Gate : public prometheus::Collectable {
+ public:
+  std::vector<prometheus::MetricFamily> Collect() const override {
+    ++calls;
+    std::unique_lock<std::mutex> lock(mu_);
+    entered_ = true;
+    cv_.notify_all();
+    cv_.wait(lock, [this] { return open_; });
+    return {};
+  }
+  void WaitEntered() const {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [this] { return entered_; });
+  }
+  void Open() {
+    std::lock_guard<std::mutex> lock(mu_);
+    open_ = true;
+    cv_.notify_all();
+  }
+  mutable std::atomic<int> calls{0};
+
+ private:
+  mutable std::mutex mu_;
+  mutable std::condition_variable cv_;
+  mutable bool entered_ = false;
+  bool open_ = false;
+};
+
+double Shared(prometheus::Registry& self) {
+  for (const auto& f : self.Collect())
+    if (f.name == "xpu_exporter_scrapes_shared_total") return f.metric.at(0).counter.value;
+  return -1;
+}
+
+class MetricsEndpointTest : public ::testing::Test {
+ protected:
+  // `links` link series per device on 8 devices, besides the device series.
+  void Fill(int links, double value) {
+    std::vector<store::Sample> batch;
+    for (int32_t minor = 0; minor < 8; ++minor) {
+      batch.push_back({minor, 1, "", value});
+      for (int l = 0; l < links; ++l) batch.push_back({minor, 16, std::to_string(l), value});
+    }
+    store_.Apply(batch, Clock::now());
+  }
+  http::Request Gzip() {
+    http::Request r;
+    r.method = "GET";
+    r.accept_encoding = "gzip";
+    return r;
+  }
+  std::string Whole() {
+    std::string page;
+    exposer_.Render(&page);
+    return page;
+  }
+
+  store::MetricStore store_{catalog::Catalog::Builtin(), {std::chrono::seconds(60), 1000000}};
+  prometheus::Registry self_;
+  exposition::Exposer exposer_{&store_, &self_};
+  MetricsEndpoint endpoint_{&exposer_, &self_};
+};
+
+// Two gzip scrapes at once cost one render: the second waits for the page
+// the first is rendering and gets the very same bytes.
+TEST_F(MetricsEndpointTest, ConcurrentGzipScrapesShareOneRender) {
+  Fill(4, 0.5);
+  Gate gate;
+  exposer_.AddCollectable(&gate);
+  http::Response first, second;
+  std::thread a([&] { first = endpoint_.Serve(Gzip()); });
+  gate.WaitEntered();
+  std::thread b([&] { second = endpoint_.Serve(Gzip()); });
+  ASSERT_TRUE(WaitFor([&] { return Shared(self_) == 1; })) << "the second scrape did not join";
+  gate.Open();
+  a.join();
+  b.join();
+  EXPECT_EQ(gate.calls.load(), 1);
+  ASSERT_TRUE(first.shared_body);
+  EXPECT_EQ(first.shared_body, second.shared_body);
+  const std::string page = Gunzip(*first.shared_body);
+  EXPECT_NE(page.find("xpu_link_up{minor=\"7\""), std::string::npos) << page;
+  EXPECT_EQ(page, Whole());
+  // Once sent, a page is not reused: the next scrape renders the new value.
+  Fill(4, 0.75);
+  const http::Response third = endpoint_.Serve(Gzip());
+  EXPECT_EQ(gate.calls.load(), 3);  // Whole() rendered once too
+  EXPECT_NE(Gunzip(*third.shared_body).find("} 0.75\n"), std::string::npos);
+  EXPECT_EQ(Shared(self_), 1);
+}
+
+// A plain scrape is streamed in pieces of at least 64 KiB (the last may be
+// shorter) that join into the page rendered whole.
+TEST_F(MetricsEndpointTest, PlainScrapeStreamsThePageInPieces) {
+  Fill(1000, 1);
+  http::Request req;
+  req.method = "GET";
+  const http::Response r = endpoint_.Serve(req);
+  ASSERT_TRUE(r.stream);
+  EXPECT_FALSE(r.shared_body);
+  std::vector<std::string> pieces;
+  bool ended = false;
+  r.stream([&](std::string_view piece, bool last) {
+    EXPECT_FALSE(ended);
+    pieces.emplace_back(piece);
+    ended = last;
+    return true;
+  });
+  EXPECT_TRUE(ended);
+  ASSERT_GT(pieces.size(), 3u);
+  std::string joined;
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    if (i + 1 < pieces.size()) {
+      EXPECT_GE(pieces[i].size(), exposition::PageSink::kPiece);
+    }
+    EXPECT_LT(pieces[i].size(), exposition::PageSink::kPiece + 4096);
+    joined += pieces[i];
+  }
+  EXPECT_EQ(joined, Whole());
+  // A client that goes away mid-page gets nothing more; the render ends.
+  int offered = 0;
+  r.stream([&](std::string_view, bool) { return ++offered < 2; });
+  EXPECT_EQ(offered, 2);
+}
+
+// OpenMetrics and the text format are separate pages: a gzip OpenMetrics
+// scrape never gets a text page another scrape rendered.
+TEST_F(MetricsEndpointTest, FormatsAreNotShared) {
+  Fill(2, 1);
+  http::Request om = Gzip();
+  om.accept = "application/openmetrics-text;version=1.0.0";
+  const http::Response a = endpoint_.Serve(om);
+  const http::Response b = endpoint_.Serve(Gzip());
+  EXPECT_NE(Gunzip(*a.shared_body).find("# EOF\n"), std::string::npos);
+  EXPECT_EQ(Gunzip(*b.shared_body).find("# EOF"), std::string::npos);
+  EXPECT_EQ(a.content_type, exposition::kOpenMetricsContentType);
+}
+
+}  // namespace
+}  // namespace xpu::app
