@@ -57,13 +57,10 @@ echo "| size | series | body bytes | xpu median ms | xpu p99 ms | xpu CPU ms/scr
 echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 GZIP_ROWS=""
 HA_ROWS=""
-# Highest PSS (KiB) of process $1 until killed, written to file $2.
+# PSS samples (KiB) of process $1 every 50 ms until killed, appended to file
+# $2 (appends: a kill mid-write loses one sample, not the rest).
 pss_watch() {
-  local max=0 v
-  while v=$(awk '/^Pss:/ {print $2}' "/proc/$1/smaps_rollup" 2>/dev/null); do
-    [ "${v:-0}" -gt "$max" ] && max=$v && echo "$max" >"$2"
-    sleep 0.05
-  done
+  while awk '/^Pss:/ {print $2}' "/proc/$1/smaps_rollup" >>"$2" 2>/dev/null; do sleep 0.05; done
 }
 # CPU ms per scrape of process $1 over a run: cpu_per PID C0 C1 T0 T1 IDLE% N
 cpu_per() {
@@ -79,6 +76,7 @@ for size in "8 devices:8:7:400:200" "10k series:64:50:200:100" "100k series:256:
   c0=$(cpu_us "$EXP_PID"); sleep 10; c1=$(cpu_us "$EXP_PID")
   idle=$(awk -v t=$((c1 - c0)) 'BEGIN {printf "%.3f", 100 * t / 1e6 / 10}')
   series=$(curl -sf "$URL" | grep -c '^xpu_')
+  : >"$TMP/pss"
   pss_watch "$EXP_PID" "$TMP/pss" & WATCH=$!
   c0=$(cpu_us "$EXP_PID"); t0=$(date +%s%N)
   out=$("$CLIENT" "$URL" --count "$n")
@@ -99,8 +97,9 @@ for size in "8 devices:8:7:400:200" "10k series:64:50:200:100" "100k series:256:
   g2cpu=$(cpu_per "$EXP_PID" "$c0" "$c1" "$t0" "$t1" "$idle" "$n")  # per round of two
   shared=$(curl -sf "$URL" | awk '/^xpu_exporter_scrapes_shared_total/ {print $2}')
   kill "$WATCH" 2>/dev/null; wait "$WATCH" 2>/dev/null || true
+  awk '/^Pss:/ {print $2}' "/proc/$EXP_PID/smaps_rollup" >>"$TMP/pss"
   rss=$(awk -v a="$(rss_kb "$EXP_PID")" -v b="$(hwm_kb "$EXP_PID")" 'BEGIN {printf "%.1f (%.1f)", a/1024, b/1024}')
-  pss=$(awk -v a="$(awk '/^Pss:/ {print $2}' "/proc/$EXP_PID/smaps_rollup")" -v b="$(cat "$TMP/pss")" 'BEGIN {printf "%.1f (%.1f)", a/1024, b/1024}')
+  pss=$(awk -v a="$(awk '/^Pss:/ {print $2}' "/proc/$EXP_PID/smaps_rollup")" -v b="$(sort -n "$TMP/pss" | tail -1)" 'BEGIN {printf "%.1f (%.1f)", a/1024, b/1024}')
   # The same exposition served by node_exporter's textfile collector.
   mkdir -p "$TMP/textfile"
   curl -sf "$URL" | grep -v '^xpu_exporter_\|^# .* xpu_exporter_' >"$TMP/textfile/xpu.prom"

@@ -59,6 +59,8 @@ MetricsEndpoint::Page MetricsEndpoint::Gzipped(exposition::Format format) {
     page = RenderGzipped(format);
   } catch (const std::exception& e) {  // bad_alloc: this scrape fails, not the process
     spdlog::error("rendering a gzip page failed: {}", e.what());
+  } catch (...) {  // whatever it was, the scrapes waiting on this page must not hang
+    spdlog::error("rendering a gzip page failed");
   }
   {
     std::lock_guard<std::mutex> lock(mu_);

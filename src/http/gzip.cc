@@ -1,35 +1,50 @@
 #include "http/gzip.h"
 
+#include <mutex>
+
 namespace xpu::http {
 
 // ISA-L's igzip at level 1 (Debian's libisal2): several times zlib's speed at
 // level 1 for a page of metrics, as one ordinary gzip member that every
 // client reads (docs/benchmarks.md, "gzip").
 namespace {
-// The level's hash tables, kept per (civetweb worker) thread: a fresh
-// 276 KiB buffer per scrape would cost page faults at every small scrape.
-thread_local std::vector<uint8_t> thread_level_buf;
-thread_local bool thread_level_buf_taken = false;
+// Free level buffers (276 KiB each): scrapes rarely compress at once, and a
+// fresh buffer per scrape would cost page faults at every small scrape.
+// Never destroyed: a stream may end on a thread that outlives static
+// destruction.
+struct Pool {
+  std::mutex mu;
+  std::vector<std::unique_ptr<uint8_t[]>> free;  // guarded by mu
+};
+Pool& ThePool() {
+  static Pool* pool = new Pool;
+  return *pool;
+}
+constexpr size_t kPoolKeep = 2;
 }  // namespace
 
 GzipStream::GzipStream() {
-  if (thread_level_buf_taken) {
-    level_buf_ = &own_;
-  } else {
-    thread_level_buf_taken = true;
-    level_buf_ = &thread_level_buf;
+  {
+    Pool& pool = ThePool();
+    std::lock_guard<std::mutex> lock(pool.mu);
+    if (!pool.free.empty()) {
+      level_buf_ = std::move(pool.free.back());
+      pool.free.pop_back();
+    }
   }
-  level_buf_->resize(ISAL_DEF_LVL1_DEFAULT);
+  if (!level_buf_) level_buf_ = std::make_unique_for_overwrite<uint8_t[]>(ISAL_DEF_LVL1_DEFAULT);
   isal_deflate_init(&zs_);
   zs_.level = 1;
-  zs_.level_buf = level_buf_->data();
-  zs_.level_buf_size = static_cast<uint32_t>(level_buf_->size());
+  zs_.level_buf = level_buf_.get();
+  zs_.level_buf_size = ISAL_DEF_LVL1_DEFAULT;
   zs_.gzip_flag = IGZIP_GZIP;
   zs_.flush = NO_FLUSH;
 }
 
 GzipStream::~GzipStream() {
-  if (level_buf_ == &thread_level_buf) thread_level_buf_taken = false;
+  Pool& pool = ThePool();
+  std::lock_guard<std::mutex> lock(pool.mu);
+  if (pool.free.size() < kPoolKeep) pool.free.push_back(std::move(level_buf_));
 }
 
 bool GzipStream::Write(std::string_view piece, bool last, std::string* out) {

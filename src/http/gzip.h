@@ -3,6 +3,7 @@
 #include <isa-l/igzip_lib.h>
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -16,8 +17,8 @@ std::string Gzip(std::string_view in);
 // One gzip member written from pieces (a page rendered in pieces): one
 // igzip level 1 stream across them, so it inflates to the pieces joined and
 // compresses as well as Gzip() of the whole. Owns its stream state (~300 KiB
-// of hash tables, the thread's own one reused while no other stream on it
-// holds it); one thread.
+// of hash tables, taken from and given back to a pool of two, so that
+// sixteen HTTP workers do not each keep one); one thread.
 class GzipStream {
  public:
   GzipStream();
@@ -30,8 +31,7 @@ class GzipStream {
   bool Write(std::string_view piece, bool last, std::string* out);
 
  private:
-  std::vector<uint8_t> own_;  // when the thread's buffer is taken
-  std::vector<uint8_t>* level_buf_;
+  std::unique_ptr<uint8_t[]> level_buf_;  // from a small process-wide pool
   isal_zstream zs_;
 };
 
