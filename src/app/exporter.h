@@ -12,12 +12,12 @@
 #include <vector>
 
 #include "app/config.h"
+#include "app/metrics_endpoint.h"
 #include "app/status_page.h"
 #include "catalog/selection.h"
 #include "common/process_metrics.h"
 #include "common/status.h"
 #include "common/worker.h"
-#include "app/metrics_endpoint.h"
 #include "exposition/exposer.h"
 #include "hal/hal_sampler.h"
 #include "hal/pci_sampler.h"

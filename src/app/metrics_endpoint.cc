@@ -72,10 +72,14 @@ MetricsEndpoint::Page MetricsEndpoint::Gzipped(exposition::Format format) {
 
 MetricsEndpoint::Page MetricsEndpoint::RenderGzipped(exposition::Format format) {
   auto page = std::make_shared<std::string>();
-  http::GzipStream gz;
-  exposition::PageSink sink(
-      [&](std::string_view piece, bool last) { return gz.Write(piece, last, page.get()); });
-  if (!exposer_->Render(&sink, format)) {
+  // A large page is compressed on a second core while this one renders.
+  http::GzipPipe gz(page.get());
+  exposition::PageSink sink([&](std::string_view piece, bool last) {
+    gz.Write(piece, last);
+    return true;
+  });
+  exposer_->Render(&sink, format);
+  if (!gz.Finish()) {
     spdlog::error("igzip failed to compress the metrics page");
     return nullptr;
   }

@@ -17,7 +17,7 @@ class PageSink {
  public:
   // Returns false to refuse the piece (and every later one).
   using Consumer = std::function<bool(std::string_view piece, bool last)>;
-  static constexpr size_t kPiece = 64 * 1024;
+  static constexpr size_t kPiece = size_t{64} * 1024;
 
   PageSink(Consumer consumer, size_t piece = kPiece)
       : consumer_(std::move(consumer)), piece_(piece) {

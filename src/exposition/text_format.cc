@@ -1,5 +1,6 @@
 #include "exposition/text_format.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstring>
@@ -78,13 +79,32 @@ void AppendExemplar(const store::Exemplar& e, std::string* out) {
 void AppendHelp(std::string_view v, std::string* out) { AppendEscaped<false>(v, out); }
 
 char* WriteValue(double v, char* p) {
-  if (std::isnan(v)) {
-    std::memcpy(p, "NaN", 3);
-    return p + 3;
+  if (std::isnan(v) || std::isinf(v)) {
+    const std::string_view word = std::isnan(v) ? "NaN" : v > 0 ? "+Inf" : "-Inf";
+    return std::copy(word.begin(), word.end(), p);
   }
-  if (std::isinf(v)) {
-    std::memcpy(p, v > 0 ? "+Inf" : "-Inf", 4);
-    return p + 4;
+  // Most values are integers (states, counters, IDs): written here in the
+  // form std::to_chars would choose, at a fraction of its general cost.
+  if (std::fabs(v) < 1e15 && v == std::trunc(v) && !(v == 0 && std::signbit(v))) {
+    const int64_t n = static_cast<int64_t>(v);
+    uint64_t u = n < 0 ? static_cast<uint64_t>(-n) : static_cast<uint64_t>(n);
+    char digits[16];
+    int d = 0;
+    do {
+      digits[d++] = static_cast<char>('0' + u % 10);
+      u /= 10;
+    } while (u != 0);
+    int trailing = 0;
+    while (trailing < d - 1 && digits[trailing] == '0') ++trailing;
+    // to_chars takes the shorter of fixed and scientific, fixed on a tie:
+    // "1e+05" (5) beats "100000" (6); the exponent here has two digits.
+    const int mantissa = d - trailing;
+    const int scientific = mantissa + (mantissa > 1 ? 1 : 0) + 4;
+    if (d <= scientific) {
+      if (n < 0) *p++ = '-';
+      while (d > 0) *p++ = digits[--d];
+      return p;
+    }
   }
   return std::to_chars(p, p + kMaxValueChars, v).ptr;  // at most 24 chars
 }

@@ -79,4 +79,79 @@ std::string Gzip(std::string_view in) {
   return out;
 }
 
+GzipPipe::~GzipPipe() {
+  if (helper_.joinable()) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      queue_.clear();
+      queue_.emplace_back(std::string(), true);  // ends the helper
+    }
+    cv_.notify_all();
+    helper_.join();
+  }
+}
+
+void GzipPipe::Write(std::string_view piece, bool last) {
+  // Pieces are gathered into batches of kBatch: a hand-over per 64 KiB piece
+  // costs the two threads a wake-up each and ate most of the overlap.
+  if (!helper_.joinable() && last && pending_.empty()) {  // the whole page in one piece
+    const bool ok = gz_.Write(piece, true, out_);
+    std::lock_guard<std::mutex> lock(mu_);
+    ok_ = ok_ && ok;
+    return;
+  }
+  pending_.append(piece);
+  if (pending_.size() < kBatch && !last) return;
+  if (!helper_.joinable()) {
+    if (last) {  // the whole page in one batch: no thread for it
+      const bool ok = gz_.Write(pending_, true, out_);
+      pending_.clear();
+      std::lock_guard<std::mutex> lock(mu_);
+      ok_ = ok_ && ok;
+      return;
+    }
+    helper_ = std::thread([this] { Loop(); });
+  }
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [this] { return queue_.size() < kDepth; });
+  queue_.emplace_back(std::move(pending_), last);
+  pending_.clear();
+  if (!spare_.empty()) {
+    pending_ = std::move(spare_.back());
+    spare_.pop_back();
+  }
+  lock.unlock();
+  cv_.notify_all();
+}
+
+bool GzipPipe::Finish() {
+  if (helper_.joinable()) helper_.join();
+  std::lock_guard<std::mutex> lock(mu_);
+  return ok_;
+}
+
+void GzipPipe::Loop() {
+  for (;;) {
+    std::pair<std::string, bool> item;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [this] { return !queue_.empty(); });
+      item = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    cv_.notify_all();  // room for the renderer
+    bool ok = true;
+    try {
+      ok = gz_.Write(item.first, item.second, out_);
+    } catch (const std::bad_alloc&) {  // the page grew past memory: this scrape fails
+      ok = false;
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    ok_ = ok_ && ok;
+    if (item.second) return;
+    item.first.clear();
+    spare_.push_back(std::move(item.first));
+  }
+}
+
 }  // namespace xpu::http

@@ -2,10 +2,15 @@
 
 #include <isa-l/igzip_lib.h>
 
+#include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
+#include <thread>
+#include <utility>
 #include <vector>
 
 namespace xpu::http {
@@ -33,6 +38,39 @@ class GzipStream {
  private:
   std::unique_ptr<uint8_t[]> level_buf_;  // from a small process-wide pool
   isal_zstream zs_;
+};
+
+// One gzip member compressed on a helper thread while the caller renders the
+// next pieces, so that rendering and compressing a large page overlap on two
+// cores. A page of one batch is compressed inline, without a thread. At most
+// kDepth batches wait (then Write waits). Write from one thread, then Finish.
+class GzipPipe {
+ public:
+  static constexpr size_t kBatch = size_t{512} * 1024;  // bytes handed over at a time
+  static constexpr size_t kDepth = 2;                   // batches waiting at most
+  explicit GzipPipe(std::string* out) : out_(out) {}
+  ~GzipPipe();
+  GzipPipe(const GzipPipe&) = delete;
+  GzipPipe& operator=(const GzipPipe&) = delete;
+
+  // Queues (or, for a one-piece page, compresses) `piece`; `last` ends it.
+  void Write(std::string_view piece, bool last);
+  // Waits until every piece is compressed into `out`; false on a compressor
+  // error. Call after the last Write.
+  bool Finish();
+
+ private:
+  void Loop();  // the helper thread
+
+  std::string* const out_;  // written by the helper while it runs
+  GzipStream gz_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::string pending_;                             // the batch being gathered; the writer's
+  std::deque<std::pair<std::string, bool>> queue_;  // (batch, last); guarded by mu_
+  std::vector<std::string> spare_;                  // emptied pieces to reuse; guarded by mu_
+  bool ok_ = true;                                  // guarded by mu_
+  std::thread helper_;
 };
 
 }  // namespace xpu::http

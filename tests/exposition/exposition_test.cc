@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 #include <prometheus/text_serializer.h>
 
+#include <charconv>
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -99,6 +100,29 @@ TEST(TextFormatTest, EscapesHelpAndFormatsSpecialValues) {
   out.push_back(' ');
   AppendValue(1e21, &out);
   EXPECT_EQ(out, "NaN +Inf -Inf 0.1 1e+21");
+}
+
+// WriteValue's own integer path writes exactly what std::to_chars (the
+// shortest round-trip form) writes, fixed or scientific alike.
+TEST(TextFormatTest, IntegersAreWrittenAsToCharsWritesThem) {
+  std::vector<double> values = {0,      -0.0,    1,        -1,      9,      10,   100,
+                                10000,  100000,  120000,   1200000, 123456, 1e14, -1e14,
+                                1e15,   -1e15,   1e15 - 1, 4.5e14,  1e16,   2e15, 999999999999999,
+                                123000, 1230000, 12300000, 0.5,     1e-7};
+  uint64_t x = 0x9E3779B97F4A7C15ULL;
+  for (int i = 0; i < 200000; ++i) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    const int scale = static_cast<int>(x % 16);
+    double v = static_cast<double>(x >> (8 + scale * 3));
+    for (int z = 0; z < static_cast<int>(x % 7); ++z) v = std::round(v / 10) * 10;  // zeros
+    values.push_back((x & 1) ? -v : v);
+  }
+  for (double v : values) {
+    char mine[kMaxValueChars], ref[kMaxValueChars];
+    const std::string a(mine, WriteValue(v, mine));
+    const std::string b(ref, std::to_chars(ref, ref + sizeof ref, v).ptr);
+    ASSERT_EQ(a, b) << v;
+  }
 }
 
 TEST(TextFormatTest, AppendFamilyHandlesEveryType) {
