@@ -149,10 +149,12 @@ void BM_RenderIntoGzipPipe(benchmark::State& state) {
   for (auto _ : state) {
     std::string z;
     xpu::http::GzipPipe gz(&z);
-    xpu::exposition::PageSink sink([&](std::string_view piece, bool last) {
-      gz.Write(piece, last);
-      return true;
-    });
+    xpu::exposition::PageSink sink(
+        xpu::exposition::PageSink::Taker([&](std::string* buf, bool last) {
+          gz.Take(buf, last);
+          return true;
+        }),
+        xpu::http::GzipPipe::kBatch);
     xpu::exposition::SnapshotWriter::Append(snap, &sink);
     sink.Finish();
     gz.Finish();

@@ -74,10 +74,11 @@ MetricsEndpoint::Page MetricsEndpoint::RenderGzipped(exposition::Format format) 
   auto page = std::make_shared<std::string>();
   // A large page is compressed on a second core while this one renders.
   http::GzipPipe gz(page.get());
-  exposition::PageSink sink([&](std::string_view piece, bool last) {
-    gz.Write(piece, last);
-    return true;
-  });
+  exposition::PageSink sink(exposition::PageSink::Taker([&](std::string* buf, bool last) {
+                              gz.Take(buf, last);
+                              return true;
+                            }),
+                            http::GzipPipe::kBatch);
   exposer_->Render(&sink, format);
   if (!gz.Finish()) {
     spdlog::error("igzip failed to compress the metrics page");

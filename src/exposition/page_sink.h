@@ -23,6 +23,12 @@ class PageSink {
       : consumer_(std::move(consumer)), piece_(piece) {
     own_.reserve(piece_ + piece_ / 4);
   }
+  // A consumer that takes the buffer itself (swaps its contents out, no
+  // copy); whatever it leaves in it is dropped.
+  using Taker = std::function<bool(std::string* buf, bool last)>;
+  PageSink(Taker taker, size_t piece) : taker_(std::move(taker)), piece_(piece) {
+    own_.reserve(piece_ + piece_ / 4);
+  }
   // The whole page, appended to `*whole` (tests, benchmarks): no pieces.
   explicit PageSink(std::string* whole) : buf_(whole), piece_(static_cast<size_t>(-1)) {}
   PageSink(const PageSink&) = delete;
@@ -35,17 +41,18 @@ class PageSink {
   // Passes what is left (possibly nothing) as the last piece; whether the
   // consumer took every piece.
   bool Finish() {
-    if (consumer_) Pass(true);
+    if (consumer_ || taker_) Pass(true);
     return ok_;
   }
   bool ok() const { return ok_; }
 
  private:
   void Pass(bool last) {
-    if (ok_) ok_ = consumer_(*buf_, last);
+    if (ok_) ok_ = taker_ ? taker_(buf_, last) : consumer_(*buf_, last);
     buf_->clear();
   }
   Consumer consumer_;
+  Taker taker_;
   std::string own_;
   std::string* buf_ = &own_;
   size_t piece_;

@@ -94,32 +94,52 @@ GzipPipe::~GzipPipe() {
 void GzipPipe::Write(std::string_view piece, bool last) {
   // Pieces are gathered into batches of kBatch: a hand-over per 64 KiB piece
   // costs the two threads a wake-up each and ate most of the overlap.
-  if (!helper_.joinable() && last && pending_.empty()) {  // the whole page in one piece
-    const bool ok = gz_.Write(piece, true, out_);
-    std::lock_guard<std::mutex> lock(mu_);
-    ok_ = ok_ && ok;
+  if (!helper_.joinable() && last && pending_.empty()) {
+    Inline(piece);  // the whole page in one piece
     return;
   }
   pending_.append(piece);
   if (pending_.size() < kBatch && !last) return;
-  if (!helper_.joinable()) {
-    if (last) {  // the whole page in one batch: no thread for it
-      const bool ok = gz_.Write(pending_, true, out_);
-      pending_.clear();
-      std::lock_guard<std::mutex> lock(mu_);
-      ok_ = ok_ && ok;
-      return;
-    }
-    helper_ = std::thread([this] { Loop(); });
+  if (!helper_.joinable() && last) {
+    Inline(pending_);  // the whole page in one batch
+    pending_.clear();
+    return;
   }
+  Push(std::exchange(pending_, Spare()), last);
+}
+
+void GzipPipe::Take(std::string* buf, bool last) {
+  if (!helper_.joinable() && last) {
+    Inline(*buf);  // the whole page in one piece
+    return;
+  }
+  Push(std::exchange(*buf, Spare()), last);
+}
+
+void GzipPipe::Inline(std::string_view page) {
+  const bool ok = gz_.Write(page, true, out_);
+  std::lock_guard<std::mutex> lock(mu_);
+  ok_ = ok_ && ok;
+}
+
+std::string GzipPipe::Spare() {
+  std::string s;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!spare_.empty()) {
+      s = std::move(spare_.back());
+      spare_.pop_back();
+    }
+  }
+  s.reserve(kBatch + kBatch / 4);
+  return s;
+}
+
+void GzipPipe::Push(std::string batch, bool last) {
+  if (!helper_.joinable()) helper_ = std::thread([this] { Loop(); });
   std::unique_lock<std::mutex> lock(mu_);
   cv_.wait(lock, [this] { return queue_.size() < kDepth; });
-  queue_.emplace_back(std::move(pending_), last);
-  pending_.clear();
-  if (!spare_.empty()) {
-    pending_ = std::move(spare_.back());
-    spare_.pop_back();
-  }
+  queue_.emplace_back(std::move(batch), last);
   lock.unlock();
   cv_.notify_all();
 }

@@ -53,14 +53,21 @@ class GzipPipe {
   GzipPipe(const GzipPipe&) = delete;
   GzipPipe& operator=(const GzipPipe&) = delete;
 
-  // Queues (or, for a one-piece page, compresses) `piece`; `last` ends it.
+  // Queues (or, for a one-piece page, compresses) a copy of `piece`; `last`
+  // ends the page.
   void Write(std::string_view piece, bool last);
+  // The same without the copy: takes the contents of `*buf` and leaves it
+  // an empty buffer with room for a batch (pieces of about kBatch).
+  void Take(std::string* buf, bool last);
   // Waits until every piece is compressed into `out`; false on a compressor
   // error. Call after the last Write.
   bool Finish();
 
  private:
-  void Loop();  // the helper thread
+  void Loop();                         // the helper thread
+  void Inline(std::string_view page);  // the whole page, on the caller's thread
+  std::string Spare();                 // an empty buffer with room for a batch
+  void Push(std::string batch, bool last);
 
   std::string* const out_;  // written by the helper while it runs
   GzipStream gz_;

@@ -14,6 +14,9 @@ ApplyStats MetricStore::Apply(const std::vector<Sample>& batch, Clock::time_poin
   ApplyStats stats;
   std::lock_guard<std::mutex> lock(mu_);
   const uint64_t b = ++batch_;
+  // One guess per position; a much smaller batch (a poll of a subset) does
+  // not shrink it, a larger one grows it.
+  if (hints_.size() < batch.size()) hints_.resize(batch.size(), kNoHint);
   Key probe;
   int32_t last_minor = -1;
   for (const Sample& s : batch) {
@@ -28,6 +31,25 @@ ApplyStats MetricStore::Apply(const std::vector<Sample>& batch, Clock::time_poin
         }
       }
     }
+    // XDM sends its series in the same order every time: the series sample
+    // i went to last batch is the first guess, checked against the key, so
+    // most samples cost no hash lookup (and the lock is held that much
+    // shorter for the scrapes that wait on it).
+    const size_t i = static_cast<size_t>(&s - batch.data());
+    const uint32_t hint = hints_[i];
+    if (hint < series_.size()) {
+      const Key& k = series_[hint].key;
+      if (k.minor == s.minor && k.metric_id == s.metric_id && k.instance == s.instance) {
+        Series& ser = series_[hint];
+        if (ser.batch == b) ++stats.duplicates;
+        ser.value = s.value;
+        ser.updated = now;
+        ser.batch = b;
+        ++stats.applied;
+        continue;
+      }
+    }
+    hints_[i] = kNoHint;
     probe.minor = s.minor;
     probe.metric_id = s.metric_id;
     probe.instance = s.instance;
@@ -45,12 +67,14 @@ ApplyStats MetricStore::Apply(const std::vector<Sample>& batch, Clock::time_poin
         ++stats.dropped;
         continue;
       }
+      hints_[i] = static_cast<uint32_t>(series_.size());
       index_.emplace(probe, static_cast<uint32_t>(series_.size()));
       series_.push_back(Series{probe, s.value, now, b});
       dirty_ = true;
       ++stats.applied;
       continue;
     }
+    hints_[i] = it->second;
     Series& ser = series_[it->second];
     if (ser.batch == b) ++stats.duplicates;
     ser.value = s.value;

@@ -184,6 +184,10 @@ class MetricStore {
   std::map<int32_t, Clock::time_point> device_updates_;
   std::shared_ptr<const SeriesSet> set_;
   std::vector<uint32_t> order_;  // set_->rows[i] is series_[order_[i]]
+  // hints_[i]: the series_ index sample i of the previous batch went to
+  // (a guess: checked against the key before use).
+  static constexpr uint32_t kNoHint = UINT32_MAX;
+  std::vector<uint32_t> hints_;
 };
 
 }  // namespace xpu::store

@@ -1,6 +1,8 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <map>
+#include <string>
 #include <thread>
 
 #include "store/device_registry.h"
@@ -67,6 +69,45 @@ TEST_F(StoreTest, CountsDuplicatesInOneBatchAndKeepsTheLast) {
   ApplyStats st = store_.Apply(Batch({{0, 4, "", 1}, {0, 4, "", 2}}), t0_);
   EXPECT_EQ(st.duplicates, 1u);
   EXPECT_EQ(store_.Snap(t0_).values[0], 2);
+}
+
+// Apply guesses each sample's series from its position in the previous
+// batch. Whatever the order of the next batch, and after series moved
+// (removals swap the last series into the gap), every value lands on its
+// own series, and duplicates are still counted.
+TEST_F(StoreTest, PositionalGuessesNeverMisplaceAValue) {
+  std::vector<Sample> batch;
+  std::map<std::pair<int32_t, std::string>, double> want;
+  for (int32_t minor = 0; minor < 4; ++minor)
+    for (int link = 0; link < 6; ++link) batch.push_back({minor, 14, std::to_string(link), 0});
+  uint64_t x = 12345;
+  const auto check = [&](const char* when) {
+    Snapshot snap = store_.Snap(t0_);
+    std::map<std::pair<int32_t, std::string>, double> got;
+    for (size_t i = 0; i < snap.values.size(); ++i)
+      got[{snap.set->rows[i].minor, snap.set->rows[i].instance}] = snap.values[i];
+    EXPECT_EQ(got, want) << when;
+  };
+  for (int round = 0; round < 20; ++round) {
+    for (size_t i = batch.size(); i > 1; --i) {  // a new order every round
+      x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+      std::swap(batch[i - 1], batch[x % i]);
+    }
+    for (Sample& smp : batch) {
+      smp.value = static_cast<double>(round * 1000 + smp.minor * 10) + std::stod(smp.instance);
+      want[{smp.minor, smp.instance}] = smp.value;
+    }
+    if (round == 5) batch.push_back(batch.front());  // a duplicate from here on
+    const ApplyStats st = store_.Apply(batch, t0_);
+    EXPECT_EQ(st.duplicates, round >= 5 ? 1u : 0u) << round;
+    check("after a reordered batch");
+    if (round == 10) {  // series move: the last ones fill the gaps
+      store_.Drop([](int32_t minor, uint32_t) { return minor == 1; });
+      std::erase_if(batch, [](const Sample& smp) { return smp.minor == 1; });
+      std::erase_if(want, [](const auto& kv) { return kv.first.first == 1; });
+      check("after a drop");
+    }
+  }
 }
 
 TEST_F(StoreTest, OrdersByCatalogThenMinorThenInstance) {
