@@ -6,6 +6,33 @@
 #include "exposition/text_format.h"
 
 namespace xpu::exposition {
+namespace {
+
+// prometheus-cpp yields a family's children in hash order; sorted, so that
+// consecutive scrapes (and golden files) list series the same way. Each
+// label set is joined into one key (name NUL value NUL ...), which compares
+// as the label vectors do at one memcmp, instead of a string compare per
+// label (2,048 topology rows at 256 devices made this a tenth of a scrape).
+void SortByLabels(std::vector<prometheus::ClientMetric>* metrics) {
+  if (metrics->size() < 2) return;
+  std::vector<std::pair<std::string, size_t>> keys(metrics->size());
+  for (size_t i = 0; i < metrics->size(); ++i) {
+    std::string& k = keys[i].first;
+    for (const prometheus::ClientMetric::Label& l : (*metrics)[i].label) {
+      k.append(l.name).push_back('\0');
+      k.append(l.value).push_back('\0');
+    }
+    keys[i].second = i;
+  }
+  if (std::is_sorted(keys.begin(), keys.end())) return;
+  std::sort(keys.begin(), keys.end());
+  std::vector<prometheus::ClientMetric> sorted;
+  sorted.reserve(metrics->size());
+  for (const auto& key : keys) sorted.push_back(std::move((*metrics)[key.second]));
+  metrics->swap(sorted);
+}
+
+}  // namespace
 
 Exposer::Exposer(store::MetricStore* store, prometheus::Registry* self)
     : store_(store),
@@ -46,12 +73,7 @@ bool Exposer::Render(PageSink* sink, Format format) {
     for (prometheus::MetricFamily& f : c->Collect()) {
       if (allows && !(*allows)(f.name)) continue;
       if (f.metric.empty()) continue;
-      // prometheus-cpp yields a family's children in hash order; sort them so
-      // consecutive scrapes (and golden files) list series the same way.
-      std::sort(f.metric.begin(), f.metric.end(),
-                [](const prometheus::ClientMetric& a, const prometheus::ClientMetric& b) {
-                  return a.label < b.label;
-                });
+      SortByLabels(&f.metric);
       AppendFamily(f, sink->buf(), format, exemplars_);
       sink->Check();
     }
