@@ -46,7 +46,7 @@ class GzipStream {
 // kDepth batches wait (then Write waits). Write from one thread, then Finish.
 class GzipPipe {
  public:
-  static constexpr size_t kBatch = size_t{512} * 1024;  // bytes handed over at a time
+  static constexpr size_t kBatch = size_t{256} * 1024;  // bytes handed over at a time
   static constexpr size_t kDepth = 2;                   // batches waiting at most
   explicit GzipPipe(std::string* out) : out_(out) {}
   ~GzipPipe();
