@@ -80,21 +80,25 @@ namespace {
 
 // Sends a streamed body as HTTP/1.1 chunks, one write per piece (the head
 // goes with the first, the terminating chunk with the last), so no piece
-// waits on Nagle and the client's delayed ACK.
-void SendChunked(mg_connection* conn, std::string head,
-                 const std::function<void(const BodyWriter&)>& stream) {
+// waits on Nagle and the client's delayed ACK. `chunked` false (an HTTP/1.0
+// client, which knows no chunks): the pieces as they are, and the closing
+// connection ends the body.
+void SendStream(mg_connection* conn, std::string head, bool chunked,
+                const std::function<void(const BodyWriter&)>& stream) {
   std::string frame = std::move(head);
   bool ok = true;
   bool ended = false;
   const BodyWriter write = [&](std::string_view piece, bool last) {
     if (!ok || ended) return false;
-    if (!piece.empty()) {
+    if (!chunked) {
+      frame.append(piece);
+    } else if (!piece.empty()) {
       char len[24];
       const int n = std::snprintf(len, sizeof len, "%zx\r\n", piece.size());
       frame.append(len, static_cast<size_t>(n)).append(piece).append("\r\n");
     }
     if (last) {
-      frame.append("0\r\n\r\n");
+      if (chunked) frame.append("0\r\n\r\n");
       ended = true;
     }
     if (frame.empty()) return true;
@@ -177,8 +181,14 @@ class WebServer::Dispatcher : public CivetHandler {
     }
     std::string head = "HTTP/1.1 " + std::to_string(resp.status) + " " + Reason(resp.status) +
                        "\r\nContent-Type: " + resp.content_type + "\r\n";
-    if (resp.stream) {
+    // HTTP/1.0 has no chunks: a stream goes to it unframed, ended by close.
+    const char* version = mg_get_request_info(conn)->http_version;
+    const bool chunked = version == nullptr || std::strcmp(version, "1.0") != 0;
+    if (resp.stream && chunked) {
       head += "Transfer-Encoding: chunked\r\n";
+    } else if (resp.stream) {
+      mg_disable_connection_keep_alive(conn);
+      head += "Connection: close\r\n";
     } else {
       head += "Content-Length: " + std::to_string(body->size()) + "\r\n";
     }
@@ -195,7 +205,7 @@ class WebServer::Dispatcher : public CivetHandler {
       if (req.method == "HEAD") {
         mg_write(conn, head.data(), head.size());
       } else {
-        SendChunked(conn, std::move(head), resp.stream);
+        SendStream(conn, std::move(head), chunked, resp.stream);
       }
       return true;
     }

@@ -106,6 +106,11 @@ TEST_F(WebServerTest, StreamedBodyIsSentChunkedAndTheConnectionKeptAlive) {
   EXPECT_EQ(head.rfind("HTTP/1.1 200", 0), 0u) << head;
   EXPECT_EQ(head.substr(head.find("\r\n\r\n") + 4), "");
   EXPECT_EQ(produced.load(), 2) << "HEAD ran the producer";
+  // An HTTP/1.0 client knows no chunks: the body unframed, then close.
+  const std::string old_client = RawHttp(port_, "GET /stream HTTP/1.0\r\nHost: x\r\n\r\n");
+  EXPECT_EQ(old_client.find("Transfer-Encoding"), std::string::npos) << old_client;
+  EXPECT_NE(old_client.find("Connection: close\r\n"), std::string::npos) << old_client;
+  EXPECT_EQ(old_client.substr(old_client.find("\r\n\r\n") + 4), "abcdefg");
 }
 
 TEST_F(WebServerTest, SlowHeadIsCutOffAtItsDeadline) {
