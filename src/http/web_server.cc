@@ -78,18 +78,40 @@ bool HasBody(mg_connection* conn) {
 
 namespace {
 
-// Sends a streamed body as HTTP/1.1 chunks, one write per piece (the head
-// goes with the first, the terminating chunk with the last), so no piece
-// waits on Nagle and the client's delayed ACK. `chunked` false (an HTTP/1.0
-// client, which knows no chunks): the pieces as they are, and the closing
-// connection ends the body.
+// The framing header a streamed body ends its head with: chunks, or for an
+// HTTP/1.0 client (which knows no chunks) the closing connection.
+std::string StreamFraming(mg_connection* conn, bool chunked) {
+  if (chunked) return "Transfer-Encoding: chunked\r\n\r\n";
+  mg_disable_connection_keep_alive(conn);
+  return "Connection: close\r\n\r\n";
+}
+
+// Sends a streamed body after `head` (its header lines, not yet ended). A
+// body that comes as one piece goes out as an ordinary response with
+// Content-Length, as Go's net/http does. A longer one goes as HTTP/1.1
+// chunks, one write per piece (the head with the first, the terminating
+// chunk with the last), so no piece waits on Nagle and the client's delayed
+// ACK; for an HTTP/1.0 client unframed, ended by the close.
 void SendStream(mg_connection* conn, std::string head, bool chunked,
                 const std::function<void(const BodyWriter&)>& stream) {
-  std::string frame = std::move(head);
+  std::string frame;
+  bool started = false;
   bool ok = true;
   bool ended = false;
   const BodyWriter write = [&](std::string_view piece, bool last) {
     if (!ok || ended) return false;
+    if (!started) {
+      started = true;
+      if (last) {
+        head.append("Content-Length: ").append(std::to_string(piece.size())).append("\r\n\r\n");
+        head.append(piece);
+        ended = true;
+        ok = mg_write(conn, head.data(), head.size()) == static_cast<int>(head.size());
+        return ok;
+      }
+      frame = std::move(head);
+      frame.append(StreamFraming(conn, chunked));
+    }
     if (!chunked) {
       frame.append(piece);
     } else if (!piece.empty()) {
@@ -184,14 +206,7 @@ class WebServer::Dispatcher : public CivetHandler {
     // HTTP/1.0 has no chunks: a stream goes to it unframed, ended by close.
     const char* version = mg_get_request_info(conn)->http_version;
     const bool chunked = version == nullptr || std::strcmp(version, "1.0") != 0;
-    if (resp.stream && chunked) {
-      head += "Transfer-Encoding: chunked\r\n";
-    } else if (resp.stream) {
-      mg_disable_connection_keep_alive(conn);
-      head += "Connection: close\r\n";
-    } else {
-      head += "Content-Length: " + std::to_string(body->size()) + "\r\n";
-    }
+    if (!resp.stream) head += "Content-Length: " + std::to_string(body->size()) + "\r\n";
     const auto add_header = [&head](const std::string& k, const std::string& v) {
       head.append(k).append(": ").append(v).append("\r\n");
     };
@@ -200,15 +215,16 @@ class WebServer::Dispatcher : public CivetHandler {
       for (const auto& [k, v] : cfg->headers) add_header(k, v);
     }
     if (body_unread) head += "Connection: close\r\n";
-    head += "\r\n";
-    if (resp.stream) {
+    if (resp.stream) {  // the framing follows from the body: SendStream ends the head
       if (req.method == "HEAD") {
+        head += StreamFraming(conn, chunked);
         mg_write(conn, head.data(), head.size());
       } else {
         SendStream(conn, std::move(head), chunked, resp.stream);
       }
       return true;
     }
+    head += "\r\n";
     const bool with_body = req.method != "HEAD" && !body->empty();
     if (with_body && body->size() < size_t{256} * 1024) {
       // One write for header and body: two small writes meet Nagle and the

@@ -85,6 +85,11 @@ TEST_F(WebServerTest, StreamedBodyIsSentChunkedAndTheConnectionKeptAlive) {
       },
       /*gzip=*/true);
   server_->Route("/-/healthy", {"GET"}, [](const Request&) { return Response::Text(200, "ok\n"); });
+  server_->Route("/one", {"GET"}, [](const Request&) {
+    Response r;
+    r.stream = [](const BodyWriter& write) { write("whole", true); };
+    return r;
+  });
   ASSERT_TRUE(server_->Start().ok());
   port_ = server_->ports().at(0);
   const std::string two =
@@ -106,6 +111,13 @@ TEST_F(WebServerTest, StreamedBodyIsSentChunkedAndTheConnectionKeptAlive) {
   EXPECT_EQ(head.rfind("HTTP/1.1 200", 0), 0u) << head;
   EXPECT_EQ(head.substr(head.find("\r\n\r\n") + 4), "");
   EXPECT_EQ(produced.load(), 2) << "HEAD ran the producer";
+  // A body that comes in one piece is an ordinary response (as Go's
+  // net/http answers): Content-Length, no chunks.
+  const std::string one =
+      RawHttp(port_, "GET /one HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  EXPECT_NE(one.find("Content-Length: 5\r\n"), std::string::npos) << one;
+  EXPECT_EQ(one.find("Transfer-Encoding"), std::string::npos) << one;
+  EXPECT_EQ(one.substr(one.find("\r\n\r\n") + 4), "whole");
   // An HTTP/1.0 client knows no chunks: the body unframed, then close.
   const std::string old_client = RawHttp(port_, "GET /stream HTTP/1.0\r\nHost: x\r\n\r\n");
   EXPECT_EQ(old_client.find("Transfer-Encoding"), std::string::npos) << old_client;
