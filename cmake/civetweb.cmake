@@ -14,7 +14,20 @@
 set(XPU_CIVETWEB_VERSION "1.15+dfsg-4")
 set(XPU_DEBIAN_MIRROR "http://deb.debian.org/debian" CACHE STRING
     "Debian archive to fetch civetweb's source package from")
-set(_cw_dir "${PROJECT_SOURCE_DIR}/.deps/civetweb-${XPU_CIVETWEB_VERSION}")
+# Our own patches (cmake/civetweb/*.patch, each with its reason in its head,
+# written to be sent upstream) go on after Debian's; the tree's name carries
+# their digest, so a changed patch unpacks a fresh tree.
+file(GLOB _cw_ours "${CMAKE_CURRENT_LIST_DIR}/civetweb/*.patch")
+list(SORT _cw_ours)
+set(_cw_digest "")
+foreach(p ${_cw_ours})
+  file(SHA256 "${p}" h)
+  string(APPEND _cw_digest "${h}")
+endforeach()
+string(SHA256 _cw_digest "${_cw_digest}")
+string(SUBSTRING "${_cw_digest}" 0 12 _cw_digest)
+set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${_cw_ours})
+set(_cw_dir "${PROJECT_SOURCE_DIR}/.deps/civetweb-${XPU_CIVETWEB_VERSION}-${_cw_digest}")
 # name|sha256 (from civetweb_1.15+dfsg-4.dsc, Checksums-Sha256)
 set(_cw_files
     "civetweb_1.15+dfsg.orig.tar.xz|ec372e9737bc820118bbb735f46a07d41f795814ca0f38bc6e67048e7a460f33"
@@ -59,6 +72,13 @@ if(NOT EXISTS "${_cw_dir}/src/civetweb.c")
                     WORKING_DIRECTORY "${_cw_tmp}/civetweb-1.15" RESULT_VARIABLE rc)
     if(NOT rc EQUAL 0)
       message(FATAL_ERROR "civetweb: Debian patch ${p} does not apply")
+    endif()
+  endforeach()
+  foreach(p ${_cw_ours})
+    execute_process(COMMAND patch -p1 -s -i "${p}"
+                    WORKING_DIRECTORY "${_cw_tmp}/civetweb-1.15" RESULT_VARIABLE rc)
+    if(NOT rc EQUAL 0)
+      message(FATAL_ERROR "civetweb: our patch ${p} does not apply")
     endif()
   endforeach()
   file(RENAME "${_cw_tmp}/civetweb-1.15" "${_cw_dir}")

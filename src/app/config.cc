@@ -62,8 +62,24 @@ void Build(CLI::App& app, Config* cfg) {
   app.add_option("--web.telemetry-path", cfg->telemetry_path, "Path under which to expose metrics")
       ->capture_default_str();
   app.add_option("--web.max-connections", cfg->web.max_connections,
-                 "Maximum concurrent HTTP requests")
+                 "HTTP requests served at once, besides the probes' reserved workers")
       ->check(CLI::Range(1, 1024))
+      ->capture_default_str();
+  app.add_option("--web.reserved-probe-connections", cfg->web.reserved_probe_workers,
+                 "HTTP workers on top of --web.max-connections that only /-/healthy and "
+                 "/-/ready use")
+      ->check(CLI::Range(0, 64))
+      ->capture_default_str();
+  AddDuration(app, "--web.head-timeout", &cfg->web.head_timeout,
+              "Deadline for a connection's TLS handshake and request head");
+  AddDuration(app, "--web.keep-alive-timeout", &cfg->web.keep_alive_timeout,
+              "Idle time allowed between two requests on a keep-alive connection");
+  AddDuration(app, "--web.response-timeout", &cfg->web.response_timeout,
+              "Deadline for a whole response when the client sends no "
+              "X-Prometheus-Scrape-Timeout-Seconds");
+  app.add_option("--web.max-auth-checks", cfg->web.max_auth_checks,
+                 "Basic-auth password checks (bcrypt) at once; more are answered 429")
+      ->check(CLI::Range(1, 64))
       ->capture_default_str();
   app.add_option("--xdm.endpoint", cfg->xdm.xdm_endpoint, "XDM gRPC endpoint (dp2mgr.sock)")
       ->capture_default_str();
@@ -418,6 +434,9 @@ bool NeedsRestart(const std::string& key) {
   // (swapping spdlog's default logger races with threads logging).
   static const std::set<std::string> kRestart = {"web.listen-address",   "web.telemetry-path",
                                                  "web.max-connections",  "web.probes-require-auth",
+                                                 "web.reserved-probe-connections",
+                                                 "web.head-timeout", "web.keep-alive-timeout",
+                                                 "web.response-timeout", "web.max-auth-checks",
                                                  "web.enable-lifecycle", "xdm.endpoint",
                                                  "controller.endpoint",  "xdm.backoff-initial",
                                                  "xdm.backoff-max",      "xdm.max-message-size",

@@ -191,6 +191,7 @@ Status Exporter::Start() {
   web_->Route("/config", {"GET"}, [this](const http::Request&) { return ConfigPage(); });
   Status s = web_->Start();
   if (!s.ok()) return s;
+  exposer_->AddCollectable(web_->metrics());
   client_->Start();
   if (hal_) hal_->Start();
   if (pci_) pci_->Start();
@@ -274,19 +275,13 @@ void Exporter::RunReload(ReloadJob* job) {
   if (hal_changed) {
     if (Status s = BuildHal(fresh, files.faults, &hal, &pci); !s.ok()) return fail(s);
   }
-  // The web config: auth and headers change at once; new TLS settings
-  // restart the listeners, which would wait for an HTTP worker thread that
-  // waits for this answer: so the answer goes first, and the outcome is
-  // logged and in xpu_exporter_config_last_reload_successful.
+  // The web config: auth, headers and TLS files change at once (each later
+  // handshake takes the new certificate; the listeners stay). Switching TLS
+  // on or off would need new listeners: restart-only.
   const bool web_changed = !cfg_.web_config_file.empty() || !fresh.web_config_file.empty();
-  if (job->from_http && web_changed && web_->NeedsRestart(fresh.web.web_config))
-    job->Answer(Status::Ok());
+  const bool tls_switch = web_changed && web_->NeedsRestart(fresh.web.web_config);
   if (web_changed) {
-    if (Status s = web_->Reload(fresh.web.web_config); !s.ok()) {
-      // Only SIGHUP's caller (main) can act on this: it exits.
-      if (!web_->listening()) spdlog::error("reload: no HTTP listener left");
-      return fail(s);
-    }
+    if (Status s = web_->Reload(fresh.web.web_config); !s.ok()) return fail(s);
   }
 
   spdlog::set_level(spdlog::level::from_str(fresh.log_level));
@@ -374,6 +369,10 @@ void Exporter::RunReload(ReloadJob* job) {
     cfg_.kubernetes = fresh.kubernetes;
     cfg_.kubernetes.node_name = node;
     cfg_.log_level = fresh.log_level;
+  }
+  if (tls_switch) {
+    pending_restart_["web.config.file"] = Config::Setting{{"tls_server_config on/off"}, "file"};
+    restart.push_back("web.config.file (TLS on or off)");
   }
   restart_pending_->Set(static_cast<double>(restart.size()));
   for (const std::string& key : restart)

@@ -19,11 +19,16 @@ http::Response MetricsEndpoint::Serve(const http::Request& req) {
   http::Response r;
   // OpenMetrics when the client prefers it (Prometheus does), else the
   // Prometheus text format.
-  const exposition::Format format = http::PrefersOpenMetrics(req.accept)
-                                        ? exposition::Format::kOpenMetrics
-                                        : exposition::Format::kText;
-  r.content_type = format == exposition::Format::kOpenMetrics ? exposition::kOpenMetricsContentType
-                                                              : exposition::kTextContentType;
+  const http::MetricsFormat asked = http::NegotiateMetricsFormat(req.accept);
+  const exposition::Format format = asked == http::MetricsFormat::kText
+                                        ? exposition::Format::kText
+                                        : exposition::Format::kOpenMetrics;
+  // The version asked for (0.0.1 and 1.0.0 are the same lines for what we
+  // write); always one version parameter, never two.
+  r.content_type = asked == http::MetricsFormat::kText ? exposition::kTextContentType
+                   : asked == http::MetricsFormat::kOpenMetrics001
+                       ? exposition::kOpenMetrics001ContentType
+                       : exposition::kOpenMetricsContentType;
   r.headers.emplace_back("Vary", "Accept, Accept-Encoding");
   if (http::AcceptsGzip(req.accept_encoding)) {
     if (Page page = Gzipped(format)) {

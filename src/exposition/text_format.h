@@ -18,6 +18,8 @@ enum class Format { kText, kOpenMetrics };
 inline constexpr const char* kTextContentType = "text/plain; version=0.0.4; charset=utf-8";
 inline constexpr const char* kOpenMetricsContentType =
     "application/openmetrics-text; version=1.0.0; charset=utf-8";
+inline constexpr const char* kOpenMetrics001ContentType =
+    "application/openmetrics-text; version=0.0.1; charset=utf-8";
 
 // OpenMetrics names a counter family without the "_total" its samples carry;
 // a counter whose name lacks it is typed "unknown" there (its samples could

@@ -3,6 +3,8 @@
 #include <crypt.h>
 #include <openssl/evp.h>
 
+#include <memory>
+
 #include "http/headers.h"
 
 namespace xpu::http {
@@ -30,27 +32,31 @@ bool ConstantTimeEqual(const std::string& a, const std::string& b) {
 
 }  // namespace
 
-bool BasicAuth::Check(const std::map<std::string, std::string>& users,
-                      const std::string& authorization) {
+BasicAuth::Result BasicAuth::Verify(const std::map<std::string, std::string>& users,
+                                    const std::string& authorization) {
   std::string user, password;
-  if (!ParseBasicAuth(authorization, &user, &password)) return false;
+  if (!ParseBasicAuth(authorization, &user, &password)) return Result::kDenied;
   auto it = users.find(user);
   const bool known = it != users.end();
   const std::string hash = known ? it->second : kDummyHash;
   const std::string key = Sha256(user + '\0' + password + '\0' + hash);
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (verified_.count(key)) return known;
+    if (verified_.count(key)) return known ? Result::kOk : Result::kDenied;
+    if (running_ >= max_checks_) return Result::kThrottled;
+    ++running_;
   }
-  crypt_data data{};
-  const char* out = crypt_r(password.c_str(), hash.c_str(), &data);
+  // crypt_data is about 32 KiB: not on a worker's stack.
+  auto data = std::make_unique<crypt_data>();
+  const char* out = crypt_r(password.c_str(), hash.c_str(), data.get());
   const bool ok = out != nullptr && out[0] != '*' && ConstantTimeEqual(out, hash) && known;
+  std::lock_guard<std::mutex> lock(mu_);
+  --running_;
   if (ok) {
-    std::lock_guard<std::mutex> lock(mu_);
     if (verified_.size() >= kMaxRemembered) verified_.clear();
     verified_.insert(key);
   }
-  return ok;
+  return ok ? Result::kOk : Result::kDenied;
 }
 
 void BasicAuth::Clear() {

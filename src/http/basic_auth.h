@@ -11,19 +11,31 @@ namespace xpu::http {
 // basic_auth_users). bcrypt costs tens of milliseconds by design, so
 // credentials that verified are remembered (as a SHA-256 of user, password
 // and hash, at most 1024 of them) until Clear(); an unknown user still
-// costs one bcrypt, so timing does not reveal user names. Thread-safe: called
-// from every HTTP worker.
+// costs one bcrypt, so timing does not reveal user names. At most
+// `max_checks` bcrypt runs happen at once: a request that would start one
+// more is throttled at once, without bcrypt (remembered credentials never
+// need a run, so a flood of wrong passwords cannot slow a known scraper).
+// Thread-safe: called from every HTTP worker.
 class BasicAuth {
  public:
+  enum class Result { kOk, kDenied, kThrottled };
+  explicit BasicAuth(int max_checks = 2) : max_checks_(max_checks > 0 ? max_checks : 1) {}
+
   // Whether the Authorization header `authorization` names a user of `users`
-  // with the right password.
-  bool Check(const std::map<std::string, std::string>& users, const std::string& authorization);
+  // with the right password; kThrottled when it would need a bcrypt run and
+  // max_checks are running.
+  Result Verify(const std::map<std::string, std::string>& users, const std::string& authorization);
+  bool Check(const std::map<std::string, std::string>& users, const std::string& authorization) {
+    return Verify(users, authorization) == Result::kOk;
+  }
   // Forgets what verified (the users changed).
   void Clear();
 
  private:
+  const int max_checks_;
   std::mutex mu_;
   std::set<std::string> verified_;  // guarded by mu_
+  int running_ = 0;                 // bcrypt runs now; guarded by mu_
 };
 
 }  // namespace xpu::http

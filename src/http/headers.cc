@@ -5,6 +5,7 @@
 #include <cctype>
 #include <charconv>
 #include <cstdlib>
+#include <tuple>
 
 namespace xpu::http {
 
@@ -49,21 +50,36 @@ bool EqualsNoCase(std::string_view a, std::string_view b) {
 
 }  // namespace
 
-bool PrefersOpenMetrics(std::string_view accept) {
+MetricsFormat NegotiateMetricsFormat(std::string_view accept) {
   constexpr int kMaxRanges = 64;
-  double best_om = -1, best_other = -1;
+  // For each format we serve: the q of the most specific range naming it
+  // (RFC 9110 12.5.1: type/subtype;version > type/subtype > type/* > */*),
+  // and that specificity.
+  constexpr int kFormats = 3;  // MetricsFormat's values
+  double q_of[kFormats] = {-1, -1, -1};
+  int level_of[kFormats] = {-1, -1, -1};
+  const auto offer = [&](MetricsFormat f, int level, double q) {
+    const int i = static_cast<int>(f);
+    if (level > level_of[i]) {
+      level_of[i] = level;
+      q_of[i] = q;
+    }
+  };
   size_t start = 0;
   for (int n = 0; n < kMaxRanges && start <= accept.size(); ++n) {
     size_t end = accept.find(',', start);
     if (end == std::string_view::npos) end = accept.size();
     std::string_view range = accept.substr(start, end - start);
     start = end + 1;
-    // type/subtype *(; param=value)
+    // type/subtype *(; param=value): unknown and repeated parameters are
+    // tolerated (the first q and version count).
     size_t semi = range.find(';');
     const std::string_view type = Trim(range.substr(0, semi));
     if (type.empty()) continue;
     double q = 1;
+    bool have_q = false;
     std::string_view version;
+    bool have_version = false;
     while (semi != std::string_view::npos) {
       const size_t next = range.find(';', semi + 1);
       const std::string_view param = Trim(range.substr(semi + 1, next - semi - 1));
@@ -71,22 +87,62 @@ bool PrefersOpenMetrics(std::string_view accept) {
       const size_t eq = param.find('=');
       if (eq == std::string_view::npos) continue;
       const std::string_view key = Trim(param.substr(0, eq));
-      const std::string_view value = Trim(param.substr(eq + 1));
-      if (EqualsNoCase(key, "q")) {
+      std::string_view value = Trim(param.substr(eq + 1));
+      if (value.size() >= 2 && value.front() == '"' && value.back() == '"')
+        value = value.substr(1, value.size() - 2);
+      if (EqualsNoCase(key, "q") && !have_q) {
+        have_q = true;
         double v = 0;
         auto res = std::from_chars(value.data(), value.data() + value.size(), v);
-        q = res.ec == std::errc() && v >= 0 && v <= 1 ? v : 0;
-      } else if (EqualsNoCase(key, "version")) {
+        q = res.ec == std::errc() && res.ptr == value.data() + value.size() && v >= 0 && v <= 1
+                ? v
+                : 0;
+      } else if (EqualsNoCase(key, "version") && !have_version) {
+        have_version = true;
         version = value;
       }
     }
-    if (q <= 0) continue;
-    const bool om = EqualsNoCase(type, "application/openmetrics-text") &&
-                    (version.empty() || version == "1.0.0" || version == "0.0.1");
-    double& best = om ? best_om : best_other;
-    if (q > best) best = q;
+    if (EqualsNoCase(type, "application/openmetrics-text")) {
+      if (!have_version) {
+        offer(MetricsFormat::kOpenMetrics100, 2, q);
+        offer(MetricsFormat::kOpenMetrics001, 2, q);
+      } else if (version == "1.0.0") {
+        offer(MetricsFormat::kOpenMetrics100, 3, q);
+      } else if (version == "0.0.1") {
+        offer(MetricsFormat::kOpenMetrics001, 3, q);
+      }
+    } else if (EqualsNoCase(type, "text/plain")) {
+      // 0.0.4, and 1.0.0 (the same lines for the names we write).
+      if (!have_version || version == "0.0.4" || version == "1.0.0")
+        offer(MetricsFormat::kText, have_version ? 3 : 2, q);
+    } else if (EqualsNoCase(type, "application/*")) {
+      offer(MetricsFormat::kOpenMetrics100, 1, q);
+      offer(MetricsFormat::kOpenMetrics001, 1, q);
+    } else if (EqualsNoCase(type, "text/*")) {
+      offer(MetricsFormat::kText, 1, q);
+    } else if (type == "*/*") {
+      for (int i = 0; i < kFormats; ++i) offer(static_cast<MetricsFormat>(i), 0, q);
+    }
+    // Anything else (protobuf, say) is not served: ignored.
   }
-  return best_om > 0 && best_om >= best_other;
+  // The highest q wins; then the more specific range; then, among types
+  // named outright, OpenMetrics 1.0.0, 0.0.1, text (Prometheus lists them
+  // so), and among wildcards alone text (what curl's */* gets everywhere).
+  // Nothing acceptable: text.
+  const auto rank = [&](MetricsFormat f) {
+    const int i = static_cast<int>(f);
+    const int pref = level_of[i] >= 2 ? (f == MetricsFormat::kText ? 0 : 3 - i)
+                                      : (f == MetricsFormat::kText ? 3 : 3 - i);
+    return std::tuple<double, int, int>(q_of[i], level_of[i], pref);
+  };
+  MetricsFormat best = MetricsFormat::kText;
+  for (MetricsFormat f : {MetricsFormat::kOpenMetrics100, MetricsFormat::kOpenMetrics001})
+    if (rank(f) > rank(best)) best = f;
+  return q_of[static_cast<int>(best)] > 0 ? best : MetricsFormat::kText;
+}
+
+bool PrefersOpenMetrics(std::string_view accept) {
+  return NegotiateMetricsFormat(accept) != MetricsFormat::kText;
 }
 
 std::string Base64Decode(const std::string& in) {
@@ -111,21 +167,6 @@ bool ParseBasicAuth(const std::string& authorization, std::string* user, std::st
   *user = decoded.substr(0, colon);
   *password = decoded.substr(colon + 1);
   return true;
-}
-
-bool ValidRequestLine(std::string_view line) {
-  const size_t sp1 = line.find(' ');
-  if (sp1 == 0 || sp1 == std::string_view::npos || sp1 > 16) return false;
-  for (size_t i = 0; i < sp1; ++i)
-    if (line[i] < 'A' || line[i] > 'Z') return false;
-  const size_t sp2 = line.find(' ', sp1 + 1);
-  if (sp2 == std::string_view::npos || sp2 == sp1 + 1) return false;
-  for (size_t i = sp1 + 1; i < sp2; ++i) {
-    const auto c = static_cast<unsigned char>(line[i]);
-    if (c <= 0x20 || c == 0x7f) return false;
-  }
-  const std::string_view version = line.substr(sp2 + 1);
-  return version == "HTTP/1.1" || version == "HTTP/1.0";
 }
 
 }  // namespace xpu::http

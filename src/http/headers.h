@@ -12,11 +12,19 @@ namespace xpu::http {
 // "*;q=1"); a q of 0 refuses it.
 bool AcceptsGzip(const std::string& accept_encoding);
 
-// Whether an Accept value prefers the OpenMetrics text format
-// ("application/openmetrics-text; version=1.0.0" or 0.0.1) to the Prometheus
-// text format (text/plain; version=0.0.4, or any other type): its highest q
-// is above theirs, or equal (Prometheus lists OpenMetrics first). At most
-// 64 media ranges are read; a q of 0 refuses.
+// The exposition formats /metrics serves.
+enum class MetricsFormat { kText, kOpenMetrics100, kOpenMetrics001 };
+
+// The format an Accept value asks for (RFC 9110 12.5.1): the served format
+// with the highest q wins, each taking the q of its most specific range
+// (application/openmetrics-text;version=1.0.0 or 0.0.1, no version for
+// either, text/plain 0.0.4 or 1.0.0, application/*, text/*, */*); types we
+// do not serve (protobuf) are ignored; unknown and repeated parameters
+// (escaping=...) are tolerated; ties go to OpenMetrics 1.0.0, then 0.0.1.
+// No acceptable range at all: the text format. At most 64 ranges are read.
+MetricsFormat NegotiateMetricsFormat(std::string_view accept);
+
+// Whether NegotiateMetricsFormat picks either OpenMetrics version.
 bool PrefersOpenMetrics(std::string_view accept);
 
 // Standard base64 with padding; empty for malformed input or input over 4 KiB.
@@ -25,11 +33,5 @@ std::string Base64Decode(const std::string& in);
 // Splits "Basic base64(user:password)" into its parts; false if malformed.
 bool ParseBasicAuth(const std::string& authorization, std::string* user, std::string* password);
 
-// Whether `line` (a request line without its CR LF) is "METHOD SP TARGET SP
-// HTTP/1.0|1.1" with a token method and a target free of spaces and control
-// bytes. civetweb 1.15 echoes the version part of a bad request line into its
-// own error status line, control bytes included (response splitting), so
-// HeadGuard refuses such lines before civetweb parses them.
-bool ValidRequestLine(std::string_view line);
 
 }  // namespace xpu::http

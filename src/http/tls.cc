@@ -37,6 +37,7 @@ Status OpenSslError(const std::string& what) {
 
 // The config CivetInitSsl applies: set by TlsForConstruction on this thread.
 thread_local const TlsConfig* g_tls = nullptr;
+thread_local TlsContextSwitch* g_contexts = nullptr;
 thread_local std::string g_tls_error;
 
 }  // namespace
@@ -100,23 +101,79 @@ Status DigestTlsFiles(const TlsConfig& tls, std::string* out) {
   return Status::Ok();
 }
 
+TlsContextSwitch::~TlsContextSwitch() {
+  if (current_ != nullptr) SSL_CTX_free(current_);
+}
+
+Status TlsContextSwitch::Load(const TlsConfig& tls) {
+  SSL_CTX* ctx = SSL_CTX_new(TLS_server_method());
+  if (ctx == nullptr) return Status::IoError("cannot create a TLS context");
+  if (Status s = ApplyTls(tls, ctx); !s.ok()) {
+    SSL_CTX_free(ctx);
+    return s;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::swap(current_, ctx);
+  }
+  // Handshakes that took the old one hold their own reference.
+  if (ctx != nullptr) SSL_CTX_free(ctx);
+  return Status::Ok();
+}
+
+void TlsContextSwitch::Install(SSL_CTX* civet_ctx) {
+  SSL_CTX_set_client_hello_cb(civet_ctx, ClientHello, this);
+  SSL_CTX_set_tlsext_servername_callback(civet_ctx, ServerName);
+  SSL_CTX_set_tlsext_servername_arg(civet_ctx, this);
+}
+
+SSL_CTX* TlsContextSwitch::Take() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (current_ != nullptr) SSL_CTX_up_ref(current_);
+  return current_;
+}
+
+int TlsContextSwitch::ClientHello(SSL* ssl, int*, void* arg) {
+  SSL_CTX* ctx = static_cast<TlsContextSwitch*>(arg)->Take();
+  if (ctx == nullptr) return SSL_CLIENT_HELLO_SUCCESS;
+  SSL_set_min_proto_version(ssl, SSL_CTX_get_min_proto_version(ctx));
+  SSL_set_max_proto_version(ssl, SSL_CTX_get_max_proto_version(ctx));
+  SSL_CTX_free(ctx);
+  return SSL_CLIENT_HELLO_SUCCESS;
+}
+
+int TlsContextSwitch::ServerName(SSL* ssl, int*, void* arg) {
+  SSL_CTX* ctx = static_cast<TlsContextSwitch*>(arg)->Take();
+  if (ctx == nullptr) return SSL_TLSEXT_ERR_OK;
+  SSL_set_SSL_CTX(ssl, ctx);
+  SSL_set_verify(ssl, SSL_CTX_get_verify_mode(ctx), SSL_CTX_get_verify_callback(ctx));
+  SSL_CTX_free(ctx);
+  return SSL_TLSEXT_ERR_OK;
+}
+
 // Returning 1 tells civetweb not to load certificates itself.
 int CivetInitSsl(void* ssl_ctx, void*) {
   if (g_tls == nullptr) return -1;
-  Status s = ApplyTls(*g_tls, static_cast<SSL_CTX*>(ssl_ctx));
+  auto* ctx = static_cast<SSL_CTX*>(ssl_ctx);
+  Status s = ApplyTls(*g_tls, ctx);
   if (!s.ok()) {
     g_tls_error = s.message();
     return -1;
   }
+  if (g_contexts != nullptr) g_contexts->Install(ctx);
   return 1;
 }
 
-TlsForConstruction::TlsForConstruction(const TlsConfig* tls) {
+TlsForConstruction::TlsForConstruction(const TlsConfig* tls, TlsContextSwitch* contexts) {
   g_tls = tls;
+  g_contexts = contexts;
   g_tls_error.clear();
 }
 
-TlsForConstruction::~TlsForConstruction() { g_tls = nullptr; }
+TlsForConstruction::~TlsForConstruction() {
+  g_tls = nullptr;
+  g_contexts = nullptr;
+}
 
 const std::string& TlsForConstruction::error() const { return g_tls_error; }
 

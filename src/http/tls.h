@@ -5,7 +5,10 @@
 #include "common/status.h"
 #include "http/web_config.h"
 
+#include <mutex>
+
 typedef struct ssl_ctx_st SSL_CTX;
+typedef struct ssl_st SSL;
 
 namespace xpu::http {
 
@@ -23,16 +26,48 @@ Status CheckTls(const TlsConfig& tls);
 // a certificate rotated under the same path counts as a change.
 Status DigestTlsFiles(const TlsConfig& tls, std::string* out);
 
+// The TLS context every new handshake of a server takes. civetweb builds one
+// SSL_CTX at start; a reload builds a new one from the re-read files (Load)
+// and each later handshake moves its SSL onto it when its ClientHello
+// arrives: protocol versions first (before the version is chosen), then
+// certificate, key, client CA and verification (in place of civetweb's SNI
+// callback, which would move it back; we serve one domain). So certificates
+// rotate without new listeners, and handshakes under way finish on the
+// context they began with. Thread-safe: Load from the owner, the callbacks on
+// civetweb's workers.
+class TlsContextSwitch {
+ public:
+  TlsContextSwitch() = default;
+  ~TlsContextSwitch();
+  TlsContextSwitch(const TlsContextSwitch&) = delete;
+  TlsContextSwitch& operator=(const TlsContextSwitch&) = delete;
+
+  // Builds a context from `tls`; on success every later handshake uses it.
+  // On error nothing changes (InvalidArgument, as ApplyTls).
+  Status Load(const TlsConfig& tls);
+  // Installs the callbacks on civetweb's context (from its init_ssl).
+  void Install(SSL_CTX* civet_ctx);
+
+ private:
+  SSL_CTX* Take();  // a reference to the context in force (caller frees), or null
+  static int ClientHello(SSL* ssl, int* alert, void* arg);
+  static int ServerName(SSL* ssl, int* alert, void* arg);
+
+  std::mutex mu_;
+  SSL_CTX* current_ = nullptr;  // guarded by mu_; one reference owned
+};
+
 // civetweb's init_ssl callback, for a server constructed inside a
 // TlsForConstruction scope on the same thread (civetweb asks for the context
 // from within CivetServer's constructor and has no user pointer for it).
 int CivetInitSsl(void* ssl_ctx, void* user);
 
-// Makes `tls` the config CivetInitSsl applies on this thread while it lives;
-// error() is what went wrong there, if anything.
+// Makes `tls` the config CivetInitSsl applies on this thread while it lives,
+// and `contexts` (if any) the switch it installs; error() is what went wrong
+// there, if anything.
 class TlsForConstruction {
  public:
-  explicit TlsForConstruction(const TlsConfig* tls);
+  explicit TlsForConstruction(const TlsConfig* tls, TlsContextSwitch* contexts = nullptr);
   ~TlsForConstruction();
   TlsForConstruction(const TlsForConstruction&) = delete;
   TlsForConstruction& operator=(const TlsForConstruction&) = delete;

@@ -1,12 +1,20 @@
 #include "http/web_server.h"
 
 #include <CivetServer.h>
+#include <openssl/ssl.h>
+#include <prometheus/collectable.h>
+#include <prometheus/counter.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
 #include <spdlog/spdlog.h>
 #include <strings.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
+#include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "common/civet_util.h"
@@ -33,6 +41,8 @@ const char* Reason(int status) {
       return "Method Not Allowed";
     case 413:
       return "Payload Too Large";
+    case 429:
+      return "Too Many Requests";
     case 500:
       return "Internal Server Error";
     case 503:
@@ -43,28 +53,6 @@ const char* Reason(int status) {
 }
 
 }  // namespace
-
-HeadGuard* GuardOf(const mg_connection* conn) {
-  // CivetServer passes itself as the context's user data and keeps the
-  // caller's pointer (the guard) as its user context.
-  const mg_context* ctx = mg_get_context(conn);
-  auto* server = static_cast<const CivetServer*>(mg_get_user_data(ctx));
-  if (server == nullptr) return nullptr;
-  return static_cast<HeadGuard*>(const_cast<void*>(server->getUserContext()));
-}
-
-int OnConnect(const mg_connection* conn, void**) {
-  if (HeadGuard* g = GuardOf(conn)) g->OnConnect();
-  return 0;
-}
-int OnHead(mg_connection*) {
-  HeadGuard::OnHead();
-  return 0;  // civetweb goes on to route the request
-}
-void OnRequestEnd(const mg_connection* conn, int) {
-  if (HeadGuard* g = GuardOf(conn)) g->OnRequestEnd();
-}
-void OnClose(const mg_connection*) { HeadGuard::OnClose(); }
 
 // Whether the request announces a body. No route reads one, so the body is
 // refused unread and the connection closed: civetweb would otherwise read
@@ -134,6 +122,135 @@ void SendStream(mg_connection* conn, std::string head, bool chunked,
 
 }  // namespace
 
+// xpu_exporter_http_*: what the server did and what its workers are doing.
+// Requests and durations are recorded by the workers (prometheus-cpp's
+// metrics are thread-safe); the worker and deadline figures are read from
+// civetweb at each collection (mg_get_server_load).
+class WebServer::Metrics : public prometheus::Collectable {
+ public:
+  explicit Metrics(const std::map<std::string, RouteEntry>& routes)
+      : requests_(prometheus::BuildCounter()
+                      .Name("xpu_exporter_http_requests_total")
+                      .Help("HTTP requests answered, by handler (route; \"other\" for unknown "
+                            "paths) and status code.")
+                      .Register(registry_)),
+        durations_(prometheus::BuildHistogram()
+                       .Name("xpu_exporter_http_request_duration_seconds")
+                       .Help("Time from a request's head to the end of its answer, by handler.")
+                       .Register(registry_)),
+        refused_(prometheus::BuildCounter()
+                     .Name("xpu_exporter_http_requests_refused_total")
+                     .Help("Requests answered without their handler: capacity (503, "
+                           "--web.max-connections requests in progress for 100 ms) or "
+                           "auth_throttle (429, too many password checks at once).")
+                     .Register(registry_)) {
+    for (const auto& [path, route] : routes) Handler(path);
+    Handler("other");
+    capacity_ = &refused_.Add({{"reason", "capacity"}});
+    throttled_ = &refused_.Add({{"reason", "auth_throttle"}});
+  }
+
+  void Observe(const std::string& handler, int status, double seconds) {
+    PerHandler& h = Handler(handler);
+    h.duration->Observe(seconds);
+    requests_.Add({{"handler", handler}, {"code", std::to_string(status)}}).Increment();
+  }
+  void Refused(bool throttled) { (throttled ? throttled_ : capacity_)->Increment(); }
+  void Serve(const mg_context* ctx) { ctx_.store(ctx); }
+
+  std::vector<prometheus::MetricFamily> Collect() const override {
+    std::vector<prometheus::MetricFamily> out = registry_.Collect();
+    mg_server_load load{};
+    const mg_context* ctx = ctx_.load();
+    if (ctx == nullptr || mg_get_server_load(ctx, &load) != 0) return out;
+    auto gauge = [&out](const char* name, const char* help, double v) {
+      prometheus::MetricFamily f{name, help, prometheus::MetricType::Gauge, {}};
+      prometheus::ClientMetric m;
+      m.gauge.value = v;
+      f.metric.push_back(std::move(m));
+      out.push_back(std::move(f));
+    };
+    gauge("xpu_exporter_http_workers",
+          "HTTP worker threads (--web.max-connections plus --web.reserved-probe-connections).",
+          load.workers);
+    gauge("xpu_exporter_http_workers_busy",
+          "HTTP workers holding a connection (reading a head, running a handler or writing).",
+          load.busy);
+    gauge("xpu_exporter_http_workers_reading_head",
+          "HTTP workers waiting for a TLS handshake or a request head.", load.heads_waiting);
+    gauge("xpu_exporter_http_connections_queued", "Accepted connections waiting for a worker.",
+          load.queued);
+    prometheus::MetricFamily cut{"xpu_exporter_http_connections_cut_total",
+                                 "Connections closed at a deadline, by reason: handshake (TLS "
+                                 "handshake), head (request head), response (whole response).",
+                                 prometheus::MetricType::Counter,
+                                 {}};
+    for (const auto& [reason, n] : {std::pair<const char*, long long>{"handshake",
+                                                                       load.handshake_timeouts},
+                                    {"head", load.head_timeouts},
+                                    {"response", load.response_timeouts}}) {
+      prometheus::ClientMetric m;
+      m.label.push_back({"reason", reason});
+      m.counter.value = static_cast<double>(n);
+      cut.metric.push_back(std::move(m));
+    }
+    out.push_back(std::move(cut));
+    return out;
+  }
+
+ private:
+  struct PerHandler {
+    prometheus::Histogram* duration;
+  };
+  PerHandler& Handler(const std::string& name) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = handlers_.find(name);
+    if (it != handlers_.end()) return it->second;
+    prometheus::Histogram* h =
+        &durations_.Add({{"handler", name}},
+                        prometheus::Histogram::BucketBoundaries{0.001, 0.0025, 0.005, 0.01, 0.025,
+                                                                0.05, 0.1, 0.25, 0.5, 1, 2.5, 5,
+                                                                10, 30});
+    return handlers_.emplace(name, PerHandler{h}).first->second;
+  }
+
+  prometheus::Registry registry_;
+  prometheus::Family<prometheus::Counter>& requests_;
+  prometheus::Family<prometheus::Histogram>& durations_;
+  prometheus::Family<prometheus::Counter>& refused_;
+  prometheus::Counter* capacity_ = nullptr;
+  prometheus::Counter* throttled_ = nullptr;
+  std::mutex mu_;
+  std::map<std::string, PerHandler> handlers_;  // guarded by mu_; never erased
+  std::atomic<const mg_context*> ctx_{nullptr};
+};
+
+namespace {
+
+// The response deadline: X-Prometheus-Scrape-Timeout-Seconds when sent
+// (Prometheus gives up then anyway), up to max(flag, 120 s); else the flag.
+int ResponseDeadlineMs(const mg_connection* conn, std::chrono::milliseconds flag) {
+  const double cap_ms = std::max<double>(static_cast<double>(flag.count()), 120000.0);
+  if (const char* h = mg_get_header(conn, "X-Prometheus-Scrape-Timeout-Seconds")) {
+    char* end = nullptr;
+    const double seconds = std::strtod(h, &end);
+    if (end != h && std::isfinite(seconds) && seconds > 0)
+      return static_cast<int>(std::clamp(seconds * 1000.0, 1.0, cap_ms));
+  }
+  return static_cast<int>(flag.count());
+}
+
+bool HeaderHasToken(const mg_connection* conn, const char* name, const char* token) {
+  const char* v = mg_get_header(conn, name);
+  if (v == nullptr) return false;
+  const size_t n = std::strlen(token);
+  for (const char* p = v; *p != '\0'; ++p)
+    if (strncasecmp(p, token, n) == 0) return true;
+  return false;
+}
+
+}  // namespace
+
 class WebServer::Dispatcher : public CivetHandler {
  public:
   explicit Dispatcher(const WebServer* server) : server_(server) {}
@@ -147,6 +264,9 @@ class WebServer::Dispatcher : public CivetHandler {
 
  private:
   bool Dispatch(mg_connection* conn) {
+    const auto start = std::chrono::steady_clock::now();
+    const WebOptions& opt = server_->options_;
+    mg_set_response_deadline(conn, ResponseDeadlineMs(conn, opt.response_timeout));
     const mg_request_info* info = mg_get_request_info(conn);
     Request req;
     req.method = info->request_method ? info->request_method : "";
@@ -156,17 +276,42 @@ class WebServer::Dispatcher : public CivetHandler {
     req.accept_encoding = ae ? ae : "";
     const char* accept = mg_get_header(conn, "Accept");
     req.accept = accept ? accept : "";
+    const bool probe = opt.probe_paths.count(req.path) > 0;
+    auto it = server_->routes_.find(req.path);
+    const std::string& handler = it == server_->routes_.end() ? kOtherHandler : it->first;
+    // Capacity: requests other than the probes take at most max_connections
+    // workers; the reserved ones beyond are the probes' alone. One that
+    // finds them all in use waits briefly for one (a burst passes), then is
+    // refused: its worker must not wait long, as it is a reserved one.
+    const bool over = !probe && !AcquireSlot(opt.max_connections);
+    struct Release {
+      Dispatcher* d;
+      bool held;
+      ~Release() {
+        if (held) d->ReleaseSlot();
+      }
+    } release{this, !probe && !over};
     Response resp;
     bool gzip = false;
+    bool close = over;
     const bool body_unread = HasBody(conn);
-    if (body_unread) mg_disable_connection_keep_alive(conn);
+    if (body_unread) close = true;
     const std::shared_ptr<const WebConfig> cfg = server_->config();
-    const bool needs_auth =
-        cfg && !cfg->users.empty() &&
-        (server_->options_.protect_probes || server_->options_.probe_paths.count(req.path) == 0);
+    const bool needs_auth = cfg && !cfg->users.empty() && (opt.protect_probes || !probe);
     const char* authz = mg_get_header(conn, "Authorization");
-    auto it = server_->routes_.find(req.path);
-    if (needs_auth && !server_->Authorized(*cfg, authz ? authz : "")) {
+    const BasicAuth::Result auth =
+        over || !needs_auth ? BasicAuth::Result::kOk
+                            : server_->auth_.Verify(cfg->users, authz ? authz : "");
+    if (over) {
+      resp = Response::Text(503, "503 server busy: every worker is in use; retry\n");
+      resp.headers.emplace_back("Retry-After", "1");
+      server_->metrics_->Refused(/*throttled=*/false);
+    } else if (auth == BasicAuth::Result::kThrottled) {
+      resp = Response::Text(429, "429 too many password checks at once; retry\n");
+      resp.headers.emplace_back("Retry-After", "1");
+      close = true;
+      server_->metrics_->Refused(/*throttled=*/true);
+    } else if (auth == BasicAuth::Result::kDenied) {
       resp.status = 401;
       resp.body = "401 unauthorized\n";
       resp.headers.emplace_back("WWW-Authenticate", "Basic realm=\"xpu-exporter\"");
@@ -188,6 +333,42 @@ class WebServer::Dispatcher : public CivetHandler {
       resp = it->second.handler(inner);
       gzip = it->second.gzip && AcceptsGzip(req.accept_encoding);
     }
+    // Keep-alive only while the pool has room: a connection that stays
+    // holds its worker, so under pressure each answer ends its connection
+    // and the client queues again behind those waiting (probes included).
+    if (!close) close = Pressed(conn, opt) || HeaderHasToken(conn, "Connection", "close");
+    const int status = resp.status;
+    Send(conn, req, std::move(resp), gzip, close, cfg.get());
+    server_->metrics_->Observe(
+        handler, status,
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    return true;
+  }
+
+  bool AcquireSlot(int max) {
+    std::unique_lock<std::mutex> lock(slots_mu_);
+    if (!slots_cv_.wait_for(lock, kSlotWait, [&] { return others_ < max; })) return false;
+    ++others_;
+    return true;
+  }
+  void ReleaseSlot() {
+    {
+      std::lock_guard<std::mutex> lock(slots_mu_);
+      --others_;
+    }
+    slots_cv_.notify_one();
+  }
+  // Whether connections wait for a worker, or every worker but the probes'
+  // reserved ones holds a connection.
+  static bool Pressed(const mg_connection* conn, const WebOptions& opt) {
+    mg_server_load load{};
+    if (mg_get_server_load(mg_get_context(conn), &load) != 0) return false;
+    return load.queued > 0 || load.busy >= opt.max_connections;
+  }
+
+  void Send(mg_connection* conn, const Request& req, Response resp, bool gzip, bool close,
+            const WebConfig* cfg) {
+    if (close) mg_disable_connection_keep_alive(conn);
     const bool encoded = std::any_of(resp.headers.begin(), resp.headers.end(), [](const auto& h) {
       return strcasecmp(h.first.c_str(), "Content-Encoding") == 0;
     });
@@ -214,7 +395,8 @@ class WebServer::Dispatcher : public CivetHandler {
     if (cfg) {
       for (const auto& [k, v] : cfg->headers) add_header(k, v);
     }
-    if (body_unread) head += "Connection: close\r\n";
+    // A stream to HTTP/1.0 says it in its framing (StreamFraming).
+    if (close && !(resp.stream && !chunked)) head += "Connection: close\r\n";
     if (resp.stream) {  // the framing follows from the body: SendStream ends the head
       if (req.method == "HEAD") {
         head += StreamFraming(conn, chunked);
@@ -222,7 +404,7 @@ class WebServer::Dispatcher : public CivetHandler {
       } else {
         SendStream(conn, std::move(head), chunked, resp.stream);
       }
-      return true;
+      return;
     }
     head += "\r\n";
     const bool with_body = req.method != "HEAD" && !body->empty();
@@ -235,59 +417,51 @@ class WebServer::Dispatcher : public CivetHandler {
       mg_write(conn, head.data(), head.size());
       if (with_body) mg_write(conn, body->data(), body->size());
     }
-    return true;
   }
+
+  static inline const std::string kOtherHandler = "other";
+  static constexpr std::chrono::milliseconds kSlotWait{100};
   const WebServer* server_;
+  std::mutex slots_mu_;
+  std::condition_variable slots_cv_;
+  int others_ = 0;  // requests other than probes past the capacity check; guarded by slots_mu_
 };
 
 WebServer::WebServer(WebOptions options)
-    : options_(std::move(options)), config_(options_.web_config) {}
+    : options_(std::move(options)),
+      config_(options_.web_config),
+      auth_(options_.max_auth_checks),
+      tls_(std::make_unique<TlsContextSwitch>()) {}
 
 std::shared_ptr<const WebConfig> WebServer::config() const {
   std::lock_guard<std::mutex> lock(config_mu_);
   return config_;
 }
 
-bool WebServer::Authorized(const WebConfig& cfg, const std::string& authorization) const {
-  return auth_.Check(cfg.users, authorization);
-}
-
 bool WebServer::NeedsRestart(const std::shared_ptr<const WebConfig>& config) const {
-  std::shared_ptr<const WebConfig> old = this->config();
-  return (old && old->tls) != (config && config->tls) ||
-         (old && config && old->tls && config->tls && !(*old->tls == *config->tls));
+  return server_ != nullptr && tls_listeners_ != (config && config->tls);
 }
 
 Status WebServer::Reload(const std::shared_ptr<const WebConfig>& config) {
   std::shared_ptr<const WebConfig> old = this->config();
-  const bool tls_changed = NeedsRestart(config);
+  const bool tls_now = server_ ? tls_listeners_ : (old && old->tls);
+  std::shared_ptr<const WebConfig> apply = config;
+  if (tls_now != (config && config->tls)) {
+    // New listeners would leave a moment with none: TLS stays as it is
+    // (on with its old settings, or off) until a restart; the rest applies.
+    auto kept = std::make_shared<WebConfig>(config ? *config : WebConfig{});
+    kept->tls = old ? old->tls : std::nullopt;
+    apply = kept;
+  } else if (config && config->tls && server_ && !(old && old->tls && *old->tls == *config->tls)) {
+    if (Status s = tls_->Load(*config->tls); !s.ok())
+      return Status::InvalidArgument("TLS: " + s.message() + "; kept the old TLS settings");
+  }
   {
     std::lock_guard<std::mutex> lock(config_mu_);
-    config_ = config;
+    config_ = apply;
   }
   auth_.Clear();
-  if (!tls_changed || !server_) return Status::Ok();
-  // Rebind the same ports (those chosen for port 0 too) with the new TLS.
-  // options_ is never written after construction: worker threads read it.
-  std::vector<int> bound = ports();
-  std::vector<std::string> addrs = options_.listen_addresses;
-  for (size_t i = 0; i < addrs.size() && i < bound.size(); ++i) {
-    const size_t colon = addrs[i].rfind(':');
-    addrs[i] = addrs[i].substr(0, colon + 1) + std::to_string(bound[i]);
-  }
-  Stop();
-  Status s = StartOn(addrs);
-  if (s.ok()) return Status::Ok();
-  {
-    std::lock_guard<std::mutex> lock(config_mu_);
-    config_ = old;
-  }
-  Status again = StartOn(addrs);
-  if (!again.ok()) {
-    return Status::IoError(s.message() + "; restarting with the old TLS settings failed too (" +
-                           again.message() + "): no listener");
-  }
-  return Status::InvalidArgument(s.message() + "; kept the old TLS settings");
+  return Status::Ok();
 }
 
 bool WebServer::listening() const { return server_ != nullptr; }
@@ -325,39 +499,49 @@ Status WebServer::ToCivetPort(const std::string& address, std::string* out) {
   return Status::Ok();
 }
 
-Status WebServer::Start() { return StartOn(options_.listen_addresses); }
-
-Status WebServer::StartOn(const std::vector<std::string>& addresses) {
+Status WebServer::Start() {
   const std::shared_ptr<const WebConfig> cfg = config();
   const bool tls = cfg && cfg->tls;
   std::string ports;
-  for (const std::string& a : addresses) {
+  for (const std::string& a : options_.listen_addresses) {
     std::string p;
     Status s = ToCivetPort(a, &p);
     if (!s.ok()) return s;
     ports += (ports.empty() ? "" : ",") + p + (tls ? "s" : "");
   }
   if (ports.empty()) return Status::InvalidArgument("no listen address");
+  if (tls) {
+    if (Status s = tls_->Load(*cfg->tls); !s.ok()) return Status::InvalidArgument("TLS: " + s.message());
+  }
+  const auto ms = [](std::chrono::milliseconds d) { return std::to_string(d.count()); };
   std::vector<std::string> opts = {
-      "listening_ports",    ports,
-      "num_threads",        std::to_string(options_.max_connections),
-      "request_timeout_ms", std::to_string(options_.request_timeout_ms),
-      "enable_keep_alive",  "yes",
-      "tcp_nodelay",        "1",
+      "listening_ports",
+      ports,
+      "num_threads",
+      // The probes' reserved workers come on top (Dispatcher::AcquireSlot).
+      std::to_string(options_.max_connections + std::max(0, options_.reserved_probe_workers)),
+      "request_timeout_ms",
+      std::to_string(options_.request_timeout_ms),
+      // civetweb patch 0001: the head deadlines (docs/reliability.md).
+      "request_header_timeout_ms",
+      ms(options_.head_timeout),
+      "request_header_busy_timeout_ms",
+      ms(options_.busy_head_timeout),
+      "keep_alive_timeout_ms",
+      ms(options_.keep_alive_timeout),
+      "enable_keep_alive",
+      "yes",
+      "tcp_nodelay",
+      "1",
       // Nothing is served from disk: no document_root at all.
   };
+  metrics_ = std::make_unique<Metrics>(routes_);
   dispatcher_ = std::make_unique<Dispatcher>(this);
-  guard_ = std::make_unique<HeadGuard>(options_.head_timeout, options_.busy_head_timeout,
-                                       options_.max_connections);
   CivetCallbacks callbacks{};
   callbacks.init_ssl = CivetInitSsl;
-  callbacks.init_connection = OnConnect;
-  callbacks.begin_request = OnHead;
-  callbacks.end_request = OnRequestEnd;
-  callbacks.connection_close = OnClose;
-  const TlsForConstruction with_tls(tls ? &*cfg->tls : nullptr);
+  const TlsForConstruction with_tls(tls ? &*cfg->tls : nullptr, tls_.get());
   try {
-    server_ = std::make_unique<CivetServer>(opts, &callbacks, guard_.get());
+    server_ = std::make_unique<CivetServer>(opts, &callbacks, nullptr);
   } catch (const CivetException& e) {
     if (!with_tls.error().empty()) return Status::InvalidArgument("TLS: " + with_tls.error());
     // A kernel without IPv6 refuses the dual-stack socket of ":port": such
@@ -367,23 +551,32 @@ Status WebServer::StartOn(const std::vector<std::string>& addresses) {
     if (v4 == ports) return Status::IoError("cannot listen on " + ports + ": " + e.what());
     opts[1] = v4;
     try {
-      server_ = std::make_unique<CivetServer>(opts, &callbacks, guard_.get());
+      server_ = std::make_unique<CivetServer>(opts, &callbacks, nullptr);
     } catch (const CivetException&) {
       return Status::IoError("cannot listen on " + ports + ": " + e.what());
     }
     spdlog::warn("cannot listen on IPv6 ({}); listening on IPv4 only: {}", e.what(), v4);
   }
+  tls_listeners_ = tls;
+  metrics_->Serve(server_->getContext());
   server_->addHandler("/", dispatcher_.get());
   return Status::Ok();
 }
 
 void WebServer::Stop() {
   if (!server_) return;
+  if (metrics_) metrics_->Serve(nullptr);
   CloseCivetServer(*server_);
   server_.reset();
 }
 
-uint64_t WebServer::head_timeouts() const { return guard_ ? guard_->timeouts() : 0; }
+uint64_t WebServer::head_timeouts() const {
+  mg_server_load load{};
+  if (!server_ || mg_get_server_load(server_->getContext(), &load) != 0) return 0;
+  return static_cast<uint64_t>(load.head_timeouts + load.handshake_timeouts);
+}
+
+prometheus::Collectable* WebServer::metrics() const { return metrics_.get(); }
 
 std::vector<int> WebServer::ports() const {
   return server_ ? server_->getListeningPorts() : std::vector<int>{};

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <map>
@@ -12,10 +13,16 @@
 
 #include "common/status.h"
 #include "http/basic_auth.h"
-#include "http/conn_guard.h"
+#include "http/tls.h"
 #include "http/web_config.h"
 
 class CivetServer;
+struct mg_connection;
+typedef struct ssl_ctx_st SSL_CTX;
+
+namespace prometheus {
+class Collectable;
+}
 
 namespace xpu::http {
 
@@ -26,6 +33,7 @@ struct Request {
   std::string accept_encoding;
   std::string accept;  // the Accept header (format negotiation)
 };
+
 
 // Receives a streamed body piece by piece; `last` ends it. Returns false
 // once the client is gone (later pieces are dropped).
@@ -59,15 +67,29 @@ using Handler = std::function<Response(const Request&)>;
 struct WebOptions {
   // Prometheus-style addresses: ":9445", "127.0.0.1:0".
   std::vector<std::string> listen_addresses;
-  int max_connections = 16;  // concurrent requests (civetweb worker threads)
-  int request_timeout_ms = 10000;
-  // Deadline for a request's head (also for an idle keep-alive connection),
-  // and the shorter one applied once half the workers wait for heads
-  // (HeadGuard, docs/reliability.md).
+  // Requests other than the probes served at once (one civetweb worker
+  // each); one more waits up to 100 ms for a worker, then gets 503.
+  int max_connections = 16;
+  // Workers on top of those that only the probe paths use.
+  int reserved_probe_workers = 2;
+  int request_timeout_ms = 10000;  // civetweb's per-read/per-write wait
+  // Deadline for a connection's TLS handshake plus request head (also for the
+  // wait for the next request on a keep-alive connection), and the shorter
+  // one applied once half the workers wait for heads (civetweb patch 0001,
+  // docs/reliability.md).
   std::chrono::milliseconds head_timeout{5000};
   std::chrono::milliseconds busy_head_timeout{50};
+  // Idle time allowed between two requests on a keep-alive connection.
+  std::chrono::milliseconds keep_alive_timeout{2000};
+  // Deadline for a whole response when the client sends no
+  // X-Prometheus-Scrape-Timeout-Seconds (that header, when sent, is used).
+  std::chrono::milliseconds response_timeout{30000};
+  // Basic-auth password checks (bcrypt) running at once; more are refused
+  // with 429 at once.
+  int max_auth_checks = 2;
   std::shared_ptr<const WebConfig> web_config;  // TLS, basic auth, headers; may be null
-  // Paths exempt from basic auth (kubelet probes) unless protect_probes.
+  // Paths exempt from basic auth (kubelet probes) unless protect_probes, and
+  // never refused for capacity.
   std::set<std::string> probe_paths;
   bool protect_probes = false;
 };
@@ -75,7 +97,18 @@ struct WebOptions {
 // The HTTP front: exact-path routing over civetweb, 404 for unknown paths,
 // 405 (with Allow) for other methods, gzip for bodies when the client asks.
 // Routes are added before Start(); handlers run on civetweb's worker threads
-// and must be thread-safe. Start()/Stop() from the owning thread.
+// and must be thread-safe. Start()/Stop()/Reload() from the owning thread.
+//
+// Serving model (docs/reliability.md, "Serving"): civetweb gives each
+// connection a worker for its life. So that no client can keep the probes
+// from answering: the head (TLS handshake included) has a deadline inside
+// civetweb, short once half the workers wait for heads; each response has a
+// whole-response deadline; requests other than the probes use at most
+// max_connections workers and the probes have reserved_probe_workers more
+// (others wait up to 100 ms for a worker, then 503); keep-alive
+// ends ("Connection: close") whenever connections wait for a worker or the
+// pool is nearly full; bcrypt checks are capped (429 beyond). Owns its
+// metrics (xpu_exporter_http_*, metrics()).
 class WebServer {
  public:
   explicit WebServer(WebOptions options);
@@ -89,19 +122,23 @@ class WebServer {
 
   Status Start();
   void Stop();
-  // Applies a re-read web config (SIGHUP): auth and headers at once; a TLS
-  // change (also new contents under the same file names) restarts the
-  // listeners on the same ports. On error the server keeps (or restores) the
-  // old config: InvalidArgument. IoError means even the old config could not
-  // listen again and the server has no listener (see listening()).
+  // Applies a re-read web config (SIGHUP): auth and headers at once; new TLS
+  // settings (also new contents under the same file names) are loaded into a
+  // new TLS context that every later handshake uses; the listeners are never
+  // restarted. On error (a file that does not load) the old config stays in
+  // force: InvalidArgument. Switching TLS on or off cannot be done without
+  // new listeners: the rest is applied and NeedsRestart(config) says so.
   Status Reload(const std::shared_ptr<const WebConfig>& config);
-  // Whether Reload(config) would restart the listeners (TLS changes).
+  // Whether `config` switches TLS on or off (only a restart applies that).
   bool NeedsRestart(const std::shared_ptr<const WebConfig>& config) const;
   bool listening() const;
   // Bound ports, in the order of listen_addresses (after Start).
   std::vector<int> ports() const;
-  // Request heads cut off at their deadline (slow or idle clients).
+  // Request heads (TLS handshakes included) cut off at their deadline.
   uint64_t head_timeouts() const;
+  // xpu_exporter_http_*: requests, durations, workers, connections cut or
+  // refused by reason. Lives as long as the server; any thread may collect.
+  prometheus::Collectable* metrics() const;
 
   // Converts a Prometheus-style listen address into civetweb's
   // listening_ports syntax; InvalidArgument if malformed.
@@ -109,21 +146,22 @@ class WebServer {
 
  private:
   class Dispatcher;
+  class Metrics;
   struct RouteEntry {
     std::set<std::string> methods;
     Handler handler;
     bool gzip;
   };
-  Status StartOn(const std::vector<std::string>& addresses);
-  bool Authorized(const WebConfig& cfg, const std::string& authorization) const;
   std::shared_ptr<const WebConfig> config() const;
 
   const WebOptions options_;                  // read by worker threads: never assigned
   std::map<std::string, RouteEntry> routes_;  // immutable after Start
   mutable std::mutex config_mu_;
   std::shared_ptr<const WebConfig> config_;  // guarded by config_mu_
+  bool tls_listeners_ = false;               // whether the listeners speak TLS (owner thread)
   mutable BasicAuth auth_;
-  std::unique_ptr<HeadGuard> guard_;
+  std::unique_ptr<TlsContextSwitch> tls_;  // the context each handshake takes
+  std::unique_ptr<Metrics> metrics_;
   std::unique_ptr<Dispatcher> dispatcher_;
   std::unique_ptr<CivetServer> server_;
 };

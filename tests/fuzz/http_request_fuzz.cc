@@ -6,7 +6,12 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <strings.h>
 #include <unistd.h>
+
+#include <cctype>
+#include <cstdio>
+#include <cstdlib>
 
 #include "fuzz_util.h"
 #include "http/headers.h"
@@ -42,6 +47,71 @@ xpu::http::WebServer* Server() {
   return server;
 }
 
+[[noreturn]] void Bad(const char* why, const std::string& answer) {
+  fprintf(stderr, "bad answer (%s):\n%s\n", why, answer.c_str());
+  abort();
+}
+
+// Every answer on the connection, one after the other (pipelined requests
+// get one each), must be a well-formed HTTP/1.x response: status line and
+// header lines free of control bytes and bare CR or LF (no injected header,
+// no echo), then a body framed as its head says. A HEAD answer has a length
+// but no body: a next "HTTP/" or the end where its body would start is one.
+void CheckAnswers(const std::string& answer) {
+  size_t at = 0;
+  while (at < answer.size()) {
+    const size_t end = answer.find("\r\n\r\n", at);
+    if (end == std::string::npos) Bad("head without its end", answer);
+    const std::string head = answer.substr(at, end - at);
+    if (head.size() < 13 || (head.rfind("HTTP/1.1 ", 0) != 0 && head.rfind("HTTP/1.0 ", 0) != 0) ||
+        !isdigit(static_cast<unsigned char>(head[9])) || !isdigit(static_cast<unsigned char>(head[10])) ||
+        !isdigit(static_cast<unsigned char>(head[11])) || head[12] != ' ')
+      Bad("status line", answer);
+    long long length = -1;
+    bool chunked = false;
+    size_t line = 0;
+    while (line <= head.size()) {
+      size_t eol = head.find("\r\n", line);
+      if (eol == std::string::npos) eol = head.size();
+      const std::string l = head.substr(line, eol - line);
+      for (char c : l)
+        if ((static_cast<unsigned char>(c) < 0x20 && c != '\t') || c == 0x7f) Bad("control byte", answer);
+      if (line > 0) {
+        const size_t colon = l.find(':');
+        if (colon == std::string::npos || colon == 0) Bad("header line", answer);
+        const std::string name = l.substr(0, colon);
+        if (strcasecmp(name.c_str(), "Content-Length") == 0) length = atoll(l.c_str() + colon + 1);
+        if (strcasecmp(name.c_str(), "Transfer-Encoding") == 0) chunked = true;
+      }
+      line = eol + 2;
+    }
+    at = end + 4;
+    if (chunked) {
+      for (;;) {
+        const size_t eol = answer.find("\r\n", at);
+        if (eol == std::string::npos) Bad("chunk size", answer);
+        const unsigned long long n = strtoull(answer.c_str() + at, nullptr, 16);
+        at = eol + 2 + n + 2;
+        if (at > answer.size()) Bad("chunk", answer);
+        if (n == 0) break;
+      }
+    } else if (length >= 0) {
+      const size_t after = at + static_cast<size_t>(length);
+      if (after <= answer.size() && (after == answer.size() || answer.compare(after, 5, "HTTP/") == 0))
+        at = after;
+      else if (at != answer.size() && answer.compare(at, 5, "HTTP/") != 0)
+        Bad("body length", answer);  // neither the body nor a HEAD answer's nothing
+    } else {
+      break;  // ended by the close
+    }
+  }
+  // Our own answers are exact.
+  if (answer.rfind("HTTP/1.1 200 OK\r\n", 0) == 0 &&
+      answer.find("\r\n\r\nok\n") == std::string::npos &&
+      answer.find("Content-Encoding: gzip") == std::string::npos)
+    abort();
+}
+
 void SendRaw(int port, const std::string& request) {
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
@@ -70,20 +140,7 @@ void SendRaw(int port, const std::string& request) {
     answer.append(buf, static_cast<size_t>(n));
   }
   close(fd);
-  // A status line or nothing. civetweb answers malformed requests itself and
-  // echoes the request's version text in them ("HTTP/HTTP: 10000/1.1 400
-  // Bad Request", docs/reliability.md), so only this holds: the answer starts
-  // with HTTP/ and its first line has no control byte (no injected header).
-  if (answer.empty()) return;
-  const size_t eol = answer.find("\r\n");
-  if (answer.rfind("HTTP/", 0) != 0 || eol == std::string::npos) abort();
-  for (size_t i = 0; i < eol; ++i)
-    if (static_cast<unsigned char>(answer[i]) < 0x20 || answer[i] == 0x7f) abort();
-  // Our own answers are exact.
-  if (answer.rfind("HTTP/1.1 200 OK\r\n", 0) == 0 &&
-      answer.find("\r\n\r\nok\n") == std::string::npos &&
-      answer.find("Content-Encoding: gzip") == std::string::npos)
-    abort();
+  CheckAnswers(answer);
 }
 
 }  // namespace

@@ -57,6 +57,10 @@ HttpResponse Http(const HttpRequest& req) {
   curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, req.method.c_str());
   curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
   curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, req.timeout_ms);
+  if (req.insecure) {
+    curl_easy_setopt(curl, CURLOPT_SSL_VERIFYPEER, 0L);
+    curl_easy_setopt(curl, CURLOPT_SSL_VERIFYHOST, 0L);
+  }
   if (req.method == "POST" || !req.body.empty()) {
     curl_easy_setopt(curl, CURLOPT_POSTFIELDS, req.body.c_str());
     curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE, static_cast<long>(req.body.size()));

@@ -38,6 +38,7 @@ struct HttpRequest {
   std::vector<std::string> headers;
   std::string user_password;  // "user:pass" for basic auth, empty for none
   long timeout_ms = 5000;
+  bool insecure = false;  // HTTPS without verifying the server's certificate
 };
 HttpResponse Http(const HttpRequest& req);
 HttpResponse HttpGet(const std::string& url);

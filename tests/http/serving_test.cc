@@ -1,0 +1,369 @@
+// Serving under pressure, over real sockets and real clients (libcurl, raw
+// TCP): no ordinary or hostile client may keep the probes from answering
+// (docs/reliability.md, "Serving"). Each attack runs on its own threads
+// while probes, one at a time, must each be answered within 1 s.
+#include <arpa/inet.h>
+#include <crypt.h>
+#include <curl/curl.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <prometheus/collectable.h>
+#include <prometheus/metric_family.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "http/web_server.h"
+#include "support/test_util.h"
+#include "tls_test_util.h"
+
+namespace xpu::http {
+namespace {
+
+using std::chrono::milliseconds;
+using Clock = std::chrono::steady_clock;
+
+// A gauge or the sum of a counter family's series, as collected.
+double Sample(const WebServer& server, const std::string& name,
+              const std::map<std::string, std::string>& labels = {}) {
+  double sum = 0;
+  for (const auto& f : server.metrics()->Collect()) {
+    if (f.name != name) continue;
+    for (const auto& m : f.metric) {
+      bool match = true;
+      for (const auto& [k, v] : labels) {
+        bool found = false;
+        for (const auto& l : m.label) found = found || (l.name == k && l.value == v);
+        match = match && found;
+      }
+      if (match) sum += m.gauge.value + m.counter.value;
+    }
+  }
+  return sum;
+}
+
+int Connect(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+class ServingTest : public ::testing::Test {
+ protected:
+  void Start(std::shared_ptr<const WebConfig> web_config = nullptr, int workers = 16) {
+    tls_ = web_config && web_config->tls;
+    WebOptions o;
+    o.listen_addresses = {"127.0.0.1:0"};
+    o.max_connections = workers;
+    o.web_config = std::move(web_config);
+    o.probe_paths = {"/-/healthy"};
+    server_ = std::make_unique<WebServer>(o);
+    server_->Route("/-/healthy", {"GET"},
+                   [](const Request&) { return Response::Text(200, "Healthy\n"); });
+    server_->Route("/metrics", {"GET"},
+                   [](const Request&) { return Response::Text(200, "up 1\n"); });
+    // A large page produced while it is sent (as /metrics at 100k series).
+    server_->Route("/big", {"GET"}, [](const Request&) {
+      Response r;
+      r.stream = [](const BodyWriter& write) {
+        const std::string piece(64 * 1024, 'x');
+        for (int i = 0; i < 512; ++i)
+          if (!write(piece, false)) return;
+        write({}, true);
+      };
+      return r;
+    });
+    ASSERT_TRUE(server_->Start().ok());
+    port_ = server_->ports().at(0);
+  }
+  void TearDown() override {
+    stop_ = true;
+    for (auto& t : attackers_) t.join();
+    if (server_) server_->Stop();
+  }
+  std::string Url(const std::string& path) const {
+    return std::string(tls_ ? "https" : "http") + "://127.0.0.1:" + std::to_string(port_) + path;
+  }
+  // `n` probes of /-/healthy one after the other: how many were answered
+  // 200 within 1 s each (their worst time in *worst).
+  int ProbesWithinASecond(int n, milliseconds* worst = nullptr, const std::string& path = "/-/healthy",
+                          const std::string& user_password = "") {
+    int ok = 0;
+    milliseconds slowest{0};
+    for (int i = 0; i < n; ++i) {
+      xpu::testing::HttpRequest req;
+      req.url = Url(path);
+      req.timeout_ms = 1000;
+      req.insecure = true;
+      req.user_password = user_password;
+      const auto t0 = Clock::now();
+      const auto r = xpu::testing::Http(req);
+      const auto took = std::chrono::duration_cast<milliseconds>(Clock::now() - t0);
+      slowest = std::max(slowest, took);
+      if (r.status == 200 && took < milliseconds(1000)) ++ok;
+    }
+    if (worst) *worst = slowest;
+    return ok;
+  }
+  template <typename Fn>
+  void Attack(int n, Fn fn) {
+    for (int i = 0; i < n; ++i) attackers_.emplace_back([this, fn] { fn(stop_); });
+  }
+  // Waits until the attack holds `busy` workers (it really is attacking).
+  bool Holds(int busy) {
+    return xpu::testing::WaitFor(
+        [&] { return Sample(*server_, "xpu_exporter_http_workers_busy") >= busy; },
+        std::chrono::seconds(10));
+  }
+
+  std::unique_ptr<WebServer> server_;
+  int port_ = 0;
+  bool tls_ = false;
+  std::atomic<bool> stop_{false};
+  std::vector<std::thread> attackers_;
+};
+
+// One keep-alive connection each (libcurl reuses it), a cheap request every
+// 20 ms: civetweb keeps a worker on a connection for its life, so 16 of
+// them held every worker. Under pressure each answer now ends with
+// "Connection: close" and the client queues again behind the probes.
+void PinWithKeepAlive(const std::string& url, const std::atomic<bool>& stop) {
+  CURL* c = curl_easy_init();
+  curl_easy_setopt(c, CURLOPT_URL, url.c_str());
+  curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 2000L);
+  curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 0L);
+  curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 0L);
+  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION,
+                   +[](char*, size_t size, size_t n, void*) { return size * n; });
+  while (!stop) {
+    curl_easy_perform(c);
+    std::this_thread::sleep_for(milliseconds(20));  // the client's own pace
+  }
+  curl_easy_cleanup(c);
+}
+
+TEST_F(ServingTest, KeepAlivePinnersDoNotStarveProbes) {
+  Start();
+  const std::string url = Url("/nope");
+  Attack(16, [url](const std::atomic<bool>& stop) { PinWithKeepAlive(url, stop); });
+  ASSERT_TRUE(Holds(12));
+  milliseconds worst;
+  EXPECT_EQ(ProbesWithinASecond(8, &worst), 8) << "slowest " << worst.count() << " ms";
+  EXPECT_EQ(ProbesWithinASecond(2, &worst, "/metrics"), 2) << "slowest " << worst.count() << " ms";
+  EXPECT_GT(Sample(*server_, "xpu_exporter_http_requests_total", {{"handler", "other"}}), 16);
+}
+
+TEST_F(ServingTest, KeepAlivePinnersDoNotStarveProbesOverTls) {
+  xpu::testing::TempDir dir;
+  ASSERT_TRUE(MakeCert(dir.path(), "a"));
+  Start(TlsConfigFor(dir.path(), "a"));
+  const std::string url = Url("/nope");
+  Attack(16, [url](const std::atomic<bool>& stop) { PinWithKeepAlive(url, stop); });
+  ASSERT_TRUE(Holds(12));
+  milliseconds worst;
+  EXPECT_EQ(ProbesWithinASecond(8, &worst), 8) << "slowest " << worst.count() << " ms";
+}
+
+// TCP connections that never send a ClientHello: the head deadline covers
+// the TLS handshake, and is short once half the workers wait for heads.
+TEST_F(ServingTest, IdleTlsSocketsDoNotStarveProbes) {
+  xpu::testing::TempDir dir;
+  ASSERT_TRUE(MakeCert(dir.path(), "a"));
+  Start(TlsConfigFor(dir.path(), "a"));
+  const int port = port_;
+  Attack(32, [port](const std::atomic<bool>& stop) {
+    while (!stop) {
+      const int fd = Connect(port);
+      if (fd < 0) continue;
+      char c;
+      while (!stop && ::recv(fd, &c, 1, 0) > 0) {
+      }  // until the server cuts it; then again
+      ::close(fd);
+    }
+  });
+  ASSERT_TRUE(Holds(12));
+  milliseconds worst;
+  EXPECT_EQ(ProbesWithinASecond(8, &worst), 8) << "slowest " << worst.count() << " ms";
+  EXPECT_GT(Sample(*server_, "xpu_exporter_http_connections_cut_total", {{"reason", "handshake"}}),
+            0);
+}
+
+// Clients that ask for a large page and read 256 bytes every 2 s: each
+// response has a whole deadline, and the probes' reserved workers are never
+// theirs.
+TEST_F(ServingTest, SlowReadersOfALargePageDoNotStarveProbes) {
+  Start();
+  const int port = port_;
+  Attack(16, [port](const std::atomic<bool>& stop) {
+    while (!stop) {
+      const int fd = Connect(port);
+      if (fd < 0) continue;
+      int small = 4096;
+      ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+      const std::string req = "GET /big HTTP/1.1\r\nHost: x\r\n\r\n";
+      (void)::send(fd, req.data(), req.size(), MSG_NOSIGNAL);
+      char buf[256];
+      while (!stop && ::recv(fd, buf, sizeof buf, 0) > 0) {
+        for (int i = 0; i < 20 && !stop; ++i) std::this_thread::sleep_for(milliseconds(100));
+      }
+      ::close(fd);
+    }
+  });
+  ASSERT_TRUE(Holds(16));
+  milliseconds worst;
+  EXPECT_EQ(ProbesWithinASecond(8, &worst), 8) << "slowest " << worst.count() << " ms";
+  // Others beyond max_connections are refused after a short wait, not queued.
+  const auto t0 = Clock::now();
+  const auto r = xpu::testing::HttpGet(Url("/metrics"));
+  EXPECT_TRUE(r.status == 200 || r.status == 503) << r.status << " " << r.error;
+  EXPECT_LT(Clock::now() - t0, milliseconds(1000));
+}
+
+TEST_F(ServingTest, ResponseDeadlineFollowsThePrometheusScrapeTimeout) {
+  Start();
+  const int fd = Connect(port_);
+  ASSERT_GE(fd, 0);
+  int small = 4096;
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+  const std::string req =
+      "GET /big HTTP/1.1\r\nHost: x\r\nX-Prometheus-Scrape-Timeout-Seconds: 0.5\r\n\r\n";
+  ASSERT_EQ(::send(fd, req.data(), req.size(), MSG_NOSIGNAL), static_cast<ssize_t>(req.size()));
+  // Read nothing: the server must give up on its own after 0.5 s.
+  EXPECT_TRUE(xpu::testing::WaitFor(
+      [&] {
+        return Sample(*server_, "xpu_exporter_http_connections_cut_total",
+                      {{"reason", "response"}}) >= 1;
+      },
+      std::chrono::seconds(4)));
+  ::close(fd);
+}
+
+// Wrong passwords cost a bcrypt run each: at most two run at once, more
+// are refused with 429 at once, and verified credentials need none.
+TEST_F(ServingTest, BadCredentialsFloodIsThrottledAndValidScrapesPass) {
+  char salt[CRYPT_GENSALT_OUTPUT_SIZE];
+  ASSERT_NE(crypt_gensalt_rn("$2y$", 10, nullptr, 0, salt, sizeof salt), nullptr);
+  crypt_data data{};
+  const std::string hash = crypt_r("s3cret", salt, &data);
+  std::shared_ptr<const WebConfig> cfg;
+  ASSERT_TRUE(
+      WebConfig::Parse("basic_auth_users:\n  prom: '" + hash + "'\n", "test", &cfg).ok());
+  Start(cfg);
+  // Verified once, before the flood: remembered.
+  ASSERT_EQ(ProbesWithinASecond(1, nullptr, "/metrics", "prom:s3cret"), 1);
+  const std::string url = Url("/metrics");
+  std::atomic<int> throttled{0};
+  Attack(16, [url, &throttled](const std::atomic<bool>& stop) {
+    int i = 0;
+    while (!stop) {
+      xpu::testing::HttpRequest req;
+      req.url = url;
+      req.user_password = "prom:wrong" + std::to_string(i++);
+      if (xpu::testing::Http(req).status == 429) ++throttled;
+    }
+  });
+  ASSERT_TRUE(xpu::testing::WaitFor([&] { return throttled.load() > 0; }));
+  milliseconds worst;
+  EXPECT_EQ(ProbesWithinASecond(6, &worst, "/metrics", "prom:s3cret"), 6)
+      << "slowest " << worst.count() << " ms";
+  EXPECT_EQ(ProbesWithinASecond(4, &worst), 4) << "slowest " << worst.count() << " ms";
+  EXPECT_GT(Sample(*server_, "xpu_exporter_http_requests_refused_total",
+                   {{"reason", "auth_throttle"}}),
+            0);
+}
+
+// A pipelined second request whose head arrives in two reads is one request.
+TEST_F(ServingTest, PipelinedRequestSplitAcrossReadsIsServed) {
+  Start();
+  const int fd = Connect(port_);
+  ASSERT_GE(fd, 0);
+  const std::string first = "GET /-/healthy HTTP/1.1\r\nHost: x\r\n\r\nGET /-/hea";
+  ASSERT_EQ(::send(fd, first.data(), first.size(), MSG_NOSIGNAL),
+            static_cast<ssize_t>(first.size()));
+  std::string got;
+  char buf[4096];
+  // The first answer comes while the second head is incomplete.
+  while (got.find("Healthy\n") == std::string::npos) {
+    const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+    ASSERT_GT(n, 0) << got;
+    got.append(buf, static_cast<size_t>(n));
+  }
+  const std::string rest = "lthy HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+  ASSERT_EQ(::send(fd, rest.data(), rest.size(), MSG_NOSIGNAL), static_cast<ssize_t>(rest.size()));
+  for (ssize_t n; (n = ::recv(fd, buf, sizeof buf, 0)) > 0;) got.append(buf, static_cast<size_t>(n));
+  ::close(fd);
+  size_t answers = 0;
+  for (size_t at = got.find("HTTP/1.1 "); at != std::string::npos; at = got.find("HTTP/1.1 ", at + 1)) {
+    EXPECT_EQ(got.compare(at, 12, "HTTP/1.1 200"), 0) << got;
+    ++answers;
+  }
+  EXPECT_EQ(answers, 2u) << got;
+  EXPECT_NE(got.find("Connection: close\r\n"), std::string::npos) << got;
+}
+
+// A reload with a new certificate: later handshakes get it, the port stays
+// and no handshake fails meanwhile.
+TEST_F(ServingTest, CertificateRotatesWithoutRestartingTheListener) {
+  xpu::testing::TempDir dir;
+  ASSERT_TRUE(MakeCert(dir.path(), "a"));
+  ASSERT_TRUE(MakeCert(dir.path(), "b"));
+  Start(TlsConfigFor(dir.path(), "a"));
+  const auto fingerprint = [&](const std::string& cmd_tail) {
+    return xpu::testing::RunCommand("echo | openssl s_client -connect 127.0.0.1:" +
+                                    std::to_string(port_) + cmd_tail +
+                                    " 2>/dev/null | openssl x509 -noout -fingerprint -sha256");
+  };
+  const auto of_file = [&](const std::string& name) {
+    return xpu::testing::RunCommand("openssl x509 -noout -fingerprint -sha256 -in " + dir.path() +
+                                    "/" + name + ".crt");
+  };
+  ASSERT_FALSE(of_file("a").empty());
+  EXPECT_EQ(fingerprint(""), of_file("a"));
+  const int port = port_;
+  std::atomic<int> failed{0}, done{0};
+  const std::string url = Url("/-/healthy");
+  Attack(2, [url, &failed, &done](const std::atomic<bool>& stop) {
+    while (!stop) {
+      xpu::testing::HttpRequest req;
+      req.url = url;
+      req.insecure = true;
+      if (xpu::testing::Http(req).status != 200) ++failed;
+      ++done;
+    }
+  });
+  ASSERT_TRUE(xpu::testing::WaitFor([&] { return done.load() > 5; }));
+  ASSERT_TRUE(server_->Reload(TlsConfigFor(dir.path(), "b")).ok());
+  EXPECT_EQ(server_->ports().at(0), port);
+  EXPECT_EQ(fingerprint(""), of_file("b"));
+  // TLS 1.2 and 1.3 clients alike.
+  EXPECT_EQ(fingerprint(" -tls1_2"), of_file("b"));
+  const int after = done.load();
+  ASSERT_TRUE(xpu::testing::WaitFor([&] { return done.load() > after + 5; }));
+  EXPECT_EQ(failed.load(), 0);
+  // A certificate that does not load keeps the one in force.
+  ASSERT_TRUE(MakeCert(dir.path(), "c"));
+  const auto c = TlsConfigFor(dir.path(), "c");
+  ASSERT_TRUE(c);
+  xpu::testing::RunCommand("echo garbage > " + dir.path() + "/c.crt");
+  EXPECT_FALSE(server_->Reload(c).ok());
+  EXPECT_TRUE(server_->listening());
+  EXPECT_EQ(fingerprint(""), of_file("b"));
+}
+
+}  // namespace
+}  // namespace xpu::http
