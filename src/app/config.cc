@@ -432,17 +432,27 @@ bool NeedsRestart(const std::string& key) {
   // What a running exporter cannot change: its sockets and their limits,
   // where it connects, the caps that size its tables, and the log's format
   // (swapping spdlog's default logger races with threads logging).
-  static const std::set<std::string> kRestart = {"web.listen-address",   "web.telemetry-path",
-                                                 "web.max-connections",  "web.probes-require-auth",
+  static const std::set<std::string> kRestart = {"web.listen-address",
+                                                 "web.telemetry-path",
+                                                 "web.max-connections",
+                                                 "web.probes-require-auth",
                                                  "web.reserved-probe-connections",
-                                                 "web.head-timeout", "web.keep-alive-timeout",
-                                                 "web.response-timeout", "web.max-auth-checks",
-                                                 "web.enable-lifecycle", "xdm.endpoint",
-                                                 "controller.endpoint",  "xdm.backoff-initial",
-                                                 "xdm.backoff-max",      "xdm.max-message-size",
-                                                 "collector.max-series", "collector.max-devices",
-                                                 "log.format",           "config.file",
-                                                 "config.check",         "kubernetes.node-name"};
+                                                 "web.head-timeout",
+                                                 "web.keep-alive-timeout",
+                                                 "web.response-timeout",
+                                                 "web.max-auth-checks",
+                                                 "web.enable-lifecycle",
+                                                 "xdm.endpoint",
+                                                 "controller.endpoint",
+                                                 "xdm.backoff-initial",
+                                                 "xdm.backoff-max",
+                                                 "xdm.max-message-size",
+                                                 "collector.max-series",
+                                                 "collector.max-devices",
+                                                 "log.format",
+                                                 "config.file",
+                                                 "config.check",
+                                                 "kubernetes.node-name"};
   return kRestart.count(key) != 0;
 }
 

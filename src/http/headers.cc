@@ -94,9 +94,8 @@ MetricsFormat NegotiateMetricsFormat(std::string_view accept) {
         have_q = true;
         double v = 0;
         auto res = std::from_chars(value.data(), value.data() + value.size(), v);
-        q = res.ec == std::errc() && res.ptr == value.data() + value.size() && v >= 0 && v <= 1
-                ? v
-                : 0;
+        q = res.ec == std::errc() && res.ptr == value.data() + value.size() && v >= 0 && v <= 1 ? v
+                                                                                                : 0;
       } else if (EqualsNoCase(key, "version") && !have_version) {
         have_version = true;
         version = value;

@@ -33,5 +33,4 @@ std::string Base64Decode(const std::string& in);
 // Splits "Basic base64(user:password)" into its parts; false if malformed.
 bool ParseBasicAuth(const std::string& authorization, std::string* user, std::string* password);
 
-
 }  // namespace xpu::http

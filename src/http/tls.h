@@ -1,11 +1,10 @@
 #pragma once
 
+#include <mutex>
 #include <string>
 
 #include "common/status.h"
 #include "http/web_config.h"
-
-#include <mutex>
 
 typedef struct ssl_ctx_st SSL_CTX;
 typedef struct ssl_st SSL;

@@ -185,10 +185,10 @@ class WebServer::Metrics : public prometheus::Collectable {
                                  "handshake), head (request head), response (whole response).",
                                  prometheus::MetricType::Counter,
                                  {}};
-    for (const auto& [reason, n] : {std::pair<const char*, long long>{"handshake",
-                                                                       load.handshake_timeouts},
-                                    {"head", load.head_timeouts},
-                                    {"response", load.response_timeouts}}) {
+    for (const auto& [reason, n] :
+         {std::pair<const char*, long long>{"handshake", load.handshake_timeouts},
+          {"head", load.head_timeouts},
+          {"response", load.response_timeouts}}) {
       prometheus::ClientMetric m;
       m.label.push_back({"reason", reason});
       m.counter.value = static_cast<double>(n);
@@ -206,11 +206,10 @@ class WebServer::Metrics : public prometheus::Collectable {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = handlers_.find(name);
     if (it != handlers_.end()) return it->second;
-    prometheus::Histogram* h =
-        &durations_.Add({{"handler", name}},
-                        prometheus::Histogram::BucketBoundaries{0.001, 0.0025, 0.005, 0.01, 0.025,
-                                                                0.05, 0.1, 0.25, 0.5, 1, 2.5, 5,
-                                                                10, 30});
+    prometheus::Histogram* h = &durations_.Add(
+        {{"handler", name}},
+        prometheus::Histogram::BucketBoundaries{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
+                                                0.5, 1, 2.5, 5, 10, 30});
     return handlers_.emplace(name, PerHandler{h}).first->second;
   }
 
@@ -299,9 +298,9 @@ class WebServer::Dispatcher : public CivetHandler {
     const std::shared_ptr<const WebConfig> cfg = server_->config();
     const bool needs_auth = cfg && !cfg->users.empty() && (opt.protect_probes || !probe);
     const char* authz = mg_get_header(conn, "Authorization");
-    const BasicAuth::Result auth =
-        over || !needs_auth ? BasicAuth::Result::kOk
-                            : server_->auth_.Verify(cfg->users, authz ? authz : "");
+    const BasicAuth::Result auth = over || !needs_auth
+                                       ? BasicAuth::Result::kOk
+                                       : server_->auth_.Verify(cfg->users, authz ? authz : "");
     if (over) {
       resp = Response::Text(503, "503 server busy: every worker is in use; retry\n");
       resp.headers.emplace_back("Retry-After", "1");
@@ -511,28 +510,19 @@ Status WebServer::Start() {
   }
   if (ports.empty()) return Status::InvalidArgument("no listen address");
   if (tls) {
-    if (Status s = tls_->Load(*cfg->tls); !s.ok()) return Status::InvalidArgument("TLS: " + s.message());
+    if (Status s = tls_->Load(*cfg->tls); !s.ok())
+      return Status::InvalidArgument("TLS: " + s.message());
   }
   const auto ms = [](std::chrono::milliseconds d) { return std::to_string(d.count()); };
   std::vector<std::string> opts = {
-      "listening_ports",
-      ports,
-      "num_threads",
+      "listening_ports", ports, "num_threads",
       // The probes' reserved workers come on top (Dispatcher::AcquireSlot).
       std::to_string(options_.max_connections + std::max(0, options_.reserved_probe_workers)),
-      "request_timeout_ms",
-      std::to_string(options_.request_timeout_ms),
+      "request_timeout_ms", std::to_string(options_.request_timeout_ms),
       // civetweb patch 0001: the head deadlines (docs/reliability.md).
-      "request_header_timeout_ms",
-      ms(options_.head_timeout),
-      "request_header_busy_timeout_ms",
-      ms(options_.busy_head_timeout),
-      "keep_alive_timeout_ms",
-      ms(options_.keep_alive_timeout),
-      "enable_keep_alive",
-      "yes",
-      "tcp_nodelay",
-      "1",
+      "request_header_timeout_ms", ms(options_.head_timeout), "request_header_busy_timeout_ms",
+      ms(options_.busy_head_timeout), "keep_alive_timeout_ms", ms(options_.keep_alive_timeout),
+      "enable_keep_alive", "yes", "tcp_nodelay", "1",
       // Nothing is served from disk: no document_root at all.
   };
   metrics_ = std::make_unique<Metrics>(routes_);

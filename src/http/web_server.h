@@ -34,7 +34,6 @@ struct Request {
   std::string accept;  // the Accept header (format negotiation)
 };
 
-
 // Receives a streamed body piece by piece; `last` ends it. Returns false
 // once the client is gone (later pieces are dropped).
 using BodyWriter = std::function<bool(std::string_view piece, bool last)>;

@@ -5,8 +5,8 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
-#include <sys/socket.h>
 #include <strings.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cctype>
@@ -64,7 +64,8 @@ void CheckAnswers(const std::string& answer) {
     if (end == std::string::npos) Bad("head without its end", answer);
     const std::string head = answer.substr(at, end - at);
     if (head.size() < 13 || (head.rfind("HTTP/1.1 ", 0) != 0 && head.rfind("HTTP/1.0 ", 0) != 0) ||
-        !isdigit(static_cast<unsigned char>(head[9])) || !isdigit(static_cast<unsigned char>(head[10])) ||
+        !isdigit(static_cast<unsigned char>(head[9])) ||
+        !isdigit(static_cast<unsigned char>(head[10])) ||
         !isdigit(static_cast<unsigned char>(head[11])) || head[12] != ' ')
       Bad("status line", answer);
     long long length = -1;
@@ -75,7 +76,8 @@ void CheckAnswers(const std::string& answer) {
       if (eol == std::string::npos) eol = head.size();
       const std::string l = head.substr(line, eol - line);
       for (char c : l)
-        if ((static_cast<unsigned char>(c) < 0x20 && c != '\t') || c == 0x7f) Bad("control byte", answer);
+        if ((static_cast<unsigned char>(c) < 0x20 && c != '\t') || c == 0x7f)
+          Bad("control byte", answer);
       if (line > 0) {
         const size_t colon = l.find(':');
         if (colon == std::string::npos || colon == 0) Bad("header line", answer);
@@ -97,7 +99,8 @@ void CheckAnswers(const std::string& answer) {
       }
     } else if (length >= 0) {
       const size_t after = at + static_cast<size_t>(length);
-      if (after <= answer.size() && (after == answer.size() || answer.compare(after, 5, "HTTP/") == 0))
+      if (after <= answer.size() &&
+          (after == answer.size() || answer.compare(after, 5, "HTTP/") == 0))
         at = after;
       else if (at != answer.size() && answer.compare(at, 5, "HTTP/") != 0)
         Bad("body length", answer);  // neither the body nor a HEAD answer's nothing

@@ -100,7 +100,8 @@ class ServingTest : public ::testing::Test {
   }
   // `n` probes of /-/healthy one after the other: how many were answered
   // 200 within 1 s each (their worst time in *worst).
-  int ProbesWithinASecond(int n, milliseconds* worst = nullptr, const std::string& path = "/-/healthy",
+  int ProbesWithinASecond(int n, milliseconds* worst = nullptr,
+                          const std::string& path = "/-/healthy",
                           const std::string& user_password = "") {
     int ok = 0;
     milliseconds slowest{0};
@@ -148,8 +149,8 @@ void PinWithKeepAlive(const std::string& url, const std::atomic<bool>& stop) {
   curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 2000L);
   curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 0L);
   curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 0L);
-  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION,
-                   +[](char*, size_t size, size_t n, void*) { return size * n; });
+  curl_easy_setopt(
+      c, CURLOPT_WRITEFUNCTION, +[](char*, size_t size, size_t n, void*) { return size * n; });
   while (!stop) {
     curl_easy_perform(c);
     std::this_thread::sleep_for(milliseconds(20));  // the client's own pace
@@ -261,8 +262,7 @@ TEST_F(ServingTest, BadCredentialsFloodIsThrottledAndValidScrapesPass) {
   crypt_data data{};
   const std::string hash = crypt_r("s3cret", salt, &data);
   std::shared_ptr<const WebConfig> cfg;
-  ASSERT_TRUE(
-      WebConfig::Parse("basic_auth_users:\n  prom: '" + hash + "'\n", "test", &cfg).ok());
+  ASSERT_TRUE(WebConfig::Parse("basic_auth_users:\n  prom: '" + hash + "'\n", "test", &cfg).ok());
   Start(cfg);
   // Verified once, before the flood: remembered.
   ASSERT_EQ(ProbesWithinASecond(1, nullptr, "/metrics", "prom:s3cret"), 1);
@@ -282,9 +282,9 @@ TEST_F(ServingTest, BadCredentialsFloodIsThrottledAndValidScrapesPass) {
   EXPECT_EQ(ProbesWithinASecond(6, &worst, "/metrics", "prom:s3cret"), 6)
       << "slowest " << worst.count() << " ms";
   EXPECT_EQ(ProbesWithinASecond(4, &worst), 4) << "slowest " << worst.count() << " ms";
-  EXPECT_GT(Sample(*server_, "xpu_exporter_http_requests_refused_total",
-                   {{"reason", "auth_throttle"}}),
-            0);
+  EXPECT_GT(
+      Sample(*server_, "xpu_exporter_http_requests_refused_total", {{"reason", "auth_throttle"}}),
+      0);
 }
 
 // A pipelined second request whose head arrives in two reads is one request.
@@ -305,10 +305,12 @@ TEST_F(ServingTest, PipelinedRequestSplitAcrossReadsIsServed) {
   }
   const std::string rest = "lthy HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
   ASSERT_EQ(::send(fd, rest.data(), rest.size(), MSG_NOSIGNAL), static_cast<ssize_t>(rest.size()));
-  for (ssize_t n; (n = ::recv(fd, buf, sizeof buf, 0)) > 0;) got.append(buf, static_cast<size_t>(n));
+  for (ssize_t n; (n = ::recv(fd, buf, sizeof buf, 0)) > 0;)
+    got.append(buf, static_cast<size_t>(n));
   ::close(fd);
   size_t answers = 0;
-  for (size_t at = got.find("HTTP/1.1 "); at != std::string::npos; at = got.find("HTTP/1.1 ", at + 1)) {
+  for (size_t at = got.find("HTTP/1.1 "); at != std::string::npos;
+       at = got.find("HTTP/1.1 ", at + 1)) {
     EXPECT_EQ(got.compare(at, 12, "HTTP/1.1 200"), 0) << got;
     ++answers;
   }
@@ -324,9 +326,9 @@ TEST_F(ServingTest, CertificateRotatesWithoutRestartingTheListener) {
   ASSERT_TRUE(MakeCert(dir.path(), "b"));
   Start(TlsConfigFor(dir.path(), "a"));
   const auto fingerprint = [&](const std::string& cmd_tail) {
-    return xpu::testing::RunCommand("echo | openssl s_client -connect 127.0.0.1:" +
-                                    std::to_string(port_) + cmd_tail +
-                                    " 2>/dev/null | openssl x509 -noout -fingerprint -sha256");
+    return xpu::testing::RunCommand(
+        "echo | openssl s_client -connect 127.0.0.1:" + std::to_string(port_) + cmd_tail +
+        " 2>/dev/null | openssl x509 -noout -fingerprint -sha256");
   };
   const auto of_file = [&](const std::string& name) {
     return xpu::testing::RunCommand("openssl x509 -noout -fingerprint -sha256 -in " + dir.path() +

@@ -221,9 +221,8 @@ TEST(HeadersTest, NegotiationFollowsQValuesOfServedTypesOnly) {
   // The version asked for.
   EXPECT_EQ(NegotiateMetricsFormat("application/openmetrics-text;version=0.0.1"),
             F::kOpenMetrics001);
-  EXPECT_EQ(NegotiateMetricsFormat(
-                "application/openmetrics-text;version=0.0.1;q=0.9,application/"
-                "openmetrics-text;version=1.0.0;q=0.8"),
+  EXPECT_EQ(NegotiateMetricsFormat("application/openmetrics-text;version=0.0.1;q=0.9,application/"
+                                   "openmetrics-text;version=1.0.0;q=0.8"),
             F::kOpenMetrics001);
   // Wildcards, specificity, refusals and junk.
   EXPECT_EQ(NegotiateMetricsFormat(""), F::kText);
@@ -237,7 +236,8 @@ TEST(HeadersTest, NegotiationFollowsQValuesOfServedTypesOnly) {
   EXPECT_EQ(NegotiateMetricsFormat(
                 "application/openmetrics-text;version=1.0.0;version=0.0.1;q=0.9;q=0.1;x=y"),
             F::kOpenMetrics100);
-  EXPECT_EQ(NegotiateMetricsFormat("application/openmetrics-text;q=0.2,text/plain;q=0.9"), F::kText);
+  EXPECT_EQ(NegotiateMetricsFormat("application/openmetrics-text;q=0.2,text/plain;q=0.9"),
+            F::kText);
 }
 
 TEST(HeadersTest, AcceptEncodingAndBasicAuth) {
