@@ -30,6 +30,19 @@ namespace {
 using std::chrono::milliseconds;
 using Clock = std::chrono::steady_clock;
 
+// A probe's budget: 1 s, as the kubelet's timeout. Under ThreadSanitizer
+// (5-15x slower) these tests run for their races, with ten times the budget.
+#if defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define XPU_UNDER_TSAN 1
+#endif
+#endif
+#ifdef XPU_UNDER_TSAN
+constexpr long kBudgetMs = 10000;
+#else
+constexpr long kBudgetMs = 1000;
+#endif
+
 // A gauge or the sum of a counter family's series, as collected.
 double Sample(const WebServer& server, const std::string& name,
               const std::map<std::string, std::string>& labels = {}) {
@@ -108,14 +121,14 @@ class ServingTest : public ::testing::Test {
     for (int i = 0; i < n; ++i) {
       xpu::testing::HttpRequest req;
       req.url = Url(path);
-      req.timeout_ms = 1000;
+      req.timeout_ms = kBudgetMs;
       req.insecure = true;
       req.user_password = user_password;
       const auto t0 = Clock::now();
       const auto r = xpu::testing::Http(req);
       const auto took = std::chrono::duration_cast<milliseconds>(Clock::now() - t0);
       slowest = std::max(slowest, took);
-      if (r.status == 200 && took < milliseconds(1000)) ++ok;
+      if (r.status == 200 && took < milliseconds(kBudgetMs)) ++ok;
     }
     if (worst) *worst = slowest;
     return ok;
@@ -232,7 +245,7 @@ TEST_F(ServingTest, SlowReadersOfALargePageDoNotStarveProbes) {
   const auto t0 = Clock::now();
   const auto r = xpu::testing::HttpGet(Url("/metrics"));
   EXPECT_TRUE(r.status == 200 || r.status == 503) << r.status << " " << r.error;
-  EXPECT_LT(Clock::now() - t0, milliseconds(1000));
+  EXPECT_LT(Clock::now() - t0, milliseconds(kBudgetMs));
 }
 
 TEST_F(ServingTest, ResponseDeadlineFollowsThePrometheusScrapeTimeout) {
