@@ -189,9 +189,9 @@ Status Exporter::Start() {
               [this](const http::Request& r) { return ReloadPage(r); });
   web_->Route("/status", {"GET"}, [this](const http::Request&) { return StatusPage(); });
   web_->Route("/config", {"GET"}, [this](const http::Request&) { return ConfigPage(); });
+  exposer_->AddCollectable(web_->metrics());  // before any scrape can run
   Status s = web_->Start();
   if (!s.ok()) return s;
-  exposer_->AddCollectable(web_->metrics());
   client_->Start();
   if (hal_) hal_->Start();
   if (pci_) pci_->Start();

@@ -33,7 +33,7 @@ bool ConstantTimeEqual(const std::string& a, const std::string& b) {
 }  // namespace
 
 BasicAuth::Result BasicAuth::Verify(const std::map<std::string, std::string>& users,
-                                    const std::string& authorization) {
+                                    const std::string& authorization, bool probe) {
   std::string user, password;
   if (!ParseBasicAuth(authorization, &user, &password)) return Result::kDenied;
   auto it = users.find(user);
@@ -43,15 +43,23 @@ BasicAuth::Result BasicAuth::Verify(const std::map<std::string, std::string>& us
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (verified_.count(key)) return known ? Result::kOk : Result::kDenied;
-    if (running_ >= max_checks_) return Result::kThrottled;
-    ++running_;
+    if (probe ? probe_running_ : running_ >= max_checks_) return Result::kThrottled;
+    if (probe) {
+      probe_running_ = true;
+    } else {
+      ++running_;
+    }
   }
   // crypt_data is about 32 KiB: not on a worker's stack.
   auto data = std::make_unique<crypt_data>();
   const char* out = crypt_r(password.c_str(), hash.c_str(), data.get());
   const bool ok = out != nullptr && out[0] != '*' && ConstantTimeEqual(out, hash) && known;
   std::lock_guard<std::mutex> lock(mu_);
-  --running_;
+  if (probe) {
+    probe_running_ = false;
+  } else {
+    --running_;
+  }
   if (ok) {
     if (verified_.size() >= kMaxRemembered) verified_.clear();
     verified_.insert(key);

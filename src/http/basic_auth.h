@@ -23,8 +23,10 @@ class BasicAuth {
 
   // Whether the Authorization header `authorization` names a user of `users`
   // with the right password; kThrottled when it would need a bcrypt run and
-  // max_checks are running.
-  Result Verify(const std::map<std::string, std::string>& users, const std::string& authorization);
+  // max_checks are running. Probes (--web.probes-require-auth) have one run
+  // of their own, so a flood elsewhere never throttles them.
+  Result Verify(const std::map<std::string, std::string>& users, const std::string& authorization,
+                bool probe = false);
   bool Check(const std::map<std::string, std::string>& users, const std::string& authorization) {
     return Verify(users, authorization) == Result::kOk;
   }
@@ -36,6 +38,7 @@ class BasicAuth {
   std::mutex mu_;
   std::set<std::string> verified_;  // guarded by mu_
   int running_ = 0;                 // bcrypt runs now; guarded by mu_
+  bool probe_running_ = false;      // the probes' own run; guarded by mu_
 };
 
 }  // namespace xpu::http

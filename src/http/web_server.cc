@@ -3,19 +3,20 @@
 #include <CivetServer.h>
 #include <openssl/ssl.h>
 #include <prometheus/collectable.h>
-#include <prometheus/counter.h>
-#include <prometheus/histogram.h>
-#include <prometheus/registry.h>
+#include <prometheus/metric_family.h>
 #include <spdlog/spdlog.h>
 #include <strings.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
+#include <list>
 
 #include "common/civet_util.h"
 #include "http/gzip.h"
@@ -123,49 +124,102 @@ void SendStream(mg_connection* conn, std::string head, bool chunked,
 }  // namespace
 
 // xpu_exporter_http_*: what the server did and what its workers are doing.
-// Requests and durations are recorded by the workers (prometheus-cpp's
-// metrics are thread-safe); the worker and deadline figures are read from
-// civetweb at each collection (mg_get_server_load).
+// Requests and durations are recorded by the workers under one short lock
+// (ours: prometheus-cpp's Histogram and Family locks live in its library,
+// where ThreadSanitizer sees the unlock but not the lock); the worker and
+// deadline figures are read from civetweb at each collection
+// (mg_get_server_load). Any thread.
 class WebServer::Metrics : public prometheus::Collectable {
  public:
-  explicit Metrics(const std::map<std::string, RouteEntry>& routes)
-      : requests_(prometheus::BuildCounter()
-                      .Name("xpu_exporter_http_requests_total")
-                      .Help("HTTP requests answered, by handler (route; \"other\" for unknown "
-                            "paths) and status code.")
-                      .Register(registry_)),
-        durations_(prometheus::BuildHistogram()
-                       .Name("xpu_exporter_http_request_duration_seconds")
-                       .Help("Time from a request's head to the end of its answer, by handler.")
-                       .Register(registry_)),
-        refused_(prometheus::BuildCounter()
-                     .Name("xpu_exporter_http_requests_refused_total")
-                     .Help("Requests answered without their handler: capacity (503, "
-                           "--web.max-connections requests in progress for 100 ms) or "
-                           "auth_throttle (429, too many password checks at once).")
-                     .Register(registry_)) {
-    for (const auto& [path, route] : routes) Handler(path);
-    Handler("other");
-    capacity_ = &refused_.Add({{"reason", "capacity"}});
-    throttled_ = &refused_.Add({{"reason", "auth_throttle"}});
-  }
+  Metrics() { Declare("other"); }
 
-  void Observe(const std::string& handler, int status, double seconds) {
-    PerHandler& h = Handler(handler);
-    h.duration->Observe(seconds);
-    requests_.Add({{"handler", handler}, {"code", std::to_string(status)}}).Increment();
+  // A handler's series exist from its declaration (zeros).
+  void Declare(const std::string& handler) {
+    std::lock_guard<std::mutex> lock(mu_);
+    handlers_.try_emplace(handler);
   }
-  void Refused(bool throttled) { (throttled ? throttled_ : capacity_)->Increment(); }
-  void Serve(const mg_context* ctx) { ctx_.store(ctx); }
+  void Observe(const std::string& handler, int status, double seconds) {
+    const size_t bucket = static_cast<size_t>(
+        std::lower_bound(kBounds.begin(), kBounds.end(), seconds) - kBounds.begin());
+    std::lock_guard<std::mutex> lock(mu_);
+    PerHandler& h = handlers_[handler];
+    ++h.buckets[bucket];
+    ++h.count;
+    h.sum += seconds;
+    ++h.codes[status];
+  }
+  void Refused(bool throttled) {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++(throttled ? throttled_ : capacity_);
+  }
+  // The civetweb context to read the load of; null before Start and once
+  // Stop begins (the context is freed after).
+  void Serve(const mg_context* ctx) {
+    std::lock_guard<std::mutex> lock(ctx_mu_);
+    ctx_ = ctx;
+  }
 
   std::vector<prometheus::MetricFamily> Collect() const override {
-    std::vector<prometheus::MetricFamily> out = registry_.Collect();
+    std::vector<prometheus::MetricFamily> out;
+    using prometheus::ClientMetric;
+    using prometheus::MetricFamily;
+    using prometheus::MetricType;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      MetricFamily requests{"xpu_exporter_http_requests_total",
+                            "HTTP requests answered, by handler (route; \"other\" for unknown "
+                            "paths) and status code.",
+                            MetricType::Counter,
+                            {}};
+      MetricFamily durations{"xpu_exporter_http_request_duration_seconds",
+                             "Time from a request's head to the end of its answer, by handler.",
+                             MetricType::Histogram,
+                             {}};
+      for (const auto& [name, h] : handlers_) {
+        for (const auto& [code, n] : h.codes) {
+          ClientMetric m;
+          m.label = {{"code", std::to_string(code)}, {"handler", name}};
+          m.counter.value = static_cast<double>(n);
+          requests.metric.push_back(std::move(m));
+        }
+        ClientMetric m;
+        m.label = {{"handler", name}};
+        m.histogram.sample_count = h.count;
+        m.histogram.sample_sum = h.sum;
+        uint64_t cumulative = 0;
+        for (size_t i = 0; i <= kBounds.size(); ++i) {
+          cumulative += h.buckets[i];
+          m.histogram.bucket.push_back({cumulative, i < kBounds.size()
+                                                        ? kBounds[i]
+                                                        : std::numeric_limits<double>::infinity()});
+        }
+        durations.metric.push_back(std::move(m));
+      }
+      MetricFamily refused{"xpu_exporter_http_requests_refused_total",
+                           "Requests answered without their handler: capacity (503, "
+                           "--web.max-connections requests in progress for 100 ms) or "
+                           "auth_throttle (429, too many password checks at once).",
+                           MetricType::Counter,
+                           {}};
+      for (const auto& [reason, n] : {std::pair<const char*, uint64_t>{"auth_throttle", throttled_},
+                                      {"capacity", capacity_}}) {
+        ClientMetric m;
+        m.label = {{"reason", reason}};
+        m.counter.value = static_cast<double>(n);
+        refused.metric.push_back(std::move(m));
+      }
+      out.push_back(std::move(requests));
+      out.push_back(std::move(refused));
+      out.push_back(std::move(durations));
+    }
     mg_server_load load{};
-    const mg_context* ctx = ctx_.load();
-    if (ctx == nullptr || mg_get_server_load(ctx, &load) != 0) return out;
+    {
+      std::lock_guard<std::mutex> lock(ctx_mu_);
+      if (ctx_ == nullptr || mg_get_server_load(ctx_, &load) != 0) return out;
+    }
     auto gauge = [&out](const char* name, const char* help, double v) {
-      prometheus::MetricFamily f{name, help, prometheus::MetricType::Gauge, {}};
-      prometheus::ClientMetric m;
+      MetricFamily f{name, help, MetricType::Gauge, {}};
+      ClientMetric m;
       m.gauge.value = v;
       f.metric.push_back(std::move(m));
       out.push_back(std::move(f));
@@ -180,17 +234,18 @@ class WebServer::Metrics : public prometheus::Collectable {
           "HTTP workers waiting for a TLS handshake or a request head.", load.heads_waiting);
     gauge("xpu_exporter_http_connections_queued", "Accepted connections waiting for a worker.",
           load.queued);
-    prometheus::MetricFamily cut{"xpu_exporter_http_connections_cut_total",
-                                 "Connections closed at a deadline, by reason: handshake (TLS "
-                                 "handshake), head (request head), response (whole response).",
-                                 prometheus::MetricType::Counter,
-                                 {}};
+    MetricFamily cut{"xpu_exporter_http_connections_cut_total",
+                     "Connections closed at a deadline, by reason: handshake (TLS handshake), "
+                     "head (request head), response (whole response, or shed for a waiting "
+                     "request).",
+                     MetricType::Counter,
+                     {}};
     for (const auto& [reason, n] :
          {std::pair<const char*, long long>{"handshake", load.handshake_timeouts},
           {"head", load.head_timeouts},
           {"response", load.response_timeouts}}) {
-      prometheus::ClientMetric m;
-      m.label.push_back({"reason", reason});
+      ClientMetric m;
+      m.label = {{"reason", reason}};
       m.counter.value = static_cast<double>(n);
       cut.metric.push_back(std::move(m));
     }
@@ -199,29 +254,21 @@ class WebServer::Metrics : public prometheus::Collectable {
   }
 
  private:
+  static constexpr std::array<double, 14> kBounds = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
+                                                     0.25,  0.5,    1,     2.5,  5,     10,   30};
   struct PerHandler {
-    prometheus::Histogram* duration;
+    std::array<uint64_t, kBounds.size() + 1> buckets{};  // the last: above every bound
+    uint64_t count = 0;
+    double sum = 0;
+    std::map<int, uint64_t> codes;
   };
-  PerHandler& Handler(const std::string& name) {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = handlers_.find(name);
-    if (it != handlers_.end()) return it->second;
-    prometheus::Histogram* h = &durations_.Add(
-        {{"handler", name}},
-        prometheus::Histogram::BucketBoundaries{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
-                                                0.5, 1, 2.5, 5, 10, 30});
-    return handlers_.emplace(name, PerHandler{h}).first->second;
-  }
 
-  prometheus::Registry registry_;
-  prometheus::Family<prometheus::Counter>& requests_;
-  prometheus::Family<prometheus::Histogram>& durations_;
-  prometheus::Family<prometheus::Counter>& refused_;
-  prometheus::Counter* capacity_ = nullptr;
-  prometheus::Counter* throttled_ = nullptr;
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::map<std::string, PerHandler> handlers_;  // guarded by mu_; never erased
-  std::atomic<const mg_context*> ctx_{nullptr};
+  uint64_t capacity_ = 0;                       // guarded by mu_
+  uint64_t throttled_ = 0;                      // guarded by mu_
+  mutable std::mutex ctx_mu_;
+  const mg_context* ctx_ = nullptr;  // guarded by ctx_mu_
 };
 
 namespace {
@@ -279,17 +326,17 @@ class WebServer::Dispatcher : public CivetHandler {
     auto it = server_->routes_.find(req.path);
     const std::string& handler = it == server_->routes_.end() ? kOtherHandler : it->first;
     // Capacity: requests other than the probes take at most max_connections
-    // workers; the reserved ones beyond are the probes' alone. One that
-    // finds them all in use waits briefly for one (a burst passes), then is
-    // refused: its worker must not wait long, as it is a reserved one.
-    const bool over = !probe && !AcquireSlot(opt.max_connections);
+    // workers; the reserved ones beyond are the probes' (AcquireSlot).
+    std::list<Slot>::iterator slot;
+    const bool over = !probe && !AcquireSlot(conn, opt, &slot);
     struct Release {
       Dispatcher* d;
+      std::list<Slot>::iterator slot;
       bool held;
       ~Release() {
-        if (held) d->ReleaseSlot();
+        if (held) d->ReleaseSlot(slot);
       }
-    } release{this, !probe && !over};
+    } release{this, slot, !probe && !over};
     Response resp;
     bool gzip = false;
     bool close = over;
@@ -298,9 +345,9 @@ class WebServer::Dispatcher : public CivetHandler {
     const std::shared_ptr<const WebConfig> cfg = server_->config();
     const bool needs_auth = cfg && !cfg->users.empty() && (opt.protect_probes || !probe);
     const char* authz = mg_get_header(conn, "Authorization");
-    const BasicAuth::Result auth = over || !needs_auth
-                                       ? BasicAuth::Result::kOk
-                                       : server_->auth_.Verify(cfg->users, authz ? authz : "");
+    const BasicAuth::Result auth =
+        over || !needs_auth ? BasicAuth::Result::kOk
+                            : server_->auth_.Verify(cfg->users, authz ? authz : "", probe);
     if (over) {
       resp = Response::Text(503, "503 server busy: every worker is in use; retry\n");
       resp.headers.emplace_back("Retry-After", "1");
@@ -344,16 +391,51 @@ class WebServer::Dispatcher : public CivetHandler {
     return true;
   }
 
-  bool AcquireSlot(int max) {
+  // A request other than a probe in progress.
+  struct Slot {
+    mg_connection* conn;
+    std::chrono::steady_clock::time_point start;
+    bool cut = false;
+  };
+
+  // Takes one of the max_connections slots for `conn`; false: refuse it.
+  // One that finds them all taken waits briefly (a burst passes); if none
+  // frees, the oldest response older than shed_after is cut (a slow
+  // reader, shed so that this request, a scrape perhaps, is served) and it
+  // waits a little more. At most reserved_probe_workers wait (those are
+  // the workers beyond the slots), each for at most 100 + 250 ms, so a probe
+  // behind them waits no longer; the rest are refused at once.
+  bool AcquireSlot(mg_connection* conn, const WebOptions& opt, std::list<Slot>::iterator* out) {
+    const auto max = static_cast<size_t>(opt.max_connections);
     std::unique_lock<std::mutex> lock(slots_mu_);
-    if (!slots_cv_.wait_for(lock, kSlotWait, [&] { return others_ < max; })) return false;
-    ++others_;
+    const auto room = [&] { return slots_.size() < max; };
+    if (!room()) {
+      const int max_waiters = std::max(1, opt.reserved_probe_workers);
+      if (waiters_ >= max_waiters) return false;
+      ++waiters_;
+      bool got = slots_cv_.wait_for(lock, kSlotWait, room);
+      if (!got) {
+        const auto now = std::chrono::steady_clock::now();
+        for (Slot& s : slots_) {  // oldest first
+          if (s.cut) continue;
+          if (now - s.start >= opt.shed_after) {
+            s.cut = true;
+            mg_cut_response(s.conn);  // its handler cannot return: we hold slots_mu_
+            got = slots_cv_.wait_for(lock, kShedWait, room);
+          }
+          break;
+        }
+      }
+      --waiters_;
+      if (!got) return false;
+    }
+    *out = slots_.insert(slots_.end(), Slot{conn, std::chrono::steady_clock::now()});
     return true;
   }
-  void ReleaseSlot() {
+  void ReleaseSlot(std::list<Slot>::iterator slot) {
     {
       std::lock_guard<std::mutex> lock(slots_mu_);
-      --others_;
+      slots_.erase(slot);
     }
     slots_cv_.notify_one();
   }
@@ -420,17 +502,21 @@ class WebServer::Dispatcher : public CivetHandler {
 
   static inline const std::string kOtherHandler = "other";
   static constexpr std::chrono::milliseconds kSlotWait{100};
+  static constexpr std::chrono::milliseconds kShedWait{250};
   const WebServer* server_;
   std::mutex slots_mu_;
   std::condition_variable slots_cv_;
-  int others_ = 0;  // requests other than probes past the capacity check; guarded by slots_mu_
+  std::list<Slot>
+      slots_;        // requests other than probes in progress, oldest first; guarded by slots_mu_
+  int waiters_ = 0;  // requests waiting for a slot; guarded by slots_mu_
 };
 
 WebServer::WebServer(WebOptions options)
     : options_(std::move(options)),
       config_(options_.web_config),
       auth_(options_.max_auth_checks),
-      tls_(std::make_unique<TlsContextSwitch>()) {}
+      tls_(std::make_unique<TlsContextSwitch>()),
+      metrics_(std::make_unique<Metrics>()) {}
 
 std::shared_ptr<const WebConfig> WebServer::config() const {
   std::lock_guard<std::mutex> lock(config_mu_);
@@ -459,7 +545,9 @@ Status WebServer::Reload(const std::shared_ptr<const WebConfig>& config) {
     std::lock_guard<std::mutex> lock(config_mu_);
     config_ = apply;
   }
-  auth_.Clear();
+  // Remembered credentials stay valid while the users do (a reload that
+  // forgot them would hand a password flood every scraper's next check).
+  if (!old || !apply || old->users != apply->users) auth_.Clear();
   return Status::Ok();
 }
 
@@ -471,6 +559,7 @@ void WebServer::Route(const std::string& path, std::set<std::string> methods, Ha
                       bool gzip) {
   if (methods.count("GET")) methods.insert("HEAD");
   routes_[path] = RouteEntry{std::move(methods), std::move(handler), gzip};
+  metrics_->Declare(path);  // its series exist from the start
 }
 
 Status WebServer::ToCivetPort(const std::string& address, std::string* out) {
@@ -525,7 +614,6 @@ Status WebServer::Start() {
       "enable_keep_alive", "yes", "tcp_nodelay", "1",
       // Nothing is served from disk: no document_root at all.
   };
-  metrics_ = std::make_unique<Metrics>(routes_);
   dispatcher_ = std::make_unique<Dispatcher>(this);
   CivetCallbacks callbacks{};
   callbacks.init_ssl = CivetInitSsl;

@@ -83,6 +83,9 @@ struct WebOptions {
   // Deadline for a whole response when the client sends no
   // X-Prometheus-Scrape-Timeout-Seconds (that header, when sent, is used).
   std::chrono::milliseconds response_timeout{30000};
+  // A response older than this may be cut for a request that finds every
+  // slot taken (the oldest first: a slow reader is shed for a scrape).
+  std::chrono::milliseconds shed_after{1000};
   // Basic-auth password checks (bcrypt) running at once; more are refused
   // with 429 at once.
   int max_auth_checks = 2;
