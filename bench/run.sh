@@ -56,6 +56,7 @@ echo
 echo "| size | series | body bytes | xpu median ms | xpu p99 ms | xpu CPU ms/scrape | xpu RSS MiB (peak) | xpu PSS MiB (peak) | idle CPU % | node_exporter median ms | p99 ms | node_exporter PSS MiB | speed-up (median) |"
 echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 GZIP_ROWS=""
+ZSTD_ROWS=""
 HA_ROWS=""
 # PSS samples (KiB) of process $1 every 50 ms until killed, appended to file
 # $2 (appends: a kill mid-write loses one sample, not the rest).
@@ -90,6 +91,12 @@ for size in "8 devices:8:7:400:200" "10k series:64:50:200:100" "100k series:256:
   c1=$(cpu_us "$EXP_PID"); t1=$(date +%s%N)
   gcpu=$(cpu_per "$EXP_PID" "$c0" "$c1" "$t0" "$t1" "$idle" "$n")
   gout=$("$CLIENT" "$URL" --count "$n" --gzip --prometheus)
+  # zstd the same way (Accept-Encoding: zstd), kept compressed.
+  c0=$(cpu_us "$EXP_PID"); t0=$(date +%s%N)
+  zraw=$("$CLIENT" "$URL" --count "$n" --zstd-raw --prometheus)
+  c1=$(cpu_us "$EXP_PID"); t1=$(date +%s%N)
+  zcpu=$(cpu_per "$EXP_PID" "$c0" "$c1" "$t0" "$t1" "$idle" "$n")
+  ZSTD_ROWS+="| $label | $(field wire_bytes "$graw") | $gcpu | $(field median_ms "$graw") | $(field p99_ms "$graw") | $(field wire_bytes "$zraw") | $zcpu | $(field median_ms "$zraw") | $(field p99_ms "$zraw") |"$'\n'
   # An HA pair: two scrapers at once, each on its own connection.
   c0=$(cpu_us "$EXP_PID"); t0=$(date +%s%N)
   g2=$("$CLIENT" "$URL" --count "$n" --gzip-raw --prometheus --parallel 2)
@@ -131,6 +138,12 @@ echo
 echo "| size | xpu gzip bytes | to last byte median ms | p99 ms | xpu CPU ms/scrape | inflated median ms | inflated p99 ms | node_exporter gzip bytes | median ms | p99 ms | speed-up (inflated median) |"
 echo "|---|---|---|---|---|---|---|---|---|---|---|"
 printf "%s" "$GZIP_ROWS"
+echo
+echo "## zstd beside gzip (Prometheus's Accept header; the body kept compressed)"
+echo
+echo "| size | gzip bytes | gzip CPU ms/scrape | gzip median ms | p99 ms | zstd bytes | zstd CPU ms/scrape | zstd median ms | p99 ms |"
+echo "|---|---|---|---|---|---|---|---|---|"
+printf "%s" "$ZSTD_ROWS"
 echo
 echo "## Two scrapers at once (an HA pair), gzip as Prometheus asks"
 echo

@@ -37,11 +37,12 @@ int64_t NowUs() {
 
 void Usage() {
   std::fprintf(stderr,
-               "usage: scrape_client URL [--count N] [--gzip|--gzip-raw] [--prometheus] "
+               "usage: scrape_client URL [--count N] [--gzip|--gzip-raw|--zstd-raw] [--prometheus] "
                "[--parallel K]\n"
                "       scrape_client URL --freshness ID --seconds S\n"
                "  --gzip      ask for gzip and inflate (as Prometheus does)\n"
                "  --gzip-raw  ask for gzip, keep it compressed: the exporter's time alone\n"
+               "  --zstd-raw  the same with Accept-Encoding: zstd\n"
                "  --prometheus  send Prometheus 2.x's own Accept header (OpenMetrics first)\n"
                "  --parallel K  K scrapers at once, each on its own connection\n");
   std::exit(2);
@@ -54,7 +55,7 @@ constexpr const char* kPrometheusAccept =
 
 // One keep-alive connection that scrapes `url`.
 struct Scraper {
-  Scraper(const std::string& url, bool gzip, bool gzip_raw, bool prometheus) {
+  Scraper(const std::string& url, bool gzip, bool gzip_raw, bool prometheus, bool zstd_raw) {
     curl = curl_easy_init();
     curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
     curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, Append);
@@ -62,6 +63,7 @@ struct Scraper {
     curl_easy_setopt(curl, CURLOPT_TIMEOUT, 20L);
     if (gzip) curl_easy_setopt(curl, CURLOPT_ACCEPT_ENCODING, "gzip");
     if (gzip_raw) headers = curl_slist_append(headers, "Accept-Encoding: gzip");
+    if (zstd_raw) headers = curl_slist_append(headers, "Accept-Encoding: zstd");
     if (prometheus) headers = curl_slist_append(headers, kPrometheusAccept);
     if (headers) curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
   }
@@ -98,7 +100,7 @@ int main(int argc, char** argv) {
   if (argc < 2) Usage();
   const std::string url = argv[1];
   int count = 200;
-  bool gzip = false, gzip_raw = false, prometheus = false;
+  bool gzip = false, gzip_raw = false, prometheus = false, zstd_raw = false;
   int marker = 0, parallel = 1;
   double seconds = 5;
   for (int i = 2; i < argc; ++i) {
@@ -108,6 +110,8 @@ int main(int argc, char** argv) {
       gzip = true;
     } else if (!std::strcmp(argv[i], "--gzip-raw")) {
       gzip_raw = true;
+    } else if (!std::strcmp(argv[i], "--zstd-raw")) {
+      zstd_raw = true;
     } else if (!std::strcmp(argv[i], "--prometheus")) {
       prometheus = true;
     } else if (!std::strcmp(argv[i], "--parallel") && i + 1 < argc) {
@@ -125,7 +129,7 @@ int main(int argc, char** argv) {
   if (marker == 0) {
     std::vector<std::unique_ptr<Scraper>> scrapers;
     for (int k = 0; k < parallel; ++k)
-      scrapers.push_back(std::make_unique<Scraper>(url, gzip, gzip_raw, prometheus));
+      scrapers.push_back(std::make_unique<Scraper>(url, gzip, gzip_raw, prometheus, zstd_raw));
     std::vector<std::vector<double>> ms(static_cast<size_t>(parallel));
     std::vector<std::thread> threads;
     std::atomic<bool> failed{false};
@@ -154,7 +158,7 @@ int main(int argc, char** argv) {
     return 0;
   }
 
-  Scraper one(url, false, false, false);
+  Scraper one(url, false, false, false, false);
   std::string& body = one.body;
   auto scrape = [&one] { return one.Scrape(); };
 

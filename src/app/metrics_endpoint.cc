@@ -4,6 +4,7 @@
 
 #include "http/gzip.h"
 #include "http/headers.h"
+#include "http/zstd.h"
 
 namespace xpu::app {
 
@@ -11,7 +12,8 @@ MetricsEndpoint::MetricsEndpoint(exposition::Exposer* exposer, prometheus::Regis
     : exposer_(exposer),
       shared_(prometheus::BuildCounter()
                   .Name("xpu_exporter_scrapes_shared_total")
-                  .Help("gzip scrapes answered with the page a concurrent scrape rendered.")
+                  .Help("Compressed (gzip or zstd) scrapes answered with the page a concurrent "
+                        "scrape rendered.")
                   .Register(*self)
                   .Add({})) {}
 
@@ -30,13 +32,15 @@ http::Response MetricsEndpoint::Serve(const http::Request& req) {
                        ? exposition::kOpenMetrics001ContentType
                        : exposition::kOpenMetricsContentType;
   r.headers.emplace_back("Vary", "Accept, Accept-Encoding");
-  if (http::AcceptsGzip(req.accept_encoding)) {
-    if (Page page = Gzipped(format)) {
+  const http::ContentCoding coding = http::NegotiateContentCoding(req.accept_encoding);
+  if (coding != http::ContentCoding::kIdentity) {
+    const bool zstd = coding == http::ContentCoding::kZstd;
+    if (Page page = Compressed(format, zstd)) {
       r.shared_body = std::move(page);
-      r.headers.emplace_back("Content-Encoding", "gzip");
+      r.headers.emplace_back("Content-Encoding", zstd ? "zstd" : "gzip");
       return r;
     }
-    // Not expected (igzip failed): the plain page still answers.
+    // Not expected (the compressor failed): the plain page still answers.
   }
   exposition::Exposer* exposer = exposer_;
   r.stream = [exposer, format](const http::BodyWriter& write) {
@@ -46,30 +50,32 @@ http::Response MetricsEndpoint::Serve(const http::Request& req) {
   return r;
 }
 
-MetricsEndpoint::Page MetricsEndpoint::Gzipped(exposition::Format format) {
-  const int slot = format == exposition::Format::kOpenMetrics ? 1 : 0;
+MetricsEndpoint::Page MetricsEndpoint::Compressed(exposition::Format format, bool zstd) {
+  std::shared_future<Page>& inflight =
+      inflight_[format == exposition::Format::kOpenMetrics ? 1 : 0][zstd ? 1 : 0];
+  const char* coding = zstd ? "zstd" : "gzip";
   std::promise<Page> promise;
   {
     std::unique_lock<std::mutex> lock(mu_);
-    if (inflight_[slot].valid()) {
-      std::shared_future<Page> other = inflight_[slot];
+    if (inflight.valid()) {
+      std::shared_future<Page> other = inflight;
       lock.unlock();
       shared_.Increment();
       return other.get();
     }
-    inflight_[slot] = promise.get_future().share();
+    inflight = promise.get_future().share();
   }
   Page page;
   try {
-    page = RenderGzipped(format);
+    page = zstd ? RenderZstd(format) : RenderGzipped(format);
   } catch (const std::exception& e) {  // bad_alloc: this scrape fails, not the process
-    spdlog::error("rendering a gzip page failed: {}", e.what());
+    spdlog::error("rendering a {} page failed: {}", coding, e.what());
   } catch (...) {  // whatever it was, the scrapes waiting on this page must not hang
-    spdlog::error("rendering a gzip page failed");
+    spdlog::error("rendering a {} page failed", coding);
   }
   {
     std::lock_guard<std::mutex> lock(mu_);
-    inflight_[slot] = {};
+    inflight = {};
   }
   promise.set_value(page);
   return page;
@@ -87,6 +93,21 @@ MetricsEndpoint::Page MetricsEndpoint::RenderGzipped(exposition::Format format) 
   exposer_->Render(&sink, format);
   if (!gz.Finish()) {
     spdlog::error("igzip failed to compress the metrics page");
+    return nullptr;
+  }
+  return page;
+}
+
+MetricsEndpoint::Page MetricsEndpoint::RenderZstd(exposition::Format format) {
+  auto page = std::make_shared<std::string>();
+  http::ZstdStream z(page.get());
+  exposition::PageSink sink(exposition::PageSink::Taker([&](std::string* buf, bool) {
+                              return z.Write(*buf);  // what it leaves in buf is dropped
+                            }),
+                            size_t{256} * 1024);
+  exposer_->Render(&sink, format);
+  if (!z.Finish()) {
+    spdlog::error("libzstd failed to compress the metrics page");
     return nullptr;
   }
   return page;

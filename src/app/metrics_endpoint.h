@@ -18,9 +18,9 @@ namespace xpu::app {
 // - a plain scrape streams the page to its client in 64 KiB chunks as it
 //   renders;
 // - a gzip scrape (what Prometheus asks for) renders straight into igzip and
-//   sends the compressed page, and concurrent gzip scrapes of one format
-//   share one render: a scrape that arrives while another renders waits for
-//   that page instead of rendering its own, so an HA pair of Prometheus
+//   sends the compressed page (a zstd scrape likewise into libzstd), and
+//   concurrent scrapes of one format and coding share one render: a scrape that arrives while
+//   another renders waits for that page instead of rendering its own, so an HA pair of Prometheus
 //   servers costs one render. The shared page is at most one render older
 //   than the request; it is never kept after it is sent.
 // A client that is slow to read holds only its own worker: compressed pages
@@ -34,15 +34,16 @@ class MetricsEndpoint {
 
  private:
   using Page = std::shared_ptr<const std::string>;
-  // The gzip page of `format`, rendered here or by the scrape already
-  // rendering it; null if compression failed.
-  Page Gzipped(exposition::Format format);
+  // The compressed page of `format` (zstd when `zstd`, else gzip), rendered
+  // here or by the scrape already rendering it; null if compression failed.
+  Page Compressed(exposition::Format format, bool zstd);
   Page RenderGzipped(exposition::Format format);
+  Page RenderZstd(exposition::Format format);
 
   exposition::Exposer* const exposer_;
   prometheus::Counter& shared_;
   std::mutex mu_;
-  std::shared_future<Page> inflight_[2];  // by Format; guarded by mu_
+  std::shared_future<Page> inflight_[2][2];  // by Format, then zstd; guarded by mu_
 };
 
 }  // namespace xpu::app

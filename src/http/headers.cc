@@ -2,6 +2,7 @@
 
 #include <openssl/evp.h>
 
+#include <algorithm>
 #include <cctype>
 #include <charconv>
 #include <cstdlib>
@@ -49,6 +50,42 @@ bool EqualsNoCase(std::string_view a, std::string_view b) {
 }
 
 }  // namespace
+
+ContentCoding NegotiateContentCoding(std::string_view accept_encoding) {
+  constexpr int kMaxEntries = 64;
+  double q_gzip = -1, q_zstd = -1, q_identity = -1, q_any = -1;
+  size_t start = 0;
+  for (int n = 0; n < kMaxEntries && start <= accept_encoding.size(); ++n) {
+    size_t end = accept_encoding.find(',', start);
+    if (end == std::string_view::npos) end = accept_encoding.size();
+    const std::string_view entry = accept_encoding.substr(start, end - start);
+    start = end + 1;
+    const size_t semi = entry.find(';');
+    const std::string_view name = Trim(entry.substr(0, semi));
+    if (name.empty()) continue;
+    double q = 1;
+    if (semi != std::string_view::npos) {
+      const std::string_view param = Trim(entry.substr(semi + 1));
+      if (param.size() > 2 && (param[0] == 'q' || param[0] == 'Q') && param[1] == '=') {
+        const std::string_view value = Trim(param.substr(2));
+        double v = 0;
+        auto res = std::from_chars(value.data(), value.data() + value.size(), v);
+        q = res.ec == std::errc() && v >= 0 && v <= 1 ? v : 0;
+      }
+    }
+    double* slot = EqualsNoCase(name, "gzip") || EqualsNoCase(name, "x-gzip") ? &q_gzip
+                   : EqualsNoCase(name, "zstd")                               ? &q_zstd
+                   : EqualsNoCase(name, "identity")                           ? &q_identity
+                   : name == "*"                                              ? &q_any
+                                                                              : nullptr;
+    if (slot != nullptr && *slot < 0) *slot = q;  // the first entry for a name counts
+  }
+  if (q_gzip < 0) q_gzip = q_any;
+  if (q_zstd < 0) q_zstd = q_any;
+  const double best = std::max(q_gzip, q_zstd);
+  if (best <= 0 || q_identity > best) return ContentCoding::kIdentity;
+  return q_zstd >= q_gzip ? ContentCoding::kZstd : ContentCoding::kGzip;
+}
 
 MetricsFormat NegotiateMetricsFormat(std::string_view accept) {
   constexpr int kMaxRanges = 64;

@@ -12,6 +12,15 @@ namespace xpu::http {
 // "*;q=1"); a q of 0 refuses it.
 bool AcceptsGzip(const std::string& accept_encoding);
 
+// The content codings /metrics serves.
+enum class ContentCoding { kIdentity, kGzip, kZstd };
+
+// The coding an Accept-Encoding value asks for: zstd or gzip (x-gzip), by
+// the highest q (a coding not named takes the q of "*", else it is not
+// acceptable; q=0 refuses), zstd on a tie; identity when neither is
+// acceptable or identity's own q is higher. At most 64 entries are read.
+ContentCoding NegotiateContentCoding(std::string_view accept_encoding);
+
 // The exposition formats /metrics serves.
 enum class MetricsFormat { kText, kOpenMetrics100, kOpenMetrics001 };
 

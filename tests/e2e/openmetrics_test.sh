@@ -28,6 +28,30 @@ grep -qi '^Content-Type: application/openmetrics-text; version=1.0.0; charset=ut
   fail "OpenMetrics not negotiated: $(grep -i content-type "$TMP/om.h")"
 grep -qi '^Content-Type: text/plain; version=0.0.4' "$TMP/text.h" || fail "text format not the default"
 [ "$(tail -n 1 "$TMP/om.txt")" = "# EOF" ] || fail "OpenMetrics page does not end with # EOF"
+# Prometheus 3.4+ with native histograms asks for protobuf first: among what
+# we serve, OpenMetrics is its best choice; 0.0.1 asked alone is answered so.
+PROM3_ACCEPT='application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited;q=0.6,application/openmetrics-text;version=1.0.0;escaping=allow-utf-8;q=0.5,application/openmetrics-text;version=0.0.1;q=0.4,text/plain;version=1.0.0;escaping=allow-utf-8;q=0.3,text/plain;version=0.0.4;q=0.2,*/*;q=0.1'
+curl -sf -o /dev/null -H "Accept: $PROM3_ACCEPT" -D "$TMP/om3.h" "$URL/metrics" || fail "Prometheus 3 scrape"
+grep -qi '^Content-Type: application/openmetrics-text; version=1.0.0; charset=utf-8' "$TMP/om3.h" ||
+  fail "Prometheus 3's Accept not answered with OpenMetrics: $(grep -i content-type "$TMP/om3.h")"
+curl -sf -o /dev/null -H "Accept: application/openmetrics-text;version=0.0.1" -D "$TMP/om001.h" "$URL/metrics" ||
+  fail "OpenMetrics 0.0.1 scrape"
+grep -qi '^Content-Type: application/openmetrics-text; version=0.0.1; charset=utf-8' "$TMP/om001.h" ||
+  fail "0.0.1 not answered as asked: $(grep -i content-type "$TMP/om001.h")"
+
+# ---- zstd (Accept-Encoding: zstd), decoded by the zstd tool ----
+series() { grep -v '^#' | sed 's/[ {].*//' | sort -u; }
+curl -sf -H 'Accept-Encoding: zstd' -D "$TMP/z.h" "$URL/metrics" >"$TMP/page.zst" || fail "zstd scrape"
+grep -qi '^Content-Encoding: zstd' "$TMP/z.h" || fail "zstd not served: $(cat "$TMP/z.h")"
+zstd -q -d -c "$TMP/page.zst" >"$TMP/z.txt" || fail "the zstd tool cannot decode the page"
+[ "$(series <"$TMP/z.txt")" = "$(series <"$TMP/text.txt")" ] || fail "the zstd page has other families"
+# q-values: gzip preferred when the client says so; zstd refused with q=0.
+curl -sf -H 'Accept-Encoding: zstd;q=0.1, gzip;q=0.5' -D "$TMP/g.h" "$URL/metrics" >"$TMP/page.gz" ||
+  fail "gzip scrape"
+grep -qi '^Content-Encoding: gzip' "$TMP/g.h" || fail "gzip not preferred: $(cat "$TMP/g.h")"
+[ "$(gzip -dc "$TMP/page.gz" | series)" = "$(series <"$TMP/text.txt")" ] || fail "the gzip page differs"
+curl -sf -H 'Accept-Encoding: zstd;q=0' -D "$TMP/i.h" -o /dev/null "$URL/metrics" || fail "identity scrape"
+grep -qi '^Content-Encoding' "$TMP/i.h" && fail "a coding the client refused was used"
 grep -q '^# EOF' "$TMP/text.txt" && fail "# EOF in the text format"
 grep -q '^# UNIT xpu_memory_used_bytes bytes$' "$TMP/om.txt" || fail "no # UNIT for a catalog family"
 grep -q '^# UNIT process_cpu_seconds seconds$' "$TMP/om.txt" || fail "no # UNIT for process_cpu_seconds"

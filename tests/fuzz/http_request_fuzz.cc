@@ -93,8 +93,8 @@ void CheckAnswers(const std::string& answer) {
         const size_t eol = answer.find("\r\n", at);
         if (eol == std::string::npos) Bad("chunk size", answer);
         const unsigned long long n = strtoull(answer.c_str() + at, nullptr, 16);
-        at = eol + 2 + n + 2;
-        if (at > answer.size()) Bad("chunk", answer);
+        if (n > answer.size() || eol + 4 + n > answer.size()) Bad("chunk", answer);
+        at = eol + 2 + static_cast<size_t>(n) + 2;
         if (n == 0) break;
       }
     } else if (length >= 0) {
@@ -151,6 +151,8 @@ void SendRaw(int port, const std::string& request) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string text = xpu::fuzz::AsString(data, size);
   (void)xpu::http::AcceptsGzip(text);
+  (void)xpu::http::NegotiateContentCoding(text);
+  (void)xpu::http::NegotiateMetricsFormat(text);
   (void)xpu::http::PrefersOpenMetrics(text);
   std::string user, password;
   (void)xpu::http::ParseBasicAuth(text, &user, &password);

@@ -6,6 +6,7 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
+#include <zstd.h>
 
 #include <atomic>
 #include <chrono>
@@ -15,6 +16,7 @@
 
 #include "http/gzip.h"
 #include "http/headers.h"
+#include "http/zstd.h"
 #include "support/test_util.h"
 #include "tls_test_util.h"
 
@@ -240,6 +242,23 @@ TEST(HeadersTest, NegotiationFollowsQValuesOfServedTypesOnly) {
             F::kText);
 }
 
+TEST(HeadersTest, ContentCodingFollowsQValues) {
+  using C = ContentCoding;
+  EXPECT_EQ(NegotiateContentCoding("gzip"), C::kGzip);  // Prometheus
+  EXPECT_EQ(NegotiateContentCoding("zstd"), C::kZstd);
+  EXPECT_EQ(NegotiateContentCoding("gzip, zstd"), C::kZstd);  // a tie: zstd
+  EXPECT_EQ(NegotiateContentCoding("zstd;q=0.1, gzip;q=0.5"), C::kGzip);
+  EXPECT_EQ(NegotiateContentCoding("x-gzip"), C::kGzip);
+  EXPECT_EQ(NegotiateContentCoding("*"), C::kZstd);
+  EXPECT_EQ(NegotiateContentCoding("*;q=0.5, zstd;q=0"), C::kGzip);
+  EXPECT_EQ(NegotiateContentCoding("gzip;q=0, zstd;q=0"), C::kIdentity);
+  EXPECT_EQ(NegotiateContentCoding("gzip;q=0.2, identity;q=0.9"), C::kIdentity);
+  EXPECT_EQ(NegotiateContentCoding(""), C::kIdentity);
+  EXPECT_EQ(NegotiateContentCoding("br, deflate"), C::kIdentity);
+  EXPECT_EQ(NegotiateContentCoding("ZSTD;Q=1"), C::kZstd);
+  EXPECT_EQ(NegotiateContentCoding("zstd;q=bogus, gzip"), C::kGzip);
+}
+
 TEST(HeadersTest, AcceptEncodingAndBasicAuth) {
   EXPECT_TRUE(AcceptsGzip("gzip"));
   EXPECT_TRUE(AcceptsGzip("deflate, gzip;q=0.5"));
@@ -347,6 +366,40 @@ namespace {
 
 // igzip's output is one standard gzip member: zlib reads it back whole, from
 // nothing to a 12 MB page and incompressible bytes.
+// zstd: one frame, whether compressed whole or piece by piece, that
+// libzstd decodes back to the page (with its content size unknown when
+// streamed, as a decoder must handle).
+TEST(ZstdTest, PiecesMakeOneFrameOfTheWholePage) {
+  std::string page;
+  for (int i = 0; page.size() < (4u << 20); ++i)
+    page += "xpu_link_up{minor=\"" + std::to_string(i % 256) + "\",link=\"" +
+            std::to_string(i % 128) + "\"} " + std::to_string(i) + "\n";
+  std::string streamed;
+  ZstdStream z(&streamed);
+  for (size_t at = 0; at < page.size(); at += 65536)
+    ASSERT_TRUE(z.Write(std::string_view(page).substr(at, 65536)));
+  ASSERT_TRUE(z.Finish());
+  for (const std::string& frame : {streamed, Zstd(page)}) {
+    ASSERT_FALSE(frame.empty());
+    EXPECT_LT(frame.size(), page.size() / 5);
+    EXPECT_EQ(ZSTD_findFrameCompressedSize(frame.data(), frame.size()), frame.size())
+        << "not exactly one frame";
+    ZSTD_DStream* d = ZSTD_createDStream();
+    std::string out;
+    ZSTD_inBuffer in{frame.data(), frame.size(), 0};
+    char buf[1 << 16];
+    size_t left = 1;
+    while (left != 0 && !ZSTD_isError(left)) {
+      ZSTD_outBuffer o{buf, sizeof buf, 0};
+      left = ZSTD_decompressStream(d, &o, &in);
+      out.append(buf, o.pos);
+    }
+    ZSTD_freeDStream(d);
+    ASSERT_FALSE(ZSTD_isError(left)) << ZSTD_getErrorName(left);
+    EXPECT_EQ(out, page);
+  }
+}
+
 TEST(GzipTest, RoundTripsThroughZlibAsOneMember) {
   std::string page;
   for (int i = 0; page.size() < (12u << 20); ++i)
