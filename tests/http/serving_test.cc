@@ -149,6 +149,9 @@ class ServingTest : public ::testing::Test {
   std::unique_ptr<WebServer> server_;
   int port_ = 0;
   bool tls_ = false;
+  // Counted by attackers: members, so that they outlive the threads even
+  // when an assertion ends a test early (TearDown joins them).
+  std::atomic<int> throttled_{0}, failed_{0}, done_{0};
   std::atomic<bool> stop_{false};
   std::vector<std::thread> attackers_;
 };
@@ -178,10 +181,15 @@ TEST_F(ServingTest, KeepAlivePinnersDoNotStarveProbes) {
   const std::string url = Url("/nope");
   Attack(16, [url](const std::atomic<bool>& stop) { PinWithKeepAlive(url, stop); });
   ASSERT_TRUE(Holds(12));
+  // Every pinner is past its first request: they repeat on their connections.
+  ASSERT_TRUE(xpu::testing::WaitFor(
+      [&] {
+        return Sample(*server_, "xpu_exporter_http_requests_total", {{"handler", "other"}}) > 48;
+      },
+      std::chrono::seconds(30)));
   milliseconds worst;
   EXPECT_EQ(ProbesWithinASecond(8, &worst), 8) << "slowest " << worst.count() << " ms";
   EXPECT_EQ(ProbesWithinASecond(2, &worst, "/metrics"), 2) << "slowest " << worst.count() << " ms";
-  EXPECT_GT(Sample(*server_, "xpu_exporter_http_requests_total", {{"handler", "other"}}), 16);
 }
 
 TEST_F(ServingTest, KeepAlivePinnersDoNotStarveProbesOverTls) {
@@ -271,10 +279,12 @@ TEST_F(ServingTest, SlowReadersAndAConnectionFloodDoNotStarveProbes) {
       (void)xpu::testing::Http(req);
     }
   });
-  ASSERT_TRUE(xpu::testing::WaitFor([&] {
-    return Sample(*server_, "xpu_exporter_http_requests_refused_total", {{"reason", "capacity"}}) >
-           10;
-  }));
+  ASSERT_TRUE(xpu::testing::WaitFor(
+      [&] {
+        return Sample(*server_, "xpu_exporter_http_requests_refused_total",
+                      {{"reason", "capacity"}}) > 10;
+      },
+      std::chrono::seconds(60)));
   milliseconds worst;
   EXPECT_EQ(ProbesWithinASecond(8, &worst), 8) << "slowest " << worst.count() << " ms";
 }
@@ -294,7 +304,7 @@ TEST_F(ServingTest, ResponseDeadlineFollowsThePrometheusScrapeTimeout) {
         return Sample(*server_, "xpu_exporter_http_connections_cut_total",
                       {{"reason", "response"}}) >= 1;
       },
-      std::chrono::seconds(4)));
+      std::chrono::seconds(30)));
   ::close(fd);
 }
 
@@ -311,7 +321,7 @@ TEST_F(ServingTest, BadCredentialsFloodIsThrottledAndValidScrapesPass) {
   // Verified once, before the flood: remembered.
   ASSERT_EQ(ProbesWithinASecond(1, nullptr, "/metrics", "prom:s3cret"), 1);
   const std::string url = Url("/metrics");
-  std::atomic<int> throttled{0};
+  std::atomic<int>& throttled = throttled_;
   Attack(16, [url, &throttled](const std::atomic<bool>& stop) {
     int i = 0;
     while (!stop) {
@@ -321,7 +331,8 @@ TEST_F(ServingTest, BadCredentialsFloodIsThrottledAndValidScrapesPass) {
       if (xpu::testing::Http(req).status == 429) ++throttled;
     }
   });
-  ASSERT_TRUE(xpu::testing::WaitFor([&] { return throttled.load() > 0; }));
+  ASSERT_TRUE(
+      xpu::testing::WaitFor([&] { return throttled.load() > 0; }, std::chrono::seconds(60)));
   milliseconds worst;
   EXPECT_EQ(ProbesWithinASecond(6, &worst, "/metrics", "prom:s3cret"), 6)
       << "slowest " << worst.count() << " ms";
@@ -355,7 +366,7 @@ TEST_F(ServingTest, ProbesBehindAuthAreNotThrottledByAFloodAfterAReload) {
   ASSERT_EQ(ProbesWithinASecond(1, nullptr, "/-/healthy", "kubelet:s3cret"), 1);
   ASSERT_TRUE(server_->Reload(same).ok());
   const std::string url = Url("/-/healthy");
-  std::atomic<int> throttled{0};
+  std::atomic<int>& throttled = throttled_;
   Attack(16, [url, &throttled](const std::atomic<bool>& stop) {
     for (int i = 0; !stop; ++i) {
       xpu::testing::HttpRequest req;
@@ -364,7 +375,8 @@ TEST_F(ServingTest, ProbesBehindAuthAreNotThrottledByAFloodAfterAReload) {
       if (xpu::testing::Http(req).status == 429) ++throttled;
     }
   });
-  ASSERT_TRUE(xpu::testing::WaitFor([&] { return throttled.load() > 0; }));
+  ASSERT_TRUE(
+      xpu::testing::WaitFor([&] { return throttled.load() > 0; }, std::chrono::seconds(60)));
   milliseconds worst;
   EXPECT_EQ(ProbesWithinASecond(6, &worst, "/-/healthy", "kubelet:s3cret"), 6)
       << "slowest " << worst.count() << " ms";
@@ -420,7 +432,8 @@ TEST_F(ServingTest, CertificateRotatesWithoutRestartingTheListener) {
   ASSERT_FALSE(of_file("a").empty());
   EXPECT_EQ(fingerprint(""), of_file("a"));
   const int port = port_;
-  std::atomic<int> failed{0}, done{0};
+  std::atomic<int>& failed = failed_;
+  std::atomic<int>& done = done_;
   const std::string url = Url("/-/healthy");
   Attack(2, [url, &failed, &done](const std::atomic<bool>& stop) {
     while (!stop) {
@@ -431,14 +444,15 @@ TEST_F(ServingTest, CertificateRotatesWithoutRestartingTheListener) {
       ++done;
     }
   });
-  ASSERT_TRUE(xpu::testing::WaitFor([&] { return done.load() > 5; }));
+  ASSERT_TRUE(xpu::testing::WaitFor([&] { return done.load() > 5; }, std::chrono::seconds(60)));
   ASSERT_TRUE(server_->Reload(TlsConfigFor(dir.path(), "b")).ok());
   EXPECT_EQ(server_->ports().at(0), port);
   EXPECT_EQ(fingerprint(""), of_file("b"));
   // TLS 1.2 and 1.3 clients alike.
   EXPECT_EQ(fingerprint(" -tls1_2"), of_file("b"));
   const int after = done.load();
-  ASSERT_TRUE(xpu::testing::WaitFor([&] { return done.load() > after + 5; }));
+  ASSERT_TRUE(
+      xpu::testing::WaitFor([&] { return done.load() > after + 5; }, std::chrono::seconds(60)));
   EXPECT_EQ(failed.load(), 0);
   // A certificate that does not load keeps the one in force.
   ASSERT_TRUE(MakeCert(dir.path(), "c"));
