@@ -208,6 +208,9 @@ void AppendFamily(const prometheus::MetricFamily& family, std::string* out, Form
         break;
       case prometheus::MetricType::Histogram: {
         for (const auto& b : m.histogram.bucket) {
+          // prometheus-cpp's Histogram lists +Inf among its buckets; it is
+          // written once, below, from the count.
+          if (std::isinf(b.upper_bound)) continue;
           auto ls = labels;
           std::string le;
           AppendValue(b.upper_bound, &le);

@@ -63,15 +63,21 @@ ContentCoding NegotiateContentCoding(std::string_view accept_encoding) {
     const size_t semi = entry.find(';');
     const std::string_view name = Trim(entry.substr(0, semi));
     if (name.empty()) continue;
+    // The first q parameter counts, wherever it stands; a value that is
+    // not wholly a number in [0, 1] refuses.
     double q = 1;
-    if (semi != std::string_view::npos) {
-      const std::string_view param = Trim(entry.substr(semi + 1));
-      if (param.size() > 2 && (param[0] == 'q' || param[0] == 'Q') && param[1] == '=') {
-        const std::string_view value = Trim(param.substr(2));
-        double v = 0;
-        auto res = std::from_chars(value.data(), value.data() + value.size(), v);
-        q = res.ec == std::errc() && v >= 0 && v <= 1 ? v : 0;
-      }
+    for (size_t at = semi; at != std::string_view::npos;) {
+      const size_t next = entry.find(';', at + 1);
+      const std::string_view param = Trim(entry.substr(at + 1, next - at - 1));
+      at = next;
+      const size_t eq = param.find('=');
+      if (eq == std::string_view::npos || !EqualsNoCase(Trim(param.substr(0, eq)), "q")) continue;
+      const std::string_view value = Trim(param.substr(eq + 1));
+      double v = 0;
+      auto res = std::from_chars(value.data(), value.data() + value.size(), v);
+      q = res.ec == std::errc() && res.ptr == value.data() + value.size() && v >= 0 && v <= 1 ? v
+                                                                                              : 0;
+      break;
     }
     double* slot = EqualsNoCase(name, "gzip") || EqualsNoCase(name, "x-gzip") ? &q_gzip
                    : EqualsNoCase(name, "zstd")                               ? &q_zstd

@@ -17,6 +17,7 @@
 #include <cstring>
 #include <limits>
 #include <list>
+#include <optional>
 
 #include "common/civet_util.h"
 #include "http/gzip.h"
@@ -197,8 +198,9 @@ class WebServer::Metrics : public prometheus::Collectable {
       }
       MetricFamily refused{"xpu_exporter_http_requests_refused_total",
                            "Requests answered without their handler: capacity (503, "
-                           "--web.max-connections requests in progress for 100 ms) or "
-                           "auth_throttle (429, too many password checks at once).",
+                           "--web.max-connections requests in progress, none freed after a "
+                           "short wait) or auth_throttle (429, too many password checks at "
+                           "once).",
                            MetricType::Counter,
                            {}};
       for (const auto& [reason, n] : {std::pair<const char*, uint64_t>{"auth_throttle", throttled_},
@@ -384,6 +386,7 @@ class WebServer::Dispatcher : public CivetHandler {
     // and the client queues again behind those waiting (probes included).
     if (!close) close = Pressed(conn, opt) || HeaderHasToken(conn, "Connection", "close");
     const int status = resp.status;
+    if (release.held) Writing(slot);
     Send(conn, req, std::move(resp), gzip, close, cfg.get());
     server_->metrics_->Observe(
         handler, status,
@@ -394,7 +397,9 @@ class WebServer::Dispatcher : public CivetHandler {
   // A request other than a probe in progress.
   struct Slot {
     mg_connection* conn;
-    std::chrono::steady_clock::time_point start;
+    // When its answer began to be sent; unset while the handler computes
+    // (cutting then would free nothing: the slot goes when it returns).
+    std::optional<std::chrono::steady_clock::time_point> writing_since;
     bool cut = false;
   };
 
@@ -402,35 +407,48 @@ class WebServer::Dispatcher : public CivetHandler {
   // One that finds them all taken waits briefly (a burst passes); if none
   // frees, the oldest response older than shed_after is cut (a slow
   // reader, shed so that this request, a scrape perhaps, is served) and it
-  // waits a little more. At most reserved_probe_workers wait (those are
-  // the workers beyond the slots), each for at most 100 + 250 ms, so a probe
-  // behind them waits no longer; the rest are refused at once.
+  // waits a little more. Only the workers beyond the slots can wait, each
+  // for at most 100 ms (50 ms while connections queue, probes perhaps among
+  // them) plus 250 ms after a cut (in practice the cut one ends at once).
   bool AcquireSlot(mg_connection* conn, const WebOptions& opt, std::list<Slot>::iterator* out) {
     const auto max = static_cast<size_t>(opt.max_connections);
     std::unique_lock<std::mutex> lock(slots_mu_);
     const auto room = [&] { return slots_.size() < max; };
     if (!room()) {
-      const int max_waiters = std::max(1, opt.reserved_probe_workers);
-      if (waiters_ >= max_waiters) return false;
+      if (waiters_ >= std::max(1, opt.reserved_probe_workers)) return false;
       ++waiters_;
-      bool got = slots_cv_.wait_for(lock, kSlotWait, room);
+      // Briefly while connections queue (a probe may be among them): under
+      // a burst a slot frees within milliseconds; under an attack the
+      // queue keeps moving.
+      bool got = slots_cv_.wait_for(lock, Queued(conn) ? kQueuedWait : kSlotWait, room);
       if (!got) {
+        // The response that has been sending longest, if longer than
+        // shed_after: a reader too slow for its share of the workers.
         const auto now = std::chrono::steady_clock::now();
-        for (Slot& s : slots_) {  // oldest first
-          if (s.cut) continue;
-          if (now - s.start >= opt.shed_after) {
-            s.cut = true;
-            mg_cut_response(s.conn);  // its handler cannot return: we hold slots_mu_
-            got = slots_cv_.wait_for(lock, kShedWait, room);
-          }
-          break;
+        Slot* oldest = nullptr;
+        for (Slot& s : slots_) {
+          if (s.cut || !s.writing_since || now - *s.writing_since < opt.shed_after) continue;
+          if (oldest == nullptr || *s.writing_since < *oldest->writing_since) oldest = &s;
+        }
+        if (oldest != nullptr) {
+          oldest->cut = true;
+          mg_cut_response(oldest->conn);  // its handler cannot return: we hold slots_mu_
+          got = slots_cv_.wait_for(lock, kShedWait, room);
         }
       }
       --waiters_;
       if (!got) return false;
     }
-    *out = slots_.insert(slots_.end(), Slot{conn, std::chrono::steady_clock::now()});
+    *out = slots_.insert(slots_.end(), Slot{conn, std::nullopt});
     return true;
+  }
+  static bool Queued(const mg_connection* conn) {
+    mg_server_load load{};
+    return mg_get_server_load(mg_get_context(conn), &load) == 0 && load.queued > 0;
+  }
+  void Writing(std::list<Slot>::iterator slot) {
+    std::lock_guard<std::mutex> lock(slots_mu_);
+    slot->writing_since = std::chrono::steady_clock::now();
   }
   void ReleaseSlot(std::list<Slot>::iterator slot) {
     {
@@ -502,6 +520,7 @@ class WebServer::Dispatcher : public CivetHandler {
 
   static inline const std::string kOtherHandler = "other";
   static constexpr std::chrono::milliseconds kSlotWait{100};
+  static constexpr std::chrono::milliseconds kQueuedWait{50};
   static constexpr std::chrono::milliseconds kShedWait{250};
   const WebServer* server_;
   std::mutex slots_mu_;

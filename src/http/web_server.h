@@ -69,8 +69,9 @@ struct WebOptions {
   // Requests other than the probes served at once (one civetweb worker
   // each); one more waits up to 100 ms for a worker, then gets 503.
   int max_connections = 16;
-  // Workers on top of those that only the probe paths use.
-  int reserved_probe_workers = 2;
+  // Workers on top of those that only the probe paths use (or a request
+  // waiting briefly for a slot).
+  int reserved_probe_workers = 3;
   int request_timeout_ms = 10000;  // civetweb's per-read/per-write wait
   // Deadline for a connection's TLS handshake plus request head (also for the
   // wait for the next request on a keep-alive connection), and the shorter

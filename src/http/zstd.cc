@@ -2,10 +2,13 @@
 
 #include <zstd.h>
 
+#include <vector>
+
 namespace xpu::http {
 
 struct ZstdStream::Ctx {
   ZSTD_CCtx* cctx = ZSTD_createCCtx();
+  std::vector<char> buf = std::vector<char>(ZSTD_CStreamOutSize());  // one step's output
   ~Ctx() { ZSTD_freeCCtx(cctx); }
 };
 
@@ -21,15 +24,11 @@ bool ZstdStream::Run(std::string_view piece, int mode) {
   if (!ok_) return false;
   ZSTD_inBuffer in{piece.data(), piece.size(), 0};
   for (;;) {
-    // Room for what this step may produce, at the end of `out`.
-    const size_t room = ZSTD_CStreamOutSize();
-    const size_t at = out_->size();
-    out_->resize(at + room);
-    ZSTD_outBuffer out{out_->data() + at, room, 0};
+    ZSTD_outBuffer out{ctx_->buf.data(), ctx_->buf.size(), 0};
     const size_t left =
         ZSTD_compressStream2(ctx_->cctx, &out, &in, static_cast<ZSTD_EndDirective>(mode));
-    out_->resize(at + out.pos);
     if (ZSTD_isError(left)) return ok_ = false;
+    out_->append(ctx_->buf.data(), out.pos);
     const bool done = mode == ZSTD_e_end ? left == 0 : in.pos == in.size;
     if (done) return true;
   }

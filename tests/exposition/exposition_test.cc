@@ -4,6 +4,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <regex>
 #include <sstream>
@@ -140,6 +141,18 @@ TEST(TextFormatTest, AppendFamilyHandlesEveryType) {
   EXPECT_NE(out.find("h_seconds_bucket{le=\"0.1\"} 1\n"), std::string::npos) << out;
   EXPECT_NE(out.find("h_seconds_bucket{le=\"+Inf\"} 3\n"), std::string::npos);
   EXPECT_NE(out.find("h_seconds_sum 1.5\n"), std::string::npos);
+  // A +Inf bucket in the data (prometheus-cpp's Histogram has one) is not
+  // written twice: OpenMetrics refuses a repeated sample.
+  h.metric[0].histogram.bucket.push_back({3, std::numeric_limits<double>::infinity()});
+  for (const bool om : {false, true}) {
+    std::string page;
+    AppendFamily(h, &page, om ? Format::kOpenMetrics : Format::kText);
+    size_t n = 0;
+    for (size_t at = page.find("le=\"+Inf\""); at != std::string::npos;
+         at = page.find("le=\"+Inf\"", at + 1))
+      ++n;
+    EXPECT_EQ(n, 1u) << page;
+  }
 }
 
 // OpenMetrics from the store: the same series and values as the text

@@ -263,8 +263,8 @@ TEST_F(ServingTest, SlowReadersOfALargePageStarveNeitherProbesNorAScrape) {
 }
 
 // The same readers plus clients that open a new connection for /metrics as
-// fast as they can: those beyond the slots are refused at once (nothing
-// waits while connections queue), so the probes still get through.
+// fast as they can: while connections queue a request waits only 50 ms for
+// a slot (or sheds a reader), so the queue, probes in it, keeps moving.
 TEST_F(ServingTest, SlowReadersAndAConnectionFloodDoNotStarveProbes) {
   Start();
   const int port = port_;

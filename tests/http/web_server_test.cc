@@ -257,6 +257,9 @@ TEST(HeadersTest, ContentCodingFollowsQValues) {
   EXPECT_EQ(NegotiateContentCoding("br, deflate"), C::kIdentity);
   EXPECT_EQ(NegotiateContentCoding("ZSTD;Q=1"), C::kZstd);
   EXPECT_EQ(NegotiateContentCoding("zstd;q=bogus, gzip"), C::kGzip);
+  EXPECT_EQ(NegotiateContentCoding("zstd;q=0.5x, gzip;q=0.1"), C::kGzip);
+  EXPECT_EQ(NegotiateContentCoding("zstd;q=, gzip;q=0.1"), C::kGzip);
+  EXPECT_EQ(NegotiateContentCoding("zstd;foo=bar;q=0.1, gzip;q=0.5"), C::kGzip);
 }
 
 TEST(HeadersTest, AcceptEncodingAndBasicAuth) {
