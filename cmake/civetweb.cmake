@@ -66,19 +66,14 @@ if(NOT EXISTS "${_cw_dir}/src/civetweb.c")
   endforeach()
   # The orig tarball unpacks into civetweb-1.15/, the Debian one into debian/.
   file(RENAME "${_cw_tmp}/debian" "${_cw_tmp}/civetweb-1.15/debian")
+  # Debian's patches in their series order, then ours.
   file(STRINGS "${_cw_tmp}/civetweb-1.15/debian/patches/series" _cw_patches REGEX "^[^#]")
-  foreach(p ${_cw_patches})
-    execute_process(COMMAND patch -p1 -s -i "debian/patches/${p}"
-                    WORKING_DIRECTORY "${_cw_tmp}/civetweb-1.15" RESULT_VARIABLE rc)
-    if(NOT rc EQUAL 0)
-      message(FATAL_ERROR "civetweb: Debian patch ${p} does not apply")
-    endif()
-  endforeach()
-  foreach(p ${_cw_ours})
+  list(TRANSFORM _cw_patches PREPEND "${_cw_tmp}/civetweb-1.15/debian/patches/")
+  foreach(p ${_cw_patches} ${_cw_ours})
     execute_process(COMMAND patch -p1 -s -i "${p}"
                     WORKING_DIRECTORY "${_cw_tmp}/civetweb-1.15" RESULT_VARIABLE rc)
     if(NOT rc EQUAL 0)
-      message(FATAL_ERROR "civetweb: our patch ${p} does not apply")
+      message(FATAL_ERROR "civetweb: patch ${p} does not apply")
     endif()
   endforeach()
   file(RENAME "${_cw_tmp}/civetweb-1.15" "${_cw_dir}")

@@ -67,7 +67,8 @@ struct WebOptions {
   // Prometheus-style addresses: ":9445", "127.0.0.1:0".
   std::vector<std::string> listen_addresses;
   // Requests other than the probes served at once (one civetweb worker
-  // each); one more waits up to 100 ms for a worker, then gets 503.
+  // each); one more waits briefly, may shed the longest-sending response
+  // (shed_after), else gets 503 (Dispatcher::AcquireSlot).
   int max_connections = 16;
   // Workers on top of those that only the probe paths use (or a request
   // waiting briefly for a slot).

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "http/web_server.h"
+#include "support/metrics_util.h"
 #include "support/test_util.h"
 #include "tls_test_util.h"
 
@@ -43,23 +44,10 @@ constexpr long kBudgetMs = 10000;
 constexpr long kBudgetMs = 1000;
 #endif
 
-// A gauge or the sum of a counter family's series, as collected.
+// A gauge, or the sum of a counter family's series, as collected.
 double Sample(const WebServer& server, const std::string& name,
               const std::map<std::string, std::string>& labels = {}) {
-  double sum = 0;
-  for (const auto& f : server.metrics()->Collect()) {
-    if (f.name != name) continue;
-    for (const auto& m : f.metric) {
-      bool match = true;
-      for (const auto& [k, v] : labels) {
-        bool found = false;
-        for (const auto& l : m.label) found = found || (l.name == k && l.value == v);
-        match = match && found;
-      }
-      if (match) sum += m.gauge.value + m.counter.value;
-    }
-  }
-  return sum;
+  return xpu::testing::MetricSum(*server.metrics(), name, labels);
 }
 
 int Connect(int port) {
