@@ -49,6 +49,14 @@ bool EqualsNoCase(std::string_view a, std::string_view b) {
   return true;
 }
 
+// A q parameter's value: wholly a number in [0, 1], else 0 (refused).
+double QValue(std::string_view value) {
+  double v = 0;
+  const auto res = std::from_chars(value.data(), value.data() + value.size(), v);
+  const bool whole = res.ec == std::errc() && res.ptr == value.data() + value.size();
+  return whole && v >= 0 && v <= 1 ? v : 0;
+}
+
 }  // namespace
 
 ContentCoding NegotiateContentCoding(std::string_view accept_encoding) {
@@ -73,10 +81,7 @@ ContentCoding NegotiateContentCoding(std::string_view accept_encoding) {
       const size_t eq = param.find('=');
       if (eq == std::string_view::npos || !EqualsNoCase(Trim(param.substr(0, eq)), "q")) continue;
       const std::string_view value = Trim(param.substr(eq + 1));
-      double v = 0;
-      auto res = std::from_chars(value.data(), value.data() + value.size(), v);
-      q = res.ec == std::errc() && res.ptr == value.data() + value.size() && v >= 0 && v <= 1 ? v
-                                                                                              : 0;
+      q = QValue(value);
       break;
     }
     double* slot = EqualsNoCase(name, "gzip") || EqualsNoCase(name, "x-gzip") ? &q_gzip
@@ -135,10 +140,7 @@ MetricsFormat NegotiateMetricsFormat(std::string_view accept) {
         value = value.substr(1, value.size() - 2);
       if (EqualsNoCase(key, "q") && !have_q) {
         have_q = true;
-        double v = 0;
-        auto res = std::from_chars(value.data(), value.data() + value.size(), v);
-        q = res.ec == std::errc() && res.ptr == value.data() + value.size() && v >= 0 && v <= 1 ? v
-                                                                                                : 0;
+        q = QValue(value);
       } else if (EqualsNoCase(key, "version") && !have_version) {
         have_version = true;
         version = value;

@@ -63,6 +63,27 @@ int Connect(int port) {
   return fd;
 }
 
+// A bcrypt hash of `password` at cost 10 (tens of ms a check: a flood of
+// wrong passwords is real work).
+std::string Bcrypt10(const char* password) {
+  char salt[CRYPT_GENSALT_OUTPUT_SIZE];
+  if (crypt_gensalt_rn("$2y$", 10, nullptr, 0, salt, sizeof salt) == nullptr) return "";
+  crypt_data data{};
+  return crypt_r(password, salt, &data);
+}
+
+// Wrong passwords for `user` at `url`, one request after another, until
+// `stop`; counts the 429 answers in `throttled`.
+void FloodWrongPasswords(const std::string& url, const std::string& user,
+                         std::atomic<int>* throttled, const std::atomic<bool>& stop) {
+  for (int i = 0; !stop; ++i) {
+    xpu::testing::HttpRequest req;
+    req.url = url;
+    req.user_password = user + ":wrong" + std::to_string(i);
+    if (xpu::testing::Http(req).status == 429) ++*throttled;
+  }
+}
+
 class ServingTest : public ::testing::Test {
  protected:
   void Start(std::shared_ptr<const WebConfig> web_config = nullptr, int workers = 16,
@@ -301,10 +322,8 @@ TEST_F(ServingTest, ResponseDeadlineFollowsThePrometheusScrapeTimeout) {
 // Wrong passwords cost a bcrypt run each: at most two run at once, more
 // are refused with 429 at once, and verified credentials need none.
 TEST_F(ServingTest, BadCredentialsFloodIsThrottledAndValidScrapesPass) {
-  char salt[CRYPT_GENSALT_OUTPUT_SIZE];
-  ASSERT_NE(crypt_gensalt_rn("$2y$", 10, nullptr, 0, salt, sizeof salt), nullptr);
-  crypt_data data{};
-  const std::string hash = crypt_r("s3cret", salt, &data);
+  const std::string hash = Bcrypt10("s3cret");
+  ASSERT_FALSE(hash.empty());
   std::shared_ptr<const WebConfig> cfg;
   ASSERT_TRUE(WebConfig::Parse("basic_auth_users:\n  prom: '" + hash + "'\n", "test", &cfg).ok());
   Start(cfg);
@@ -312,14 +331,8 @@ TEST_F(ServingTest, BadCredentialsFloodIsThrottledAndValidScrapesPass) {
   ASSERT_EQ(ProbesWithinASecond(1, nullptr, "/metrics", "prom:s3cret"), 1);
   const std::string url = Url("/metrics");
   std::atomic<int>& throttled = throttled_;
-  Attack(16, [url, &throttled](const std::atomic<bool>& stop) {
-    int i = 0;
-    while (!stop) {
-      xpu::testing::HttpRequest req;
-      req.url = url;
-      req.user_password = "prom:wrong" + std::to_string(i++);
-      if (xpu::testing::Http(req).status == 429) ++throttled;
-    }
+  Attack(16, [this, url](const std::atomic<bool>& stop) {
+    FloodWrongPasswords(url, "prom", &throttled_, stop);
   });
   ASSERT_TRUE(
       xpu::testing::WaitFor([&] { return throttled.load() > 0; }, std::chrono::seconds(60)));
@@ -336,10 +349,8 @@ TEST_F(ServingTest, BadCredentialsFloodIsThrottledAndValidScrapesPass) {
 // path itself, right after a reload that kept the users: the kubelet's
 // probe (verified before) is remembered and never throttled.
 TEST_F(ServingTest, ProbesBehindAuthAreNotThrottledByAFloodAfterAReload) {
-  char salt[CRYPT_GENSALT_OUTPUT_SIZE];
-  ASSERT_NE(crypt_gensalt_rn("$2y$", 10, nullptr, 0, salt, sizeof salt), nullptr);
-  crypt_data data{};
-  const std::string hash = crypt_r("s3cret", salt, &data);
+  const std::string hash = Bcrypt10("s3cret");
+  ASSERT_FALSE(hash.empty());
   std::shared_ptr<const WebConfig> cfg, same;
   const std::string text = "basic_auth_users:\n  kubelet: '" + hash + "'\n";
   ASSERT_TRUE(WebConfig::Parse(text, "test", &cfg).ok());
@@ -357,13 +368,8 @@ TEST_F(ServingTest, ProbesBehindAuthAreNotThrottledByAFloodAfterAReload) {
   ASSERT_TRUE(server_->Reload(same).ok());
   const std::string url = Url("/-/healthy");
   std::atomic<int>& throttled = throttled_;
-  Attack(16, [url, &throttled](const std::atomic<bool>& stop) {
-    for (int i = 0; !stop; ++i) {
-      xpu::testing::HttpRequest req;
-      req.url = url;
-      req.user_password = "kubelet:wrong" + std::to_string(i);
-      if (xpu::testing::Http(req).status == 429) ++throttled;
-    }
+  Attack(16, [this, url](const std::atomic<bool>& stop) {
+    FloodWrongPasswords(url, "kubelet", &throttled_, stop);
   });
   ASSERT_TRUE(
       xpu::testing::WaitFor([&] { return throttled.load() > 0; }, std::chrono::seconds(60)));
