@@ -93,7 +93,7 @@ void Build(CLI::App& app, Config* cfg) {
   AddDuration(app, "--collector.interval", &cfg->xdm.interval,
               "Expected XDM collection interval; polling period while the stream is down");
   AddDuration(app, "--collector.stale-after", &cfg->xdm.stale_after,
-              "Drop series not refreshed for this long (default 3 intervals)");
+              "Drop series not refreshed for this long (default 3 intervals, at least 5 s)");
   app.add_option("--collector.max-series", cfg->max_series,
                  "Cap on device series held; new series beyond it are dropped and counted")
       ->check(CLI::Range(size_t{1}, size_t{100000000}))

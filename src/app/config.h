@@ -76,7 +76,7 @@ struct Config {
   std::map<std::string, Setting> settings;
 
   std::chrono::milliseconds effective_stale_after() const {
-    return xdm.stale_after.count() > 0 ? xdm.stale_after : xdm.interval * 3;
+    return upstream::EffectiveStaleAfter(xdm.stale_after, xdm.interval, xdm.stall_floor);
   }
 };
 

@@ -99,7 +99,8 @@ class Exporter {
   LogOnce identity_said_;
   std::unique_ptr<store::MetricStore> store_;
   store::DeviceRegistry devices_;
-  store::ExemplarStore exemplars_;  // fault raises' pods, for OpenMetrics scrapes
+  store::ExemplarStore exemplars_;                   // fault raises' pods, for OpenMetrics scrapes
+  std::unique_ptr<store::DataAgeMetrics> data_age_;  // reads store_
   std::unique_ptr<exposition::Exposer> exposer_;
   std::unique_ptr<MetricsEndpoint> metrics_;  // the telemetry path
   std::unique_ptr<upstream::XdmClient> client_;

@@ -237,6 +237,35 @@ std::map<int32_t, Clock::time_point> MetricStore::device_updates() const {
   return device_updates_;
 }
 
+std::vector<MetricStore::DeviceUpdate> MetricStore::known_device_updates() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<DeviceUpdate> out;
+  for (const auto& [minor, when] : device_updates_) {
+    auto d = devices_.find(minor);
+    if (d != devices_.end()) out.push_back({minor, d->second, when});
+  }
+  return out;
+}
+
+std::vector<prometheus::MetricFamily> DataAgeMetrics::Collect() const {
+  prometheus::MetricFamily f;
+  f.name = "xpu_device_data_age_seconds";
+  f.help =
+      "Seconds since the device's data last came from XDM: grows through a daemon stall, and "
+      "past stale-after, when its series are withdrawn.";
+  f.type = prometheus::MetricType::Gauge;
+  const Clock::time_point now = clock_();
+  for (const MetricStore::DeviceUpdate& d : store_->known_device_updates()) {
+    prometheus::ClientMetric m;
+    m.label = {
+        {"minor", std::to_string(d.minor)}, {"uuid", d.labels.uuid}, {"model", d.labels.model}};
+    m.gauge.value = std::max(0.0, std::chrono::duration<double>(now - d.updated).count());
+    f.metric.push_back(std::move(m));
+  }
+  if (f.metric.empty()) return {};
+  return {std::move(f)};
+}
+
 bool MetricStore::identity_pending() const {
   std::lock_guard<std::mutex> lock(mu_);
   return identity_held_;

@@ -1,5 +1,8 @@
 #pragma once
 
+#include <prometheus/collectable.h>
+#include <prometheus/metric_family.h>
+
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -137,6 +140,13 @@ class MetricStore {
   std::optional<Clock::time_point> last_update() const;
   // When each device last had a sample stored.
   std::map<int32_t, Clock::time_point> device_updates() const;
+  // The same, for devices whose identity the device list gave, with it.
+  struct DeviceUpdate {
+    int32_t minor;
+    DeviceLabels labels;
+    Clock::time_point updated;
+  };
+  std::vector<DeviceUpdate> known_device_updates() const;
 
  private:
   struct Key {
@@ -188,6 +198,22 @@ class MetricStore {
   // (a guess: checked against the key before use).
   static constexpr uint32_t kNoHint = UINT32_MAX;
   std::vector<uint32_t> hints_;
+};
+
+// xpu_device_data_age_seconds: how long ago each device's data last came
+// from XDM, per device of known identity, with its series' labels (minor,
+// uuid, model). It keeps growing through a stall and past stale-after, when
+// the device's series are withdrawn. Thread-safe, like the store.
+class DataAgeMetrics : public prometheus::Collectable {
+ public:
+  // `clock` is for tests; the store must outlive this.
+  explicit DataAgeMetrics(const MetricStore* store, std::function<Clock::time_point()> clock = {})
+      : store_(store), clock_(clock ? std::move(clock) : [] { return Clock::now(); }) {}
+  std::vector<prometheus::MetricFamily> Collect() const override;
+
+ private:
+  const MetricStore* store_;
+  std::function<Clock::time_point()> clock_;
 };
 
 }  // namespace xpu::store

@@ -143,13 +143,12 @@ struct XdmClient::Metrics {
                     .Name("xpu_exporter_invalid_samples_total")
                     .Help("Upstream data dropped or repaired, by reason.")
                     .Register(r)),
-        stale_messages(prometheus::BuildCounter()
-                           .Name("xpu_exporter_stale_messages_total")
-                           .Help("XDM messages without fresh data (the same sequence and "
-                                 "timestamp again, or sampled longer than stale-after ago); "
-                                 "their values were not refreshed.")
-                           .Register(r)
-                           .Add({})),
+        stale_family(prometheus::BuildCounter()
+                         .Name("xpu_exporter_stale_messages_total")
+                         .Help("XDM messages not applied, by reason: repeat (the snapshot "
+                               "already stored), out_of_order (older than one already "
+                               "applied), expired (sampled longer than stale-after ago).")
+                         .Register(r)),
         interval(prometheus::BuildGauge()
                      .Name("xpu_exporter_upstream_interval_seconds")
                      .Help("Collection interval in force: XDM's own (ExporterGetConfig) when "
@@ -161,6 +160,9 @@ struct XdmClient::Metrics {
     mode[static_cast<int>(Mode::kDown)]->Set(1);
     for (const InvalidReasonInfo& r : kInvalidReasons)
       invalid_by[static_cast<size_t>(r.reason)] = &invalid.Add({{"reason", std::string(r.name)}});
+    using V = SnapshotOrder::Verdict;
+    for (V v : {V::kRepeat, V::kOutOfOrder, V::kExpired})
+      stale[static_cast<int>(v)] = &stale_family.Add({{"reason", VerdictName(v)}});
   }
   prometheus::Gauge& up;
   prometheus::Family<prometheus::Gauge>& mode_family;
@@ -175,7 +177,9 @@ struct XdmClient::Metrics {
   prometheus::Counter& unknown_samples;
   prometheus::Family<prometheus::Counter>& invalid;
   std::array<prometheus::Counter*, kInvalidReasonCount> invalid_by{};
-  prometheus::Counter& stale_messages;
+  prometheus::Family<prometheus::Counter>& stale_family;
+  // By verdict; those that apply (kApply, kSame) have none.
+  prometheus::Counter* stale[SnapshotOrder::kVerdicts] = {};
   prometheus::Gauge& interval;
 };
 
@@ -275,8 +279,13 @@ void XdmClient::Reconfigure(IngestRules ingest, milliseconds interval, milliseco
   if (!interval_reported_) SetIntervalLocked(interval);
 }
 
+milliseconds EffectiveStaleAfter(milliseconds configured, milliseconds interval,
+                                 milliseconds floor) {
+  return configured.count() > 0 ? configured : std::max(interval * kIntervalsUntilGivenUp, floor);
+}
+
 milliseconds XdmClient::StaleAfterLocked() const {
-  return stale_after_.count() > 0 ? stale_after_ : interval_ * kIntervalsUntilGivenUp;
+  return EffectiveStaleAfter(stale_after_, interval_, options_.stall_floor);
 }
 
 bool XdmClient::StreamFreshLocked(SteadyClock::time_point now) const {
@@ -304,37 +313,32 @@ void XdmClient::Collector(const std::string& name, bool ok, SteadyClock::duratio
 }
 
 bool XdmClient::Ingest(const xdm::api::ExporterDataResponse& msg) {
+  // One message at a time, judged and applied in one step: the stream and
+  // the poller may both deliver, and an older snapshot judged before a newer
+  // one must not be applied after it (docs/architecture.md, "Ordered ingest").
+  std::unique_lock<std::mutex> ordered(ingest_mu_);
   std::shared_ptr<const IngestRules> ingest;
+  SnapshotOrder::Verdict verdict;
   {
-    // Fresh data has a new sequence or timestamp and was sampled within
-    // stale-after: a daemon re-serving its last snapshot must not keep old
-    // values alive (docs/reliability.md).
     std::lock_guard<std::mutex> lock(mu_);
-    const bool stamped = msg.sequence() != 0 || msg.timestampms() != 0;
-    const bool repeat =
-        stamped && msg.sequence() == last_sequence_ && msg.timestampms() == last_timestamp_ms_;
-    const int64_t now_ms = std::chrono::duration_cast<milliseconds>(
-                               std::chrono::system_clock::now().time_since_epoch())
-                               .count();
-    const milliseconds stale_after = StaleAfterLocked();
+    const SnapshotOrder::Clocks clocks{std::chrono::duration_cast<milliseconds>(
+                                           std::chrono::system_clock::now().time_since_epoch())
+                                           .count(),
+                                       SteadyClock::now(), StaleAfterLocked(),
+                                       FreshWindow(interval_)};
+    verdict = order_.Judge(msg.timestampms(), msg.sequence(), clocks);
     ingest = ingest_;
-    const bool old = msg.timestampms() > 0 && now_ms - msg.timestampms() > stale_after.count();
-    const auto now = SteadyClock::now();
-    if (repeat && !old) {
+  }
+  switch (verdict) {
+    case SnapshotOrder::Verdict::kApply:
+      break;
+    case SnapshotOrder::Verdict::kSame:
       // The snapshot already stored (a poll and the stream may both fetch
-      // it within one interval): nothing new to apply, and still current
-      // only while its interval lasts.
-      const bool current = now - sequence_seen_ < FreshWindow(interval_);
-      if (!current) metrics_->stale_messages.Increment();
-      return current;
-    }
-    if (old) {
-      metrics_->stale_messages.Increment();
+      // it within one interval): nothing new, and still current.
+      return true;
+    default:
+      metrics_->stale[static_cast<int>(verdict)]->Increment();
       return false;
-    }
-    last_sequence_ = msg.sequence();
-    last_timestamp_ms_ = msg.timestampms();
-    sequence_seen_ = now;
   }
   thread_local std::vector<store::Sample> batch;
   DecodeStats ds;
@@ -359,6 +363,7 @@ bool XdmClient::Ingest(const xdm::api::ExporterDataResponse& msg) {
   }
   metrics_->last_sample.Set(
       std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count());
+  ordered.unlock();  // what is left counts and logs
   if (ds.unknown_id) {
     metrics_->unknown_samples.Increment(static_cast<double>(ds.unknown_id));
     Warn("unknown_id", "XDM sent metric IDs that the catalog does not know");
@@ -395,8 +400,14 @@ void XdmClient::UpdateMode() {
   bool say_back = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    const bool stream_fresh = StreamFreshLocked(SteadyClock::now());
-    m = stream_fresh ? Mode::kStream : last_poll_ok_ ? Mode::kPoll : Mode::kDown;
+    const auto now = SteadyClock::now();
+    const bool stream_fresh = StreamFreshLocked(now);
+    // Neither way delivers now. A daemon that refuses calls is down; one
+    // whose answers stop coming (or repeat) is stalled, and keeps its mode
+    // until the stall floor: a short pause is not an outage.
+    const bool stalled =
+        mode_ != Mode::kDown && !refused_ && now - last_fresh_ < options_.stall_floor;
+    m = stream_fresh ? Mode::kStream : last_poll_ok_ ? Mode::kPoll : stalled ? mode_ : Mode::kDown;
     old = mode_;
     mode_ = m;
     if (m != old) mode_since_ = std::chrono::system_clock::now();
@@ -464,6 +475,8 @@ void XdmClient::StreamLoop() {
       if (Ingest(msg)) {
         std::lock_guard<std::mutex> lock(mu_);
         last_stream_msg_ = SteadyClock::now();
+        last_fresh_ = last_stream_msg_;
+        refused_ = false;
         last_error_.clear();
       }
       // A message far larger than usual would keep its memory: start afresh.
@@ -523,8 +536,14 @@ bool XdmClient::PollOnce() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     last_poll_ok_ = fresh;
-    if (fresh) last_error_.clear();
     last_poll_ = SteadyClock::now();
+    if (fresh) {
+      last_error_.clear();
+      last_fresh_ = last_poll_;
+    }
+    // A timeout is a stall (a paused or overloaded daemon); any other
+    // failure means the daemon is not there to answer.
+    refused_ = !st.ok() && st.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED;
     polled_ = true;
     if (st.ok()) {
       // The daemon answers: whatever is down re-subscribes now. Rung under
@@ -548,7 +567,9 @@ void XdmClient::PollLoop() {
       std::lock_guard<std::mutex> lock(mu_);
       interval = interval_;
       const milliseconds watchdog =
-          options_.watchdog.count() > 0 ? options_.watchdog : interval * kIntervalsUntilGivenUp;
+          options_.watchdog.count() > 0
+              ? options_.watchdog
+              : std::max(interval * kIntervalsUntilGivenUp, options_.stall_floor);
       stream_fresh = StreamFreshLocked(now);
       const auto quiet_since = std::max(last_stream_msg_, stream_opened_);
       if (stream_open_ && stream_ctx_ != nullptr && now - quiet_since > watchdog) {
@@ -625,10 +646,17 @@ void XdmClient::ReadStaticInfo() {
   call("exporter_status", [&](grpc::ClientContext* ctx) {
     xdm::api::ExporterStatusResponse resp;
     grpc::Status st = stub->ExporterGetStatus(ctx, {}, &resp);
+    bool restarted = false;
     if (st.ok()) {
       std::lock_guard<std::mutex> lock(mu_);
+      // A new start time: the daemon restarted, and its sequence (and
+      // perhaps its clock) with it. Its next snapshot is taken as it comes.
+      restarted = info_.status && info_.status->starttimems() != resp.starttimems();
+      if (restarted) order_.Forget();
       info_.status = std::move(resp);
     }
+    if (restarted)
+      spdlog::info("XDM restarted (a new startTimeMs); its snapshots are ordered anew");
     return st;
   });
   if (controller_) {

@@ -21,6 +21,7 @@
 #include "store/device_registry.h"
 #include "store/metric_store.h"
 #include "upstream/decode.h"
+#include "upstream/snapshot_order.h"
 #include "xdm/api_outer.grpc.pb.h"
 #include "xdm/config_service.grpc.pb.h"
 
@@ -31,6 +32,17 @@ namespace xpu::upstream {
 enum class Mode { kDown, kPoll, kStream };
 const char* ModeName(Mode m);
 
+// The stall floor's default (docs/reliability.md, "A short stall is not an
+// outage"): a pause of the daemon shorter than this, whatever its interval,
+// neither withdraws series nor turns the mode down.
+inline constexpr std::chrono::milliseconds kStallFloor{5000};
+
+// Stale-after in force: `configured` when set (> 0), else 3 intervals but
+// no less than `floor`.
+std::chrono::milliseconds EffectiveStaleAfter(std::chrono::milliseconds configured,
+                                              std::chrono::milliseconds interval,
+                                              std::chrono::milliseconds floor);
+
 struct ClientOptions {
   // The Lingjun Runtime Kit's sockets; an empty controller endpoint means no
   // Controller.
@@ -40,11 +52,16 @@ struct ClientOptions {
   // XDM really uses; freshness, the watchdog and the poll period follow that.
   std::chrono::milliseconds interval{1000};
   // A stream silent this long is cancelled and re-subscribed (hung daemon).
-  // 0 means 3 intervals.
+  // 0 means 3 intervals, and never less than the stall floor.
   std::chrono::milliseconds watchdog{0};
   // Series expire this long after their last fresh sample; 0 means 3
-  // intervals (following the interval XDM reports).
+  // intervals (following the interval XDM reports), and never less than the
+  // stall floor.
   std::chrono::milliseconds stale_after{0};
+  // A daemon that goes silent (a stall: answers time out, or it re-serves
+  // its last snapshot) for less than this keeps its series and the mode; a
+  // daemon that refuses calls is down at once. kStallFloor; tests shorten it.
+  std::chrono::milliseconds stall_floor = kStallFloor;
   std::chrono::milliseconds backoff_initial{1000};
   std::chrono::milliseconds backoff_max{30000};
   bool keep_unknown = false;  // export unknown metric IDs as xpu_unknown_metric
@@ -186,6 +203,11 @@ class XdmClient {
   // re-subscribe now instead of waiting out the backoff).
   Worker::Alarm poll_now_, stream_wake_, info_wake_;
 
+  // Held by Ingest from judging a message to storing it, so that the stream
+  // and the poller apply snapshots in the daemon's order. Taken before mu_,
+  // never while holding it; nothing logs while holding it.
+  std::mutex ingest_mu_;
+
   mutable std::mutex mu_;
   // State below is protected by mu_.
   Mode mode_ = Mode::kDown;
@@ -200,6 +222,10 @@ class XdmClient {
   std::chrono::steady_clock::time_point last_stream_msg_{};
   std::chrono::steady_clock::time_point stream_opened_{};
   bool last_poll_ok_ = false;
+  // The last poll failed because the daemon refused it (not a timeout): it
+  // is gone, not stalled, and the mode is down at once.
+  bool refused_ = false;
+  std::chrono::steady_clock::time_point last_fresh_{};  // the last fresh data, either way
   std::chrono::steady_clock::time_point last_poll_{};
   bool polled_ = false;
   std::chrono::system_clock::time_point mode_since_ = std::chrono::system_clock::now();
@@ -210,11 +236,9 @@ class XdmClient {
   bool interval_reported_ = false;             // interval_ is XDM's own
   std::chrono::milliseconds stale_after_;      // ClientOptions::stale_after, reloadable
   std::shared_ptr<const IngestRules> ingest_;  // never null; replaced whole
-  // The last fresh message's sequence and timestampMs, to tell a re-served
-  // snapshot from new data.
-  uint64_t last_sequence_ = 0;
-  int64_t last_timestamp_ms_ = 0;
-  std::chrono::steady_clock::time_point sequence_seen_{};  // when it first came
+  // The daemon's order of snapshots: what was applied last. Judged under
+  // both ingest_mu_ and mu_ (mu_ alone for Forget).
+  SnapshotOrder order_;
   uint64_t reconnects_ = 0;
   std::chrono::steady_clock::time_point down_since_{};       // last transition to down
   std::chrono::steady_clock::time_point channel_renewed_{};  // last fresh channel

@@ -27,7 +27,10 @@ import time
 import urllib.request
 
 INTERVAL_MS = 200
-STALE_MS = 3 * INTERVAL_MS          # the exporter's default: 3 intervals
+# Set explicitly: by default stale-after is never under the 5 s stall floor,
+# longer than the 0.2-1.5 s each death lasts, and this suite checks that a
+# dead source's values go at stale-after.
+STALE_MS = 3 * INTERVAL_MS
 ALLOWANCE_MS = 300                   # scrape period plus scheduling on a busy CI machine
 RETURN_TARGET_S = 2.0   # stream mode again within 2 s of the daemon's return
 RETURN_LIMIT_S = RETURN_TARGET_S
@@ -88,7 +91,7 @@ log = open(f"{tmp}/exporter.log", "w")
 exporter = subprocess.Popen(
     [exp_bin, "--web.listen-address", "127.0.0.1:0", "--xdm.endpoint", f"unix://{sock}",
      "--controller.endpoint", f"unix://{ctl}", "--collector.interval", f"{INTERVAL_MS}ms",
-     "--hal", "none", "--kubelet.pod-resources-socket", ""], stderr=log)
+     "--collector.stale-after", f"{STALE_MS}ms", "--hal", "none", "--kubelet.pod-resources-socket", ""], stderr=log)
 port = None
 for _ in range(200):
     m = re.search(r"listening on port\(s\) (\d+)", open(f"{tmp}/exporter.log").read())
@@ -103,7 +106,7 @@ URL = f"http://127.0.0.1:{port}/metrics"
 # ---- the scraper: 10 scrapes a second, every answer checked ----
 state = {"dead_since": None, "stop": False, "scrapes": 0, "last": ""}
 samples = []
-XDM_VALUE = re.compile(r'^(xpu_(?!exporter_|hal_|device_info|device_topology_info|device_pod_info)'
+XDM_VALUE = re.compile(r'^(xpu_(?!exporter_|hal_|device_info|device_topology_info|device_pod_info|device_data_age)'
                        r'[a-z_]+\{[^}]*\}|xpu_device_health\{[^}]*source="xdm"[^}]*\}) ', re.M)
 
 

@@ -11,6 +11,7 @@
 #include "fuzz_util.h"
 #include "store/metric_store.h"
 #include "upstream/decode.h"
+#include "upstream/snapshot_order.h"
 
 namespace api = xdm::api;
 
@@ -20,6 +21,22 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   api::ExporterDataResponse msg;
   if (!msg.ParseFromArray(data, static_cast<int>(size))) return 0;
   static const auto catalog = xpu::catalog::Catalog::Builtin();
+  {
+    // The order's stamps are the daemon's: any value must be judged without
+    // overflow, and a snapshot just applied is the same snapshot after it.
+    using V = xpu::upstream::SnapshotOrder::Verdict;
+    xpu::upstream::SnapshotOrder order;
+    const xpu::upstream::SnapshotOrder::Clocks c{
+        1'700'000'000'000, std::chrono::steady_clock::now(), std::chrono::seconds(5),
+        std::chrono::milliseconds(150)};
+    const V first = order.Judge(msg.timestampms(), msg.sequence(), c);
+    const bool stamped = msg.timestampms() != 0 || msg.sequence() != 0;
+    if (first == V::kApply && stamped &&
+        order.Judge(msg.timestampms(), msg.sequence(), c) != V::kSame)
+      __builtin_trap();
+    order.Judge(static_cast<int64_t>(static_cast<uint64_t>(msg.timestampms()) - 1),
+                msg.sequence() + 1, c);
+  }
   for (bool keep_unknown : {false, true}) {
     std::vector<xpu::store::Sample> samples;
     xpu::upstream::DecodeStats stats;

@@ -32,6 +32,9 @@ class ClientTest : public ::testing::Test {
     o.interval = kInterval;
     o.backoff_initial = milliseconds(100);
     o.backoff_max = milliseconds(400);
+    // Most tests watch what happens past a stall: the floor is the 3
+    // intervals it defaults to without one. The stall tests set their own.
+    o.stall_floor = kInterval * 3;
     return o;
   }
   // (Re)starts xdm-sim collecting every `sim_interval` and a fresh client.
@@ -250,10 +253,125 @@ TEST_F(ClientTest, ReservedSnapshotIsNotFreshData) {
   EXPECT_TRUE(WaitFor([&] { return Series() == 0; }));
   EXPECT_TRUE(WaitMode(Mode::kDown));
   EXPECT_FALSE(XdmHealthServed());
-  EXPECT_GT(Value(*registry_, "xpu_exporter_stale_messages_total"), 0);
+  EXPECT_GT(Value(*registry_, "xpu_exporter_stale_messages_total", {{"reason", "repeat"}}), 0);
   ASSERT_EQ(HttpPost(Control("/control/replay"), R"({"enabled":false})").status, 200);
   EXPECT_TRUE(WaitMode(Mode::kStream));
   EXPECT_TRUE(WaitFor([&] { return Series() > 0; }));
+}
+
+TEST_F(ClientTest, AStallShorterThanTheFloorKeepsSeriesAndModeARefusingDaemonIsDownAtOnce) {
+  ClientOptions o = DefaultOptions();
+  o.interval = milliseconds(100);
+  o.stall_floor = kStallFloor;
+  Begin(milliseconds(100), o);
+  // The store's stale-after, as the exporter sets it: 3 intervals, but no
+  // less than the floor.
+  store_->set_stale_after(EffectiveStaleAfter(o.stale_after, o.interval, o.stall_floor));
+  ASSERT_TRUE(WaitMode(Mode::kStream));
+  ASSERT_TRUE(WaitFor([&] { return Series() == 8u * (15 + 3 * 7); }));
+  // Paused, the daemon's calls hang: the stream goes silent and polls time
+  // out, 15 intervals long.
+  ASSERT_EQ(HttpPost(Control("/control/pause")).status, 200);
+  const auto t0 = std::chrono::steady_clock::now();
+  const double polls = Value(*registry_, "xpu_exporter_poll_failures_total");
+  size_t fewest = SIZE_MAX;
+  bool went_down = false;
+  while (std::chrono::steady_clock::now() - t0 < milliseconds(1500)) {
+    fewest = std::min(fewest, Series());
+    went_down |= client_->mode() == Mode::kDown;
+    std::this_thread::yield();
+  }
+  EXPECT_EQ(fewest, 8u * (15 + 3 * 7));
+  EXPECT_FALSE(went_down);
+  EXPECT_TRUE(XdmHealthServed());
+  EXPECT_GT(Value(*registry_, "xpu_exporter_poll_failures_total"), polls);  // it was tried
+  ASSERT_EQ(HttpPost(Control("/control/resume")).status, 200);
+  ASSERT_TRUE(WaitFor([&] { return store_->last_update() > t0 + milliseconds(1500); }));
+  // A daemon that is gone (its socket refuses) is down at once, floor or not.
+  sim_->Stop();
+  EXPECT_TRUE(WaitMode(Mode::kDown, milliseconds(1000)));
+  EXPECT_GT(Series(), 0u);  // its last values stay until stale-after (the floor)
+  EXPECT_TRUE(WaitFor([&] { return Series() == 0; }, kStallFloor * 2));
+}
+
+TEST(StaleAfter, ThreeIntervalsButNoLessThanTheFloorUnlessSet) {
+  EXPECT_EQ(EffectiveStaleAfter(milliseconds(0), milliseconds(100), kStallFloor), kStallFloor);
+  EXPECT_EQ(EffectiveStaleAfter(milliseconds(0), milliseconds(10000), kStallFloor),
+            milliseconds(30000));
+  EXPECT_EQ(EffectiveStaleAfter(milliseconds(700), milliseconds(100), kStallFloor),
+            milliseconds(700));  // an explicit --collector.stale-after is kept
+}
+
+// Every counter in the store, checked against its last value each time the
+// store is read; fails on the first step back.
+class CounterWatch {
+ public:
+  explicit CounterWatch(store::MetricStore* store) : store_(store) {}
+  // Reads the store once; returns how many counters went backwards.
+  int Check() {
+    int backwards = 0;
+    const store::Snapshot snap = store_->Snap(std::chrono::steady_clock::now());
+    for (size_t i = 0; i < snap.values.size(); ++i) {
+      const store::Row& r = snap.set->rows[i];
+      if (r.entry == nullptr || r.entry->type != catalog::MetricType::kCounter) continue;
+      auto [it, fresh] = last_.try_emplace({r.metric_id, r.minor, r.instance}, snap.values[i]);
+      if (!fresh && snap.values[i] < it->second) {
+        ++backwards;
+        ADD_FAILURE() << r.entry->name << "{minor=" << r.minor << ",instance=" << r.instance
+                      << "} went from " << it->second << " to " << snap.values[i];
+      }
+      it->second = snap.values[i];
+      ++reads_;
+    }
+    return backwards;
+  }
+  size_t reads() const { return reads_; }
+
+ private:
+  store::MetricStore* store_;
+  std::map<std::tuple<uint32_t, int32_t, std::string>, double> last_;
+  size_t reads_ = 0;
+};
+
+TEST_F(ClientTest, OlderSnapshotsOnTheStreamAndFromPollsNeverMoveACounterBack) {
+  ASSERT_TRUE(WaitMode(Mode::kStream));
+  ASSERT_TRUE(WaitFor([&] { return Series() > 0; }));
+  ASSERT_EQ(HttpPost(Control("/control/reorder"), R"({"enabled":true})").status, 200);
+  CounterWatch watch(store_.get());
+  auto watch_ticks = [&](uint64_t n) {
+    const uint64_t until = sim_->signals().ticks() + n;
+    int backwards = 0;
+    WaitFor(
+        [&] {
+          backwards += watch.Check();
+          return sim_->signals().ticks() >= until;
+        },
+        kInterval * static_cast<int>(n) * 4);
+    return backwards;
+  };
+  // On the stream: one push in three is followed by an older snapshot.
+  EXPECT_EQ(watch_ticks(12), 0);
+  const double late =
+      Value(*registry_, "xpu_exporter_stale_messages_total", {{"reason", "out_of_order"}});
+  EXPECT_GT(late, 0);
+  // Through polls too: the stream is broken again and again, so polls and
+  // re-subscribed streams race, and one poll answer in three is older.
+  const double polls = Value(*registry_, "xpu_exporter_poll_requests_total");
+  std::atomic<bool> breaking{true};
+  std::thread breaker([&] {
+    while (breaking) {
+      HttpPost(Control("/control/stream/break"));
+      std::this_thread::sleep_for(milliseconds(30));
+    }
+  });
+  EXPECT_EQ(watch_ticks(12), 0);
+  breaking = false;
+  breaker.join();
+  EXPECT_GT(Value(*registry_, "xpu_exporter_poll_requests_total"), polls + 2);
+  EXPECT_GT(Value(*registry_, "xpu_exporter_stale_messages_total", {{"reason", "out_of_order"}}),
+            late);
+  EXPECT_GT(watch.reads(), 1000u);
+  EXPECT_GT(Series(), 0u);  // the data still flows
 }
 
 TEST_F(ClientTest, ReturningDaemonIsStreamedAtOnceDespiteLongBackoff) {

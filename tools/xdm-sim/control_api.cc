@@ -153,6 +153,10 @@ bool ControlHandler::handlePost(CivetServer*, mg_connection* conn) {
     if (!body.contains("enabled") || !body["enabled"].is_boolean())
       return ReplyStatus(conn, xpu::Status::InvalidArgument("missing boolean field 'enabled'"));
     sim_->SetReplay(body["enabled"].get<bool>());
+  } else if (path == "/control/reorder") {
+    if (!body.contains("enabled") || !body["enabled"].is_boolean())
+      return ReplyStatus(conn, xpu::Status::InvalidArgument("missing boolean field 'enabled'"));
+    sim_->SetReorder(body["enabled"].get<bool>());
   } else if (path == "/control/pci") {
     // What the kernel's PCI files say of a device: any of present,
     // driver_bound, power_state, link_width, max_link_width, link_speed,

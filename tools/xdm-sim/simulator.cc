@@ -327,4 +327,23 @@ void Simulator::Stop() {
   if (!options_.kubelet_socket_path.empty()) fs::remove(options_.kubelet_socket_path, ec);
 }
 
+void Simulator::SetReorder(bool on) {
+  std::lock_guard<std::mutex> lock(reorder_mu_);
+  reorder_ = on;
+  served_.clear();
+}
+
+std::optional<xdm::api::ExporterDataResponse> Simulator::Older(
+    const xdm::api::ExporterDataResponse& current) {
+  constexpr size_t kHistory = 4;  // the older answer is up to 3 snapshots back
+  std::lock_guard<std::mutex> lock(reorder_mu_);
+  if (!reorder_) return std::nullopt;
+  if (served_.empty() || served_.back().sequence() != current.sequence()) {
+    served_.push_back(current);
+    if (served_.size() > kHistory) served_.pop_front();
+  }
+  if (++reorder_turn_ % 3 != 0 || served_.size() < 2) return std::nullopt;
+  return served_.front();
+}
+
 }  // namespace xdmsim

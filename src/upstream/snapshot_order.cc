@@ -1,0 +1,45 @@
+#include "upstream/snapshot_order.h"
+
+namespace xpu::upstream {
+
+SnapshotOrder::Verdict SnapshotOrder::Judge(int64_t ts, uint64_t seq, const Clocks& c) {
+  // An unstamped message has no order to keep: it is applied as it comes.
+  if (ts == 0 && seq == 0) return Verdict::kApply;
+  if (ts > 0 && c.wall_ms - ts > c.stale_after.count()) return Verdict::kExpired;
+  if (have_) {
+    if (ts == timestamp_ms_ && seq == sequence_)
+      return c.now - applied_ < c.fresh_window ? Verdict::kSame : Verdict::kRepeat;
+    // Timestamps first; the sequence breaks ties, and orders alone when
+    // either message has no timestamp.
+    const bool older = ts != 0 && timestamp_ms_ != 0
+                           ? ts < timestamp_ms_ || (ts == timestamp_ms_ && seq < sequence_)
+                           : seq < sequence_;
+    // Nothing but older snapshots for stale-after: the daemon's own order
+    // went back (a clock step, a restart not seen). Its new order is taken
+    // rather than refusing it for good.
+    if (older && c.now - applied_ < c.stale_after) return Verdict::kOutOfOrder;
+  }
+  have_ = true;
+  timestamp_ms_ = ts;
+  sequence_ = seq;
+  applied_ = c.now;
+  return Verdict::kApply;
+}
+
+const char* VerdictName(SnapshotOrder::Verdict v) {
+  switch (v) {
+    case SnapshotOrder::Verdict::kApply:
+      return "apply";
+    case SnapshotOrder::Verdict::kSame:
+      return "same";
+    case SnapshotOrder::Verdict::kRepeat:
+      return "repeat";
+    case SnapshotOrder::Verdict::kOutOfOrder:
+      return "out_of_order";
+    case SnapshotOrder::Verdict::kExpired:
+      return "expired";
+  }
+  return "apply";
+}
+
+}  // namespace xpu::upstream

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# A short daemon stall is not an outage; a long one is (docs/reliability.md,
+# "A short stall is not an outage"). xdm-sim collects every 100 ms and is
+# stopped with SIGSTOP: for 1.5 s every device series stays on every scrape
+# and the mode holds while xpu_device_data_age_seconds grows; for 15 s the
+# values are withdrawn past the 5 s floor, xpu_device_info stays for joins,
+# and all returns on SIGCONT.
+source "$(dirname "$0")/lib.sh" "$1"
+
+start_sim sim --interval 100ms
+start_exporter sim
+# Series of the store: the device-labelled ones, less the registry's and the
+# data age (which stay through any stall).
+data_series() {
+  grep '^xpu_.*uuid=' <<<"$1" |
+    grep -cvE '^xpu_device_(info|topology_info|health|data_age_seconds)\{' || true
+}
+all_there() { [ "$(data_series "$(scrape)")" -eq 288 ]; }  # 8 devices x 36 families
+wait_for 20 all_there || fail "expected 288 data series, got $(data_series "$(scrape)")"
+wait_for 10 has_metric 'xpu_device_data_age_seconds{minor="7"' || fail "no data age gauge"
+
+max_age() { grep '^xpu_device_data_age_seconds{' <<<"$1" | awk '{ if ($2 > m) m = $2 } END { print m + 0 }'; }
+
+# 1.5 s: every scrape has every series, up stays 1, the data age grows.
+kill -STOP "$SIM_PID"
+stopped=$(date +%s%N)
+scrapes=0 oldest=0
+while [ $(( ($(date +%s%N) - stopped) / 1000000 )) -lt 1500 ]; do
+  page=$(scrape) || fail "scrape failed during the stall"
+  n=$(data_series "$page")
+  [ "$n" -eq 288 ] || { kill -CONT "$SIM_PID"; fail "scrape $scrapes in a short stall had $n of 288 data series"; }
+  grep -q '^xpu_exporter_upstream_up 1$' <<<"$page" ||
+    { kill -CONT "$SIM_PID"; fail "upstream went down in a short stall: $(grep upstream_mode <<<"$page")"; }
+  oldest=$(max_age "$page")
+  scrapes=$((scrapes + 1))
+  sleep 0.1
+done
+kill -CONT "$SIM_PID"
+[ "$scrapes" -ge 10 ] || fail "only $scrapes scrapes in the stall"
+awk -v a="$oldest" 'BEGIN { exit !(a >= 1.2) }' || fail "data age at the end of a 1.5 s stall: $oldest"
+fresh() { awk -v a="$(max_age "$(scrape)")" 'BEGIN { exit !(a < 0.5) }'; }
+wait_for 10 fresh || fail "data age did not fall after SIGCONT"
+echo "short stall: $scrapes scrapes, all 288 series on each, data age reached ${oldest} s"
+
+# 15 s: withdrawn past the floor, identity kept; back on SIGCONT.
+kill -STOP "$SIM_PID"
+stopped=$SECONDS
+gone() {
+  local page
+  page=$(scrape) || return 1
+  [ "$(data_series "$page")" -eq 0 ] && grep -q '^xpu_exporter_upstream_up 0$' <<<"$page"
+}
+wait_for 15 gone || { kill -CONT "$SIM_PID"; fail "series not withdrawn in a 15 s stall"; }
+took=$((SECONDS - stopped))
+[ "$took" -ge 4 ] || { kill -CONT "$SIM_PID"; fail "withdrawn after ${took} s, before the 5 s floor"; }
+page=$(scrape)
+[ "$(grep -c '^xpu_device_info{' <<<"$page")" -eq 8 ] || { kill -CONT "$SIM_PID"; fail "xpu_device_info not kept"; }
+awk -v a="$(max_age "$page")" 'BEGIN { exit !(a >= 4) }' || { kill -CONT "$SIM_PID"; fail "data age $(max_age "$page") after withdrawal"; }
+while [ $((SECONDS - stopped)) -lt 15 ]; do sleep 0.5; done
+kill -CONT "$SIM_PID"
+wait_for 15 all_there || fail "series did not return after SIGCONT"
+has_metric 'xpu_exporter_upstream_up 1' || fail "upstream not back"
+echo "long stall: withdrawn after ~${took} s, identity kept, back after SIGCONT"
+echo PASS

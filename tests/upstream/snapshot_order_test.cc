@@ -1,0 +1,91 @@
+// SnapshotOrder on a fake clock: the daemon's order, restarts, expiry.
+#include "upstream/snapshot_order.h"
+
+#include <gtest/gtest.h>
+
+namespace xpu::upstream {
+namespace {
+
+using std::chrono::milliseconds;
+using V = SnapshotOrder::Verdict;
+
+class OrderTest : public ::testing::Test {
+ protected:
+  // The wall clock and the steady clock move together, from `t` ms.
+  V Judge(int64_t ts, uint64_t seq) {
+    return order_.Judge(ts, seq,
+                        {kEpoch + t_, std::chrono::steady_clock::time_point(milliseconds(t_)),
+                         milliseconds(5000), milliseconds(150)});
+  }
+  static constexpr int64_t kEpoch = 1'700'000'000'000;
+  int64_t t_ = 10'000;
+  SnapshotOrder order_;
+};
+
+TEST_F(OrderTest, AppliesNewerAndRefusesOlderByTimestampThenSequence) {
+  EXPECT_EQ(Judge(kEpoch + 9'900, 10), V::kApply);
+  t_ += 100;
+  EXPECT_EQ(Judge(kEpoch + 10'000, 11), V::kApply);
+  EXPECT_EQ(Judge(kEpoch + 9'900, 10), V::kOutOfOrder);   // a late stream message
+  EXPECT_EQ(Judge(kEpoch + 10'000, 9), V::kOutOfOrder);   // same time, lower sequence
+  EXPECT_EQ(Judge(kEpoch + 10'000, 12), V::kApply);       // same time, higher sequence
+  EXPECT_EQ(Judge(kEpoch + 10'050, 1), V::kApply);        // sequence reset, newer time: restart
+  EXPECT_EQ(Judge(kEpoch + 10'000, 12), V::kOutOfOrder);  // and the old order is gone
+}
+
+TEST_F(OrderTest, SameSnapshotIsFreshWithinItsIntervalThenARepeat) {
+  EXPECT_EQ(Judge(kEpoch + 10'000, 5), V::kApply);
+  t_ += 100;
+  EXPECT_EQ(Judge(kEpoch + 10'000, 5), V::kSame);
+  t_ += 100;  // 200 ms > the 150 ms window
+  EXPECT_EQ(Judge(kEpoch + 10'000, 5), V::kRepeat);
+}
+
+TEST_F(OrderTest, SequenceAloneOrdersUnstampedTimes) {
+  EXPECT_EQ(Judge(0, 7), V::kApply);
+  EXPECT_EQ(Judge(0, 6), V::kOutOfOrder);
+  EXPECT_EQ(Judge(0, 8), V::kApply);
+  EXPECT_EQ(Judge(0, 0), V::kApply);  // no stamps at all: nothing to order by
+}
+
+TEST_F(OrderTest, OlderThanStaleAfterIsExpired) {
+  EXPECT_EQ(Judge(kEpoch + t_ - 5'001, 1), V::kExpired);
+  EXPECT_EQ(Judge(kEpoch + t_ - 4'999, 1), V::kApply);
+}
+
+TEST_F(OrderTest, ForgetLetsARestartedDaemonsSnapshotsThrough) {
+  EXPECT_EQ(Judge(kEpoch + 10'000, 500), V::kApply);
+  EXPECT_EQ(Judge(kEpoch + 9'990, 1), V::kOutOfOrder);  // its clock went back a little
+  order_.Forget();                                      // ExporterGetStatus: new startTimeMs
+  EXPECT_EQ(Judge(kEpoch + 9'990, 1), V::kApply);
+  EXPECT_EQ(Judge(kEpoch + 9'995, 2), V::kApply);
+}
+
+TEST_F(OrderTest, ADaemonWhoseOrderWentBackIsFollowedAfterStaleAfter) {
+  // Its clock ran an hour ahead (never expired: it is in the future)...
+  EXPECT_EQ(Judge(kEpoch + t_ + 3'600'000, 500), V::kApply);
+  // ...and was corrected, and it restarted unseen: every snapshot is now
+  // older than the last one applied...
+  for (int i = 1; i < 50; ++i) {
+    t_ += 100;
+    EXPECT_EQ(Judge(kEpoch + t_, static_cast<uint64_t>(i)), V::kOutOfOrder) << i;
+  }
+  // ...until stale-after has passed with nothing applied: then it is
+  // followed, and not an hour later.
+  t_ += 100;
+  EXPECT_EQ(Judge(kEpoch + t_, 50), V::kApply);
+  t_ += 100;
+  EXPECT_EQ(Judge(kEpoch + t_, 51), V::kApply);
+  EXPECT_EQ(Judge(kEpoch + t_ - 100, 50), V::kOutOfOrder);
+}
+
+TEST_F(OrderTest, ASequenceThatRestartsWithoutTimestampsIsFollowedAfterStaleAfter) {
+  EXPECT_EQ(Judge(0, 900), V::kApply);
+  t_ += 4'900;
+  EXPECT_EQ(Judge(0, 1), V::kOutOfOrder);
+  t_ += 200;
+  EXPECT_EQ(Judge(0, 2), V::kApply);
+}
+
+}  // namespace
+}  // namespace xpu::upstream
