@@ -273,6 +273,27 @@ Status PciScanner::Scan(std::vector<PciDevice>* out) const {
   return Status::Ok();
 }
 
+// The link's upstream end is the device's parent in /sys/devices: the
+// directory the bus/pci/devices symlink resolves into, one level up. It is a
+// port (a PCI address with link files) unless the device is on a root bus
+// ("pci0000:00").
+void PciScanner::ReadPort(const std::string& dir, PciDevice* d) const {
+  std::error_code ec;
+  const fs::path real = fs::canonical(dir, ec);
+  if (ec) return;
+  const fs::path parent = real.parent_path();
+  const std::string port = CanonicalPciAddress(parent.filename().string());
+  if (port.empty() || port != parent.filename().string()) return;
+  std::string text;
+  if (ReadAttribute((parent / "max_link_speed").string(), &text).ok())
+    d->port_max_link_speed = ParseLinkSpeed(text);
+  if (ReadAttribute((parent / "max_link_width").string(), &text).ok()) {
+    auto w = ParseLinkWidth(text);
+    if (w && *w > 0) d->port_max_link_width = w;
+  }
+  if (d->port_max_link_speed || d->port_max_link_width) d->port = port;
+}
+
 void PciScanner::ReadDevice(const std::string& dir, PciDevice* d) const {
   // Reads `file` if it exists; a file that exists but does not parse is
   // noted, one that is absent is simply not there on this kernel or device.
@@ -303,6 +324,7 @@ void PciScanner::ReadDevice(const std::string& dir, PciDevice* d) const {
   if (auto v = read("max_link_speed", speed)) d->max_link_speed = *v;
   d->current_link_width = read("current_link_width", ParseLinkWidth);
   d->max_link_width = read("max_link_width", ParseLinkWidth);
+  ReadPort(dir, d);
   if (auto v = read("power_state", [](std::string_view t) -> std::optional<std::string> {
         std::string_view s = Line(t);
         static constexpr std::string_view kStates[] = {"D0",     "D1",      "D2",   "D3hot",

@@ -64,6 +64,12 @@ struct PciDevice {
   std::string power_state;  // D0, D1, D2, D3hot, D3cold, unknown; empty if absent
   std::optional<double> current_link_speed, max_link_speed;  // transfers/s
   std::optional<int> current_link_width, max_link_width;
+  // The other end of the link: the bridge or downstream port the device sits
+  // under in /sys/devices (its parent directory), when that is a PCI device
+  // with link files; empty for a device on the root bus.
+  std::string port;
+  std::optional<double> port_max_link_speed;
+  std::optional<int> port_max_link_width;
   std::vector<PciAer> aer;  // named counters (the TOTAL_ line only if none)
   std::string driver;       // bound driver's name; empty when unbound
   std::vector<PciSensor> hwmon;
@@ -96,6 +102,7 @@ class PciScanner {
 
  private:
   void ReadDevice(const std::string& dir, PciDevice* d) const;
+  void ReadPort(const std::string& dir, PciDevice* d) const;
   const std::string root_;
   const PciFilter filter_;
 };

@@ -14,10 +14,7 @@ std::vector<std::string> DerivePciFaults(const store::PciDeviceView& v) {
                     (v.max_link_speed && !v.current_link_speed);
   if (down) {
     codes.push_back(kFaultLinkDown);
-  } else if ((v.current_link_speed && v.max_link_speed &&
-              *v.current_link_speed < *v.max_link_speed) ||
-             (v.current_link_width && v.max_link_width &&
-              *v.current_link_width < *v.max_link_width)) {
+  } else if (v.narrow_samples >= kNarrowSamplesForFault) {
     codes.push_back(kFaultLinkDowntrained);
   }
   for (const store::PciDeviceView::Aer& a : v.aer) {
@@ -61,6 +58,14 @@ std::vector<store::PciDeviceView> PciTracker::Update(const std::vector<PciDevice
       v.max_link_speed = d.max_link_speed;
       v.current_link_width = d.current_link_width;
       v.max_link_width = d.max_link_width;
+      v.port = d.port;
+      v.port_max_link_speed = d.port_max_link_speed;
+      v.port_max_link_width = d.port_max_link_width;
+      const auto capable = v.capable_link_width();
+      const bool narrow = v.current_link_width && capable && *v.current_link_width > 0 &&
+                          *v.current_link_width < *capable;
+      t.narrow = narrow ? t.narrow + 1 : 0;
+      v.narrow_samples = t.narrow;
       for (const PciAer& a : d.aer) v.aer.push_back({a.severity, a.type, a.count});
       for (const PciSensor& s : d.hwmon) v.hwmon.push_back({s.kind, s.sensor, s.value});
     }

@@ -21,13 +21,22 @@ namespace xpu::hal {
 // The PCI layer's own fault codes (entries of src/hal/fault_codes.yaml):
 // what the kernel's files say is wrong with a device, as fault codes that
 // flow like the driver's into xpu_device_fault_active, health and alerts.
-inline constexpr const char* kFaultLinkDowntrained = "0xFC000001";   // below its max speed/width
-inline constexpr const char* kFaultLinkDown = "0xFC000002";          // width 0, or speed unknown
-inline constexpr const char* kFaultAerFatal = "0xFC000003";          // fatal AER errors counted
-inline constexpr const char* kFaultDeviceLost = "0xFC000004";        // gone from the bus
+inline constexpr const char* kFaultLinkDowntrained =
+    "0xFC000001";                                              // narrower than both ends, lasting
+inline constexpr const char* kFaultLinkDown = "0xFC000002";    // width 0, or speed unknown
+inline constexpr const char* kFaultAerFatal = "0xFC000003";    // fatal AER errors counted
+inline constexpr const char* kFaultDeviceLost = "0xFC000004";  // gone from the bus
 inline constexpr const char* kFaultDriverUnbound = "0xFC000005";     // present, no driver
 inline constexpr const char* kFaultUnexpectedD3cold = "0xFC000006";  // D3cold with a driver bound
-// The codes active for one device, sorted.
+// A link narrower than both ends support is a fault once it has been so for
+// this many consecutive samples: a retrain in progress is not.
+inline constexpr uint32_t kNarrowSamplesForFault = 3;
+
+// The codes active for one device, sorted. The link rule (docs/hal.md): a
+// width below what both ends support (capable_link_width), for
+// kNarrowSamplesForFault samples, is pcie_link_downtrained; a speed below
+// it alone is not a fault (cards lower their link speed when idle), and is
+// left to the alert rules with the capability exported.
 std::vector<std::string> DerivePciFaults(const store::PciDeviceView& v);
 
 // Turns successive scans into what the registry exports: each device joined
@@ -45,6 +54,7 @@ class PciTracker {
     bool up = false;    // present and bound at the last scan
     bool lost = false;  // was up, then gone or unbound
     uint64_t resets = 0;
+    uint32_t narrow = 0;  // consecutive scans with a narrow link
     store::PciDeviceView last;
   };
   std::map<std::string, Track> tracks_;  // by bus_id

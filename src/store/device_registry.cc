@@ -154,6 +154,16 @@ std::vector<PciDeviceView> DeviceRegistry::PciDevices() const {
   return pci_;
 }
 
+std::optional<double> PciDeviceView::capable_link_speed() const {
+  if (max_link_speed && port_max_link_speed) return std::min(*max_link_speed, *port_max_link_speed);
+  return max_link_speed;
+}
+
+std::optional<int> PciDeviceView::capable_link_width() const {
+  if (max_link_width && port_max_link_width) return std::min(*max_link_width, *port_max_link_width);
+  return max_link_width;
+}
+
 namespace {
 
 // The PCI families (docs/hal.md): every series carries bus_id, and minor and
@@ -167,8 +177,12 @@ void CollectPci(const std::vector<PciDeviceView>& pci, std::vector<prometheus::M
   auto power =
       Family("xpu_pci_power_state", "The PCI device's power state (D0 ... D3cold); always 1.");
   auto speed = Family("xpu_pcie_link_speed_transfers_per_second",
-                      "PCIe link speed, current and max (what the link can train to).");
-  auto width = Family("xpu_pcie_link_width_lanes", "PCIe link width in lanes, current and max.");
+                      "PCIe link speed: current, max (the device's), port_max (the upstream "
+                      "port's: the slot) and capable (the lower maximum: what the link can "
+                      "train to). Below capable alone is often idle power saving.");
+  auto width = Family("xpu_pcie_link_width_lanes",
+                      "PCIe link width in lanes: current, max (the device's), port_max (the "
+                      "upstream port's) and capable (the lower maximum).");
   auto aer = Family("xpu_pcie_aer_errors_total",
                     "PCIe AER errors the device reported since boot, by severity and type.");
   aer.type = prometheus::MetricType::Counter;
@@ -199,10 +213,14 @@ void CollectPci(const std::vector<PciDeviceView>& pci, std::vector<prometheus::M
     bound.metric.push_back(Gauge(with({{"driver", d.driver}}), d.driver.empty() ? 0 : 1));
     if (!d.power_state.empty()) power.metric.push_back(Gauge(with({{"state", d.power_state}}), 1));
     for (const auto& [v, which] :
-         {std::make_pair(d.current_link_speed, "current"), std::make_pair(d.max_link_speed, "max")})
+         {std::make_pair(d.current_link_speed, "current"), std::make_pair(d.max_link_speed, "max"),
+          std::make_pair(d.port_max_link_speed, "port_max"),
+          std::make_pair(d.capable_link_speed(), "capable")})
       if (v) speed.metric.push_back(Gauge(with({{"bound", which}}), *v));
     for (const auto& [v, which] :
-         {std::make_pair(d.current_link_width, "current"), std::make_pair(d.max_link_width, "max")})
+         {std::make_pair(d.current_link_width, "current"), std::make_pair(d.max_link_width, "max"),
+          std::make_pair(d.port_max_link_width, "port_max"),
+          std::make_pair(d.capable_link_width(), "capable")})
       if (v) width.metric.push_back(Gauge(with({{"bound", which}}), *v));
     for (const PciDeviceView::Aer& a : d.aer)
       aer.metric.push_back(counter(with({{"severity", a.severity}, {"type", a.type}}),

@@ -121,6 +121,17 @@ struct PciDeviceView {
   std::string power_state;
   std::optional<double> current_link_speed, max_link_speed;  // transfers/s
   std::optional<int> current_link_width, max_link_width;
+  // The upstream port's maxima (the slot), when the tree shows the port.
+  std::string port;
+  std::optional<double> port_max_link_speed;
+  std::optional<int> port_max_link_width;
+  // What both ends support: the lower of the device's and the port's maxima
+  // (the device's alone when the port is unknown).
+  std::optional<double> capable_link_speed() const;
+  std::optional<int> capable_link_width() const;
+  // Consecutive samples, this one included, whose width was below what both
+  // ends support (and not 0): a narrow link is a fault only when it lasts.
+  uint32_t narrow_samples = 0;
   struct Aer {
     std::string severity, type;
     uint64_t count = 0;

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The pci backend end to end: xdm-sim keeps a PCI tree in the kernel's layout
 # (DIR/sys) for its devices, xpu-exporter reads it beside the vendor tree and
-# joins it to XDM's devices by bus_id. Through /control/pci: a downtrained
-# link, fatal AER errors, an unbound driver and a device leaving the bus each
+# joins it to XDM's devices by bus_id. Through /control/pci: an idle link
+# speed, a Gen4 and an x8 slot raise nothing; a link narrower than both ends, fatal AER errors, an unbound driver and a device leaving the bus each
 # raise their fault and make the device unhealthy from the HAL's side; the
 # driver's return and the device's return count as resets.
 source "$(dirname "$0")/lib.sh" "$1"
@@ -25,6 +25,35 @@ fault_on() {  # fault_on CODE LEVEL: the fault is active on minor 3
   wait_for 10 has_metric "xpu_device_fault_active{minor=\"3\",uuid=\"[^\"]*\",code=\"$1\",level=\"$2\"} 1"
 }
 
+# Not faults (each one was, judged against the card's own maximum from one
+# sample): a link at 2.5 GT/s while the card idles, a Gen5 card in a Gen4
+# slot, an x16 card in an x8 slot. The slot's maxima and the capability
+# (the lower of both ends) are exported.
+no_fault_for_2s() {  # no_fault_for_2s MINOR...: none of them has a fault for 2 s (10 samples)
+  local end=$((SECONDS + 2)) page m
+  while [ $SECONDS -lt $end ]; do
+    page=$(scrape)
+    for m in "$@"; do
+      ! grep -q "^xpu_device_fault_active{minor=\"$m\"" <<<"$page" || return 1
+      grep -q "^xpu_device_health{minor=\"$m\",uuid=\"[^\"]*\",source=\"hal\"} 1" <<<"$page" || return 1
+    done
+    sleep 0.1
+  done
+}
+pci '{"minor":2,"idle":true}'
+pci '{"minor":4,"port_max_link_speed":"16.0 GT/s PCIe","link_speed":"16.0 GT/s PCIe"}'
+pci '{"minor":7,"port_max_link_width":8,"link_width":8}'
+wait_for 10 has_metric 'xpu_pcie_link_speed_transfers_per_second{bus_id="0000:30:00.0",minor="2",uuid="[^"]*",bound="current"} 2.5e+09' ||
+  fail "idle speed not seen"
+wait_for 10 has_metric 'xpu_pcie_link_speed_transfers_per_second{bus_id="0000:50:00.0",minor="4",uuid="[^"]*",bound="capable"} 1.6e+10' ||
+  fail "Gen4 slot: capable speed not 16 GT/s"
+has_metric 'xpu_pcie_link_speed_transfers_per_second{bus_id="0000:50:00.0",minor="4",uuid="[^"]*",bound="port_max"} 1.6e+10' ||
+  fail "Gen4 slot: port_max not exported"
+wait_for 10 has_metric 'xpu_pcie_link_width_lanes{bus_id="0000:80:00.0",minor="7",uuid="[^"]*",bound="capable"} 8' ||
+  fail "x8 slot: capable width not 8"
+no_fault_for_2s 2 4 7 || fail "idle link, Gen4 slot or x8 slot raised a fault: $(scrape | grep fault_active)"
+
+# A link narrower than both ends, lasting: the fault.
 pci '{"minor":3,"link_width":8,"link_speed":"16.0 GT/s PCIe"}'
 fault_on 0xFC000001 restart_card || fail "downtrained link raised no fault"
 has_metric 'xpu_pcie_link_width_lanes{bus_id="0000:40:00.0",minor="3",uuid="[^"]*",bound="current"} 8' ||

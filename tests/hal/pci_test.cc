@@ -14,6 +14,7 @@
 
 #include "hal/hal.h"
 #include "hal/pci_sampler.h"
+#include "support/metrics_util.h"
 #include "support/test_util.h"
 
 namespace xpu::hal {
@@ -88,8 +89,9 @@ TEST(PciParseTest, AerCountersAsTheKernelWritesThem) {
 // symlinks into <root>/devices/pci0000:00/, as on a real machine.
 class PciTreeTest : public ::testing::Test {
  protected:
-  std::string Dev(const std::string& addr) {
-    const std::string real = dir_.path() + "/devices/pci0000:00/" + addr;
+  // `under`: the port's directory below devices/ (empty: the root bus).
+  std::string Dev(const std::string& addr, const std::string& under = "pci0000:00") {
+    const std::string real = dir_.path() + "/devices/" + under + "/" + addr;
     fs::create_directories(real);
     fs::create_directories(dir_.path() + "/bus/pci/devices");
     const std::string link = dir_.path() + "/bus/pci/devices/" + addr;
@@ -101,8 +103,8 @@ class PciTreeTest : public ::testing::Test {
     std::ofstream(path) << text;
   }
   // An H100-like 3D controller: Gen5 x16, AER, bound to "nvidia", hwmon.
-  std::string Gpu(const std::string& addr) {
-    const std::string d = Dev(addr);
+  std::string Gpu(const std::string& addr, const std::string& under = "pci0000:00") {
+    const std::string d = Dev(addr, under);
     Write(d + "/vendor", "0x10de\n");
     Write(d + "/device", "0x2330\n");
     Write(d + "/class", "0x030200\n");
@@ -125,6 +127,21 @@ class PciTreeTest : public ::testing::Test {
     Write(d + "/hwmon/hwmon3/power1_average", "250500000\n");
     Write(d + "/hwmon/hwmon3/energy1_input", "5000000000000\n");
     return d;
+  }
+  // A root port (the slot) with its maxima; returns its path under devices/.
+  std::string Port(const std::string& addr, const std::string& max_speed, int max_width) {
+    const std::string under = "pci0000:00/" + addr;
+    const std::string d = dir_.path() + "/devices/" + under;
+    Write(d + "/vendor", "0x8086\n");
+    Write(d + "/class", "0x060400\n");
+    Write(d + "/max_link_speed", max_speed + "\n");
+    Write(d + "/max_link_width", std::to_string(max_width) + "\n");
+    return under;
+  }
+  // Gpu() under a port.
+  std::string GpuIn(const std::string& under, const std::string& addr) {
+    Dev(addr, under);
+    return Gpu(addr, under);
   }
   std::vector<PciDevice> Scan(PciFilter filter = PciFilter()) {
     std::vector<PciDevice> out;
@@ -261,8 +278,9 @@ TEST_F(PciTreeTest, RegistryExportsThePciFamilies) {
   std::map<std::string, size_t> series;
   for (const auto& f : reg.Collect()) series[f.name] = f.metric.size();
   EXPECT_EQ(series["xpu_pci_driver_bound"], 1u);
-  EXPECT_EQ(series["xpu_pcie_link_speed_transfers_per_second"], 2u);
-  EXPECT_EQ(series["xpu_pcie_link_width_lanes"], 2u);
+  // current, max and capable (no port above it in this tree)
+  EXPECT_EQ(series["xpu_pcie_link_speed_transfers_per_second"], 3u);
+  EXPECT_EQ(series["xpu_pcie_link_width_lanes"], 3u);
   EXPECT_EQ(series["xpu_pcie_aer_errors_total"], 5u);
   EXPECT_EQ(series["xpu_pci_power_state"], 1u);
   EXPECT_EQ(series["xpu_hwmon_temperature_celsius"], 1u);
@@ -337,11 +355,15 @@ TEST(PciFaultsTest, EachConditionDerivesItsCode) {
   v.current_link_width = v.max_link_width = 16;
   v.power_state = "D0";
   EXPECT_TRUE(DerivePciFaults(v).empty());
-  v.current_link_width = 8;  // x8 of x16
+  v.current_link_width = 8;  // x8 of x16, lasting
+  v.narrow_samples = kNarrowSamplesForFault;
   EXPECT_EQ(DerivePciFaults(v), std::vector<std::string>{kFaultLinkDowntrained});
+  v.narrow_samples = kNarrowSamplesForFault - 1;  // not yet: a retrain may be under way
+  EXPECT_TRUE(DerivePciFaults(v).empty());
+  v.narrow_samples = 0;
   v.current_link_width = 16;
-  v.current_link_speed = 16e9;  // Gen4 of Gen5
-  EXPECT_EQ(DerivePciFaults(v), std::vector<std::string>{kFaultLinkDowntrained});
+  v.current_link_speed = 2.5e9;  // idle power management: not a fault
+  EXPECT_TRUE(DerivePciFaults(v).empty());
   v.current_link_speed.reset();  // "Unknown" where a max is known
   EXPECT_EQ(DerivePciFaults(v), std::vector<std::string>{kFaultLinkDown});
   v.current_link_speed = 32e9;
@@ -384,6 +406,10 @@ TEST_F(PciTreeTest, DerivedFaultsReachTheHalViewAndMakeTheDeviceUnhealthy) {
   prometheus::Registry self;
   PciSampler sampler(PciScanner(dir_.path(), PciFilter()), FaultCatalog::Builtin(),
                      std::chrono::milliseconds(1000), &reg, &self);
+  for (uint32_t i = 1; i < kNarrowSamplesForFault; ++i) {
+    ASSERT_TRUE(sampler.SampleOnce());
+    EXPECT_TRUE(reg.HalDevices()[0].faults.empty()) << "sample " << i;
+  }
   ASSERT_TRUE(sampler.SampleOnce());
   auto hal = reg.HalDevices();
   ASSERT_EQ(hal.size(), 1u);
@@ -401,6 +427,72 @@ TEST_F(PciTreeTest, DerivedFaultsReachTheHalViewAndMakeTheDeviceUnhealthy) {
     if (f.name != "xpu_device_fault_events_total") continue;
     for (const auto& m : f.metric) EXPECT_EQ(m.counter.value, 1);
   }
+}
+
+// What the link is judged against, from fixture trees: each card under its
+// own root port. Every case below raised pcie_link_downtrained (restart_card,
+// the card unhealthy) on the first sample before the slot was read.
+TEST_F(PciTreeTest, LinksAreJudgedAgainstTheSlotAndOverTime) {
+  // A Gen5 x16 card in a Gen4 x16 slot, trained at Gen4: as good as it gets.
+  std::string d = GpuIn(Port("0000:00:01.0", "16.0 GT/s PCIe", 16), "0000:01:00.0");
+  Write(d + "/current_link_speed", "16.0 GT/s PCIe\n");
+  // An x16 card in an x8 slot, trained x8.
+  d = GpuIn(Port("0000:00:02.0", "32.0 GT/s PCIe", 8), "0000:02:00.0");
+  Write(d + "/current_link_width", "8\n");
+  // Idle: the link at 2.5 GT/s in a Gen5 slot.
+  d = GpuIn(Port("0000:00:03.0", "32.0 GT/s PCIe", 16), "0000:03:00.0");
+  Write(d + "/current_link_speed", "2.5 GT/s PCIe\n");
+  // Really degraded: x4 of an x16 card in an x16 slot.
+  d = GpuIn(Port("0000:00:04.0", "32.0 GT/s PCIe", 16), "0000:04:00.0");
+  Write(d + "/current_link_width", "4\n");
+  // On the root bus, no port to read: judged against the card alone.
+  d = Gpu("0000:05:00.0");
+  Write(d + "/current_link_width", "8\n");
+
+  const auto scan = Scan();
+  ASSERT_EQ(scan.size(), 5u);
+  EXPECT_EQ(scan[0].port, "0000:00:01.0");
+  EXPECT_EQ(scan[0].port_max_link_speed, 16e9);
+  EXPECT_EQ(scan[1].port_max_link_width, 8);
+  EXPECT_TRUE(scan[4].port.empty());
+  EXPECT_FALSE(scan[4].port_max_link_width.has_value());
+
+  PciTracker tracker;
+  std::vector<store::PciDeviceView> views;
+  for (uint32_t i = 0; i < kNarrowSamplesForFault; ++i) views = tracker.Update(Scan(), {});
+  ASSERT_EQ(views.size(), 5u);
+  EXPECT_EQ(views[0].capable_link_speed(), 16e9);
+  EXPECT_EQ(views[1].capable_link_width(), 8);
+  EXPECT_EQ(views[4].capable_link_width(), 16);
+  EXPECT_TRUE(DerivePciFaults(views[0]).empty()) << "Gen5 card in a Gen4 slot";
+  EXPECT_TRUE(DerivePciFaults(views[1]).empty()) << "x16 card in an x8 slot";
+  EXPECT_TRUE(DerivePciFaults(views[2]).empty()) << "idle link speed";
+  EXPECT_EQ(DerivePciFaults(views[3]), std::vector<std::string>{kFaultLinkDowntrained});
+  EXPECT_EQ(DerivePciFaults(views[4]), std::vector<std::string>{kFaultLinkDowntrained});
+  // Retrained: the count starts again.
+  Write(d + "/current_link_width", "16\n");
+  views = tracker.Update(Scan(), {});
+  EXPECT_EQ(views[4].narrow_samples, 0u);
+  EXPECT_TRUE(DerivePciFaults(views[4]).empty());
+  Write(d + "/current_link_width", "8\n");
+  views = tracker.Update(Scan(), {});
+  EXPECT_TRUE(DerivePciFaults(views[4]).empty()) << "one narrow sample after a retrain";
+
+  // Exported: both ends and the capability.
+  store::DeviceRegistry reg;
+  reg.SetPciDevices(views);
+  EXPECT_EQ(xpu::testing::MetricValue(reg, "xpu_pcie_link_speed_transfers_per_second",
+                                      {{"bus_id", "0000:01:00.0"}, {"bound", "port_max"}}),
+            16e9);
+  EXPECT_EQ(xpu::testing::MetricValue(reg, "xpu_pcie_link_speed_transfers_per_second",
+                                      {{"bus_id", "0000:01:00.0"}, {"bound", "capable"}}),
+            16e9);
+  EXPECT_EQ(xpu::testing::MetricValue(reg, "xpu_pcie_link_width_lanes",
+                                      {{"bus_id", "0000:02:00.0"}, {"bound", "capable"}}),
+            8);
+  EXPECT_EQ(xpu::testing::MetricValue(reg, "xpu_pcie_link_width_lanes",
+                                      {{"bus_id", "0000:05:00.0"}, {"bound", "port_max"}}),
+            -1);  // no port: not exported
 }
 
 }  // namespace

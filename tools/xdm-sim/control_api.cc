@@ -160,7 +160,8 @@ bool ControlHandler::handlePost(CivetServer*, mg_connection* conn) {
   } else if (path == "/control/pci") {
     // What the kernel's PCI files say of a device: any of present,
     // driver_bound, power_state, link_width, max_link_width, link_speed,
-    // max_link_speed, and aer {severity, type, add}.
+    // max_link_speed, port_max_link_width, port_max_link_speed (the slot),
+    // idle (the link at 2.5 GT/s), and aer {severity, type, add}.
     if (!GetInt(body, "minor", &minor, &error))
       return ReplyStatus(conn, xpu::Status::InvalidArgument(error));
     PciState pci;
@@ -174,6 +175,9 @@ bool ControlHandler::handlePost(CivetServer*, mg_connection* conn) {
       pci.max_link_width = body.value("max_link_width", pci.max_link_width);
       pci.link_speed = body.value("link_speed", pci.link_speed);
       pci.max_link_speed = body.value("max_link_speed", pci.max_link_speed);
+      pci.port_max_link_width = body.value("port_max_link_width", pci.port_max_link_width);
+      pci.port_max_link_speed = body.value("port_max_link_speed", pci.port_max_link_speed);
+      pci.idle = body.value("idle", pci.idle);
       if (body.contains("aer")) {
         const auto& a = body["aer"];
         const std::string severity = a.at("severity").get<std::string>();

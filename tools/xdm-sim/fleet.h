@@ -23,6 +23,12 @@ struct PciState {
   std::string power_state = "D0";
   int link_width = 16, max_link_width = 16;
   std::string link_speed = "32.0 GT/s PCIe", max_link_speed = "32.0 GT/s PCIe";
+  // The upstream port the card sits under (the slot): its maxima.
+  int port_max_link_width = 16;
+  std::string port_max_link_speed = "32.0 GT/s PCIe";
+  // Idle power management: while set, the link runs at 2.5 GT/s whatever
+  // link_speed says, as cards lower their link speed when idle.
+  bool idle = false;
   // aer[severity][type] = count; severity correctable, nonfatal or fatal.
   std::map<std::string, std::map<std::string, uint64_t>> aer = {
       {"correctable", {{"BadDLLP", 0}, {"BadTLP", 0}, {"RxErr", 0}}},

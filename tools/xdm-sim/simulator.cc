@@ -3,6 +3,7 @@
 #include <CivetServer.h>
 #include <spdlog/spdlog.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -251,7 +252,8 @@ void Simulator::WriteHal() {
 }
 
 // The kernel's PCI sysfs layout under <hal-root>/sys (docs/simulator.md):
-// devices/pci0000:00/<addr>/ with the files the pci backend reads, and
+// devices/pci0000:00/<port>/<addr>/ with the files the pci backend reads,
+// each card under its own root port (the slot, with its own maxima), and
 // bus/pci/devices/<addr> symlinks to them, as on a real machine.
 void Simulator::WritePciTree(const std::filesystem::path& sys) {
   std::error_code ec;
@@ -261,7 +263,11 @@ void Simulator::WritePciTree(const std::filesystem::path& sys) {
   fs::create_directories(drivers, ec);
   std::set<std::string> listed;
   for (const HalDeviceView& d : fleet_->HalView()) {
-    const fs::path dir = sys / "devices/pci0000:00" / d.bus_id;
+    char port_addr[16];
+    std::snprintf(port_addr, sizeof port_addr, "0000:00:%02x.%d", 1 + d.minor % 31,
+                  (d.minor / 31) % 8);
+    const fs::path port = sys / "devices/pci0000:00" / port_addr;
+    const fs::path dir = port / d.bus_id;
     const fs::path link = bus / d.bus_id;
     if (!d.pci.present) {
       fs::remove(link, ec);  // off the bus: no longer enumerated
@@ -275,7 +281,14 @@ void Simulator::WritePciTree(const std::filesystem::path& sys) {
     WriteIfChanged(dir / "numa_node", std::to_string(d.minor / 4) + "\n");
     WriteIfChanged(dir / "enable", "1\n");
     WriteIfChanged(dir / "power_state", d.pci.power_state + "\n");
-    WriteIfChanged(dir / "current_link_speed", d.pci.link_speed + "\n");
+    const std::string speed = d.pci.idle ? "2.5 GT/s PCIe" : d.pci.link_speed;
+    WriteIfChanged(port / "vendor", "0x8086\n");
+    WriteIfChanged(port / "class", "0x060400\n");  // a PCI bridge: the root port
+    WriteIfChanged(port / "max_link_speed", d.pci.port_max_link_speed + "\n");
+    WriteIfChanged(port / "max_link_width", std::to_string(d.pci.port_max_link_width) + "\n");
+    WriteIfChanged(port / "current_link_speed", speed + "\n");
+    WriteIfChanged(port / "current_link_width", std::to_string(d.pci.link_width) + "\n");
+    WriteIfChanged(dir / "current_link_speed", speed + "\n");
     WriteIfChanged(dir / "max_link_speed", d.pci.max_link_speed + "\n");
     WriteIfChanged(dir / "current_link_width", std::to_string(d.pci.link_width) + "\n");
     WriteIfChanged(dir / "max_link_width", std::to_string(d.pci.max_link_width) + "\n");
@@ -297,7 +310,7 @@ void Simulator::WritePciTree(const std::filesystem::path& sys) {
     }
     const fs::path driver = dir / "driver";
     if (d.pci.driver_bound && !fs::is_symlink(driver)) {
-      fs::create_directory_symlink("../../../bus/pci/drivers/xpu", driver, ec);
+      fs::create_directory_symlink("../../../../bus/pci/drivers/xpu", driver, ec);
     } else if (!d.pci.driver_bound) {
       fs::remove(driver, ec);
     }
