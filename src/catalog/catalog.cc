@@ -3,9 +3,11 @@
 #include <yaml-cpp/yaml.h>
 
 #include <cmath>
+#include <map>
 #include <set>
 
-#include "catalog/builtin_catalog.h"  // generated: kBuiltinCatalogYaml
+#include "catalog/builtin_catalog.h"    // generated: kBuiltinCatalogYaml
+#include "catalog/own_families_yaml.h"  // generated: kOwnFamiliesYaml
 #include "common/yaml_util.h"
 
 namespace xpu::catalog {
@@ -44,29 +46,70 @@ bool IsValidLabelName(const std::string& name) {
   return true;
 }
 
+const OwnFamilies& ExporterFamilies() {
+  static const OwnFamilies own = [] {
+    OwnFamilies o;
+    const YAML::Node root = YAML::Load(kOwnFamiliesYaml);
+    for (const auto& p : root["prefixes"]) o.prefixes.push_back(p.as<std::string>());
+    for (const auto& f : root["families"])
+      o.families.emplace_back(f["name"].as<std::string>(), f["type"].as<std::string>() == "counter"
+                                                               ? MetricType::kCounter
+                                                               : MetricType::kGauge);
+    return o;
+  }();
+  return own;
+}
+
+std::string OpenMetricsFamily(const std::string& name, MetricType type) {
+  return type == MetricType::kCounter && EndsWith(name, "_total") ? name.substr(0, name.size() - 6)
+                                                                  : name;
+}
+
+namespace {
+
+// The sample names a family writes in either format.
+std::set<std::string> SampleNames(const std::string& name, MetricType type) {
+  if (type != MetricType::kCounter) return {name};
+  const std::string family = OpenMetricsFamily(name, type);
+  return {family + "_total", family + "_created"};
+}
+
+// Whether two families would give a page two HELP/TYPE blocks for one
+// family, or one sample name twice.
+bool Collide(const std::string& a, MetricType at, const std::string& b, MetricType bt) {
+  if (OpenMetricsFamily(a, at) == OpenMetricsFamily(b, bt)) return true;
+  const auto sa = SampleNames(a, at);
+  for (const std::string& n : SampleNames(b, bt))
+    if (sa.count(n) > 0) return true;
+  return false;
+}
+
+}  // namespace
+
+std::string ReservedFamilyReason(const std::string& name, MetricType type) {
+  const OwnFamilies& own = ExporterFamilies();
+  for (const std::string& prefix : own.prefixes)
+    if (name.rfind(prefix, 0) == 0) return "is in the exporter's own namespace " + prefix + "*";
+  for (const auto& [other, other_type] : own.families) {
+    if (Collide(name, type, other, other_type))
+      return name == other
+                 ? "is a family the exporter exports itself"
+                 : "collides with the exporter's own family " + other +
+                       " (one OpenMetrics family " + OpenMetricsFamily(other, other_type) + ")";
+  }
+  return "";
+}
+
 bool IsReservedFamily(const std::string& name) {
-  // Families exported by the device registry, the HAL and the exporter
-  // itself: a catalog entry of the same name would emit a second family.
-  static const std::set<std::string> exact = {
-      "xpu_device_info", "xpu_device_topology_info", "xpu_device_health", "xpu_device_fault_active",
-      "xpu_device_fault_level", "xpu_device_fault_events_total", "xpu_device_pod_info",
-      "xpu_unknown_metric", "xpu_device_resets_observed_total",
-      // The pci backend's (XDM's own xpu_pcie_* counters stay catalog entries).
-      "xpu_pcie_link_speed_transfers_per_second", "xpu_pcie_link_width_lanes",
-      "xpu_pcie_aer_errors_total"};
-  for (const char* prefix : {"xpu_exporter_", "xpu_hal_", "xpu_kubelet_", "xpu_pci_", "xpu_hwmon_"})
-    if (name.rfind(prefix, 0) == 0) return true;
-  // A name whose series collide with a reserved family's (counter _total).
-  std::string base = name;
-  if (EndsWith(base, "_total")) base.resize(base.size() - 6);
-  return exact.count(name) > 0 || exact.count(base) > 0 || exact.count(base + "_total") > 0;
+  return !ReservedFamilyReason(name, MetricType::kGauge).empty() ||
+         !ReservedFamilyReason(name, MetricType::kCounter).empty();
 }
 
 std::string CheckEntry(const Entry& e) {
   if (!IsValidMetricName(e.name)) return "name '" + e.name + "' is not a valid metric name";
   if (e.name.rfind("xpu_", 0) != 0) return "name '" + e.name + "' lacks the xpu_ prefix";
-  if (IsReservedFamily(e.name))
-    return "name '" + e.name + "' is a family the exporter exports itself";
+  if (std::string why = ReservedFamilyReason(e.name, e.type); !why.empty())
+    return "name '" + e.name + "' " + why;
   if (e.name.find("percent") != std::string::npos)
     return "name '" + e.name + "' uses percent; export a 0..1 ratio";
   if (BaseUnits().count(e.unit) == 0)
@@ -108,6 +151,7 @@ Status Catalog::Parse(const std::string& yaml_text, const std::string& origin,
     if (!metrics || !metrics.IsSequence())
       return Status::InvalidArgument(origin + ": top-level 'metrics' list missing");
     std::set<std::string> names;
+    std::map<std::string, std::string> claimed;  // family and sample names -> the entry
     for (size_t i = 0; i < metrics.size(); ++i) {
       const YAML::Node m = metrics[i];
       const std::string where = yaml::Where(origin, m) + ": metrics[" + std::to_string(i) + "]";
@@ -146,6 +190,19 @@ Status Catalog::Parse(const std::string& yaml_text, const std::string& origin,
         return Status::InvalidArgument(where + ": duplicate id " + std::to_string(e.id));
       if (!names.insert(e.name).second)
         return Status::InvalidArgument(where + ": duplicate name " + e.name);
+      // One OpenMetrics family, or one sample name, per entry: a gauge X
+      // beside a counter X_total (both family X) would give the page two
+      // HELP/TYPE blocks for X, and Prometheus refuses the whole scrape.
+      std::set<std::string> keys = SampleNames(e.name, e.type);
+      keys.insert("family " + OpenMetricsFamily(e.name, e.type));
+      for (const std::string& k : keys) {
+        auto [it, fresh] = claimed.emplace(k, e.name);
+        if (!fresh)
+          return Status::InvalidArgument(
+              where + ": " + e.name + " and " + it->second + " are one OpenMetrics family (" +
+              OpenMetricsFamily(e.name, e.type) +
+              "): a page with both has two HELP/TYPE blocks for it, and Prometheus refuses it");
+      }
       if (cat->entries_.size() >= kMaxCatalogEntries)
         return Status::InvalidArgument(where + ": more than " + std::to_string(kMaxCatalogEntries) +
                                        " entries");

@@ -59,9 +59,24 @@ class Catalog {
 // violation, or an empty string.
 std::string CheckEntry(const Entry& e);
 
-// Whether `name` belongs to (or collides with) a family the exporter exports
-// itself (xpu_device_info, xpu_exporter_*, xpu_hal_*...).
-bool IsReservedFamily(const std::string& name);
+// The families the exporter writes besides the catalog's: own_families.yaml,
+// embedded (the one list; the end-to-end tests hold real pages to it).
+struct OwnFamilies {
+  std::vector<std::string> prefixes;
+  std::vector<std::pair<std::string, MetricType>> families;
+};
+const OwnFamilies& ExporterFamilies();
+
+// Whether a family `name` of `type` belongs to, or collides with, a family
+// the exporter writes itself (ExporterFamilies()): by name, by prefix, or in
+// OpenMetrics, where counter X_total is family X and also writes X_created.
+// Returns the reason ("" when free): "is the exporter's own family X".
+std::string ReservedFamilyReason(const std::string& name, MetricType type);
+bool IsReservedFamily(const std::string& name);  // either type
+
+// The OpenMetrics family of a catalog entry (X for counter X_total) and the
+// sample names it writes (X_total and X_created for a counter).
+std::string OpenMetricsFamily(const std::string& name, MetricType type);
 
 inline constexpr size_t kMaxCatalogEntries = 4096;
 

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <set>
+#include <tuple>
 
 #include "catalog/selection.h"
 #include "models.h"  // xdm-sim's metric IDs
@@ -69,6 +70,64 @@ TEST(CatalogTest, CheckEntryRejectsFamiliesTheExporterExportsItself) {
   EXPECT_NE(CheckEntry(Make("xpu_exporter_series", MetricType::kGauge, "none")), "");
   EXPECT_NE(CheckEntry(Make("xpu_device_fault_events_total", MetricType::kCounter, "none")), "");
   EXPECT_EQ(CheckEntry(Make("xpu_device_info_extra", MetricType::kGauge, "none")), "");
+}
+
+// Each of these was accepted by the hand-written list, and each gave the page
+// a second HELP/TYPE block for a family the exporter writes: Prometheus then
+// refuses the whole scrape.
+TEST(CatalogTest, ReservedNamesComeFromTheExportersOwnFamilies) {
+  for (const auto& [name, type, unit] :
+       std::vector<std::tuple<std::string, MetricType, std::string>>{
+           {"xpu_device_split_count", MetricType::kGauge, "none"},
+           {"xpu_device_shared_core_ratio", MetricType::kGauge, "ratio"},
+           {"xpu_device_shared_memory_bytes", MetricType::kGauge, "bytes"},
+           {"xpu_device_shared_healthy", MetricType::kGauge, "none"},
+           {"xpu_container_memory_limit_bytes", MetricType::kGauge, "bytes"},
+           {"xpu_container_anything", MetricType::kGauge, "none"},
+           {"xpu_kubernetes_pods", MetricType::kGauge, "none"},
+           {"xpu_device_data_age_seconds", MetricType::kGauge, "seconds"},
+           // OpenMetrics: counter X_total is family X and writes X_created.
+           {"xpu_device_resets_observed", MetricType::kGauge, "none"},
+           {"xpu_device_resets_observed_created", MetricType::kGauge, "none"},
+           {"xpu_device_info_total", MetricType::kCounter, "none"},
+       }) {
+    const std::string why = CheckEntry(Make(name, type, unit));
+    EXPECT_NE(why, "") << name;
+  }
+  // Every family the exporter declares is refused, and names beside them are free.
+  for (const auto& [name, type] : ExporterFamilies().families) {
+    EXPECT_TRUE(IsReservedFamily(name)) << name;
+    EXPECT_FALSE(IsReservedFamily(name + "_extra")) << name;
+  }
+  EXPECT_EQ(ReservedFamilyReason("xpu_device_resets_observed", MetricType::kGauge),
+            "collides with the exporter's own family xpu_device_resets_observed_total (one "
+            "OpenMetrics family xpu_device_resets_observed)");
+}
+
+TEST(CatalogTest, EntriesThatAreOneOpenMetricsFamilyAreRefusedInOneLine) {
+  std::shared_ptr<const Catalog> c;
+  auto entry = [](int id, const std::string& name, const std::string& type) {
+    return "  - id: " + std::to_string(id) + "\n    name: " + name + "\n    type: " + type +
+           "\n    unit: none\n    help: h\n";
+  };
+  // A gauge X beside a counter X_total.
+  Status s = Catalog::Parse(
+      "metrics:\n" + entry(1, "xpu_widgets", "gauge") + entry(2, "xpu_widgets_total", "counter"),
+      "c.yaml", &c);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.message(),
+            "c.yaml:7: metrics[1]: xpu_widgets_total and xpu_widgets are one OpenMetrics family "
+            "(xpu_widgets): a page with both has two HELP/TYPE blocks for it, and Prometheus "
+            "refuses it");
+  // A gauge named like a counter's _created sample.
+  EXPECT_FALSE(Catalog::Parse("metrics:\n" + entry(1, "xpu_widgets_total", "counter") +
+                                  entry(2, "xpu_widgets_created", "gauge"),
+                              "c.yaml", &c)
+                   .ok());
+  EXPECT_TRUE(Catalog::Parse("metrics:\n" + entry(1, "xpu_widgets_total", "counter") +
+                                 entry(2, "xpu_gadgets", "gauge"),
+                             "c.yaml", &c)
+                  .ok());
 }
 
 TEST(CatalogTest, ParseNamesUnknownKeyAndLine) {

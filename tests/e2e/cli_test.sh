@@ -22,6 +22,14 @@ expect_usage_error --web.listen-address nonsense
 expect_usage_error --xdm.backoff-initial 10s --xdm.backoff-max 1s
 printf 'metrics:\n  - id: 1\n    name: bad-name\n    type: gauge\n    unit: none\n    help: h\n' >"$TMP/bad.yaml"
 expect_usage_error --metrics.catalog "$TMP/bad.yaml" --web.listen-address 127.0.0.1:0
+# Names the exporter writes itself, and two entries of one OpenMetrics family:
+# each would give the page a second HELP/TYPE block and Prometheus refuses it.
+printf 'metrics:\n  - {id: 1, name: xpu_device_split_count, type: gauge, unit: none, help: h}\n' >"$TMP/own.yaml"
+expect_usage_error --metrics.catalog "$TMP/own.yaml" --web.listen-address 127.0.0.1:0
+printf 'metrics:\n  - {id: 1, name: xpu_widgets, type: gauge, unit: none, help: h}\n  - {id: 2, name: xpu_widgets_total, type: counter, unit: none, help: h}\n' >"$TMP/om.yaml"
+expect_usage_error --metrics.catalog "$TMP/om.yaml" --web.listen-address 127.0.0.1:0
+out=$("$EXPORTER" --metrics.catalog "$TMP/om.yaml" 2>&1 >/dev/null || true)
+grep -q 'one OpenMetrics family (xpu_widgets)' <<<"$out" || fail "collision not named: $out"
 expect_usage_error --collector.interval 100y
 expect_usage_error --web.telemetry-path /status
 expect_usage_error --xdm.max-message-size 10

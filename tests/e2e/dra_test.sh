@@ -43,4 +43,5 @@ claims = [p for d in s["devices"] for p in d["pods"] if p.get("claim")]
 assert [(p["pod"], p["driver"]) for p in claims] == [("infer-0", "xpu.lingjun.com")], claims
 ' || fail "/status does not list the claim"
 curl -sf "$URL/metrics" | promtool check metrics || fail "promtool check metrics"
+check_families
 echo "dra test passed"

@@ -19,6 +19,7 @@ wait_for 10 has_metric 'xpu_exporter_collector_success{collector="controller"} 1
 wait_for 10 has_metric 'xpu_device_fault_active{minor="1"' || fail "no HAL fault"
 scrape >"$TMP/raw.txt"
 promtool check metrics <"$TMP/raw.txt" || fail "promtool check metrics found problems"
+check_families
 grep -vE "$DROP" "$TMP/raw.txt" >"$TMP/got.txt"
 if [ "${UPDATE_GOLDEN:-}" = 1 ]; then
   cp "$TMP/got.txt" "$GOLDEN"

@@ -126,6 +126,7 @@ for p in json.load(sys.stdin):
     assert p.startswith("/api/v1/nodes/node-a") or "fieldSelector=spec.nodeName%3Dnode-a" in p, p
 ' || fail "a request asked for more than this node"
 scrape | promtool check metrics || fail "promtool check metrics"
+check_families
 
 # The API server gone altogether: failing collectors, still ready, still serving.
 kill "${PIDS[0]}"

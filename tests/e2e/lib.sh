@@ -3,6 +3,7 @@
 # Usage: source lib.sh BUILD_DIR
 set -euo pipefail
 BUILD=${1:?build dir}
+E2E_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 SIM=$BUILD/tools/xdm-sim/xdm-sim
 EXPORTER=$BUILD/src/app/xpu-exporter
 TMP=$(mktemp -d /tmp/xpu-e2e.XXXXXX)
@@ -52,6 +53,12 @@ start_exporter() {
 }
 
 scrape() { curl -sf "$URL/metrics"; }
+# check_families: every family on the page is declared, in the catalog or in
+# src/catalog/own_families.yaml, with its type (tests/support/check_families.py).
+check_families() {
+  scrape | python3 "$E2E_DIR/../support/check_families.py" ||
+    fail "a family on the page is not declared (see above)"
+}
 # Reads the whole page before matching: with pipefail, `curl | grep -q` fails
 # whenever grep stops early and curl gets SIGPIPE.
 has_metric() {

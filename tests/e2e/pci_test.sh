@@ -87,4 +87,5 @@ wait_for 10 has_metric 'xpu_device_resets_observed_total{bus_id="0000:70:00.0",m
 
 curl -sf "$URL/metrics" >"$TMP/page"
 promtool check metrics <"$TMP/page" || fail "promtool check metrics"
+check_families
 echo "pci backend: joined, link, AER, driver, loss and resets seen; promtool clean"

@@ -129,6 +129,11 @@ has_metric 'xpu_memory_used_bytes{' || fail "an unchanged family went missing"
 printf 'metrics:\n  - {id: 1, name: bad name}\n' >"$TMP/metrics.yml"
 [ "$(reload)" = 500 ] || fail "a bad catalog was accepted by /-/reload"
 has_metric 'xpu_die_temperature_celsius{' || fail "a bad catalog changed the page"
+# A family the exporter writes itself (the old hand list lacked it): refused too.
+printf 'metrics:\n  - {id: 1, name: xpu_container_core_limit_ratio, type: gauge, unit: ratio, help: h}\n' >"$TMP/metrics.yml"
+[ "$(reload)" = 500 ] || fail "a catalog taking xpu_container_core_limit_ratio was accepted by /-/reload"
+grep -q "own namespace xpu_container_" "$TMP/reload.out" || fail "reload refusal not explained: $(cat "$TMP/reload.out")"
+has_metric 'xpu_die_temperature_celsius{' || fail "a refused catalog changed the page"
 
 # ---- HAL settings change live; an active fault is not counted again ----
 curl -sf -XPOST "$CONTROL/control/fault" -d '{"minor":2,"code":"0x80E18400"}' >/dev/null
