@@ -45,7 +45,7 @@ Status Exporter::BuildHal(const Config& cfg, const std::shared_ptr<const hal::Fa
     spdlog::info("HAL backend {} at {}, every {} ms", backend->name(), cfg.hal.root,
                  cfg.hal.interval.count());
     *hal = std::make_unique<hal::HalSampler>(std::move(backend), faults, cfg.hal.interval,
-                                             &devices_, &self_metrics_, &exemplars_);
+                                             &devices_, part_metrics_.hal.get(), &exemplars_);
   } else {
     spdlog::info("HAL sysfs backend off (--hal={}, {})", cfg.hal.backend, cfg.hal.root);
   }
@@ -61,7 +61,7 @@ Status Exporter::BuildHal(const Config& cfg, const std::shared_ptr<const hal::Fa
       spdlog::info("HAL backend pci at {}: {} device(s), every {} ms", cfg.hal.pci_root,
                    found.size(), cfg.hal.interval.count());
       *pci = std::make_unique<hal::PciSampler>(std::move(scanner), faults, cfg.hal.interval,
-                                               &devices_, &self_metrics_, &exemplars_);
+                                               &devices_, part_metrics_.pci.get(), &exemplars_);
     }
   }
   return Status::Ok();
@@ -69,7 +69,7 @@ Status Exporter::BuildHal(const Config& cfg, const std::shared_ptr<const hal::Fa
 
 std::unique_ptr<kubelet::PodMapper> Exporter::BuildPods(const Config& cfg) {
   if (cfg.kubelet.socket.empty()) return nullptr;
-  return std::make_unique<kubelet::PodMapper>(cfg.kubelet, &devices_, &self_metrics_);
+  return std::make_unique<kubelet::PodMapper>(cfg.kubelet, &devices_, part_metrics_.kubelet.get());
 }
 
 std::unique_ptr<kubernetes::PodWatcher> Exporter::BuildWatcher(const Config& cfg) {
@@ -79,7 +79,24 @@ std::unique_ptr<kubernetes::PodWatcher> Exporter::BuildWatcher(const Config& cfg
     spdlog::info("kubernetes: no API-server watch: {}", why_off);
     return nullptr;
   }
-  return std::make_unique<kubernetes::PodWatcher>(cfg.kubernetes, api, &devices_, &self_metrics_);
+  return std::make_unique<kubernetes::PodWatcher>(cfg.kubernetes, api, &devices_,
+                                                  part_metrics_.apiserver.get());
+}
+
+void Exporter::PublishPartMetrics() {
+  auto publish = [&](const char* name, bool on, std::shared_ptr<prometheus::Registry>* metrics) {
+    if (on) {
+      exposer_->SetPart(name, *metrics);
+    } else {
+      exposer_->SetPart(name, nullptr);
+      *metrics = std::make_shared<prometheus::Registry>();  // a later part starts afresh
+    }
+  };
+  std::lock_guard<std::mutex> lock(parts_mu_);
+  publish("hal", hal_ != nullptr, &part_metrics_.hal);
+  publish("pci", pci_ != nullptr, &part_metrics_.pci);
+  publish("kubelet", pods_ != nullptr, &part_metrics_.kubelet);
+  publish("apiserver", watcher_ != nullptr, &part_metrics_.apiserver);
 }
 
 void Exporter::ApplyIngest(const Config& cfg, const LoadedFiles& files) {
@@ -192,6 +209,7 @@ Status Exporter::Start() {
   web_->Route("/status", {"GET"}, [this](const http::Request&) { return StatusPage(); });
   web_->Route("/config", {"GET"}, [this](const http::Request&) { return ConfigPage(); });
   exposer_->AddCollectable(web_->metrics());  // before any scrape can run
+  PublishPartMetrics();
   Status s = web_->Start();
   if (!s.ok()) return s;
   client_->Start();
@@ -372,6 +390,7 @@ void Exporter::RunReload(ReloadJob* job) {
     cfg_.kubernetes.node_name = node;
     cfg_.log_level = fresh.log_level;
   }
+  PublishPartMetrics();  // a part switched off takes its metrics with it
   if (tls_switch) {
     pending_restart_["web.config.file"] = Config::Setting{{"tls_server_config on/off"}, "file"};
     restart.push_back("web.config.file (TLS on or off)");

@@ -110,6 +110,20 @@ class Exporter {
   std::unique_ptr<kubelet::PodMapper> pods_;         // null when the socket flag is empty
   std::unique_ptr<kubernetes::PodWatcher> watcher_;  // null when no API server is used
   std::unique_ptr<http::WebServer> web_;
+  // Each part's self-metrics, on the page beside self_metrics_ while the
+  // part runs (Exposer::SetPart): kept when a reload rebuilds the part (its
+  // counters go on), dropped with it when a reload switches it off, so
+  // nothing it exported stays behind frozen. Start and the reload thread.
+  struct PartMetrics {
+    std::shared_ptr<prometheus::Registry> hal = std::make_shared<prometheus::Registry>();
+    std::shared_ptr<prometheus::Registry> pci = std::make_shared<prometheus::Registry>();
+    std::shared_ptr<prometheus::Registry> kubelet = std::make_shared<prometheus::Registry>();
+    std::shared_ptr<prometheus::Registry> apiserver = std::make_shared<prometheus::Registry>();
+  };
+  PartMetrics part_metrics_;
+  // Puts each part's metrics on the page, or takes them off (and starts a
+  // fresh registry for it) when the part is off.
+  void PublishPartMetrics();
 
   // The reload thread and its queue.
   std::mutex jobs_mu_;

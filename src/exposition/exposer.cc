@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <unordered_map>
 
 #include "exposition/text_format.h"
 
@@ -53,6 +54,16 @@ void Exposer::SetFamilyFilter(FamilyFilter allows) {
   allows_ = std::move(fresh);
 }
 
+void Exposer::SetPart(const std::string& name,
+                      std::shared_ptr<const prometheus::Collectable> metrics) {
+  std::lock_guard<std::mutex> lock(filter_mu_);
+  if (metrics) {
+    parts_[name] = std::move(metrics);
+  } else {
+    parts_.erase(name);
+  }
+}
+
 void Exposer::Render(std::string* out, Format format) {
   out->clear();
   PageSink sink(out);
@@ -62,21 +73,38 @@ void Exposer::Render(std::string* out, Format format) {
 bool Exposer::Render(PageSink* sink, Format format) {
   const auto t0 = std::chrono::steady_clock::now();
   std::shared_ptr<const FamilyFilter> allows;
+  std::vector<std::shared_ptr<const prometheus::Collectable>> parts;
   {
     std::lock_guard<std::mutex> lock(filter_mu_);
     allows = allows_;
+    for (const auto& [name, part] : parts_) parts.push_back(part);
   }
   store::Snapshot snap = store_->Snap(std::chrono::steady_clock::now());
   series_.Set(static_cast<double>(snap.values.size()));
   SnapshotWriter::Append(snap, sink, format);
-  for (const prometheus::Collectable* c : collectables_) {
+  // Every family first, merged by name (first one's help and type), then
+  // written: a name two collectables share is still one family.
+  std::vector<prometheus::MetricFamily> families;
+  std::unordered_map<std::string, size_t> at;
+  auto take = [&](const prometheus::Collectable* c) {
     for (prometheus::MetricFamily& f : c->Collect()) {
-      if (allows && !(*allows)(f.name)) continue;
-      if (f.metric.empty()) continue;
-      SortByLabels(&f.metric);
-      AppendFamily(f, sink->buf(), format, exemplars_);
-      sink->Check();
+      if (f.metric.empty() || (allows && !(*allows)(f.name))) continue;
+      auto [it, fresh] = at.emplace(f.name, families.size());
+      if (fresh) {
+        families.push_back(std::move(f));
+        continue;
+      }
+      prometheus::MetricFamily& into = families[it->second];
+      if (into.type != f.type) continue;  // a clash of types: the first stands
+      for (prometheus::ClientMetric& m : f.metric) into.metric.push_back(std::move(m));
     }
+  };
+  for (const prometheus::Collectable* c : collectables_) take(c);
+  for (const auto& part : parts) take(part.get());
+  for (prometheus::MetricFamily& f : families) {
+    SortByLabels(&f.metric);
+    AppendFamily(f, sink->buf(), format, exemplars_);
+    sink->Check();
   }
   if (format == Format::kOpenMetrics) sink->buf()->append("# EOF\n");
   const bool ok = sink->Finish();

@@ -5,6 +5,7 @@
 #include <prometheus/registry.h>
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -19,13 +20,21 @@ namespace xpu::exposition {
 // Assembles one scrape: the store's device series (fast path), then every
 // registered Collectable (device info, self-metrics...) through the same text
 // primitives. No source can fail the scrape: each only contributes what it has.
-// Thread-safe; sources must outlive it.
+// Families of one name from several collectables are written as one (the
+// collector families several parts share, the HAL backends' fault counters):
+// a page never has two HELP/TYPE blocks for a name.
+// Thread-safe; sources added with AddCollectable must outlive it.
 class Exposer {
  public:
   // `self` receives the exposer's own metrics (scrape duration, series).
   Exposer(store::MetricStore* store, prometheus::Registry* self);
 
+  // Before the first Render.
   void AddCollectable(const prometheus::Collectable* c) { collectables_.push_back(c); }
+  // A part's metrics, by name ("hal", "kubelet"...): replaced, or removed
+  // with null (a reload switched the part off: its series leave the page).
+  // Any time; a scrape under way keeps what it took.
+  void SetPart(const std::string& name, std::shared_ptr<const prometheus::Collectable> metrics);
   // Families of the collectables whose names this refuses are left out
   // (--metrics.include/exclude); null: every family. Any time (a reload).
   using FamilyFilter = std::function<bool(const std::string&)>;
@@ -47,6 +56,8 @@ class Exposer {
   const store::ExemplarStore* exemplars_ = nullptr;
   std::mutex filter_mu_;
   std::shared_ptr<const FamilyFilter> allows_;  // guarded by filter_mu_; null: every family
+  // Guarded by filter_mu_: the parts' metrics, by name.
+  std::map<std::string, std::shared_ptr<const prometheus::Collectable>> parts_;
   prometheus::Gauge& scrape_duration_;
   prometheus::Gauge& series_;
 };

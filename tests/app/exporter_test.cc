@@ -332,5 +332,72 @@ TEST(ExporterReloadTest, ReloadsWhileScrapedChangeSelectionWithoutAFailedScrape)
   sim.Stop();
 }
 
+// A reload that switches a part off takes everything it exported off the
+// page (before, its self-metrics stayed, frozen at their last values:
+// xpu_exporter_collector_success{collector="apiserver_pods"} 1 for ever).
+TEST(ExporterReloadTest, SwitchingAPartOffTakesItsMetricsOffThePage) {
+  xpu::testing::TempDir dir;
+  xdmsim::SimOptions so = SimIn(dir);
+  so.hal_root = dir.File("hal");
+  so.kubelet_socket_path = dir.File("kubelet.sock");
+  xdmsim::Simulator sim(so);
+  ASSERT_TRUE(sim.Start().ok());
+  const std::string file = dir.File("exporter.yml");
+  const std::string on =
+      "hal: pci\nhal.pci.sysfs-root: " + dir.File("hal") +
+      "/sys\nhal.interval: 100ms\nkubelet.pod-resources-socket: " + so.kubelet_socket_path +
+      "\nkubelet.interval: 100ms\nkubernetes.node-name: node-a\n"
+      "kubernetes.api-server: https://127.0.0.1:1\n";
+  const std::string off =
+      "hal: none\nkubelet.pod-resources-socket: ''\nkubernetes.api-server: ''\n";
+  std::ofstream(file) << on;
+  Config cfg;
+  const std::string xdm = "unix://" + so.socket_path, ctl = "unix://" + so.controller_socket_path;
+  const char* argv[] = {"xpu-exporter",
+                        "--web.listen-address=127.0.0.1:0",
+                        "--collector.interval=100ms",
+                        "--xdm.endpoint",
+                        xdm.c_str(),
+                        "--controller.endpoint",
+                        ctl.c_str(),
+                        "--config.file",
+                        file.c_str(),
+                        nullptr};
+  ASSERT_EQ(ParseFlags(9, const_cast<char**>(argv), &cfg), std::nullopt);
+  Exporter exporter(cfg);
+  ASSERT_TRUE(exporter.Start().ok());
+  const std::string base = "http://127.0.0.1:" + std::to_string(exporter.ports().at(0));
+  // What each part puts on the page while it runs.
+  const std::vector<std::string> parts = {
+      "\nxpu_hal_pci_up ",                                               // the pci sampler
+      "\nxpu_pcie_link_width_lanes{",                                    // its devices
+      "\nxpu_exporter_collector_success{collector=\"kubelet\"}",         // the kubelet mapper
+      "\nxpu_exporter_collector_success{collector=\"apiserver_pods\"}",  // the API-server watch
+      "\nxpu_kubernetes_watch_restarts_total{",
+  };
+  auto shown = [&](const std::string& page) {
+    std::vector<std::string> out;
+    for (const std::string& p : parts)
+      if (page.find(p) != std::string::npos) out.push_back(p);
+    return out;
+  };
+  ASSERT_TRUE(WaitFor([&] {
+    return shown(HttpGet(base + "/metrics").body).size() == parts.size();
+  })) << HttpGet(base + "/metrics").body;
+  std::ofstream(file) << off;
+  ASSERT_TRUE(exporter.Reload().ok());
+  const std::string page = HttpGet(base + "/metrics").body;
+  EXPECT_EQ(shown(page), std::vector<std::string>{});
+  // XDM's own collectors stay.
+  EXPECT_NE(page.find("xpu_exporter_collector_success{collector=\"stream\"}"), std::string::npos);
+  // Switched on again, each part's series come back.
+  std::ofstream(file) << on;
+  ASSERT_TRUE(exporter.Reload().ok());
+  EXPECT_TRUE(
+      WaitFor([&] { return shown(HttpGet(base + "/metrics").body).size() == parts.size(); }));
+  exporter.Stop();
+  sim.Stop();
+}
+
 }  // namespace
 }  // namespace xpu::app

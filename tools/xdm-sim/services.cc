@@ -98,7 +98,8 @@ class XdmService final : public api::XpuDeviceManagerService::Service {
                              api::ExporterDataResponse* resp) override {
     if (!Answering(ctx)) return Unanswered();
     *resp = Stamped(sim_->fleet().Data(*req));
-    if (auto older = sim_->Older(*resp)) *resp = std::move(*older);  // racing the stream
+    if (auto older = sim_->Older(*resp, /*poll=*/true))
+      *resp = std::move(*older);  // racing the stream
     return Status::OK;
   }
 
@@ -118,8 +119,8 @@ class XdmService final : public api::XpuDeviceManagerService::Service {
       if (!end.ok()) return end;
       if ((first || now != tick) && !sim_->signals().paused()) {
         const api::ExporterDataResponse msg = Stamped(sim_->fleet().Data(*req));
-        if (!writer->Write(msg)) return Status::OK;  // client gone
-        if (auto older = sim_->Older(msg))           // a late message
+        if (!writer->Write(msg)) return Status::OK;         // client gone
+        if (auto older = sim_->Older(msg, /*poll=*/false))  // a late message
           if (!writer->Write(*older)) return Status::OK;
         first = false;
       }
@@ -173,7 +174,10 @@ class XdmService final : public api::XpuDeviceManagerService::Service {
   bool Answering(ServerContext* ctx) {
     return sim_->signals().WaitWhilePaused([ctx] { return ctx->IsCancelled(); });
   }
-  static Status Unanswered() { return Status(StatusCode::UNAVAILABLE, "xdm-sim paused"); }
+  // What the caller gave up waiting for: a paused daemon never answers, so
+  // the caller's own deadline is what ends the call, however the race of
+  // the two ends.
+  static Status Unanswered() { return Status(StatusCode::DEADLINE_EXCEEDED, "xdm-sim paused"); }
 
   Simulator* sim_;
 };

@@ -347,15 +347,16 @@ void Simulator::SetReorder(bool on) {
 }
 
 std::optional<xdm::api::ExporterDataResponse> Simulator::Older(
-    const xdm::api::ExporterDataResponse& current) {
-  constexpr size_t kHistory = 4;  // the older answer is up to 3 snapshots back
+    const xdm::api::ExporterDataResponse& current, bool poll) {
+  constexpr size_t kHistory = 3;  // the older answer is up to 2 snapshots back
   std::lock_guard<std::mutex> lock(reorder_mu_);
   if (!reorder_) return std::nullopt;
   if (served_.empty() || served_.back().sequence() != current.sequence()) {
     served_.push_back(current);
     if (served_.size() > kHistory) served_.pop_front();
   }
-  if (++reorder_turn_ % 3 != 0 || served_.size() < 2) return std::nullopt;
+  const bool turn = poll ? ++poll_turn_ % 2 == 0 : ++stream_turn_ % 3 == 0;
+  if (!turn || served_.size() < 2) return std::nullopt;
   return served_.front();
 }
 

@@ -126,13 +126,14 @@ class Simulator {
   // every push re-serves the last snapshot (same sequence and timestamps),
   // like a daemon whose collector hung behind a live gRPC server.
   void SetReplay(bool on) { replay_ = on; }
-  // While set, one data answer in three (stream push or poll) is followed
-  // (stream) or replaced (poll) by a snapshot served some ticks before: a
-  // late message, a poll racing the stream. `current` is the answer about to
-  // go out; returns the older one to serve too, if this is its turn.
+  // While set, one stream push in three is followed by a snapshot served
+  // some ticks before (a late message), and every other poll is answered
+  // with one (a poll racing the stream). `current` is the answer about to go
+  // out; returns the older one to serve too (stream) or instead (poll), if
+  // this is its turn.
   void SetReorder(bool on);
-  std::optional<xdm::api::ExporterDataResponse> Older(
-      const xdm::api::ExporterDataResponse& current);
+  std::optional<xdm::api::ExporterDataResponse> Older(const xdm::api::ExporterDataResponse& current,
+                                                      bool poll);
   // DRA claims served by the stand-in kubelet beside the allocations.
   void AddClaim(DraClaim claim);
   size_t RemoveClaims(const std::string& pod);  // how many went
@@ -149,7 +150,7 @@ class Simulator {
   std::mutex reorder_mu_;
   bool reorder_ = false;                               // guarded by reorder_mu_
   std::deque<xdm::api::ExporterDataResponse> served_;  // guarded by reorder_mu_
-  uint64_t reorder_turn_ = 0;                          // guarded by reorder_mu_
+  uint64_t stream_turn_ = 0, poll_turn_ = 0;           // guarded by reorder_mu_
   int64_t start_time_ms_ = 0;
   std::unique_ptr<grpc::Service> xdm_service_;
   std::unique_ptr<grpc::Service> config_service_;
