@@ -165,6 +165,9 @@ void Build(CLI::App& app, Config* cfg) {
                  "API server URL for pod labels and HAMi quotas; auto: in-cluster when the "
                  "service account exists; empty disables")
       ->capture_default_str();
+  app.add_flag("--kubernetes.insecure-http", cfg->kubernetes.insecure_http,
+               "Allow an http:// API server: requests and the bearer token go in the clear "
+               "(a local proxy only)");
   app.add_option("--kubernetes.token-file", cfg->kubernetes.token_file,
                  "Bearer token for the API server (re-read on each connect)")
       ->capture_default_str();
@@ -313,6 +316,11 @@ Status Validate(const Config& cfg) {
     return Status::InvalidArgument("--kubernetes.pod-labels: " + s.message());
   const std::string& api = cfg.kubernetes.api_server;
   if (!api.empty() && api != "auto") {
+    if (api.rfind("http://", 0) == 0 && !cfg.kubernetes.insecure_http)
+      return Status::InvalidArgument(
+          "--kubernetes.api-server " + api +
+          " is http://: the bearer token would cross the network in the clear; use https:// "
+          "(or --kubernetes.insecure-http for a local proxy)");
     if (api.rfind("https://", 0) != 0 && api.rfind("http://", 0) != 0)
       return Status::InvalidArgument(
           "--kubernetes.api-server must be auto, empty or an https:// URL");

@@ -81,10 +81,12 @@ size_t OnHeader(char* ptr, size_t size, size_t n, void* user) {
 
 }  // namespace
 
-ApiClient::ApiClient(std::string base_url, std::string token_file, std::string ca_file)
+ApiClient::ApiClient(std::string base_url, std::string token_file, std::string ca_file,
+                     bool insecure_http)
     : base_url_(std::move(base_url)),
       token_file_(std::move(token_file)),
-      ca_file_(std::move(ca_file)) {
+      ca_file_(std::move(ca_file)),
+      insecure_http_(insecure_http) {
   GlobalInit();
 }
 
@@ -98,8 +100,16 @@ std::string ApiClient::Escape(std::string_view s) {
 namespace {
 
 HttpResult Perform(const std::string& url, const std::string& token_file,
-                   const std::string& ca_file, std::chrono::seconds timeout, Transfer* t) {
+                   const std::string& ca_file, bool insecure_http, std::chrono::seconds timeout,
+                   Transfer* t) {
   HttpResult r;
+  // The token goes only where TLS protects it, unless plain HTTP was asked
+  // for by name; libcurl is held to the same schemes below.
+  if (url.rfind("https://", 0) != 0 && !(insecure_http && url.rfind("http://", 0) == 0)) {
+    r.error = "refusing to send the service-account token to " + url.substr(0, url.find('/', 8)) +
+              ": not https:// (--kubernetes.insecure-http allows http://)";
+    return r;
+  }
   std::string token;
   if (!token_file.empty()) {
     Status s = ReadTextFile(token_file, "service-account token", &token, kMaxTokenBytes);
@@ -128,7 +138,7 @@ HttpResult Perform(const std::string& url, const std::string& token_file,
   curl_easy_setopt(c, CURLOPT_ERRORBUFFER, err);
   curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, kConnectTimeoutSeconds);
   curl_easy_setopt(c, CURLOPT_TIMEOUT, static_cast<long>(timeout.count()));
-  curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "https,http");
+  curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, insecure_http ? "https,http" : "https");
   curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
   if (!ca_file.empty()) curl_easy_setopt(c, CURLOPT_CAINFO, ca_file.c_str());
   curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, &OnData);
@@ -160,7 +170,7 @@ HttpResult ApiClient::Get(const std::string& path, size_t max_bytes, std::chrono
   Transfer t;
   t.max = max_bytes;
   t.stop = &stop;
-  return Perform(base_url_ + path, token_file_, ca_file_, timeout, &t);
+  return Perform(base_url_ + path, token_file_, ca_file_, insecure_http_, timeout, &t);
 }
 
 HttpResult ApiClient::Stream(const std::string& path, size_t max_line, std::chrono::seconds timeout,
@@ -173,7 +183,7 @@ HttpResult ApiClient::Stream(const std::string& path, size_t max_line, std::chro
   t.streaming = true;
   t.on_line = &on_line;
   t.stop = &stop;
-  return Perform(base_url_ + path, token_file_, ca_file_, timeout, &t);
+  return Perform(base_url_ + path, token_file_, ca_file_, insecure_http_, timeout, &t);
 }
 
 }  // namespace xpu::kubernetes

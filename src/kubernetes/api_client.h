@@ -17,11 +17,14 @@ struct HttpResult {
 
 // HTTPS GETs to the Kubernetes API server with libcurl: the bearer token
 // re-read from `token_file` on every request (projected service-account
-// tokens rotate), the server checked against `ca_file`. Holds no connection
-// between calls; one instance per calling thread.
+// tokens rotate), the server checked against `ca_file`. Only https:// is
+// spoken unless `insecure_http` (then plain http:// too, token included):
+// a request to another scheme fails before anything is sent. Holds no
+// connection between calls; one instance per calling thread.
 class ApiClient {
  public:
-  ApiClient(std::string base_url, std::string token_file, std::string ca_file);
+  ApiClient(std::string base_url, std::string token_file, std::string ca_file,
+            bool insecure_http = false);
 
   // GET base_url + path; at most max_bytes of body (else an error). Gives
   // up, with an error, when `stop` returns true (checked about once a
@@ -46,6 +49,7 @@ class ApiClient {
 
  private:
   const std::string base_url_, token_file_, ca_file_;
+  const bool insecure_http_;
 };
 
 }  // namespace xpu::kubernetes

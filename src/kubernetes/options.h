@@ -24,6 +24,11 @@ struct KubernetesOptions {
   // Pod labels to export on xpu_device_pod_info (as label_<name>), as
   // regexes matched against the whole label name; empty: none.
   std::vector<std::string> pod_labels;
+  // Whether an http:// API server is allowed (--kubernetes.insecure-http):
+  // requests, and the bearer token with them, then cross the network in
+  // the clear. Off: only https:// is used, and the token never leaves over
+  // anything else.
+  bool insecure_http = false;
   // How often to read this node's object (HAMi's device register).
   std::chrono::milliseconds node_interval{60000};
 };

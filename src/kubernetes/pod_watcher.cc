@@ -67,6 +67,73 @@ std::string LabelFilter::ExportName(std::string_view name) {
   return out;
 }
 
+namespace {
+
+// Whether the object-key path `path` (array levels skipped, "a.b.c") is one
+// the watcher reads, or on the way to one. Pods come bare (a Pod), in a
+// list (items.*) or in a watch event (object).
+bool KeptPath(const std::string& path) {
+  static const char* const kLeaves[] = {
+      "metadata.resourceVersion", "metadata.continue", "metadata.name",
+      "metadata.namespace",       "metadata.labels",   "metadata.annotations",
+      "spec.containers.name"};
+  static const char* const kRoots[] = {"", "items.", "object."};
+  static const char* const kTop[] = {"kind", "type", "code", "reason", "message"};
+  for (const char* t : kTop)
+    if (path == t || path == std::string("object.") + t) return true;
+  for (const char* root : kRoots) {
+    for (const char* leaf : kLeaves) {
+      const std::string full = std::string(root) + leaf;
+      // On the way to a kept field, the field, or (labels, annotations)
+      // anything inside it.
+      if (full.compare(0, path.size(), path) == 0 &&
+          (full.size() == path.size() || full[path.size()] == '.'))
+        return true;
+      if (path.compare(0, full.size(), full) == 0 && path.size() > full.size() &&
+          path[full.size()] == '.' && (full.ends_with("labels") || full.ends_with("annotations")))
+        return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+Json ParseKept(std::string_view text) {
+  // The callback sees every container open (even inside a discarded
+  // value) and every key with the depth of its container, so the object
+  // path is kept here by depth; arrays add a level but no key.
+  std::vector<std::string> keys;
+  std::vector<bool> is_array;
+  auto cb = [&](int depth, Json::parse_event_t event, Json& parsed) {
+    const size_t d = static_cast<size_t>(depth);
+    switch (event) {
+      case Json::parse_event_t::object_start:
+      case Json::parse_event_t::array_start:
+        if (is_array.size() <= d) {
+          is_array.resize(d + 1);
+          keys.resize(d + 1);
+        }
+        is_array[d] = event == Json::parse_event_t::array_start;
+        return true;
+      case Json::parse_event_t::key: {
+        if (d == 0 || d > keys.size()) return false;
+        keys[d - 1] = parsed.get<std::string>();
+        std::string path;
+        for (size_t i = 0; i < d; ++i) {
+          if (is_array[i]) continue;
+          if (!path.empty()) path += '.';
+          path += keys[i];
+        }
+        return KeptPath(path);
+      }
+      default:
+        return true;
+    }
+  };
+  return Json::parse(text.begin(), text.end(), cb, /*allow_exceptions=*/false);
+}
+
 Status ParsePod(const Json& pod, const LabelFilter& filter, PodRecord* out) {
   const std::string* ns = StringAt(pod, "metadata", "namespace");
   const std::string* name = StringAt(pod, "metadata", "name");
@@ -164,7 +231,7 @@ std::vector<store::DeviceShare> ParseNodeShares(const Json& node, int* bad) {
 
 WatchEvent ParseEvent(std::string_view line) {
   WatchEvent e;
-  Json j = Json::parse(line, nullptr, /*allow_exceptions=*/false);
+  Json j = ParseKept(line);
   if (!j.is_object() || !j.contains("type") || !j["type"].is_string() || !j.contains("object") ||
       !j["object"].is_object())
     return e;
@@ -309,7 +376,7 @@ void PodWatcher::WatchLoop() {
 }
 
 bool PodWatcher::List() {
-  const ApiClient client(base_url_, options_.token_file, options_.ca_file);
+  const ApiClient client(base_url_, options_.token_file, options_.ca_file, options_.insecure_http);
   const std::function<bool()> stopping = [this] { return worker_.stopping(); };
   const auto t0 = Clock::now();
   std::map<std::pair<std::string, std::string>, PodRecord> pods;
@@ -325,7 +392,8 @@ bool PodWatcher::List() {
       Failed("list", r);
       return false;
     }
-    Json j = Json::parse(r.body, nullptr, /*allow_exceptions=*/false);
+    Json j = ParseKept(r.body);
+    r.body = std::string();  // the page's text goes before its pods are read
     if (!j.is_object() || !j.contains("items") || !j["items"].is_array()) {
       malformed_.Add({{"what", "list"}}).Increment();
       Failed("list", HttpResult{r.status, {}, "the answer is not a PodList"});
@@ -363,7 +431,7 @@ bool PodWatcher::List() {
 }
 
 PodWatcher::WatchEnd PodWatcher::Watch() {
-  const ApiClient client(base_url_, options_.token_file, options_.ca_file);
+  const ApiClient client(base_url_, options_.token_file, options_.ca_file, options_.insecure_http);
   const std::string path = PodsPath() + "&watch=true&allowWatchBookmarks=true&resourceVersion=" +
                            ApiClient::Escape(resource_version_) +
                            "&timeoutSeconds=" + std::to_string(kWatchTimeoutSeconds);
@@ -442,7 +510,7 @@ void PodWatcher::Publish() {
 }
 
 void PodWatcher::NodeLoop() {
-  const ApiClient client(base_url_, options_.token_file, options_.ca_file);
+  const ApiClient client(base_url_, options_.token_file, options_.ca_file, options_.insecure_http);
   const std::function<bool()> stopping = [this] { return worker_.stopping(); };
   do {
     const auto t0 = Clock::now();
@@ -453,7 +521,7 @@ void PodWatcher::NodeLoop() {
       Failed("node", r);
       continue;
     }
-    Json j = Json::parse(r.body, nullptr, /*allow_exceptions=*/false);
+    Json j = ParseKept(r.body);
     if (!j.is_object()) {
       malformed_.Add({{"what", "node"}}).Increment();
       Failed("node", HttpResult{r.status, {}, "the answer is not a Node"});

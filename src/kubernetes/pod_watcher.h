@@ -27,13 +27,16 @@
 namespace xpu::kubernetes {
 
 // Limits on what the API server can make us hold (docs/reliability.md).
-inline constexpr size_t kMaxPods = 4096;           // on one node
-inline constexpr size_t kMaxListBytes = 64 << 20;  // one list page
+inline constexpr size_t kMaxPods = 4096;  // on one node
+// One list page, read whole before it is parsed (the parse keeps only the
+// fields used: ParseKept): with the watch line and the node object, well
+// inside the manifests' 128 MiB limit.
+inline constexpr size_t kMaxListBytes = 16 << 20;
 inline constexpr size_t kMaxEventBytes = 4 << 20;  // one watch line
 inline constexpr size_t kMaxNodeBytes = 8 << 20;   // the node object
 inline constexpr size_t kMaxLabelsPerPod = 64;
 inline constexpr size_t kMaxLabelValueBytes = 256;
-inline constexpr int kListPageSize = 500;
+inline constexpr int kListPageSize = 100;  // pods a page (a node runs 110 at most by default)
 inline constexpr int kWatchTimeoutSeconds = 240;  // the server ends a watch after this
 
 // Which pod labels are exported, and under which names: a label whose
@@ -62,6 +65,15 @@ struct PodRecord {
 // hami.io/*-devices-allocated joined to spec.containers by position.
 // InvalidArgument when it is no pod (no metadata.namespace/name).
 Status ParsePod(const nlohmann::json& pod, const LabelFilter& labels, PodRecord* out);
+
+// Parses an API-server answer (a PodList, a watch event, a Pod, a Node, a
+// Status) keeping only the fields the watcher reads: metadata's name,
+// namespace, labels, annotations, resourceVersion and continue, the
+// containers' names, an event's type and a Status's code, reason and message.
+// The rest (managedFields, status, volumes, env...: most of a pod's bytes)
+// is never built into the DOM. A discarded (invalid) value when the text is
+// not JSON.
+nlohmann::json ParseKept(std::string_view text);
 
 // The HAMi device register of a Node object (JSON); `bad` counts
 // annotations that did not parse.

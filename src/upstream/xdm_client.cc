@@ -260,23 +260,31 @@ std::chrono::milliseconds XdmClient::interval() const {
   return interval_;
 }
 
-void XdmClient::SetIntervalLocked(milliseconds interval) {
-  if (interval == interval_) return;
-  spdlog::info("XDM collects every {} ms; freshness, watchdog and polling follow it",
-               interval.count());
+bool XdmClient::SetIntervalLocked(milliseconds interval) {
+  if (interval == interval_) return false;
   interval_ = interval;
   store_->set_stale_after(StaleAfterLocked());
   metrics_->interval.Set(std::chrono::duration<double>(interval).count());
+  return true;
+}
+
+void XdmClient::SayInterval(milliseconds interval) {
+  spdlog::info("XDM collects every {} ms; freshness, watchdog and polling follow it",
+               interval.count());
 }
 
 void XdmClient::Reconfigure(IngestRules ingest, milliseconds interval, milliseconds stale_after) {
   if (!ingest.catalog) throw std::invalid_argument("Reconfigure needs a catalog");
   if (interval.count() <= 0) throw std::invalid_argument("interval must be > 0");
-  std::lock_guard<std::mutex> lock(mu_);
-  ingest_ = std::make_shared<const IngestRules>(std::move(ingest));
-  stale_after_ = stale_after;
-  store_->set_stale_after(StaleAfterLocked());
-  if (!interval_reported_) SetIntervalLocked(interval);
+  bool changed = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ingest_ = std::make_shared<const IngestRules>(std::move(ingest));
+    stale_after_ = stale_after;
+    store_->set_stale_after(StaleAfterLocked());
+    if (!interval_reported_) changed = SetIntervalLocked(interval);
+  }
+  if (changed) SayInterval(interval);
 }
 
 milliseconds EffectiveStaleAfter(milliseconds configured, milliseconds interval,
@@ -563,6 +571,7 @@ void XdmClient::PollLoop() {
     const auto now = SteadyClock::now();
     bool stream_fresh;
     milliseconds interval;
+    std::optional<milliseconds> silent;  // the watchdog cancelled a stream silent this long
     {
       std::lock_guard<std::mutex> lock(mu_);
       interval = interval_;
@@ -573,14 +582,16 @@ void XdmClient::PollLoop() {
       stream_fresh = StreamFreshLocked(now);
       const auto quiet_since = std::max(last_stream_msg_, stream_opened_);
       if (stream_open_ && stream_ctx_ != nullptr && now - quiet_since > watchdog) {
-        if (logged_.Raise("watchdog"))
-          spdlog::warn(
-              "ExporterDataStream silent for {} ms; cancelling it (watchdog; said once "
-              "until data flows)",
-              std::chrono::duration_cast<milliseconds>(now - quiet_since).count());
+        silent = std::chrono::duration_cast<milliseconds>(now - quiet_since);
         stream_ctx_->TryCancel();
       }
     }
+    // Said outside mu_: a blocked log (stderr full) must not stall ingest.
+    if (silent && logged_.Raise("watchdog"))
+      spdlog::warn(
+          "ExporterDataStream silent for {} ms; cancelling it (watchdog; said once until data "
+          "flows)",
+          silent->count());
     if (!stream_fresh) PollOnce();
     UpdateMode();
     MaybeRenewChannel();
@@ -632,15 +643,17 @@ void XdmClient::ReadStaticInfo() {
   call("exporter_config", [&](grpc::ClientContext* ctx) {
     xdm::api::ExporterConfigResponse resp;
     grpc::Status st = stub->ExporterGetConfig(ctx, {}, &resp);
+    bool changed = false;
+    const milliseconds reported(resp.intervalms());
     if (st.ok()) {
       std::lock_guard<std::mutex> lock(mu_);
-      const milliseconds reported(resp.intervalms());
       if (reported >= kMinUpstreamInterval && reported <= kMaxUpstreamInterval) {
-        SetIntervalLocked(reported);
+        changed = SetIntervalLocked(reported);
         interval_reported_ = true;
       }
       info_.config = std::move(resp);
     }
+    if (changed) SayInterval(reported);
     return st;
   });
   call("exporter_status", [&](grpc::ClientContext* ctx) {

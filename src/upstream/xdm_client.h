@@ -165,7 +165,11 @@ class XdmClient {
   // same snapshot again, or one sampled longer than stale-after ago).
   bool Ingest(const xdm::api::ExporterDataResponse& msg);
   bool StreamFreshLocked(std::chrono::steady_clock::time_point now) const;
-  void SetIntervalLocked(std::chrono::milliseconds interval);
+  // Whether it changed; the caller says so with SayInterval once mu_ is
+  // released (nothing logs under mu_: a blocked stderr would stall ingest
+  // and every scrape's state() call).
+  bool SetIntervalLocked(std::chrono::milliseconds interval);
+  static void SayInterval(std::chrono::milliseconds interval);
   // Stale-after in force: the configured one, else 3 intervals.
   std::chrono::milliseconds StaleAfterLocked() const;
   void PublishModeLocked();

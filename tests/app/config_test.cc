@@ -89,6 +89,30 @@ TEST(ConfigTest, PciBackendSettingsComeFromTheConfigFileToo) {
   std::remove(path.c_str());
 }
 
+// The API-server's bearer token is never sent in the clear unless asked for
+// by name (the old code sent it to any http:// URL).
+TEST(ConfigTest, AnHttpApiServerNeedsInsecureHttpSaidExplicitly) {
+  Config cfg;
+  cfg.kubernetes.node_name = "n";
+  cfg.kubernetes.api_server = "http://10.0.0.1:8080";
+  Status s = Validate(cfg);
+  EXPECT_EQ(s.code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(s.message().find("in the clear"), std::string::npos) << s.message();
+  Config flags;  // and from the command line: exit 2
+  EXPECT_EQ(
+      Parse({"--kubernetes.node-name=n", "--kubernetes.api-server=http://10.0.0.1:8080"}, &flags),
+      2);
+  cfg.kubernetes.insecure_http = true;  // asked for by name: a local proxy
+  EXPECT_TRUE(Validate(cfg).ok());
+  Config allowed;
+  ASSERT_FALSE(Parse({"--kubernetes.node-name=n", "--kubernetes.api-server=http://127.0.0.1:8001",
+                      "--kubernetes.insecure-http"},
+                     &allowed));
+  cfg.kubernetes.insecure_http = false;
+  cfg.kubernetes.api_server = "https://10.0.0.1:6443";
+  EXPECT_TRUE(Validate(cfg).ok());
+}
+
 TEST(ConfigTest, ValidateNamesTheFlagAtFault) {
   const auto message = [](auto change) {
     Config cfg;

@@ -29,6 +29,26 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     for (const auto& q : r.quotas) xpu::exposition::AppendLabelValue(q.uuid, &page);
     if (page.find('\n') != std::string::npos) abort();
   }
+  // ParseEvent keeps only the fields the watcher reads (ParseKept): what it
+  // reads must come out the same as from the whole document.
+  const nlohmann::json whole = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (whole.is_object() && whole.contains("object") && whole["object"].is_object() &&
+      e.object.is_object()) {
+    PodRecord full;
+    const bool full_ok = ParsePod(whole["object"], filter, &full).ok();
+    PodRecord kept;
+    const bool kept_ok = ParsePod(e.object, filter, &kept).ok();
+    if (full_ok != kept_ok) abort();
+    if (full_ok && (full.namespace_ != kept.namespace_ || full.name != kept.name ||
+                    full.labels != kept.labels || full.quotas.size() != kept.quotas.size() ||
+                    full.bad_annotation != kept.bad_annotation))
+      abort();
+    int bad_full = 0, bad_kept = 0;
+    if (ParseNodeShares(whole["object"], &bad_full).size() !=
+            ParseNodeShares(e.object, &bad_kept).size() ||
+        bad_full != bad_kept)
+      abort();
+  }
   int bad = 0;
   if (ParseNodeShares(e.object, &bad).size() > hami::kMaxNodeDevices * 64) abort();
   std::vector<std::vector<hami::Grant>> grants;

@@ -120,6 +120,44 @@ TEST(ParseNodeSharesTest, RegistersOfEveryTypeAndBadOnesCounted) {
   EXPECT_TRUE(ParseNodeShares(Json::array(), &bad).empty());
 }
 
+// A real pod is mostly fields the watcher never reads (managedFields, status,
+// volumes, env): they are not built into the DOM, and what is read is the
+// same as from the whole document.
+TEST(ParseKeptTest, KeepsOnlyWhatThePodParserReads) {
+  const std::string pod = R"({"metadata":{"namespace":"ml","name":"train-0","uid":"u",
+      "labels":{"team":"vision","a.b/c":"d"},
+      "annotations":{"hami.io/vgpu-devices-allocated":"U1,PPU,1024,25:;"},
+      "managedFields":[{"manager":"kubelet","fieldsV1":{"f:status":{"f:conditions":{}}}}]},
+    "spec":{"nodeName":"node-a","volumes":[{"name":"v","hostPath":{"path":"/x"}}],
+      "containers":[{"name":"main","image":"i","env":[{"name":"E","value":"1"}]}]},
+    "status":{"phase":"Running","conditions":[{"type":"Ready"}]}})";
+  const std::string list = R"({"kind":"PodList","metadata":{"resourceVersion":"7","continue":"c"},
+    "items":[)" + pod + "," +
+                           pod + "]}";
+  const nlohmann::json kept = ParseKept(list);
+  ASSERT_TRUE(kept.is_object());
+  EXPECT_EQ(kept["metadata"]["resourceVersion"], "7");
+  EXPECT_EQ(kept["metadata"]["continue"], "c");
+  ASSERT_EQ(kept["items"].size(), 2u);
+  const nlohmann::json& item = kept["items"][0];
+  EXPECT_FALSE(item["metadata"].contains("managedFields"));
+  EXPECT_FALSE(item["metadata"].contains("uid"));
+  EXPECT_FALSE(item.contains("status"));
+  EXPECT_FALSE(item["spec"].contains("volumes"));
+  EXPECT_FALSE(item["spec"]["containers"][0].contains("env"));
+  EXPECT_EQ(item["spec"]["containers"][0]["name"], "main");
+  EXPECT_EQ(item["metadata"]["labels"]["a.b/c"], "d");
+  PodRecord from_kept, from_whole;
+  const LabelFilter f = Filter({".*"});
+  ASSERT_TRUE(ParsePod(item, f, &from_kept).ok());
+  ASSERT_TRUE(ParsePod(nlohmann::json::parse(pod), f, &from_whole).ok());
+  EXPECT_EQ(from_kept.labels, from_whole.labels);
+  ASSERT_EQ(from_kept.quotas.size(), 1u);
+  EXPECT_EQ(from_kept.quotas[0].container, "main");
+  EXPECT_LT(kept.dump().size() * 2, list.size());
+  EXPECT_TRUE(ParseKept("{").is_discarded());
+}
+
 TEST(ParseEventTest, TypesVersionsAndGone) {
   WatchEvent e = ParseEvent(R"({"type":"ADDED","object":{"metadata":{"resourceVersion":"12"}}})");
   EXPECT_EQ(e.type, WatchEvent::Type::kAdded);
@@ -201,6 +239,89 @@ TEST(RegistryKubernetesTest, LabelsLimitsAndShares) {
   const std::string after = prometheus::TextSerializer().Serialize(reg.Collect());
   EXPECT_EQ(after.find("label_team"), std::string::npos);
   EXPECT_EQ(after.find("xpu_container_memory_limit_bytes{"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace xpu::kubernetes
+
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <thread>
+
+#include "kubernetes/api_client.h"
+
+namespace xpu::kubernetes {
+namespace {
+
+// A plain-HTTP listener on loopback that records what one client sends.
+class PlainListener {
+ public:
+  PlainListener() {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    EXPECT_EQ(::listen(fd_, 4), 0);
+    socklen_t n = sizeof a;
+    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &n);
+    port_ = ntohs(a.sin_port);
+  }
+  ~PlainListener() { ::close(fd_); }
+  int port() const { return port_; }
+  // Answers one connection, if one comes within `wait`, with 200 "{}";
+  // returns what it sent (empty when nobody connected).
+  std::string ServeOne(int wait_ms) {
+    pollfd p{fd_, POLLIN, 0};
+    if (::poll(&p, 1, wait_ms) != 1) return "";
+    const int c = ::accept(fd_, nullptr, nullptr);
+    std::string got;
+    char buf[4096];
+    while (got.find("\r\n\r\n") == std::string::npos) {
+      const ssize_t r = ::read(c, buf, sizeof buf);
+      if (r <= 0) break;
+      got.append(buf, static_cast<size_t>(r));
+    }
+    const std::string ok = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}";
+    (void)!::write(c, ok.data(), ok.size());
+    ::close(c);
+    return got;
+  }
+
+ private:
+  int fd_ = -1;
+  int port_ = 0;
+};
+
+TEST(ApiClientTest, TheTokenNeverGoesOverPlainHttpUnlessAskedFor) {
+  xpu::testing::TempDir dir;
+  std::ofstream(dir.File("token")) << "s3cret\n";
+  PlainListener server;
+  const std::string url = "http://127.0.0.1:" + std::to_string(server.port());
+  const auto never = [] { return false; };
+  {
+    const ApiClient client(url, dir.File("token"), "");
+    std::string sent;
+    std::thread t([&] { sent = server.ServeOne(500); });
+    const HttpResult r = client.Get("/api/v1/pods", 1 << 20, std::chrono::seconds(2), never);
+    t.join();
+    EXPECT_FALSE(r.ok());
+    EXPECT_NE(r.error.find("not https://"), std::string::npos) << r.error;
+    EXPECT_EQ(sent, "");  // not even a connection
+  }
+  {
+    // Asked for by name (a local proxy): sent, token and all.
+    const ApiClient client(url, dir.File("token"), "", /*insecure_http=*/true);
+    std::string sent;
+    std::thread t([&] { sent = server.ServeOne(2000); });
+    const HttpResult r = client.Get("/api/v1/pods", 1 << 20, std::chrono::seconds(2), never);
+    t.join();
+    EXPECT_TRUE(r.ok()) << r.error;
+    EXPECT_NE(sent.find("Authorization: Bearer s3cret"), std::string::npos) << sent;
+  }
 }
 
 }  // namespace

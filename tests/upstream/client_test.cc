@@ -1,6 +1,10 @@
 // XdmClient against a real xdm-sim on temporary Unix sockets.
 #include <gtest/gtest.h>
+#include <spdlog/sinks/base_sink.h>
+#include <spdlog/spdlog.h>
 
+#include <condition_variable>
+#include <future>
 #include <set>
 
 #include "simulator.h"
@@ -292,6 +296,57 @@ TEST_F(ClientTest, AStallShorterThanTheFloorKeepsSeriesAndModeARefusingDaemonIsD
   EXPECT_TRUE(WaitMode(Mode::kDown, milliseconds(1000)));
   EXPECT_GT(Series(), 0u);  // its last values stay until stale-after (the floor)
   EXPECT_TRUE(WaitFor([&] { return Series() == 0; }, kStallFloor * 2));
+}
+
+// A log sink that holds every caller until released, as a full stderr pipe
+// does; records what it was given.
+class BlockingSink : public spdlog::sinks::base_sink<spdlog::details::null_mutex> {
+ public:
+  bool Saw(const std::string& text) {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const std::string& m : seen_)
+      if (m.find(text) != std::string::npos) return true;
+    return false;
+  }
+  void Release() {
+    std::lock_guard<std::mutex> lock(mu_);
+    released_ = true;
+    cv_.notify_all();
+  }
+
+ protected:
+  void sink_it_(const spdlog::details::log_msg& msg) override {
+    std::unique_lock<std::mutex> lock(mu_);
+    seen_.emplace_back(msg.payload.data(), msg.payload.size());
+    cv_.wait(lock, [&] { return released_; });
+  }
+  void flush_() override {}
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<std::string> seen_;
+  bool released_ = false;
+};
+
+// The client logged while holding its mutex (the interval XDM reports, the
+// watchdog): with stderr blocked, every caller of state() and mode(), a
+// scrape among them, and the ingest threads waited on the log.
+TEST_F(ClientTest, ABlockedLogDoesNotHoldTheClientsLock) {
+  client_->Stop();
+  auto sink = std::make_shared<BlockingSink>();
+  auto previous = spdlog::default_logger();
+  spdlog::set_default_logger(std::make_shared<spdlog::logger>("blocked", sink));
+  ClientOptions o = DefaultOptions();
+  o.interval = milliseconds(100);  // XDM says 200 ms: the client logs the change
+  Begin(kInterval, o);
+  EXPECT_TRUE(WaitFor([&] { return sink->Saw("XDM collects every 200 ms"); }));
+  // Loggers are stuck; the lock must not be.
+  auto mode = std::async(std::launch::async, [&] { return client_->state().mode; });
+  const bool answered = mode.wait_for(std::chrono::seconds(2)) == std::future_status::ready;
+  sink->Release();
+  spdlog::set_default_logger(previous);
+  EXPECT_TRUE(answered) << "state() waited on a blocked log";
 }
 
 TEST(StaleAfter, ThreeIntervalsButNoLessThanTheFloorUnlessSet) {
