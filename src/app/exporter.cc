@@ -44,8 +44,9 @@ Status Exporter::BuildHal(const Config& cfg, const std::shared_ptr<const hal::Fa
   if (backend) {
     spdlog::info("HAL backend {} at {}, every {} ms", backend->name(), cfg.hal.root,
                  cfg.hal.interval.count());
-    *hal = std::make_unique<hal::HalSampler>(std::move(backend), faults, cfg.hal.interval,
-                                             &devices_, part_metrics_.hal.get(), &exemplars_);
+    *hal =
+        std::make_unique<hal::HalSampler>(std::move(backend), faults, cfg.hal.interval, &devices_,
+                                          part_metrics_.hal.get(), &exemplars_, &self_metrics_);
   } else {
     spdlog::info("HAL sysfs backend off (--hal={}, {})", cfg.hal.backend, cfg.hal.root);
   }
@@ -60,8 +61,9 @@ Status Exporter::BuildHal(const Config& cfg, const std::shared_ptr<const hal::Fa
     if (hal_sel.pci || (usable && !found.empty())) {
       spdlog::info("HAL backend pci at {}: {} device(s), every {} ms", cfg.hal.pci_root,
                    found.size(), cfg.hal.interval.count());
-      *pci = std::make_unique<hal::PciSampler>(std::move(scanner), faults, cfg.hal.interval,
-                                               &devices_, part_metrics_.pci.get(), &exemplars_);
+      *pci =
+          std::make_unique<hal::PciSampler>(std::move(scanner), faults, cfg.hal.interval, &devices_,
+                                            part_metrics_.pci.get(), &exemplars_, &self_metrics_);
     }
   }
   return Status::Ok();
@@ -333,7 +335,10 @@ void Exporter::RunReload(ReloadJob* job) {
   if (old_watcher) old_watcher->Stop();
   // Faults that stay active are not raised again by the new samplers.
   if (hal && old_hal) hal->SeedFaultState(old_hal->fault_state());
-  if (pci && old_pci) pci->SeedFaultState(old_pci->fault_state());
+  if (pci && old_pci) {
+    pci->SeedFaultState(old_pci->fault_state());
+    pci->SeedTracker(old_pci->tracker_state());
+  }
   if (hal_changed) {
     if (!hal) devices_.SetHalDevices({});
     if (!pci) devices_.SetPciDevices({});

@@ -113,7 +113,9 @@ class Exporter {
   // Each part's self-metrics, on the page beside self_metrics_ while the
   // part runs (Exposer::SetPart): kept when a reload rebuilds the part (its
   // counters go on), dropped with it when a reload switches it off, so
-  // nothing it exported stays behind frozen. Start and the reload thread.
+  // nothing it exported stays behind frozen. (The fault families both HAL
+  // backends share stay in self_metrics_: one series each, and the raises
+  // they count did happen.) Start and the reload thread.
   struct PartMetrics {
     std::shared_ptr<prometheus::Registry> hal = std::make_shared<prometheus::Registry>();
     std::shared_ptr<prometheus::Registry> pci = std::make_shared<prometheus::Registry>();

@@ -7,7 +7,8 @@ namespace xpu::hal {
 HalSampler::HalSampler(std::unique_ptr<HalBackend> backend,
                        std::shared_ptr<const FaultCatalog> catalog,
                        std::chrono::milliseconds interval, store::DeviceRegistry* registry,
-                       prometheus::Registry* self_metrics, store::ExemplarStore* exemplars)
+                       prometheus::Registry* self_metrics, store::ExemplarStore* exemplars,
+                       prometheus::Registry* fault_metrics)
     : backend_(std::move(backend)),
       interval_(interval),
       registry_(registry),
@@ -25,7 +26,8 @@ HalSampler::HalSampler(std::unique_ptr<HalBackend> backend,
                        .Name("xpu_hal_read_errors_total")
                        .Help("HAL reads that failed or returned malformed data, by device.")
                        .Register(*self_metrics)),
-      faults_(std::move(catalog), self_metrics, registry, exemplars) {
+      faults_(std::move(catalog), fault_metrics != nullptr ? fault_metrics : self_metrics, registry,
+              exemplars) {
   if (!backend_) throw std::invalid_argument("HalSampler needs a backend");
   if (interval_.count() <= 0) throw std::invalid_argument("HAL interval must be > 0");
 }

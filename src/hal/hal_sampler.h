@@ -28,11 +28,13 @@ namespace xpu::hal {
 // once until that device reads cleanly again.
 // Start()/Stop() from the owning thread; SampleOnce() for tests, not
 // concurrently with a running sampler.
+// `fault_metrics` (default: `self_metrics`): as PciSampler's.
 class HalSampler {
  public:
   HalSampler(std::unique_ptr<HalBackend> backend, std::shared_ptr<const FaultCatalog> catalog,
              std::chrono::milliseconds interval, store::DeviceRegistry* registry,
-             prometheus::Registry* self_metrics, store::ExemplarStore* exemplars = nullptr);
+             prometheus::Registry* self_metrics, store::ExemplarStore* exemplars = nullptr,
+             prometheus::Registry* fault_metrics = nullptr);
   ~HalSampler();
   HalSampler(const HalSampler&) = delete;
   HalSampler& operator=(const HalSampler&) = delete;

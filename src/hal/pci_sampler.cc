@@ -88,7 +88,8 @@ std::vector<store::PciDeviceView> PciTracker::Update(const std::vector<PciDevice
 
 PciSampler::PciSampler(PciScanner scanner, std::shared_ptr<const FaultCatalog> catalog,
                        std::chrono::milliseconds interval, store::DeviceRegistry* registry,
-                       prometheus::Registry* self_metrics, store::ExemplarStore* exemplars)
+                       prometheus::Registry* self_metrics, store::ExemplarStore* exemplars,
+                       prometheus::Registry* fault_metrics)
     : scanner_(std::move(scanner)),
       interval_(interval),
       registry_(registry),
@@ -102,7 +103,8 @@ PciSampler::PciSampler(PciScanner scanner, std::shared_ptr<const FaultCatalog> c
                        .Help("PCI sysfs files that exist but could not be read or parsed.")
                        .Register(*self_metrics)
                        .Add({})),
-      faults_(std::move(catalog), self_metrics, registry, exemplars) {
+      faults_(std::move(catalog), fault_metrics != nullptr ? fault_metrics : self_metrics, registry,
+              exemplars) {
   if (interval_.count() <= 0) throw std::invalid_argument("PCI interval must be > 0");
 }
 

@@ -63,11 +63,15 @@ class PciTracker {
 // Scans the PCI tree every `interval` on its own thread (the `pci` backend
 // of --hal) and publishes to the DeviceRegistry. Start()/Stop() from the
 // owning thread; SampleOnce() for tests, not beside a running sampler.
+// `fault_metrics` (default: `self_metrics`) takes the fault families both
+// HAL backends share (FaultEvents): xpu_device_fault_events_total and
+// xpu_hal_unknown_fault_codes_total.
 class PciSampler {
  public:
   PciSampler(PciScanner scanner, std::shared_ptr<const FaultCatalog> catalog,
              std::chrono::milliseconds interval, store::DeviceRegistry* registry,
-             prometheus::Registry* self_metrics, store::ExemplarStore* exemplars = nullptr);
+             prometheus::Registry* self_metrics, store::ExemplarStore* exemplars = nullptr,
+             prometheus::Registry* fault_metrics = nullptr);
   ~PciSampler() { Stop(); }
   PciSampler(const PciSampler&) = delete;
   PciSampler& operator=(const PciSampler&) = delete;
@@ -76,6 +80,11 @@ class PciSampler {
   // reload) before that one starts.
   FaultEvents::State fault_state() const { return faults_.state(); }
   void SeedFaultState(FaultEvents::State state) { faults_.Seed(std::move(state)); }
+  // What the tracker has seen (resets counted, narrow links counted over
+  // samples), handed over the same way, so that a reload neither clears a
+  // lasting narrow-link fault nor restarts the reset counts.
+  PciTracker tracker_state() const { return tracker_; }
+  void SeedTracker(PciTracker tracker) { tracker_ = std::move(tracker); }
 
   void Start();
   void Stop() { worker_.Stop(); }

@@ -76,7 +76,7 @@ bool KeptPath(const std::string& path) {
   static const char* const kLeaves[] = {
       "metadata.resourceVersion", "metadata.continue", "metadata.name",
       "metadata.namespace",       "metadata.labels",   "metadata.annotations",
-      "spec.containers.name"};
+      "spec.containers.name",     "status.phase"};
   static const char* const kRoots[] = {"", "items.", "object."};
   static const char* const kTop[] = {"kind", "type", "code", "reason", "message"};
   for (const char* t : kTop)

@@ -69,8 +69,9 @@ Status ParsePod(const nlohmann::json& pod, const LabelFilter& labels, PodRecord*
 // Parses an API-server answer (a PodList, a watch event, a Pod, a Node, a
 // Status) keeping only the fields the watcher reads: metadata's name,
 // namespace, labels, annotations, resourceVersion and continue, the
-// containers' names, an event's type and a Status's code, reason and message.
-// The rest (managedFields, status, volumes, env...: most of a pod's bytes)
+// containers' names, the pod's phase, an event's type and a Status's code,
+// reason and message. The rest (managedFields, the rest of status, volumes,
+// env...: most of a pod's bytes)
 // is never built into the DOM. A discarded (invalid) value when the text is
 // not JSON.
 nlohmann::json ParseKept(std::string_view text);

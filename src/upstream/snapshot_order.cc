@@ -5,9 +5,10 @@ namespace xpu::upstream {
 SnapshotOrder::Verdict SnapshotOrder::Judge(int64_t ts, uint64_t seq, const Clocks& c) {
   // An unstamped message has no order to keep: it is applied as it comes.
   if (ts == 0 && seq == 0) return Verdict::kApply;
-  if (ts > 0 && c.wall_ms - ts > c.stale_after.count()) return Verdict::kExpired;
+  // Before 1970, or sampled longer than stale-after ago.
+  if (ts < 0 || (ts > 0 && c.wall_ms - ts > c.stale_after.count())) return Verdict::kExpired;
   if (have_) {
-    if (ts == timestamp_ms_ && seq == sequence_)
+    if (ts == raw_timestamp_ms_ && seq == sequence_)
       return c.now - applied_ < c.fresh_window ? Verdict::kSame : Verdict::kRepeat;
     // Timestamps first; the sequence breaks ties, and orders alone when
     // either message has no timestamp.
@@ -20,7 +21,12 @@ SnapshotOrder::Verdict SnapshotOrder::Judge(int64_t ts, uint64_t seq, const Cloc
     if (older && c.now - applied_ < c.stale_after) return Verdict::kOutOfOrder;
   }
   have_ = true;
-  timestamp_ms_ = ts;
+  raw_timestamp_ms_ = ts;
+  // A snapshot stamped in our future (the daemon's clock ahead) orders as
+  // if stamped now, plus an interval's skew: one such stamp must not hold
+  // back the correct ones that follow until stale-after has passed.
+  const int64_t ahead_limit = c.wall_ms + c.fresh_window.count();
+  timestamp_ms_ = ts > ahead_limit ? ahead_limit : ts;
   sequence_ = seq;
   applied_ = c.now;
   return Verdict::kApply;

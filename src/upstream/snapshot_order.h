@@ -12,7 +12,8 @@ namespace xpu::upstream {
 // by Forget() (ExporterGetStatus reports a new startTimeMs), by a newer
 // timestamp (a sequence that restarted), or, for a daemon whose clock or
 // sequence went back without saying so, once nothing but older snapshots has
-// come for stale-after.
+// come for stale-after. A stamp in the future orders as now (plus the fresh
+// window): a clock that ran ahead holds nothing back once corrected.
 //
 // Pure: the clocks are arguments. Not thread-safe; XdmClient calls it under
 // its ingest lock.
@@ -42,7 +43,8 @@ class SnapshotOrder {
 
  private:
   bool have_ = false;
-  int64_t timestamp_ms_ = 0;
+  int64_t raw_timestamp_ms_ = 0;  // as sent, to know the same snapshot again
+  int64_t timestamp_ms_ = 0;      // as ordered: no later than now plus a window
   uint64_t sequence_ = 0;
   std::chrono::steady_clock::time_point applied_{};  // when the last one was applied
 };

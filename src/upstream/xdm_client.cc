@@ -245,6 +245,9 @@ void XdmClient::MaybeRenewChannel() {
   const auto now = SteadyClock::now();
   {
     std::lock_guard<std::mutex> lock(mu_);
+    // Only once down: during a stall (the mode holding) a fresh channel's
+    // connection attempt to the stopped daemon would fail as UNAVAILABLE,
+    // which reads as a refusing daemon and would turn the mode down.
     if (mode_ != Mode::kDown || now - down_since_ < kRenewChannelAfter ||
         now - channel_renewed_ < kRenewChannelAfter)
       return;
@@ -358,6 +361,9 @@ bool XdmClient::Ingest(const xdm::api::ExporterDataResponse& msg) {
     batch.clear();
     batch.shrink_to_fit();
   }
+  metrics_->last_sample.Set(
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count());
+  ordered.unlock();  // what is left trims, counts and logs
   // A large message leaves hundreds of thousands of freed small objects
   // behind (its decoded fields); hand their pages back to the system now and
   // then, so a flooding daemon cannot ratchet RSS up (docs/reliability.md).
@@ -369,9 +375,6 @@ bool XdmClient::Ingest(const xdm::api::ExporterDataResponse& msg) {
         last_trim.compare_exchange_strong(last, now))
       malloc_trim(0);
   }
-  metrics_->last_sample.Set(
-      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count());
-  ordered.unlock();  // what is left counts and logs
   if (ds.unknown_id) {
     metrics_->unknown_samples.Increment(static_cast<double>(ds.unknown_id));
     Warn("unknown_id", "XDM sent metric IDs that the catalog does not know");

@@ -161,8 +161,10 @@ class XdmClient {
   void PollLoop();
   void InfoLoop();
   bool PollOnce();
-  // Stores a message's samples; false if the message holds no fresh data (the
-  // same snapshot again, or one sampled longer than stale-after ago).
+  // Stores a message's samples in the daemon's order (SnapshotOrder); false
+  // if the message holds no fresh data (the same snapshot again past its
+  // interval, one older than the last applied, or one sampled longer than
+  // stale-after ago).
   bool Ingest(const xdm::api::ExporterDataResponse& msg);
   bool StreamFreshLocked(std::chrono::steady_clock::time_point now) const;
   // Whether it changed; the caller says so with SayInterval once mu_ is
@@ -170,7 +172,8 @@ class XdmClient {
   // and every scrape's state() call).
   bool SetIntervalLocked(std::chrono::milliseconds interval);
   static void SayInterval(std::chrono::milliseconds interval);
-  // Stale-after in force: the configured one, else 3 intervals.
+  // Stale-after in force: the configured one, else 3 intervals but no less
+  // than the stall floor (EffectiveStaleAfter).
   std::chrono::milliseconds StaleAfterLocked() const;
   void PublishModeLocked();
   void ReadStaticInfo();

@@ -30,8 +30,8 @@ fault_on() {  # fault_on CODE LEVEL: the fault is active on minor 3
 # slot, an x16 card in an x8 slot. The slot's maxima and the capability
 # (the lower of both ends) are exported.
 no_fault_for_2s() {  # no_fault_for_2s MINOR...: none of them has a fault for 2 s (10 samples)
-  local end=$((SECONDS + 2)) page m
-  while [ $SECONDS -lt $end ]; do
+  local end=$(($(date +%s%N) + 2000000000)) page m
+  while [ "$(date +%s%N)" -lt $end ]; do
     page=$(scrape)
     for m in "$@"; do
       ! grep -q "^xpu_device_fault_active{minor=\"$m\"" <<<"$page" || return 1

@@ -429,6 +429,39 @@ TEST_F(PciTreeTest, DerivedFaultsReachTheHalViewAndMakeTheDeviceUnhealthy) {
   }
 }
 
+// A reload builds a new sampler: handed the old one's state, a lasting
+// narrow link stays a fault (not cleared and raised again three samples
+// later), and the resets seen are not forgotten.
+TEST_F(PciTreeTest, ASamplerHandedTheOldOnesStateKeepsANarrowLinkFaultWithoutARaise) {
+  const std::string d = Gpu("0000:10:00.0");
+  Write(d + "/current_link_width", "4\n");
+  store::DeviceRegistry reg;
+  store::DeviceInfo xdm;
+  xdm.minor = 0;
+  xdm.uuid = "GPU-0";
+  xdm.bus_id = "0000:10:00.0";
+  reg.SetXdmDevices({xdm});
+  prometheus::Registry self;
+  auto events = [&] { return xpu::testing::MetricSum(self, "xpu_device_fault_events_total"); };
+  auto old =
+      std::make_unique<PciSampler>(PciScanner(dir_.path(), PciFilter()), FaultCatalog::Builtin(),
+                                   std::chrono::milliseconds(1000), &reg, &self);
+  for (uint32_t i = 0; i < kNarrowSamplesForFault; ++i) ASSERT_TRUE(old->SampleOnce());
+  ASSERT_EQ(reg.HalDevices().size(), 1u);
+  ASSERT_EQ(reg.HalDevices()[0].faults.size(), 1u);
+  ASSERT_EQ(events(), 1);
+  PciSampler fresh(PciScanner(dir_.path(), PciFilter()), FaultCatalog::Builtin(),
+                   std::chrono::milliseconds(1000), &reg, &self);
+  fresh.SeedFaultState(old->fault_state());
+  fresh.SeedTracker(old->tracker_state());
+  old.reset();
+  ASSERT_TRUE(fresh.SampleOnce());
+  ASSERT_EQ(reg.HalDevices().size(), 1u);
+  ASSERT_EQ(reg.HalDevices()[0].faults.size(), 1u) << "the fault was cleared by the reload";
+  EXPECT_EQ(reg.HalDevices()[0].faults[0].code, kFaultLinkDowntrained);
+  EXPECT_EQ(events(), 1);  // not raised again
+}
+
 // What the link is judged against, from fixture trees: each card under its
 // own root port. Every case below raised pcie_link_downtrained (restart_card,
 // the card unhealthy) on the first sample before the slot was read.

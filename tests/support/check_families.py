@@ -4,7 +4,8 @@ families: the metric catalog (src/catalog/metrics.yaml) and the exporter's own
 (src/catalog/own_families.yaml, which the binary embeds to refuse those names
 in custom catalogs). Every family on the page must be in one of them, with
 the declared type; a family the exporter writes without declaring it would
-be a name a custom catalog could take, and break the scrape."""
+be a name a custom catalog could take, and break the scrape. No series may
+appear twice."""
 import os
 import re
 import sys
@@ -19,7 +20,14 @@ prefixes = tuple(own["prefixes"]) + ("process_",)  # process_*: the standard pro
 
 bad = []
 seen = 0
+series = set()
 for line in sys.stdin:
+    if line and not line.startswith("#"):
+        key = line.rsplit(" ", 1)[0] if "}" not in line else line[: line.rindex("}") + 1]
+        if key in series:
+            bad.append(f"series {key} is on the page twice")
+        series.add(key)
+        continue
     m = re.match(r"# TYPE (\S+) (\S+)", line)
     if not m:
         continue

@@ -283,7 +283,7 @@ TEST_F(ClientTest, AStallShorterThanTheFloorKeepsSeriesAndModeARefusingDaemonIsD
   while (std::chrono::steady_clock::now() - t0 < milliseconds(1500)) {
     fewest = std::min(fewest, Series());
     went_down |= client_->mode() == Mode::kDown;
-    std::this_thread::yield();
+    std::this_thread::sleep_for(milliseconds(5));  // reads every 5 ms, leaving the cores free
   }
   EXPECT_EQ(fewest, 8u * (15 + 3 * 7));
   EXPECT_FALSE(went_down);
@@ -336,7 +336,10 @@ TEST_F(ClientTest, ABlockedLogDoesNotHoldTheClientsLock) {
   client_->Stop();
   auto sink = std::make_shared<BlockingSink>();
   auto previous = spdlog::default_logger();
-  spdlog::set_default_logger(std::make_shared<spdlog::logger>("blocked", sink));
+  // Held here too: threads released from the sink are still inside the
+  // logger when the default one is put back.
+  auto blocked = std::make_shared<spdlog::logger>("blocked", sink);
+  spdlog::set_default_logger(blocked);
   ClientOptions o = DefaultOptions();
   o.interval = milliseconds(100);  // XDM says 200 ms: the client logs the change
   Begin(kInterval, o);
@@ -345,6 +348,7 @@ TEST_F(ClientTest, ABlockedLogDoesNotHoldTheClientsLock) {
   auto mode = std::async(std::launch::async, [&] { return client_->state().mode; });
   const bool answered = mode.wait_for(std::chrono::seconds(2)) == std::future_status::ready;
   sink->Release();
+  client_->Stop();  // no thread of the client logs after this
   spdlog::set_default_logger(previous);
   EXPECT_TRUE(answered) << "state() waited on a blocked log";
 }

@@ -61,22 +61,31 @@ TEST_F(OrderTest, ForgetLetsARestartedDaemonsSnapshotsThrough) {
   EXPECT_EQ(Judge(kEpoch + 9'995, 2), V::kApply);
 }
 
-TEST_F(OrderTest, ADaemonWhoseOrderWentBackIsFollowedAfterStaleAfter) {
-  // Its clock ran an hour ahead (never expired: it is in the future)...
+TEST_F(OrderTest, AClockThatRanAheadHoldsNothingBackOnceCorrected) {
+  // An hour ahead (never expired: it is in the future)...
   EXPECT_EQ(Judge(kEpoch + t_ + 3'600'000, 500), V::kApply);
-  // ...and was corrected, and it restarted unseen: every snapshot is now
-  // older than the last one applied...
-  for (int i = 1; i < 50; ++i) {
+  EXPECT_EQ(Judge(kEpoch + t_ + 3'600'000, 500), V::kSame);  // still known again
+  // ...then corrected: the next interval's snapshot is newer than "now".
+  t_ += 200;
+  EXPECT_EQ(Judge(kEpoch + t_, 501), V::kApply);
+  t_ += 100;
+  EXPECT_EQ(Judge(kEpoch + t_, 502), V::kApply);
+  EXPECT_EQ(Judge(kEpoch + t_ - 100, 501), V::kOutOfOrder);  // late ones still refused
+  EXPECT_EQ(Judge(-5, 503), V::kExpired);                    // before 1970
+}
+
+TEST_F(OrderTest, AClockSteppedBackIsFollowedOnceItPassesTheLastStamp) {
+  // Its clock stepped back 1 s and it restarted unseen (no startTimeMs
+  // read): its snapshots are older than the last one applied for 1 s, then
+  // newer again.
+  EXPECT_EQ(Judge(kEpoch + t_, 500), V::kApply);
+  const int64_t stepped = t_;
+  for (int i = 1; i <= 9; ++i) {
     t_ += 100;
-    EXPECT_EQ(Judge(kEpoch + t_, static_cast<uint64_t>(i)), V::kOutOfOrder) << i;
+    EXPECT_EQ(Judge(kEpoch + t_ - 1'000, static_cast<uint64_t>(i)), V::kOutOfOrder) << i;
   }
-  // ...until stale-after has passed with nothing applied: then it is
-  // followed, and not an hour later.
-  t_ += 100;
-  EXPECT_EQ(Judge(kEpoch + t_, 50), V::kApply);
-  t_ += 100;
-  EXPECT_EQ(Judge(kEpoch + t_, 51), V::kApply);
-  EXPECT_EQ(Judge(kEpoch + t_ - 100, 50), V::kOutOfOrder);
+  t_ = stepped + 1'100;
+  EXPECT_EQ(Judge(kEpoch + t_ - 1'000, 11), V::kApply);
 }
 
 TEST_F(OrderTest, ASequenceThatRestartsWithoutTimestampsIsFollowedAfterStaleAfter) {
