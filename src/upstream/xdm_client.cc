@@ -619,8 +619,11 @@ void XdmClient::ReadStaticInfo() {
       spdlog::debug("{} failed: {}", name, Describe(st));
       // XDM unreachable is said once as "XDM down"; the Controller has its
       // own socket, and other codes are their own problem: once each.
-      const bool xdm_unreachable =
-          st.error_code() == grpc::StatusCode::UNAVAILABLE && std::string(name) != "controller";
+      // A daemon shutting down cancels the calls it was serving
+      // (CANCELLED, when we did not stop): that too is XDM going away.
+      const bool xdm_unreachable = (st.error_code() == grpc::StatusCode::UNAVAILABLE ||
+                                    st.error_code() == grpc::StatusCode::CANCELLED) &&
+                                   std::string(name) != "controller";
       if (!xdm_unreachable && logged_.Raise(key))
         spdlog::warn("{} failed: {} (said once until it works)", name, Describe(st));
     }

@@ -143,6 +143,16 @@ class PciTreeTest : public ::testing::Test {
     Dev(addr, under);
     return Gpu(addr, under);
   }
+  // A GPU at 0000:10:00.0 trained x4 of x16, listed by XDM as minor 0.
+  void NarrowGpuKnownToXdm(store::DeviceRegistry* reg) {
+    const std::string d = Gpu("0000:10:00.0");
+    Write(d + "/current_link_width", "4\n");
+    store::DeviceInfo xdm;
+    xdm.minor = 0;
+    xdm.uuid = "GPU-0";
+    xdm.bus_id = "0000:10:00.0";
+    reg->SetXdmDevices({xdm});
+  }
   std::vector<PciDevice> Scan(PciFilter filter = PciFilter()) {
     std::vector<PciDevice> out;
     EXPECT_TRUE(PciScanner(dir_.path(), filter).Scan(&out).ok());
@@ -395,14 +405,8 @@ TEST(PciFaultsTest, EveryDerivedCodeIsInTheBuiltinCatalog) {
 }
 
 TEST_F(PciTreeTest, DerivedFaultsReachTheHalViewAndMakeTheDeviceUnhealthy) {
-  const std::string d = Gpu("0000:10:00.0");
-  Write(d + "/current_link_width", "4\n");
   store::DeviceRegistry reg;
-  store::DeviceInfo xdm;
-  xdm.minor = 0;
-  xdm.uuid = "GPU-0";
-  xdm.bus_id = "0000:10:00.0";
-  reg.SetXdmDevices({xdm});
+  NarrowGpuKnownToXdm(&reg);
   prometheus::Registry self;
   PciSampler sampler(PciScanner(dir_.path(), PciFilter()), FaultCatalog::Builtin(),
                      std::chrono::milliseconds(1000), &reg, &self);
@@ -433,14 +437,8 @@ TEST_F(PciTreeTest, DerivedFaultsReachTheHalViewAndMakeTheDeviceUnhealthy) {
 // narrow link stays a fault (not cleared and raised again three samples
 // later), and the resets seen are not forgotten.
 TEST_F(PciTreeTest, ASamplerHandedTheOldOnesStateKeepsANarrowLinkFaultWithoutARaise) {
-  const std::string d = Gpu("0000:10:00.0");
-  Write(d + "/current_link_width", "4\n");
   store::DeviceRegistry reg;
-  store::DeviceInfo xdm;
-  xdm.minor = 0;
-  xdm.uuid = "GPU-0";
-  xdm.bus_id = "0000:10:00.0";
-  reg.SetXdmDevices({xdm});
+  NarrowGpuKnownToXdm(&reg);
   prometheus::Registry self;
   auto events = [&] { return xpu::testing::MetricSum(self, "xpu_device_fault_events_total"); };
   auto old =
