@@ -94,7 +94,7 @@ void Exporter::PublishPartMetrics() {
       *metrics = std::make_shared<prometheus::Registry>();  // a later part starts afresh
     }
   };
-  std::lock_guard<std::mutex> lock(parts_mu_);
+  MutexLock lock(parts_mu_);
   publish("hal", hal_ != nullptr, &part_metrics_.hal);
   publish("pci", pci_ != nullptr, &part_metrics_.pci);
   publish("kubelet", pods_ != nullptr, &part_metrics_.kubelet);
@@ -138,10 +138,13 @@ void Exporter::ApplyIngest(const Config& cfg, const LoadedFiles& files) {
 Status Exporter::Start() {
   LoadedFiles files;
   if (Status s = LoadFiles(cfg_, &files); !s.ok()) return s;
-  catalog_ = files.catalog;
-  if (Status s = BuildHal(cfg_, files.faults, &hal_, &pci_); !s.ok()) return s;
-  pods_ = BuildPods(cfg_);
-  watcher_ = BuildWatcher(cfg_);
+  {
+    MutexLock lock(parts_mu_);  // no other thread runs yet; reloads replace these under it
+    catalog_ = files.catalog;
+    if (Status s = BuildHal(cfg_, files.faults, &hal_, &pci_); !s.ok()) return s;
+    pods_ = BuildPods(cfg_);
+    watcher_ = BuildWatcher(cfg_);
+  }
   prometheus::BuildGauge()
       .Name("xpu_exporter_build_info")
       .Help("xpu-exporter's version, revision and node name; always 1.")
@@ -149,8 +152,8 @@ Status Exporter::Start() {
       .Add({{"version", kVersion}, {"revision", kRevision}, {"node", cfg_.kubernetes.node_name}})
       .Set(1);
   store_ = std::make_unique<store::MetricStore>(
-      catalog_, store::MetricStore::Options{cfg_.effective_stale_after(), cfg_.max_series,
-                                            cfg_.xdm.max_devices, store::kIdentityWait});
+      files.catalog, store::MetricStore::Options{cfg_.effective_stale_after(), cfg_.max_series,
+                                                 cfg_.xdm.max_devices, store::kIdentityWait});
   store_->FollowDevices(&devices_);
   identity_missing_ = &prometheus::BuildGauge()
                            .Name("xpu_exporter_device_identity_missing")
@@ -187,7 +190,7 @@ Status Exporter::Start() {
   exposer_->AddCollectable(&process_metrics_);
   exposer_->SetExemplars(&exemplars_);
   metrics_ = std::make_unique<MetricsEndpoint>(exposer_.get(), &self_metrics_);
-  client_ = std::make_unique<upstream::XdmClient>(cfg_.xdm, catalog_, store_.get(), &devices_,
+  client_ = std::make_unique<upstream::XdmClient>(cfg_.xdm, files.catalog, store_.get(), &devices_,
                                                   &self_metrics_);
   ApplyIngest(cfg_, files);  // selection and devices, before any thread runs
 
@@ -215,12 +218,15 @@ Status Exporter::Start() {
   Status s = web_->Start();
   if (!s.ok()) return s;
   client_->Start();
-  if (hal_) hal_->Start();
-  if (pci_) pci_->Start();
-  if (pods_) pods_->Start();
-  if (watcher_) watcher_->Start();
   {
-    std::lock_guard<std::mutex> lock(jobs_mu_);
+    MutexLock lock(parts_mu_);
+    if (hal_) hal_->Start();
+    if (pci_) pci_->Start();
+    if (pods_) pods_->Start();
+    if (watcher_) watcher_->Start();
+  }
+  {
+    MutexLock lock(jobs_mu_);
     reloader_started_ = true;
   }
   reloader_.Start([this] { ReloadLoop(); });
@@ -232,7 +238,7 @@ std::future<Status> Exporter::RequestReload(bool from_http) {
   std::future<Status> answer = promise.get_future();
   {
     // A request queued after the loop's last look would never be answered.
-    std::lock_guard<std::mutex> lock(jobs_mu_);
+    MutexLock lock(jobs_mu_);
     if (!reloader_started_ || reloader_.stopping()) {
       promise.set_value(Status::Unavailable("not running"));
       return answer;
@@ -249,13 +255,13 @@ void Exporter::ReloadLoop() {
   for (;;) {
     std::unique_ptr<ReloadJob> job;
     {
-      std::lock_guard<std::mutex> lock(jobs_mu_);
+      MutexLock lock(jobs_mu_);
       job = std::move(job_);
     }
     if (job) RunReload(job.get());
     if (!reloader_.SleepFor(std::chrono::hours(24), &reload_wake_)) break;
   }
-  std::lock_guard<std::mutex> lock(jobs_mu_);
+  MutexLock lock(jobs_mu_);
   if (job_) job_->Answer(Status::Unavailable("shutting down"));
   job_.reset();
 }
@@ -265,7 +271,7 @@ Status Exporter::Reload() { return RequestReload(/*from_http=*/false).get(); }
 void Exporter::RecordReload(const Status& s) {
   reload_ok_->Set(s.ok() ? 1 : 0);
   if (s.ok()) reload_time_->SetToCurrentTime();
-  std::lock_guard<std::mutex> lock(parts_mu_);
+  MutexLock lock(parts_mu_);
   last_reload_error_ = s.ok() ? "" : s.message();
 }
 
@@ -321,7 +327,7 @@ void Exporter::RunReload(ReloadJob* job) {
   std::unique_ptr<kubelet::PodMapper> old_pods;
   std::unique_ptr<kubernetes::PodWatcher> old_watcher;
   {
-    std::lock_guard<std::mutex> lock(parts_mu_);
+    MutexLock lock(parts_mu_);
     if (hal_changed) {
       old_hal = std::exchange(hal_, nullptr);
       old_pci = std::exchange(pci_, nullptr);
@@ -356,7 +362,7 @@ void Exporter::RunReload(ReloadJob* job) {
 
   std::vector<std::string> restart;
   {
-    std::lock_guard<std::mutex> lock(parts_mu_);
+    MutexLock lock(parts_mu_);
     if (hal_changed) {
       hal_ = std::move(hal);
       pci_ = std::move(pci);
@@ -397,6 +403,7 @@ void Exporter::RunReload(ReloadJob* job) {
   }
   PublishPartMetrics();  // a part switched off takes its metrics with it
   if (tls_switch) {
+    MutexLock lock(parts_mu_);
     pending_restart_["web.config.file"] = Config::Setting{{"tls_server_config on/off"}, "file"};
     restart.push_back("web.config.file (TLS on or off)");
   }
@@ -424,10 +431,24 @@ http::Response Exporter::ReloadPage(const http::Request&) {
 void Exporter::Stop() {
   reloader_.Stop();  // from here on no reload replaces a part
   if (client_) client_->Stop();
-  if (hal_) hal_->Stop();
-  if (pci_) pci_->Stop();
-  if (pods_) pods_->Stop();
-  if (watcher_) watcher_->Stop();
+  // The parts stay in place (/status still reads them) and are stopped
+  // outside parts_mu_: their threads join, and the reloader, the only one
+  // that replaces them, has stopped.
+  hal::HalSampler* hal;
+  hal::PciSampler* pci;
+  kubelet::PodMapper* pods;
+  kubernetes::PodWatcher* watcher;
+  {
+    MutexLock lock(parts_mu_);
+    hal = hal_.get();
+    pci = pci_.get();
+    pods = pods_.get();
+    watcher = watcher_.get();
+  }
+  if (hal) hal->Stop();
+  if (pci) pci->Stop();
+  if (pods) pods->Stop();
+  if (watcher) watcher->Stop();
   if (web_) web_->Stop();
 }
 
@@ -458,7 +479,7 @@ http::Response Exporter::ConfigPage() {
   std::shared_ptr<const http::WebConfig> wc;
   std::string reload_error;
   {
-    std::lock_guard<std::mutex> lock(parts_mu_);
+    MutexLock lock(parts_mu_);
     for (const auto& [key, st] : cfg_.settings) {
       Json s = {{"value", value(key, st)},
                 {"source", st.source},
@@ -521,7 +542,7 @@ http::Response Exporter::Ready() {
                    std::chrono::milliseconds window) { return t && now - *t < window; };
   if (fresh(store_->last_update(), store_->stale_after()))
     return http::Response::Text(200, "Ready: data from XDM\n");
-  std::unique_lock<std::mutex> lock(parts_mu_);
+  MutexLock lock(parts_mu_);
   if (hal_ && fresh(hal_->last_success(), cfg_.hal.interval * 3))
     return http::Response::Text(200, "Ready: XDM stale, HAL sampling\n");
   std::string why = store_->last_update()
@@ -529,7 +550,7 @@ http::Response Exporter::Ready() {
                               std::string(upstream::ModeName(client_->mode())) + ")"
                         : "Not ready: no data from XDM yet";
   why += hal_ ? "; HAL not sampling\n" : "; HAL off\n";
-  lock.unlock();
+  lock.Unlock();
   return http::Response::Text(503, why);
 }
 
@@ -555,7 +576,7 @@ StatusReport Exporter::Report() {
   r.info = client_->info();
   std::shared_ptr<const catalog::Catalog> catalog;
   {
-    std::lock_guard<std::mutex> lock(parts_mu_);
+    MutexLock lock(parts_mu_);
     catalog = catalog_;
     if (hal_) {
       r.hal_backend = hal_->backend_name();

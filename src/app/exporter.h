@@ -7,7 +7,6 @@
 #include <future>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -15,6 +14,7 @@
 #include "app/metrics_endpoint.h"
 #include "app/status_page.h"
 #include "catalog/selection.h"
+#include "common/mutex.h"
 #include "common/process_metrics.h"
 #include "common/status.h"
 #include "common/worker.h"
@@ -84,12 +84,12 @@ class Exporter {
   // Start; the rest, and the parts marked below, are replaced by reloads
   // under parts_mu_ (read by scrapes, /status, /config).
   Config cfg_;
-  mutable std::mutex parts_mu_;
-  // Restart-only settings whose new values wait for a restart; guarded by parts_mu_.
-  std::map<std::string, Config::Setting> pending_restart_;
-  std::string last_reload_error_;  // guarded by parts_mu_; empty after a good one
+  mutable Mutex parts_mu_;
+  // Restart-only settings whose new values wait for a restart.
+  std::map<std::string, Config::Setting> pending_restart_ XPU_GUARDED_BY(parts_mu_);
+  std::string last_reload_error_ XPU_GUARDED_BY(parts_mu_);  // empty after a good one
   const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
-  std::shared_ptr<const catalog::Catalog> catalog_;  // guarded by parts_mu_ after Start
+  std::shared_ptr<const catalog::Catalog> catalog_ XPU_GUARDED_BY(parts_mu_);  // after Start
   prometheus::Registry self_metrics_;
   ProcessMetrics process_metrics_;                 // process_*: read from /proc on each scrape
   prometheus::Gauge* identity_missing_ = nullptr;  // set once in Start
@@ -105,10 +105,14 @@ class Exporter {
   std::unique_ptr<MetricsEndpoint> metrics_;  // the telemetry path
   std::unique_ptr<upstream::XdmClient> client_;
   // Guarded by parts_mu_ after Start (a reload replaces them):
-  std::unique_ptr<hal::HalSampler> hal_;             // null when --hal selects no sysfs backend
-  std::unique_ptr<hal::PciSampler> pci_;             // null when --hal selects no pci backend
-  std::unique_ptr<kubelet::PodMapper> pods_;         // null when the socket flag is empty
-  std::unique_ptr<kubernetes::PodWatcher> watcher_;  // null when no API server is used
+  std::unique_ptr<hal::HalSampler> hal_
+      XPU_GUARDED_BY(parts_mu_);  // null when --hal selects no sysfs backend
+  std::unique_ptr<hal::PciSampler> pci_
+      XPU_GUARDED_BY(parts_mu_);  // null when --hal selects no pci backend
+  std::unique_ptr<kubelet::PodMapper> pods_
+      XPU_GUARDED_BY(parts_mu_);  // null when the socket flag is empty
+  std::unique_ptr<kubernetes::PodWatcher> watcher_
+      XPU_GUARDED_BY(parts_mu_);  // null when no API server is used
   std::unique_ptr<http::WebServer> web_;
   // Each part's self-metrics, on the page beside self_metrics_ while the
   // part runs (Exposer::SetPart): kept when a reload rebuilds the part (its
@@ -128,9 +132,9 @@ class Exporter {
   void PublishPartMetrics();
 
   // The reload thread and its queue.
-  std::mutex jobs_mu_;
-  std::unique_ptr<ReloadJob> job_;  // guarded by jobs_mu_: the next reload's requests
-  bool reloader_started_ = false;   // guarded by jobs_mu_
+  Mutex jobs_mu_;
+  std::unique_ptr<ReloadJob> job_ XPU_GUARDED_BY(jobs_mu_);  // the next reload's requests
+  bool reloader_started_ XPU_GUARDED_BY(jobs_mu_) = false;
   Worker::Alarm reload_wake_;
   Worker reloader_;  // last: stops first
 };

@@ -56,10 +56,10 @@ MetricsEndpoint::Page MetricsEndpoint::Compressed(exposition::Format format, boo
   const char* coding = zstd ? "zstd" : "gzip";
   std::promise<Page> promise;
   {
-    std::unique_lock<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (inflight.valid()) {
       std::shared_future<Page> other = inflight;
-      lock.unlock();
+      lock.Unlock();
       shared_.Increment();
       return other.get();
     }
@@ -74,7 +74,7 @@ MetricsEndpoint::Page MetricsEndpoint::Compressed(exposition::Format format, boo
     spdlog::error("rendering a {} page failed", coding);
   }
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     inflight = {};
   }
   promise.set_value(page);

@@ -5,9 +5,9 @@
 
 #include <future>
 #include <memory>
-#include <mutex>
 #include <string>
 
+#include "common/mutex.h"
 #include "exposition/exposer.h"
 #include "http/web_server.h"
 
@@ -42,8 +42,8 @@ class MetricsEndpoint {
 
   exposition::Exposer* const exposer_;
   prometheus::Counter& shared_;
-  std::mutex mu_;
-  std::shared_future<Page> inflight_[2][2];  // by Format, then zstd; guarded by mu_
+  Mutex mu_;
+  std::shared_future<Page> inflight_[2][2] XPU_GUARDED_BY(mu_);  // by Format, then zstd
 };
 
 }  // namespace xpu::app

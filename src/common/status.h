@@ -7,8 +7,10 @@ namespace xpu {
 
 // Result of an operation that can fail at run time (bad input, an unreachable
 // peer, a missing file). Cheap to copy; the message is for humans and names
-// what failed. Thread-compatible, like any value type.
-class Status {
+// what failed. [[nodiscard]]: a failure cannot be dropped silently; a caller
+// that means to ignore one says so with (void). Thread-compatible, like any
+// value type.
+class [[nodiscard]] Status {
  public:
   enum class Code { kOk = 0, kInvalidArgument, kNotFound, kUnavailable, kIoError, kExhausted };
 

@@ -6,10 +6,10 @@ void Worker::Start(std::function<void()> loop) { threads_.emplace_back(std::move
 
 void Worker::RequestStop() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     stopping_.store(true, std::memory_order_release);
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
 }
 
 void Worker::Stop() {
@@ -21,42 +21,44 @@ void Worker::Stop() {
 }
 
 bool Worker::SleepUntil(Clock::time_point deadline, Alarm* alarm) {
-  std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait_until(lock, deadline, [&] { return stopping() || (alarm != nullptr && alarm->rung_); });
-  if (alarm != nullptr) alarm->rung_ = false;
+  MutexLock lock(mu_);
+  while (!stopping() && (alarm == nullptr || !RungOf(alarm))) {
+    if (!cv_.WaitUntil(lock, deadline)) break;
+  }
+  if (alarm != nullptr) RungOf(alarm) = false;
   return !stopping();
 }
 
 void Worker::Ring(Alarm* alarm) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
-    alarm->rung_ = true;
+    MutexLock lock(mu_);
+    RungOf(alarm) = true;
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
 }
 
 void Worker::Reset(Alarm* alarm) {
-  std::lock_guard<std::mutex> lock(mu_);
-  alarm->rung_ = false;
+  MutexLock lock(mu_);
+  RungOf(alarm) = false;
 }
 
 bool LogOnce::Raise(const std::string& key) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return raised_.insert(key).second;
 }
 
 bool LogOnce::Clear(const std::string& key) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return raised_.erase(key) > 0;
 }
 
 size_t LogOnce::ClearPrefix(const std::string& prefix) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return std::erase_if(raised_, [&](const std::string& k) { return k.rfind(prefix, 0) == 0; });
 }
 
 bool LogLimiter::Allow(const std::string& key, Clock::time_point now, uint64_t* held_back) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto it = keys_.find(key);
   if (it == keys_.end()) {
     const std::string& k = keys_.size() < kMaxKeys ? key : std::string("(other keys)");

@@ -2,14 +2,14 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <functional>
 #include <map>
-#include <mutex>
 #include <set>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "common/mutex.h"
 
 namespace xpu {
 
@@ -25,7 +25,8 @@ class Worker {
   using Clock = std::chrono::steady_clock;
 
   // A wake-up reason, set by Ring() and consumed by the sleep that sees it.
-  // Guarded by the worker's mutex; owned by whoever declares it.
+  // Read and written only under the worker's mutex (Worker::RungOf); owned
+  // by whoever declares it.
   class Alarm {
    private:
     friend class Worker;
@@ -56,8 +57,10 @@ class Worker {
 
  private:
   std::atomic<bool> stopping_{false};
-  std::mutex mu_;  // guards every Alarm's rung_, with cv_
-  std::condition_variable cv_;
+  // Every Alarm's rung_, reached only through RungOf; the sleepers wait on cv_.
+  bool& RungOf(Alarm* alarm) XPU_REQUIRES(mu_) { return alarm->rung_; }
+  Mutex mu_;
+  CondVar cv_;
   std::vector<std::thread> threads_;  // owner thread only
 };
 
@@ -73,8 +76,8 @@ class LogOnce {
   size_t ClearPrefix(const std::string& prefix);
 
  private:
-  std::mutex mu_;
-  std::set<std::string> raised_;  // guarded by mu_
+  Mutex mu_;
+  std::set<std::string> raised_ XPU_GUARDED_BY(mu_);
 };
 
 // Rate-limits a log line that may repeat (a fault code that flaps): per key,
@@ -98,8 +101,8 @@ class LogLimiter {
     uint64_t held_back = 0;
   };
   const Clock::duration period_;
-  std::mutex mu_;
-  std::map<std::string, Entry> keys_;  // guarded by mu_
+  Mutex mu_;
+  std::map<std::string, Entry> keys_ XPU_GUARDED_BY(mu_);
 };
 
 // The calls a service has in flight (anything with TryCancel(), such as
@@ -113,13 +116,13 @@ class InFlightCalls {
    public:
     // Declare right after the call's context, so that it ends first.
     Scope(InFlightCalls* calls, Call* call) : calls_(calls), call_(call) {
-      std::lock_guard<std::mutex> lock(calls_->mu_);
+      MutexLock lock(calls_->mu_);
       ok_ = !calls_->cancelled_;
       if (ok_) calls_->calls_.push_back(call_);
     }
     ~Scope() {
       if (!ok_) return;
-      std::lock_guard<std::mutex> lock(calls_->mu_);
+      MutexLock lock(calls_->mu_);
       std::erase(calls_->calls_, call_);
     }
     Scope(const Scope&) = delete;
@@ -133,15 +136,15 @@ class InFlightCalls {
   };
 
   void CancelAll() {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     cancelled_ = true;
     for (Call* c : calls_) c->TryCancel();
   }
 
  private:
-  std::mutex mu_;
-  bool cancelled_ = false;    // guarded by mu_
-  std::vector<Call*> calls_;  // guarded by mu_
+  Mutex mu_;
+  bool cancelled_ XPU_GUARDED_BY(mu_) = false;
+  std::vector<Call*> calls_ XPU_GUARDED_BY(mu_);
 };
 
 }  // namespace xpu

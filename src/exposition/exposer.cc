@@ -50,13 +50,13 @@ Exposer::Exposer(store::MetricStore* store, prometheus::Registry* self)
 
 void Exposer::SetFamilyFilter(FamilyFilter allows) {
   auto fresh = allows ? std::make_shared<const FamilyFilter>(std::move(allows)) : nullptr;
-  std::lock_guard<std::mutex> lock(filter_mu_);
+  MutexLock lock(filter_mu_);
   allows_ = std::move(fresh);
 }
 
 void Exposer::SetPart(const std::string& name,
                       std::shared_ptr<const prometheus::Collectable> metrics) {
-  std::lock_guard<std::mutex> lock(filter_mu_);
+  MutexLock lock(filter_mu_);
   if (metrics) {
     parts_[name] = std::move(metrics);
   } else {
@@ -75,7 +75,7 @@ bool Exposer::Render(PageSink* sink, Format format) {
   std::shared_ptr<const FamilyFilter> allows;
   std::vector<std::shared_ptr<const prometheus::Collectable>> parts;
   {
-    std::lock_guard<std::mutex> lock(filter_mu_);
+    MutexLock lock(filter_mu_);
     allows = allows_;
     for (const auto& [name, part] : parts_) parts.push_back(part);
   }

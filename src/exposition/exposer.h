@@ -7,10 +7,10 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
+#include "common/mutex.h"
 #include "exposition/page_sink.h"
 #include "exposition/snapshot_writer.h"
 #include "store/metric_store.h"
@@ -54,10 +54,11 @@ class Exposer {
   store::MetricStore* const store_;
   std::vector<const prometheus::Collectable*> collectables_;
   const store::ExemplarStore* exemplars_ = nullptr;
-  std::mutex filter_mu_;
-  std::shared_ptr<const FamilyFilter> allows_;  // guarded by filter_mu_; null: every family
-  // Guarded by filter_mu_: the parts' metrics, by name.
-  std::map<std::string, std::shared_ptr<const prometheus::Collectable>> parts_;
+  Mutex filter_mu_;
+  std::shared_ptr<const FamilyFilter> allows_ XPU_GUARDED_BY(filter_mu_);  // null: every family
+  // The parts' metrics, by name.
+  std::map<std::string, std::shared_ptr<const prometheus::Collectable>> parts_
+      XPU_GUARDED_BY(filter_mu_);
   prometheus::Gauge& scrape_duration_;
   prometheus::Gauge& series_;
 };

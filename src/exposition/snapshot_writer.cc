@@ -1,5 +1,6 @@
 #include "exposition/snapshot_writer.h"
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 
@@ -58,7 +59,8 @@ void SnapshotWriter::Append(const store::Snapshot& snap, PageSink* sink, Format 
   int32_t last_minor = 0;
   const std::string* fragment = nullptr;
   std::string instance_label;  // `,link="` for the current family
-  char line[1024];
+  std::string escaped;         // a row's labels after the device's, when written out
+  std::string line(1024, '\0');
   for (size_t i = 0; i < set.rows.size(); ++i) {
     const store::Row& row = set.rows[i];
     std::string* out = sink->buf();
@@ -92,43 +94,42 @@ void SnapshotWriter::Append(const store::Snapshot& snap, PageSink* sink, Format 
       last_minor = row.minor;
       fragment = &it->second;
     }
-    const std::string& name = FamilyName(row);
-    if (row.entry != nullptr &&
-        name.size() + fragment->size() + instance_label.size() + row.instance.size() +
-                kMaxValueChars + 8 <=
-            sizeof line &&
-        !NeedsEscape(row.instance)) {
-      // The common row, assembled in one buffer and appended once: a dozen
-      // std::string appends per series would double the render time.
-      char* p = Put(line, name);
-      p = Put(p, *fragment);
-      if (!instance_label.empty()) {
-        p = Put(Put(p, instance_label), row.instance);
-        *p++ = '"';
+    // The labels after the device's, in up to three pieces: the family's
+    // instance label and its value, or (unknown IDs, values that need
+    // escaping) both written out into `escaped`.
+    std::string_view tail[3];
+    if (row.entry == nullptr) {
+      escaped.assign(",id=\"").append(std::to_string(row.metric_id)).push_back('"');
+      if (!row.instance.empty()) {
+        escaped.append(",instance_id=\"");
+        AppendLabelValue(row.instance, &escaped);
+        escaped.push_back('"');
       }
-      *p++ = '}';
-      *p++ = ' ';
-      p = WriteValue(snap.values[i], p);
-      *p++ = '\n';
-      out->append(line, p);
-    } else {
-      out->append(name).append(*fragment);
-      if (row.entry == nullptr) {
-        out->append(",id=\"").append(std::to_string(row.metric_id)).push_back('"');
-        if (!row.instance.empty()) {
-          out->append(",instance_id=\"");
-          AppendLabelValue(row.instance, out);
-          out->push_back('"');
-        }
-      } else if (!instance_label.empty()) {
-        out->append(instance_label);
-        AppendLabelValue(row.instance, out);
-        out->push_back('"');
-      }
-      out->append("} ");
-      AppendValue(snap.values[i], out);
-      out->push_back('\n');
+      tail[0] = escaped;
+    } else if (!instance_label.empty() && NeedsEscape(row.instance)) {
+      escaped.assign(instance_label);
+      AppendLabelValue(row.instance, &escaped);
+      escaped.push_back('"');
+      tail[0] = escaped;
+    } else if (!instance_label.empty()) {
+      tail[0] = instance_label;
+      tail[1] = row.instance;
+      tail[2] = "\"";
     }
+    // The row, assembled in one buffer and appended once: a dozen
+    // std::string appends per series would double the render time.
+    const std::string& name = FamilyName(row);
+    const size_t need = name.size() + fragment->size() + tail[0].size() + tail[1].size() +
+                        tail[2].size() + kMaxValueChars + 3;
+    if (line.size() < need) line.resize(std::max(need, 2 * line.size()));
+    char* p = Put(line.data(), name);
+    p = Put(p, *fragment);
+    for (std::string_view piece : tail) p = Put(p, piece);
+    *p++ = '}';
+    *p++ = ' ';
+    p = WriteValue(snap.values[i], p);
+    *p++ = '\n';
+    out->append(line.data(), p);
     sink->Check();
   }
 }

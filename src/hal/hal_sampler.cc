@@ -41,7 +41,7 @@ void HalSampler::Start() {
 void HalSampler::Stop() { worker_.Stop(); }
 
 std::optional<std::chrono::steady_clock::time_point> HalSampler::last_success() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return last_success_;
 }
 
@@ -107,7 +107,7 @@ void HalSampler::SampleOnce() {
   up_ = true;
   up_gauge_.Set(1);
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     last_success_ = std::chrono::steady_clock::now();
   }
   duration_.Set(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());

@@ -9,10 +9,10 @@
 #include <chrono>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <string>
 
+#include "common/mutex.h"
 #include "common/worker.h"
 #include "hal/fault_catalog.h"
 #include "hal/fault_events.h"
@@ -69,8 +69,8 @@ class HalSampler {
   // Sampler-thread state.
   LogOnce logged_;  // problems logged, until they clear
 
-  mutable std::mutex mu_;
-  std::optional<std::chrono::steady_clock::time_point> last_success_;  // guarded by mu_
+  mutable Mutex mu_;
+  std::optional<std::chrono::steady_clock::time_point> last_success_ XPU_GUARDED_BY(mu_);
   Worker worker_;
 };
 

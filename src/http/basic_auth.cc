@@ -41,7 +41,7 @@ BasicAuth::Result BasicAuth::Verify(const std::map<std::string, std::string>& us
   const std::string hash = known ? it->second : kDummyHash;
   const std::string key = Sha256(user + '\0' + password + '\0' + hash);
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (verified_.count(key)) return known ? Result::kOk : Result::kDenied;
     if (probe ? probe_running_ : running_ >= max_checks_) return Result::kThrottled;
     if (probe) {
@@ -54,7 +54,7 @@ BasicAuth::Result BasicAuth::Verify(const std::map<std::string, std::string>& us
   auto data = std::make_unique<crypt_data>();
   const char* out = crypt_r(password.c_str(), hash.c_str(), data.get());
   const bool ok = out != nullptr && out[0] != '*' && ConstantTimeEqual(out, hash) && known;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (probe) {
     probe_running_ = false;
   } else {
@@ -68,7 +68,7 @@ BasicAuth::Result BasicAuth::Verify(const std::map<std::string, std::string>& us
 }
 
 void BasicAuth::Clear() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   verified_.clear();
 }
 

@@ -1,9 +1,10 @@
 #pragma once
 
 #include <map>
-#include <mutex>
 #include <set>
 #include <string>
+
+#include "common/mutex.h"
 
 namespace xpu::http {
 
@@ -18,7 +19,7 @@ namespace xpu::http {
 // Thread-safe: called from every HTTP worker.
 class BasicAuth {
  public:
-  enum class Result { kOk, kDenied, kThrottled };
+  enum class [[nodiscard]] Result{kOk, kDenied, kThrottled};
   explicit BasicAuth(int max_checks = 2) : max_checks_(max_checks > 0 ? max_checks : 1) {}
 
   // Whether the Authorization header `authorization` names a user of `users`
@@ -35,10 +36,10 @@ class BasicAuth {
 
  private:
   const int max_checks_;
-  std::mutex mu_;
-  std::set<std::string> verified_;  // guarded by mu_
-  int running_ = 0;                 // bcrypt runs now; guarded by mu_
-  bool probe_running_ = false;      // the probes' own run; guarded by mu_
+  Mutex mu_;
+  std::set<std::string> verified_ XPU_GUARDED_BY(mu_);
+  int running_ XPU_GUARDED_BY(mu_) = 0;             // bcrypt runs now
+  bool probe_running_ XPU_GUARDED_BY(mu_) = false;  // the probes' own run
 };
 
 }  // namespace xpu::http

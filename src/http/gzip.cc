@@ -1,6 +1,6 @@
 #include "http/gzip.h"
 
-#include <mutex>
+#include "common/mutex.h"
 
 namespace xpu::http {
 
@@ -13,8 +13,8 @@ namespace {
 // Never destroyed: a stream may end on a thread that outlives static
 // destruction.
 struct Pool {
-  std::mutex mu;
-  std::vector<std::unique_ptr<uint8_t[]>> free;  // guarded by mu
+  Mutex mu;
+  std::vector<std::unique_ptr<uint8_t[]>> free XPU_GUARDED_BY(mu);
 };
 Pool& ThePool() {
   static Pool* pool = new Pool;
@@ -26,7 +26,7 @@ constexpr size_t kPoolKeep = 2;
 GzipStream::GzipStream() {
   {
     Pool& pool = ThePool();
-    std::lock_guard<std::mutex> lock(pool.mu);
+    MutexLock lock(pool.mu);
     if (!pool.free.empty()) {
       level_buf_ = std::move(pool.free.back());
       pool.free.pop_back();
@@ -43,7 +43,7 @@ GzipStream::GzipStream() {
 
 GzipStream::~GzipStream() {
   Pool& pool = ThePool();
-  std::lock_guard<std::mutex> lock(pool.mu);
+  MutexLock lock(pool.mu);
   if (pool.free.size() < kPoolKeep) pool.free.push_back(std::move(level_buf_));
 }
 
@@ -82,35 +82,19 @@ std::string Gzip(std::string_view in) {
 GzipPipe::~GzipPipe() {
   if (helper_.joinable()) {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       queue_.clear();
       queue_.emplace_back(std::string(), true);  // ends the helper
     }
-    cv_.notify_all();
+    cv_.NotifyAll();
     helper_.join();
   }
-}
-
-void GzipPipe::Write(std::string_view piece, bool last) {
-  // Pieces are gathered into batches of kBatch: a hand-over per 64 KiB piece
-  // costs the two threads a wake-up each and ate most of the overlap.
-  if (!helper_.joinable() && last && pending_.empty()) {
-    Inline(piece);  // the whole page in one piece
-    return;
-  }
-  pending_.append(piece);
-  if (pending_.size() < kBatch && !last) return;
-  if (!helper_.joinable() && last) {
-    Inline(pending_);  // the whole page in one batch
-    pending_.clear();
-    return;
-  }
-  Push(std::exchange(pending_, Spare()), last);
 }
 
 void GzipPipe::Take(std::string* buf, bool last) {
   if (!helper_.joinable() && last) {
     Inline(*buf);  // the whole page in one piece
+    buf->clear();
     return;
   }
   Push(std::exchange(*buf, Spare()), last);
@@ -118,14 +102,14 @@ void GzipPipe::Take(std::string* buf, bool last) {
 
 void GzipPipe::Inline(std::string_view page) {
   const bool ok = gz_.Write(page, true, out_);
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   ok_ = ok_ && ok;
 }
 
 std::string GzipPipe::Spare() {
   std::string s;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (!spare_.empty()) {
       s = std::move(spare_.back());
       spare_.pop_back();
@@ -137,16 +121,16 @@ std::string GzipPipe::Spare() {
 
 void GzipPipe::Push(std::string batch, bool last) {
   if (!helper_.joinable()) helper_ = std::thread([this] { Loop(); });
-  std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait(lock, [this] { return queue_.size() < kDepth; });
+  MutexLock lock(mu_);
+  while (queue_.size() >= kDepth) cv_.Wait(lock);
   queue_.emplace_back(std::move(batch), last);
-  lock.unlock();
-  cv_.notify_all();
+  lock.Unlock();
+  cv_.NotifyAll();
 }
 
 bool GzipPipe::Finish() {
   if (helper_.joinable()) helper_.join();
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return ok_;
 }
 
@@ -154,19 +138,19 @@ void GzipPipe::Loop() {
   for (;;) {
     std::pair<std::string, bool> item;
     {
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [this] { return !queue_.empty(); });
+      MutexLock lock(mu_);
+      while (queue_.empty()) cv_.Wait(lock);
       item = std::move(queue_.front());
       queue_.pop_front();
     }
-    cv_.notify_all();  // room for the renderer
+    cv_.NotifyAll();  // room for the renderer
     bool ok = true;
     try {
       ok = gz_.Write(item.first, item.second, out_);
     } catch (const std::bad_alloc&) {  // the page grew past memory: this scrape fails
       ok = false;
     }
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     ok_ = ok_ && ok;
     if (item.second) return;
     item.first.clear();

@@ -2,16 +2,16 @@
 
 #include <isa-l/igzip_lib.h>
 
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <thread>
 #include <utility>
 #include <vector>
+
+#include "common/mutex.h"
 
 namespace xpu::http {
 
@@ -43,7 +43,7 @@ class GzipStream {
 // One gzip member compressed on a helper thread while the caller renders the
 // next pieces, so that rendering and compressing a large page overlap on two
 // cores. A page of one batch is compressed inline, without a thread. At most
-// kDepth batches wait (then Write waits). Write from one thread, then Finish.
+// kDepth batches wait (then Take waits). Take from one thread, then Finish.
 class GzipPipe {
  public:
   static constexpr size_t kBatch = size_t{256} * 1024;  // bytes handed over at a time
@@ -53,14 +53,12 @@ class GzipPipe {
   GzipPipe(const GzipPipe&) = delete;
   GzipPipe& operator=(const GzipPipe&) = delete;
 
-  // Queues (or, for a one-piece page, compresses) a copy of `piece`; `last`
-  // ends the page.
-  void Write(std::string_view piece, bool last);
-  // The same without the copy: takes the contents of `*buf` and leaves it
-  // an empty buffer with room for a batch (pieces of about kBatch).
+  // Queues (or, for a one-piece page, compresses) the contents of `*buf`
+  // and leaves it an empty buffer with room for a batch; `last` ends the
+  // page. Pieces of about kBatch keep the two threads' hand-overs few.
   void Take(std::string* buf, bool last);
   // Waits until every piece is compressed into `out`; false on a compressor
-  // error. Call after the last Write.
+  // error. Call after the last Take.
   bool Finish();
 
  private:
@@ -71,12 +69,11 @@ class GzipPipe {
 
   std::string* const out_;  // written by the helper while it runs
   GzipStream gz_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::string pending_;                             // the batch being gathered; the writer's
-  std::deque<std::pair<std::string, bool>> queue_;  // (batch, last); guarded by mu_
-  std::vector<std::string> spare_;                  // emptied pieces to reuse; guarded by mu_
-  bool ok_ = true;                                  // guarded by mu_
+  Mutex mu_;
+  CondVar cv_;
+  std::deque<std::pair<std::string, bool>> queue_ XPU_GUARDED_BY(mu_);  // (batch, last)
+  std::vector<std::string> spare_ XPU_GUARDED_BY(mu_);                  // emptied pieces to reuse
+  bool ok_ XPU_GUARDED_BY(mu_) = true;
   std::thread helper_;
 };
 

@@ -113,7 +113,7 @@ Status TlsContextSwitch::Load(const TlsConfig& tls) {
     return s;
   }
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     std::swap(current_, ctx);
   }
   // Handshakes that took the old one hold their own reference.
@@ -128,7 +128,7 @@ void TlsContextSwitch::Install(SSL_CTX* civet_ctx) {
 }
 
 SSL_CTX* TlsContextSwitch::Take() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (current_ != nullptr) SSL_CTX_up_ref(current_);
   return current_;
 }

@@ -1,8 +1,8 @@
 #pragma once
 
-#include <mutex>
 #include <string>
 
+#include "common/mutex.h"
 #include "common/status.h"
 #include "http/web_config.h"
 
@@ -52,8 +52,8 @@ class TlsContextSwitch {
   static int ClientHello(SSL* ssl, int* alert, void* arg);
   static int ServerName(SSL* ssl, int* alert, void* arg);
 
-  std::mutex mu_;
-  SSL_CTX* current_ = nullptr;  // guarded by mu_; one reference owned
+  Mutex mu_;
+  SSL_CTX* current_ XPU_GUARDED_BY(mu_) = nullptr;  // one reference owned
 };
 
 // civetweb's init_ssl callback, for a server constructed inside a

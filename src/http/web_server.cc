@@ -11,7 +11,6 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
-#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -20,6 +19,7 @@
 #include <optional>
 
 #include "common/civet_util.h"
+#include "common/mutex.h"
 #include "http/gzip.h"
 #include "http/headers.h"
 #include "http/tls.h"
@@ -76,6 +76,21 @@ std::string StreamFraming(mg_connection* conn, bool chunked) {
   return "Connection: close\r\n\r\n";
 }
 
+// Sends a response whose body is whole: `head` (its header lines, not yet
+// ended) gains the Content-Length, then goes out with the body unless
+// `with_body` is false (HEAD). A small body goes in the same write: two
+// small writes meet Nagle and the client's delayed ACK and stall ~40 ms.
+// False if the connection failed.
+bool SendWhole(mg_connection* conn, std::string head, std::string_view body, bool with_body) {
+  head.append("Content-Length: ").append(std::to_string(body.size())).append("\r\n\r\n");
+  const auto put = [conn](std::string_view s) {
+    return mg_write(conn, s.data(), s.size()) == static_cast<int>(s.size());
+  };
+  if (!with_body || body.empty()) return put(head);
+  if (body.size() < size_t{256} * 1024) return put(head.append(body));
+  return put(head) && put(body);
+}
+
 // Sends a streamed body after `head` (its header lines, not yet ended). A
 // body that comes as one piece goes out as an ordinary response with
 // Content-Length, as Go's net/http does. A longer one goes as HTTP/1.1
@@ -93,10 +108,8 @@ void SendStream(mg_connection* conn, std::string head, bool chunked,
     if (!started) {
       started = true;
       if (last) {
-        head.append("Content-Length: ").append(std::to_string(piece.size())).append("\r\n\r\n");
-        head.append(piece);
         ended = true;
-        ok = mg_write(conn, head.data(), head.size()) == static_cast<int>(head.size());
+        ok = SendWhole(conn, std::move(head), piece, /*with_body=*/true);
         return ok;
       }
       frame = std::move(head);
@@ -139,7 +152,7 @@ class WebServer::Metrics : public prometheus::Collectable {
   void Observe(const std::string& handler, int status, double seconds) {
     const size_t bucket = static_cast<size_t>(
         std::lower_bound(kBounds.begin(), kBounds.end(), seconds) - kBounds.begin());
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     PerHandler& h = handlers_[handler];
     ++h.buckets[bucket];
     ++h.count;
@@ -147,13 +160,13 @@ class WebServer::Metrics : public prometheus::Collectable {
     ++h.codes[status];
   }
   void Refused(bool throttled) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     ++(throttled ? throttled_ : capacity_);
   }
   // The civetweb context to read the load of; null before Start and once
   // Stop begins (the context is freed after).
   void Serve(const mg_context* ctx) {
-    std::lock_guard<std::mutex> lock(ctx_mu_);
+    MutexLock lock(ctx_mu_);
     ctx_ = ctx;
   }
 
@@ -163,7 +176,7 @@ class WebServer::Metrics : public prometheus::Collectable {
     using prometheus::MetricFamily;
     using prometheus::MetricType;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       MetricFamily requests{"xpu_exporter_http_requests_total",
                             "HTTP requests answered, by handler (route; \"other\" for unknown "
                             "paths) and status code.",
@@ -213,7 +226,7 @@ class WebServer::Metrics : public prometheus::Collectable {
     }
     mg_server_load load{};
     {
-      std::lock_guard<std::mutex> lock(ctx_mu_);
+      MutexLock lock(ctx_mu_);
       if (ctx_ == nullptr || mg_get_server_load(ctx_, &load) != 0) return out;
     }
     auto gauge = [&out](const char* name, const char* help, double v) {
@@ -263,12 +276,12 @@ class WebServer::Metrics : public prometheus::Collectable {
     std::map<int, uint64_t> codes;
   };
 
-  mutable std::mutex mu_;
-  std::map<std::string, PerHandler> handlers_;  // guarded by mu_; never erased
-  uint64_t capacity_ = 0;                       // guarded by mu_
-  uint64_t throttled_ = 0;                      // guarded by mu_
-  mutable std::mutex ctx_mu_;
-  const mg_context* ctx_ = nullptr;  // guarded by ctx_mu_
+  mutable Mutex mu_;
+  std::map<std::string, PerHandler> handlers_ XPU_GUARDED_BY(mu_);  // never erased
+  uint64_t capacity_ XPU_GUARDED_BY(mu_) = 0;
+  uint64_t throttled_ XPU_GUARDED_BY(mu_) = 0;
+  mutable Mutex ctx_mu_;
+  const mg_context* ctx_ XPU_GUARDED_BY(ctx_mu_) = nullptr;
 };
 
 namespace {
@@ -410,15 +423,14 @@ class WebServer::Dispatcher : public CivetHandler {
   // them) plus 250 ms after a cut (in practice the cut one ends at once).
   bool AcquireSlot(mg_connection* conn, const WebOptions& opt, std::list<Slot>::iterator* out) {
     const auto max = static_cast<size_t>(opt.max_connections);
-    std::unique_lock<std::mutex> lock(slots_mu_);
-    const auto room = [&] { return slots_.size() < max; };
-    if (!room()) {
+    MutexLock lock(slots_mu_);
+    if (slots_.size() >= max) {
       if (waiters_ >= std::max(1, opt.reserved_probe_workers)) return false;
       ++waiters_;
       // Briefly while connections queue (a probe may be among them): under
       // a burst a slot frees within milliseconds; under an attack the
       // queue keeps moving.
-      bool got = slots_cv_.wait_for(lock, Queued(conn) ? kQueuedWait : kSlotWait, room);
+      bool got = WaitForSlot(lock, max, Queued(conn) ? kQueuedWait : kSlotWait);
       if (!got) {
         // The response that has been sending longest, if longer than
         // shed_after: a reader too slow for its share of the workers.
@@ -431,7 +443,7 @@ class WebServer::Dispatcher : public CivetHandler {
         if (oldest != nullptr) {
           oldest->cut = true;
           mg_cut_response(oldest->conn);  // its handler cannot return: we hold slots_mu_
-          got = slots_cv_.wait_for(lock, kShedWait, room);
+          got = WaitForSlot(lock, max, kShedWait);
         }
       }
       --waiters_;
@@ -440,20 +452,29 @@ class WebServer::Dispatcher : public CivetHandler {
     *out = slots_.insert(slots_.end(), Slot{conn, std::nullopt});
     return true;
   }
+  // Waits up to `d` for fewer than `max` slots to be taken; whether they are.
+  bool WaitForSlot(MutexLock& lock, size_t max, std::chrono::milliseconds d)
+      XPU_REQUIRES(slots_mu_) {
+    const auto deadline = std::chrono::steady_clock::now() + d;
+    while (slots_.size() >= max) {
+      if (!slots_cv_.WaitUntil(lock, deadline)) return slots_.size() < max;
+    }
+    return true;
+  }
   static bool Queued(const mg_connection* conn) {
     mg_server_load load{};
     return mg_get_server_load(mg_get_context(conn), &load) == 0 && load.queued > 0;
   }
   void Writing(std::list<Slot>::iterator slot) {
-    std::lock_guard<std::mutex> lock(slots_mu_);
+    MutexLock lock(slots_mu_);
     slot->writing_since = std::chrono::steady_clock::now();
   }
   void ReleaseSlot(std::list<Slot>::iterator slot) {
     {
-      std::lock_guard<std::mutex> lock(slots_mu_);
+      MutexLock lock(slots_mu_);
       slots_.erase(slot);
     }
-    slots_cv_.notify_one();
+    slots_cv_.NotifyOne();
   }
   // Whether connections wait for a worker, or every worker but the probes'
   // reserved ones holds a connection.
@@ -484,7 +505,6 @@ class WebServer::Dispatcher : public CivetHandler {
     // HTTP/1.0 has no chunks: a stream goes to it unframed, ended by close.
     const char* version = mg_get_request_info(conn)->http_version;
     const bool chunked = version == nullptr || std::strcmp(version, "1.0") != 0;
-    if (!resp.stream) head += "Content-Length: " + std::to_string(body->size()) + "\r\n";
     const auto add_header = [&head](const std::string& k, const std::string& v) {
       head.append(k).append(": ").append(v).append("\r\n");
     };
@@ -503,17 +523,7 @@ class WebServer::Dispatcher : public CivetHandler {
       }
       return;
     }
-    head += "\r\n";
-    const bool with_body = req.method != "HEAD" && !body->empty();
-    if (with_body && body->size() < size_t{256} * 1024) {
-      // One write for header and body: two small writes meet Nagle and the
-      // client's delayed ACK and stall ~40 ms.
-      head += *body;
-      mg_write(conn, head.data(), head.size());
-    } else {
-      mg_write(conn, head.data(), head.size());
-      if (with_body) mg_write(conn, body->data(), body->size());
-    }
+    SendWhole(conn, std::move(head), *body, req.method != "HEAD");
   }
 
   static inline const std::string kOtherHandler = "other";
@@ -521,11 +531,11 @@ class WebServer::Dispatcher : public CivetHandler {
   static constexpr std::chrono::milliseconds kQueuedWait{50};
   static constexpr std::chrono::milliseconds kShedWait{250};
   const WebServer* server_;
-  std::mutex slots_mu_;
-  std::condition_variable slots_cv_;
-  std::list<Slot>
-      slots_;        // requests other than probes in progress, oldest first; guarded by slots_mu_
-  int waiters_ = 0;  // requests waiting for a slot; guarded by slots_mu_
+  Mutex slots_mu_;
+  CondVar slots_cv_;
+  // Requests other than probes in progress, oldest first.
+  std::list<Slot> slots_ XPU_GUARDED_BY(slots_mu_);
+  int waiters_ XPU_GUARDED_BY(slots_mu_) = 0;  // requests waiting for a slot
 };
 
 WebServer::WebServer(WebOptions options)
@@ -536,7 +546,7 @@ WebServer::WebServer(WebOptions options)
       metrics_(std::make_unique<Metrics>()) {}
 
 std::shared_ptr<const WebConfig> WebServer::config() const {
-  std::lock_guard<std::mutex> lock(config_mu_);
+  MutexLock lock(config_mu_);
   return config_;
 }
 
@@ -559,7 +569,7 @@ Status WebServer::Reload(const std::shared_ptr<const WebConfig>& config) {
       return Status::InvalidArgument("TLS: " + s.message() + "; kept the old TLS settings");
   }
   {
-    std::lock_guard<std::mutex> lock(config_mu_);
+    MutexLock lock(config_mu_);
     config_ = apply;
   }
   // Remembered credentials stay valid while the users do (a reload that

@@ -5,12 +5,12 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "common/mutex.h"
 #include "common/status.h"
 #include "http/basic_auth.h"
 #include "http/tls.h"
@@ -160,9 +160,9 @@ class WebServer {
 
   const WebOptions options_;                  // read by worker threads: never assigned
   std::map<std::string, RouteEntry> routes_;  // immutable after Start
-  mutable std::mutex config_mu_;
-  std::shared_ptr<const WebConfig> config_;  // guarded by config_mu_
-  bool tls_listeners_ = false;               // whether the listeners speak TLS (owner thread)
+  mutable Mutex config_mu_;
+  std::shared_ptr<const WebConfig> config_ XPU_GUARDED_BY(config_mu_);
+  bool tls_listeners_ = false;  // whether the listeners speak TLS (owner thread)
   mutable BasicAuth auth_;
   std::unique_ptr<TlsContextSwitch> tls_;  // the context each handshake takes
   std::unique_ptr<Metrics> metrics_;

@@ -22,17 +22,32 @@ prometheus::ClientMetric Gauge(std::vector<prometheus::ClientMetric::Label> labe
   return m;
 }
 
+int32_t MinorOfView(const DeviceInfo& d) { return d.minor; }
+int32_t MinorOfView(const HalDeviceView& d) { return d.minor; }
+// A PCI function not joined to a device has no minor.
+int32_t MinorOfView(const PciDeviceView& d) {
+  return d.minor.empty() ? -1 : static_cast<int32_t>(std::stol(d.minor));
+}
+
+// Keeps the views of the chosen devices (--collector.devices); every one when
+// none is chosen.
+template <typename View>
+void KeepChosen(const std::set<int32_t>& chosen, std::vector<View>* views) {
+  if (chosen.empty()) return;
+  std::erase_if(*views, [&](const View& v) { return chosen.count(MinorOfView(v)) == 0; });
+}
+
 }  // namespace
 
 bool DeviceRegistry::SetXdmDevices(std::vector<DeviceInfo> devices) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   xdm_raw_ = std::move(devices);
   return RefilterLocked();
 }
 
 bool DeviceRegistry::RefilterLocked() {
   std::vector<DeviceInfo> devices = xdm_raw_;
-  std::erase_if(devices, [&](const DeviceInfo& d) { return !SelectedLocked(d.minor); });
+  KeepChosen(filter_, &devices);
   if (known_ && devices == devices_) return false;
   devices_ = std::move(devices);
   known_ = true;
@@ -41,40 +56,37 @@ bool DeviceRegistry::RefilterLocked() {
 }
 
 void DeviceRegistry::SetDeviceFilter(std::set<int32_t> minors) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   filter_ = std::move(minors);
   if (known_) RefilterLocked();
   // The HAL's and PCI's views now; their next samples filter too.
-  std::erase_if(hal_, [&](const HalDeviceView& d) { return !SelectedLocked(d.minor); });
-  if (!filter_.empty())
-    std::erase_if(pci_, [&](const PciDeviceView& d) {
-      return d.minor.empty() || !SelectedLocked(static_cast<int32_t>(std::stol(d.minor)));
-    });
+  KeepChosen(filter_, &hal_);
+  KeepChosen(filter_, &pci_);
 }
 
 void DeviceRegistry::OnXdmDevicesChanged(DevicesListener listener) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   listener_ = std::move(listener);
 }
 
 std::vector<DeviceInfo> DeviceRegistry::Devices() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return devices_;
 }
 
 void DeviceRegistry::SetXdmLive(bool live) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   xdm_live_ = live;
 }
 
 void DeviceRegistry::SetHalDevices(std::vector<HalDeviceView> devices) {
-  std::lock_guard<std::mutex> lock(mu_);
-  std::erase_if(devices, [&](const HalDeviceView& d) { return !SelectedLocked(d.minor); });
+  MutexLock lock(mu_);
+  KeepChosen(filter_, &devices);
   hal_ = std::move(devices);
 }
 
 std::vector<HalDeviceView> DeviceRegistry::HalDevices() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return MergedHalLocked();
 }
 
@@ -105,24 +117,24 @@ std::vector<HalDeviceView> DeviceRegistry::MergedHalLocked() const {
 }
 
 void DeviceRegistry::SetPodAssignments(std::vector<PodAssignment> pods) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   pods_ = std::move(pods);
 }
 
 void DeviceRegistry::SetPodMetadata(std::vector<PodMetadata> pods) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   pod_labels_.clear();
   for (PodMetadata& p : pods)
     pod_labels_[{std::move(p.namespace_), std::move(p.pod)}] = std::move(p.labels);
 }
 
 void DeviceRegistry::SetContainerQuotas(std::vector<ContainerQuota> quotas) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   quotas_ = std::move(quotas);
 }
 
 void DeviceRegistry::SetDeviceShares(std::vector<DeviceShare> shares) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   shares_ = std::move(shares);
 }
 
@@ -135,22 +147,19 @@ std::string DeviceRegistry::MinorOfLocked(const std::string& uuid) const {
 }
 
 std::vector<PodAssignment> DeviceRegistry::PodAssignments() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return pods_;
 }
 
 void DeviceRegistry::SetPciDevices(std::vector<PciDeviceView> devices) {
   // With a subset chosen, a PCI function counts only when joined to one of it.
-  std::lock_guard<std::mutex> lock(mu_);
-  if (!filter_.empty())
-    std::erase_if(devices, [&](const PciDeviceView& d) {
-      return d.minor.empty() || !SelectedLocked(static_cast<int32_t>(std::stol(d.minor)));
-    });
+  MutexLock lock(mu_);
+  KeepChosen(filter_, &devices);
   pci_ = std::move(devices);
 }
 
 std::vector<PciDeviceView> DeviceRegistry::PciDevices() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return pci_;
 }
 
@@ -239,7 +248,7 @@ void CollectPci(const std::vector<PciDeviceView>& pci, std::vector<prometheus::M
 }  // namespace
 
 std::vector<prometheus::MetricFamily> DeviceRegistry::Collect() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto info = Family("xpu_device_info",
                      "Static information about a device from XDM (ListAndWatch, ListGpuInfo); "
                      "always 1.");

@@ -6,11 +6,12 @@
 #include <cstdint>
 #include <functional>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
 #include <vector>
+
+#include "common/mutex.h"
 
 namespace xpu::store {
 
@@ -197,25 +198,24 @@ class DeviceRegistry : public prometheus::Collectable {
   std::vector<prometheus::MetricFamily> Collect() const override;
 
  private:
-  mutable std::mutex mu_;
-  std::vector<DeviceInfo> devices_;  // guarded by mu_, sorted by minor
-  bool known_ = false;               // guarded by mu_
-  bool xdm_live_ = true;             // guarded by mu_
-  std::vector<HalDeviceView> hal_;   // guarded by mu_
-  std::vector<PodAssignment> pods_;  // guarded by mu_
-  std::vector<PciDeviceView> pci_;   // guarded by mu_
+  mutable Mutex mu_;
+  std::vector<DeviceInfo> devices_ XPU_GUARDED_BY(mu_);  // sorted by minor
+  bool known_ XPU_GUARDED_BY(mu_) = false;
+  bool xdm_live_ XPU_GUARDED_BY(mu_) = true;
+  std::vector<HalDeviceView> hal_ XPU_GUARDED_BY(mu_);
+  std::vector<PodAssignment> pods_ XPU_GUARDED_BY(mu_);
+  std::vector<PciDeviceView> pci_ XPU_GUARDED_BY(mu_);
   std::map<std::pair<std::string, std::string>, std::vector<std::pair<std::string, std::string>>>
-      pod_labels_;                      // (namespace, pod) -> labels; guarded by mu_
-  std::vector<ContainerQuota> quotas_;  // guarded by mu_
-  std::vector<DeviceShare> shares_;     // guarded by mu_
-  std::string MinorOfLocked(const std::string& uuid) const;
-  std::vector<HalDeviceView> MergedHalLocked() const;
-  DevicesListener listener_;         // set before writers start
-  std::set<int32_t> filter_;         // guarded by mu_; empty: every device
-  std::vector<DeviceInfo> xdm_raw_;  // guarded by mu_: the list before filtering
-  bool SelectedLocked(int32_t minor) const { return filter_.empty() || filter_.count(minor) != 0; }
+      pod_labels_ XPU_GUARDED_BY(mu_);  // (namespace, pod) -> labels
+  std::vector<ContainerQuota> quotas_ XPU_GUARDED_BY(mu_);
+  std::vector<DeviceShare> shares_ XPU_GUARDED_BY(mu_);
+  std::string MinorOfLocked(const std::string& uuid) const XPU_REQUIRES(mu_);
+  std::vector<HalDeviceView> MergedHalLocked() const XPU_REQUIRES(mu_);
+  DevicesListener listener_;                             // set before writers start
+  std::set<int32_t> filter_ XPU_GUARDED_BY(mu_);         // empty: every device
+  std::vector<DeviceInfo> xdm_raw_ XPU_GUARDED_BY(mu_);  // the list before filtering
   // devices_ from xdm_raw_ and filter_; calls the listener if it changed.
-  bool RefilterLocked();
+  bool RefilterLocked() XPU_REQUIRES(mu_);
 };
 
 }  // namespace xpu::store

@@ -30,7 +30,7 @@ std::string ExemplarStore::Key(const std::string& family, LabelPairs labels) {
 bool ExemplarStore::Set(const std::string& family, const LabelPairs& labels, Exemplar e) {
   if (!Fits(e)) return false;
   std::string key = Key(family, labels);
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto it = by_series_.find(key);
   if (it == by_series_.end()) {
     if (by_series_.size() >= max_series_) {
@@ -48,19 +48,19 @@ bool ExemplarStore::Set(const std::string& family, const LabelPairs& labels, Exe
 std::optional<Exemplar> ExemplarStore::Find(const std::string& family,
                                             const LabelPairs& labels) const {
   const std::string key = Key(family, labels);
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto it = by_series_.find(key);
   if (it == by_series_.end()) return std::nullopt;
   return it->second;
 }
 
 bool ExemplarStore::HasFamily(const std::string& family) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return families_.count(family) != 0;
 }
 
 size_t ExemplarStore::refused() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return refused_;
 }
 

@@ -2,12 +2,13 @@
 
 #include <cstddef>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "common/mutex.h"
 
 namespace xpu::store {
 
@@ -48,10 +49,10 @@ class ExemplarStore {
   static std::string Key(const std::string& family, LabelPairs labels);
 
   const size_t max_series_;
-  mutable std::mutex mu_;
-  std::map<std::string, Exemplar> by_series_;  // guarded by mu_
-  std::set<std::string> families_;             // guarded by mu_
-  size_t refused_ = 0;                         // guarded by mu_
+  mutable Mutex mu_;
+  std::map<std::string, Exemplar> by_series_ XPU_GUARDED_BY(mu_);
+  std::set<std::string> families_ XPU_GUARDED_BY(mu_);
+  size_t refused_ XPU_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace xpu::store

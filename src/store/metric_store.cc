@@ -12,7 +12,7 @@ MetricStore::MetricStore(std::shared_ptr<const catalog::Catalog> catalog, Option
 
 ApplyStats MetricStore::Apply(const std::vector<Sample>& batch, Clock::time_point now) {
   ApplyStats stats;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   const uint64_t b = ++batch_;
   // One guess per position; a much smaller batch (a poll of a subset) does
   // not shrink it, a larger one grows it.
@@ -36,46 +36,37 @@ ApplyStats MetricStore::Apply(const std::vector<Sample>& batch, Clock::time_poin
     // most samples cost no hash lookup (and the lock is held that much
     // shorter for the scrapes that wait on it).
     const size_t i = static_cast<size_t>(&s - batch.data());
-    const uint32_t hint = hints_[i];
-    if (hint < series_.size()) {
-      const Key& k = series_[hint].key;
-      if (k.minor == s.minor && k.metric_id == s.metric_id && k.instance == s.instance) {
-        Series& ser = series_[hint];
-        if (ser.batch == b) ++stats.duplicates;
-        ser.value = s.value;
-        ser.updated = now;
-        ser.batch = b;
+    uint32_t at = hints_[i];
+    if (at >= series_.size() || series_[at].key.minor != s.minor ||
+        series_[at].key.metric_id != s.metric_id || series_[at].key.instance != s.instance) {
+      probe.minor = s.minor;
+      probe.metric_id = s.metric_id;
+      probe.instance = s.instance;
+      auto it = index_.find(probe);
+      if (it == index_.end()) {
+        hints_[i] = kNoHint;
+        if (devices_known_ && devices_.count(s.minor) == 0) {
+          ++stats.unknown_device;
+          continue;
+        }
+        if (device_updates_.count(s.minor) == 0) {  // a minor beyond max_devices
+          ++stats.over_device_cap;
+          continue;
+        }
+        if (series_.size() >= options_.max_series) {
+          ++stats.dropped;
+          continue;
+        }
+        hints_[i] = static_cast<uint32_t>(series_.size());
+        index_.emplace(probe, static_cast<uint32_t>(series_.size()));
+        series_.push_back(Series{probe, s.value, now, b});
+        dirty_ = true;
         ++stats.applied;
         continue;
       }
+      at = hints_[i] = it->second;
     }
-    hints_[i] = kNoHint;
-    probe.minor = s.minor;
-    probe.metric_id = s.metric_id;
-    probe.instance = s.instance;
-    auto it = index_.find(probe);
-    if (it == index_.end()) {
-      if (devices_known_ && devices_.count(s.minor) == 0) {
-        ++stats.unknown_device;
-        continue;
-      }
-      if (device_updates_.count(s.minor) == 0) {  // a minor beyond max_devices
-        ++stats.over_device_cap;
-        continue;
-      }
-      if (series_.size() >= options_.max_series) {
-        ++stats.dropped;
-        continue;
-      }
-      hints_[i] = static_cast<uint32_t>(series_.size());
-      index_.emplace(probe, static_cast<uint32_t>(series_.size()));
-      series_.push_back(Series{probe, s.value, now, b});
-      dirty_ = true;
-      ++stats.applied;
-      continue;
-    }
-    hints_[i] = it->second;
-    Series& ser = series_[it->second];
+    Series& ser = series_[at];
     if (ser.batch == b) ++stats.duplicates;
     ser.value = s.value;
     ser.updated = now;
@@ -107,7 +98,7 @@ void MetricStore::FollowDevices(DeviceRegistry* registry) {
 }
 
 void MetricStore::SetDevices(const std::map<int32_t, DeviceLabels>& devices) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (devices_known_ && devices == devices_) return;
   devices_ = devices;
   devices_known_ = true;
@@ -121,7 +112,7 @@ void MetricStore::SetDevices(const std::map<int32_t, DeviceLabels>& devices) {
 
 void MetricStore::SetCatalog(std::shared_ptr<const catalog::Catalog> catalog) {
   if (!catalog) throw std::invalid_argument("MetricStore needs a catalog");
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   for (size_t i = series_.size(); i-- > 0;) {
     const uint32_t id = series_[i].key.metric_id;
     const catalog::Entry* was = catalog_->Find(id);
@@ -136,12 +127,12 @@ void MetricStore::SetCatalog(std::shared_ptr<const catalog::Catalog> catalog) {
 }
 
 std::shared_ptr<const catalog::Catalog> MetricStore::catalog() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return catalog_;
 }
 
 size_t MetricStore::Drop(const std::function<bool(int32_t, uint32_t)>& drop) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   size_t n = 0;
   for (size_t i = series_.size(); i-- > 0;) {
     if (!drop(series_[i].key.minor, series_[i].key.metric_id)) continue;
@@ -167,9 +158,10 @@ void MetricStore::RebuildLocked() {
     if (identity_held_ && devices_.count(series_[i].key.minor) == 0) continue;
     order_.push_back(static_cast<uint32_t>(i));
   }
+  const Series* rows = series_.data();  // the comparator runs here, under mu_
   std::sort(order_.begin(), order_.end(), [&](uint32_t a, uint32_t b) {
-    const Key& x = series_[a].key;
-    const Key& y = series_[b].key;
+    const Key& x = rows[a].key;
+    const Key& y = rows[b].key;
     auto rx = rank_of(x.metric_id), ry = rank_of(y.metric_id);
     if (rx != ry) return rx < ry;
     if (x.minor != y.minor) return x.minor < y.minor;
@@ -193,7 +185,7 @@ void MetricStore::RebuildLocked() {
 
 Snapshot MetricStore::Snap(Clock::time_point now) {
   Snapshot snap;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   const Clock::time_point cutoff = now - stale_after_;
   for (size_t i = series_.size(); i-- > 0;) {
     if (series_[i].updated < cutoff) RemoveLocked(i);
@@ -213,32 +205,32 @@ Snapshot MetricStore::Snap(Clock::time_point now) {
 
 void MetricStore::set_stale_after(std::chrono::milliseconds stale_after) {
   if (stale_after.count() <= 0) throw std::invalid_argument("stale_after must be > 0");
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   stale_after_ = stale_after;
 }
 
 std::chrono::milliseconds MetricStore::stale_after() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return stale_after_;
 }
 
 size_t MetricStore::series_count() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return series_.size();
 }
 
 uint64_t MetricStore::dropped_total() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return dropped_total_;
 }
 
 std::map<int32_t, Clock::time_point> MetricStore::device_updates() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return device_updates_;
 }
 
 std::vector<MetricStore::DeviceUpdate> MetricStore::known_device_updates() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   std::vector<DeviceUpdate> out;
   for (const auto& [minor, when] : device_updates_) {
     auto d = devices_.find(minor);
@@ -267,17 +259,17 @@ std::vector<prometheus::MetricFamily> DataAgeMetrics::Collect() const {
 }
 
 bool MetricStore::identity_pending() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return identity_held_;
 }
 
 bool MetricStore::identity_wait_expired() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return identity_expired_ && !devices_known_;
 }
 
 std::optional<Clock::time_point> MetricStore::last_update() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return last_update_;
 }
 

@@ -8,13 +8,13 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "catalog/catalog.h"
+#include "common/mutex.h"
 #include "store/device_registry.h"
 
 namespace xpu::store {
@@ -170,34 +170,35 @@ class MetricStore {
     uint64_t batch;
   };
 
-  void RemoveLocked(size_t index);
-  void RebuildLocked();
+  void RemoveLocked(size_t index) XPU_REQUIRES(mu_);
+  void RebuildLocked() XPU_REQUIRES(mu_);
 
   const Options options_;
 
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   // State below is protected by mu_.
-  std::shared_ptr<const catalog::Catalog> catalog_;
-  std::chrono::milliseconds stale_after_;
-  std::vector<Series> series_;
-  std::unordered_map<Key, uint32_t, KeyHash> index_;
-  std::map<int32_t, DeviceLabels> devices_;
-  bool devices_known_ = false;
-  std::optional<Clock::time_point> first_apply_;  // the first batch that stored anything
-  bool identity_held_ = false;                    // rows of unknown identity left out of the set
-  bool identity_expired_ = false;
-  bool dirty_ = true;
-  uint64_t generation_ = 0;
-  uint64_t batch_ = 0;
-  uint64_t dropped_total_ = 0;
-  std::optional<Clock::time_point> last_update_;
-  std::map<int32_t, Clock::time_point> device_updates_;
-  std::shared_ptr<const SeriesSet> set_;
-  std::vector<uint32_t> order_;  // set_->rows[i] is series_[order_[i]]
+  std::shared_ptr<const catalog::Catalog> catalog_ XPU_GUARDED_BY(mu_);
+  std::chrono::milliseconds stale_after_ XPU_GUARDED_BY(mu_);
+  std::vector<Series> series_ XPU_GUARDED_BY(mu_);
+  std::unordered_map<Key, uint32_t, KeyHash> index_ XPU_GUARDED_BY(mu_);
+  std::map<int32_t, DeviceLabels> devices_ XPU_GUARDED_BY(mu_);
+  bool devices_known_ XPU_GUARDED_BY(mu_) = false;
+  std::optional<Clock::time_point> first_apply_
+      XPU_GUARDED_BY(mu_);                          // the first batch that stored anything
+  bool identity_held_ XPU_GUARDED_BY(mu_) = false;  // rows of unknown identity left out of the set
+  bool identity_expired_ XPU_GUARDED_BY(mu_) = false;
+  bool dirty_ XPU_GUARDED_BY(mu_) = true;
+  uint64_t generation_ XPU_GUARDED_BY(mu_) = 0;
+  uint64_t batch_ XPU_GUARDED_BY(mu_) = 0;
+  uint64_t dropped_total_ XPU_GUARDED_BY(mu_) = 0;
+  std::optional<Clock::time_point> last_update_ XPU_GUARDED_BY(mu_);
+  std::map<int32_t, Clock::time_point> device_updates_ XPU_GUARDED_BY(mu_);
+  std::shared_ptr<const SeriesSet> set_ XPU_GUARDED_BY(mu_);
+  std::vector<uint32_t> order_ XPU_GUARDED_BY(mu_);  // set_->rows[i] is series_[order_[i]]
   // hints_[i]: the series_ index sample i of the previous batch went to
   // (a guess: checked against the key before use).
   static constexpr uint32_t kNoHint = UINT32_MAX;
-  std::vector<uint32_t> hints_;
+  std::vector<uint32_t> hints_ XPU_GUARDED_BY(mu_);
 };
 
 // xpu_device_data_age_seconds: how long ago each device's data last came

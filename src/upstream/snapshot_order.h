@@ -19,12 +19,12 @@ namespace xpu::upstream {
 // its ingest lock.
 class SnapshotOrder {
  public:
-  enum class Verdict {
-    kApply,       // newer than anything applied: store it
-    kSame,        // the snapshot already stored, within its interval: fresh, nothing to store
-    kRepeat,      // the snapshot already stored, past its interval: a daemon re-serving it
-    kOutOfOrder,  // older than the last one applied
-    kExpired,     // sampled longer than stale-after ago
+  enum class [[nodiscard]] Verdict{
+      kApply,       // newer than anything applied: store it
+      kSame,        // the snapshot already stored, within its interval: fresh, nothing to store
+      kRepeat,      // the snapshot already stored, past its interval: a daemon re-serving it
+      kOutOfOrder,  // older than the last one applied
+      kExpired,     // sampled longer than stale-after ago
   };
   static constexpr int kVerdicts = 5;
 

@@ -234,7 +234,7 @@ Backoff XdmClient::NewBackoff() const {
 }
 
 std::shared_ptr<xdm::api::XpuDeviceManagerService::Stub> XdmClient::stub() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return stub_;
 }
 
@@ -244,7 +244,7 @@ std::shared_ptr<xdm::api::XpuDeviceManagerService::Stub> XdmClient::stub() const
 void XdmClient::MaybeRenewChannel() {
   const auto now = SteadyClock::now();
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     // Only once down: during a stall (the mode holding) a fresh channel's
     // connection attempt to the stopped daemon would fail as UNAVAILABLE,
     // which reads as a refusing daemon and would turn the mode down.
@@ -254,12 +254,12 @@ void XdmClient::MaybeRenewChannel() {
     channel_renewed_ = now;
   }
   auto fresh = xdm::api::XpuDeviceManagerService::NewStub(channels_(options_.xdm_endpoint));
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   stub_ = std::move(fresh);
 }
 
 std::chrono::milliseconds XdmClient::interval() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return interval_;
 }
 
@@ -281,7 +281,7 @@ void XdmClient::Reconfigure(IngestRules ingest, milliseconds interval, milliseco
   if (interval.count() <= 0) throw std::invalid_argument("interval must be > 0");
   bool changed = false;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     ingest_ = std::make_shared<const IngestRules>(std::move(ingest));
     stale_after_ = stale_after;
     store_->set_stale_after(StaleAfterLocked());
@@ -319,7 +319,7 @@ void XdmClient::CountInvalid(const InvalidCounts& counts) {
 
 void XdmClient::Collector(const std::string& name, bool ok, SteadyClock::duration took) {
   metrics_->collectors.Record(name, ok, took);
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   collectors_[name] = CollectorState{ok, Seconds(took), std::chrono::system_clock::now()};
 }
 
@@ -327,11 +327,11 @@ bool XdmClient::Ingest(const xdm::api::ExporterDataResponse& msg) {
   // One message at a time, judged and applied in one step: the stream and
   // the poller may both deliver, and an older snapshot judged before a newer
   // one must not be applied after it (docs/architecture.md, "Ordered ingest").
-  std::unique_lock<std::mutex> ordered(ingest_mu_);
+  MutexLock ordered(ingest_mu_);
   std::shared_ptr<const IngestRules> ingest;
   SnapshotOrder::Verdict verdict;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     const SnapshotOrder::Clocks clocks{std::chrono::duration_cast<milliseconds>(
                                            std::chrono::system_clock::now().time_since_epoch())
                                            .count(),
@@ -363,7 +363,7 @@ bool XdmClient::Ingest(const xdm::api::ExporterDataResponse& msg) {
   }
   metrics_->last_sample.Set(
       std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count());
-  ordered.unlock();  // what is left trims, counts and logs
+  ordered.Unlock();  // what is left trims, counts and logs
   // A large message leaves hundreds of thousands of freed small objects
   // behind (its decoded fields); hand their pages back to the system now and
   // then, so a flooding daemon cannot ratchet RSS up (docs/reliability.md).
@@ -410,7 +410,7 @@ void XdmClient::UpdateMode() {
   bool say_down = false;
   bool say_back = false;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     const auto now = SteadyClock::now();
     const bool stream_fresh = StreamFreshLocked(now);
     // Neither way delivers now. A daemon that refuses calls is down; one
@@ -446,7 +446,7 @@ void XdmClient::UpdateMode() {
 }
 
 void XdmClient::NoteFailure(const char* call, const grpc::Status& st) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   last_error_ = std::string(call) + ": " + Describe(st);
 }
 
@@ -458,7 +458,7 @@ void XdmClient::StreamLoop() {
     CallScope tracked(&calls_, &ctx);
     if (!tracked.ok()) break;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       stream_ctx_ = &ctx;
       stream_open_ = true;
       worker_.Reset(&stream_wake_);
@@ -476,7 +476,7 @@ void XdmClient::StreamLoop() {
         delivered = true;
         backoff.Reset();
         {
-          std::lock_guard<std::mutex> lock(mu_);
+          MutexLock lock(mu_);
           backoff_base_ = backoff.base();
         }
         spdlog::info("ExporterDataStream delivering from {}", options_.xdm_endpoint);
@@ -484,7 +484,7 @@ void XdmClient::StreamLoop() {
       }
       metrics_->stream_messages.Increment();
       if (Ingest(msg)) {
-        std::lock_guard<std::mutex> lock(mu_);
+        MutexLock lock(mu_);
         last_stream_msg_ = SteadyClock::now();
         last_fresh_ = last_stream_msg_;
         refused_ = false;
@@ -501,7 +501,7 @@ void XdmClient::StreamLoop() {
     const grpc::Status st = reader->Finish();
     if (!st.ok()) NoteFailure("ExporterDataStream", st);
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       stream_ctx_ = nullptr;
       stream_open_ = false;
       worker_.Ring(&poll_now_);
@@ -511,7 +511,7 @@ void XdmClient::StreamLoop() {
     Collector("stream", false, SteadyClock::now() - t0);
     const auto wait = backoff.Next();
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       backoff_base_ = backoff.base();
     }
     spdlog::debug(
@@ -520,7 +520,7 @@ void XdmClient::StreamLoop() {
         Describe(st), wait.count());
     if (!worker_.SleepFor(wait, &stream_wake_)) break;
     metrics_->reconnects.Increment();
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     ++reconnects_;
   }
 }
@@ -545,7 +545,7 @@ bool XdmClient::PollOnce() {
     NoteFailure("ExporterGetDataList", st);
   }
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     last_poll_ok_ = fresh;
     last_poll_ = SteadyClock::now();
     if (fresh) {
@@ -576,7 +576,7 @@ void XdmClient::PollLoop() {
     milliseconds interval;
     std::optional<milliseconds> silent;  // the watchdog cancelled a stream silent this long
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       interval = interval_;
       const milliseconds watchdog =
           options_.watchdog.count() > 0
@@ -632,7 +632,7 @@ void XdmClient::ReadStaticInfo() {
     xdm::api::GpuInfoResponse resp;
     grpc::Status st = stub->ListGpuInfo(ctx, {}, &resp);
     if (st.ok()) {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       gpu_info_ = std::move(resp);
     }
     return st;
@@ -641,7 +641,7 @@ void XdmClient::ReadStaticInfo() {
     xdm::api::XPUTypeResponse resp;
     grpc::Status st = stub->ListSupportedXPUType(ctx, {}, &resp);
     if (st.ok()) {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       info_.supported_types.assign(resp.types().begin(), resp.types().end());
     }
     return st;
@@ -652,7 +652,7 @@ void XdmClient::ReadStaticInfo() {
     bool changed = false;
     const milliseconds reported(resp.intervalms());
     if (st.ok()) {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       if (reported >= kMinUpstreamInterval && reported <= kMaxUpstreamInterval) {
         changed = SetIntervalLocked(reported);
         interval_reported_ = true;
@@ -667,7 +667,7 @@ void XdmClient::ReadStaticInfo() {
     grpc::Status st = stub->ExporterGetStatus(ctx, {}, &resp);
     bool restarted = false;
     if (st.ok()) {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       // A new start time: the daemon restarted, and its sequence (and
       // perhaps its clock) with it. Its next snapshot is taken as it comes.
       restarted = info_.status && info_.status->starttimems() != resp.starttimems();
@@ -683,7 +683,7 @@ void XdmClient::ReadStaticInfo() {
       xdm::config::QueryStatusResponse resp;
       grpc::Status st = controller_->QueryStatus(ctx, {}, &resp);
       if (st.ok()) {
-        std::lock_guard<std::mutex> lock(mu_);
+        MutexLock lock(mu_);
         info_.controller_enabled = resp.enabled();
       }
       return st;
@@ -706,7 +706,7 @@ void XdmClient::InfoLoop() {
       backoff.Reset();
       bool missing_info;
       {
-        std::lock_guard<std::mutex> lock(mu_);
+        MutexLock lock(mu_);
         std::set<int32_t> have;
         for (const auto& g : gpu_info_.gpuinfos()) have.insert(g.minor());
         missing_info = std::any_of(resp.devices().begin(), resp.devices().end(),
@@ -716,12 +716,12 @@ void XdmClient::InfoLoop() {
       DeviceDecodeStats ds;
       xdm::api::GpuInfoResponse gpu;
       {
-        std::lock_guard<std::mutex> lock(mu_);
+        MutexLock lock(mu_);
         gpu = gpu_info_;
       }
       std::vector<store::DeviceInfo> devs = DecodeDevices(resp, gpu, options_.max_devices, &ds);
       {
-        std::lock_guard<std::mutex> lock(mu_);
+        MutexLock lock(mu_);
         info_open_ = true;
         PublishModeLocked();
       }
@@ -734,7 +734,7 @@ void XdmClient::InfoLoop() {
     }
     const grpc::Status st = reader->Finish();
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       info_open_ = false;
       worker_.Reset(&info_wake_);
       PublishModeLocked();
@@ -753,17 +753,17 @@ void XdmClient::InfoLoop() {
 }
 
 Mode XdmClient::mode() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return mode_;
 }
 
 UpstreamInfo XdmClient::info() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return info_;
 }
 
 UpstreamState XdmClient::state() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   UpstreamState s;
   s.mode = mode_;
   s.mode_since = mode_since_;
@@ -778,7 +778,7 @@ UpstreamState XdmClient::state() const {
 }
 
 uint64_t XdmClient::reconnects() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return reconnects_;
 }
 

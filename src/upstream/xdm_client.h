@@ -10,13 +10,13 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
 
 #include "catalog/catalog.h"
 #include "common/backoff.h"
+#include "common/mutex.h"
 #include "common/worker.h"
 #include "store/device_registry.h"
 #include "store/metric_store.h"
@@ -166,16 +166,16 @@ class XdmClient {
   // interval, one older than the last applied, or one sampled longer than
   // stale-after ago).
   bool Ingest(const xdm::api::ExporterDataResponse& msg);
-  bool StreamFreshLocked(std::chrono::steady_clock::time_point now) const;
+  bool StreamFreshLocked(std::chrono::steady_clock::time_point now) const XPU_REQUIRES(mu_);
   // Whether it changed; the caller says so with SayInterval once mu_ is
   // released (nothing logs under mu_: a blocked stderr would stall ingest
   // and every scrape's state() call).
-  bool SetIntervalLocked(std::chrono::milliseconds interval);
+  bool SetIntervalLocked(std::chrono::milliseconds interval) XPU_REQUIRES(mu_);
   static void SayInterval(std::chrono::milliseconds interval);
   // Stale-after in force: the configured one, else 3 intervals but no less
   // than the stall floor (EffectiveStaleAfter).
-  std::chrono::milliseconds StaleAfterLocked() const;
-  void PublishModeLocked();
+  std::chrono::milliseconds StaleAfterLocked() const XPU_REQUIRES(mu_);
+  void PublishModeLocked() XPU_REQUIRES(mu_);
   void ReadStaticInfo();
   void UpdateMode();
   void NoteFailure(const char* call, const grpc::Status& st);  // records last_error_
@@ -196,7 +196,7 @@ class XdmClient {
   // The XDM channel's stub; replaced (under mu_) by a fresh channel when
   // connection attempts to a returned daemon keep hanging. Calls hold their
   // own reference.
-  std::shared_ptr<xdm::api::XpuDeviceManagerService::Stub> stub_;
+  std::shared_ptr<xdm::api::XpuDeviceManagerService::Stub> stub_ XPU_GUARDED_BY(mu_);
   std::shared_ptr<xdm::api::XpuDeviceManagerService::Stub> stub() const;
   // Replaces the XDM channel if the daemon has been unreachable for a while.
   void MaybeRenewChannel();
@@ -213,44 +213,50 @@ class XdmClient {
   // Held by Ingest from judging a message to storing it, so that the stream
   // and the poller apply snapshots in the daemon's order. Taken before mu_,
   // never while holding it; nothing logs while holding it.
-  std::mutex ingest_mu_;
+  Mutex ingest_mu_ XPU_ACQUIRED_BEFORE(mu_);
 
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   // State below is protected by mu_.
-  Mode mode_ = Mode::kDown;
+  Mode mode_ XPU_GUARDED_BY(mu_) = Mode::kDown;
   // Why data last failed to come ("ExporterDataStream: 14 ..."), for the one
   // line that says XDM is down; cleared by fresh data. said_down_: that line
   // was logged and the "back" line is owed (quiet logs: one line per state
   // change, each attempt's details at debug).
-  std::string last_error_;
-  bool said_down_ = false;
-  grpc::ClientContext* stream_ctx_ = nullptr;  // the open stream's, for cancelling
-  bool stream_open_ = false;
-  std::chrono::steady_clock::time_point last_stream_msg_{};
-  std::chrono::steady_clock::time_point stream_opened_{};
-  bool last_poll_ok_ = false;
+  std::string last_error_ XPU_GUARDED_BY(mu_);
+  bool said_down_ XPU_GUARDED_BY(mu_) = false;
+  grpc::ClientContext* stream_ctx_ XPU_GUARDED_BY(mu_) =
+      nullptr;  // the open stream's, for cancelling
+  bool stream_open_ XPU_GUARDED_BY(mu_) = false;
+  std::chrono::steady_clock::time_point last_stream_msg_ XPU_GUARDED_BY(mu_){};
+  std::chrono::steady_clock::time_point stream_opened_ XPU_GUARDED_BY(mu_){};
+  bool last_poll_ok_ XPU_GUARDED_BY(mu_) = false;
   // The last poll failed because the daemon refused it (not a timeout): it
   // is gone, not stalled, and the mode is down at once.
-  bool refused_ = false;
-  std::chrono::steady_clock::time_point last_fresh_{};  // the last fresh data, either way
-  std::chrono::steady_clock::time_point last_poll_{};
-  bool polled_ = false;
-  std::chrono::system_clock::time_point mode_since_ = std::chrono::system_clock::now();
-  std::chrono::milliseconds backoff_base_{0};
-  std::map<std::string, CollectorState> collectors_;
-  bool info_open_ = false;                     // ListAndWatch delivering
-  std::chrono::milliseconds interval_;         // see interval()
-  bool interval_reported_ = false;             // interval_ is XDM's own
-  std::chrono::milliseconds stale_after_;      // ClientOptions::stale_after, reloadable
-  std::shared_ptr<const IngestRules> ingest_;  // never null; replaced whole
+  bool refused_ XPU_GUARDED_BY(mu_) = false;
+  std::chrono::steady_clock::time_point last_fresh_
+      XPU_GUARDED_BY(mu_){};  // the last fresh data, either way
+  std::chrono::steady_clock::time_point last_poll_ XPU_GUARDED_BY(mu_){};
+  bool polled_ XPU_GUARDED_BY(mu_) = false;
+  std::chrono::system_clock::time_point mode_since_ XPU_GUARDED_BY(mu_) =
+      std::chrono::system_clock::now();
+  std::chrono::milliseconds backoff_base_ XPU_GUARDED_BY(mu_){0};
+  std::map<std::string, CollectorState> collectors_ XPU_GUARDED_BY(mu_);
+  bool info_open_ XPU_GUARDED_BY(mu_) = false;              // ListAndWatch delivering
+  std::chrono::milliseconds interval_ XPU_GUARDED_BY(mu_);  // see interval()
+  bool interval_reported_ XPU_GUARDED_BY(mu_) = false;      // interval_ is XDM's own
+  std::chrono::milliseconds stale_after_
+      XPU_GUARDED_BY(mu_);  // ClientOptions::stale_after, reloadable
+  std::shared_ptr<const IngestRules> ingest_ XPU_GUARDED_BY(mu_);  // never null; replaced whole
   // The daemon's order of snapshots: what was applied last. Judged under
   // both ingest_mu_ and mu_ (mu_ alone for Forget).
-  SnapshotOrder order_;
-  uint64_t reconnects_ = 0;
-  std::chrono::steady_clock::time_point down_since_{};       // last transition to down
-  std::chrono::steady_clock::time_point channel_renewed_{};  // last fresh channel
-  UpstreamInfo info_;
-  xdm::api::GpuInfoResponse gpu_info_;
+  SnapshotOrder order_ XPU_GUARDED_BY(mu_);
+  uint64_t reconnects_ XPU_GUARDED_BY(mu_) = 0;
+  std::chrono::steady_clock::time_point down_since_
+      XPU_GUARDED_BY(mu_){};  // last transition to down
+  std::chrono::steady_clock::time_point channel_renewed_
+      XPU_GUARDED_BY(mu_){};  // last fresh channel
+  UpstreamInfo info_ XPU_GUARDED_BY(mu_);
+  xdm::api::GpuInfoResponse gpu_info_ XPU_GUARDED_BY(mu_);
 
   Worker worker_;  // last: its threads stop before the state above goes
 };

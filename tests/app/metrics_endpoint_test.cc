@@ -142,17 +142,33 @@ TEST_F(MetricsEndpointTest, PlainScrapeStreamsThePageInPieces) {
   EXPECT_EQ(offered, 2);
 }
 
-// OpenMetrics and the text format are separate pages: a gzip OpenMetrics
-// scrape never gets a text page another scrape rendered.
+// OpenMetrics and the text format are separate pages: a gzip text scrape
+// that arrives while an OpenMetrics one renders does not wait for that page
+// and get it, but renders its own (and the other way round).
 TEST_F(MetricsEndpointTest, FormatsAreNotShared) {
   Fill(2, 1);
+  Gate gate;
+  exposer_.AddCollectable(&gate);
   http::Request om = Gzip();
   om.accept = "application/openmetrics-text;version=1.0.0";
-  const http::Response a = endpoint_.Serve(om);
-  const http::Response b = endpoint_.Serve(Gzip());
+  http::Response a, b;
+  std::thread first([&] { a = endpoint_.Serve(om); });
+  gate.WaitEntered();
+  std::thread second([&] { b = endpoint_.Serve(Gzip()); });
+  // Either the text scrape renders too (it enters the gate) or it joined
+  // the OpenMetrics render (counted as shared).
+  ASSERT_TRUE(WaitFor([&] { return gate.calls.load() == 2 || Shared(self_) > 0; }));
+  gate.Open();
+  first.join();
+  second.join();
+  EXPECT_EQ(Shared(self_), 0);
+  EXPECT_EQ(gate.calls.load(), 2);
+  ASSERT_TRUE(a.shared_body && b.shared_body);
+  EXPECT_NE(a.shared_body, b.shared_body);
   EXPECT_NE(Gunzip(*a.shared_body).find("# EOF\n"), std::string::npos);
   EXPECT_EQ(Gunzip(*b.shared_body).find("# EOF"), std::string::npos);
   EXPECT_EQ(a.content_type, exposition::kOpenMetricsContentType);
+  EXPECT_NE(b.content_type, exposition::kOpenMetricsContentType);
 }
 
 }  // namespace

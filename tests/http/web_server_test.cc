@@ -451,9 +451,10 @@ TEST(GzipTest, StreamOfPiecesIsOneMemberOfTheWholePage) {
   EXPECT_EQ(Gunzip(z), "");
 }
 
-// The pipe compresses on a helper thread what the caller writes: the same
-// one member, whether the page is one piece (inline) or many (queued); a
-// pipe abandoned mid-page (a render that threw) ends its helper.
+// The pipe compresses on a helper thread what the caller hands it: the same
+// one member, whether the page is one piece (inline) or many (queued), and
+// each piece's buffer comes back empty; a pipe abandoned mid-page (a render
+// that threw) ends its helper.
 TEST(GzipTest, PipeCompressesPiecesOnAHelperIntoOneMember) {
   std::string page;
   for (int i = 0; page.size() < (2u << 20); ++i)
@@ -462,16 +463,22 @@ TEST(GzipTest, PipeCompressesPiecesOnAHelperIntoOneMember) {
   for (size_t piece : {size_t{65536}, size_t{1000}, page.size()}) {
     std::string z;
     GzipPipe pipe(&z);
-    for (size_t pos = 0; pos < page.size(); pos += piece)
-      pipe.Write(std::string_view(page).substr(pos, piece), pos + piece >= page.size());
+    std::string buf;
+    for (size_t pos = 0; pos < page.size(); pos += piece) {
+      buf.assign(page, pos, piece);
+      pipe.Take(&buf, pos + piece >= page.size());
+      ASSERT_TRUE(buf.empty());
+    }
     ASSERT_TRUE(pipe.Finish());
     EXPECT_EQ(Gunzip(z), page) << "pieces of " << piece;
   }
   std::string z;
   {
     GzipPipe abandoned(&z);
-    abandoned.Write(std::string_view(page).substr(0, 65536), false);
-    abandoned.Write(std::string_view(page).substr(65536, 65536), false);
+    std::string buf = page.substr(0, 65536);
+    abandoned.Take(&buf, false);
+    buf = page.substr(65536, 65536);
+    abandoned.Take(&buf, false);
   }  // no last piece, no Finish: the destructor must not hang
 }
 

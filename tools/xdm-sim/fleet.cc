@@ -74,7 +74,7 @@ Fleet::Device* Fleet::FindLocked(int minor) {
 }
 
 void Fleet::Tick(int64_t now_ms, int64_t dt_ms) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   const double dt = static_cast<double>(dt_ms) / 1000.0;
   for (Device& d : devices_) {
     if (frozen_) break;
@@ -113,6 +113,7 @@ void Fleet::Tick(int64_t now_ms, int64_t dt_ms) {
 
 void Fleet::AppendSamples(const Device& d, const std::set<uint32_t>& ids,
                           xdm::api::ExporterDataResponse* out) const {
+  const int64_t stamp = last_tick_ms_;
   auto want = [&](uint32_t id) { return ids.empty() || ids.count(id) > 0; };
   auto add = [&](uint32_t id, double v) {
     if (!want(id)) return;
@@ -120,7 +121,7 @@ void Fleet::AppendSamples(const Device& d, const std::set<uint32_t>& ids,
     s->set_minor(d.minor);
     s->set_metricid(id);
     s->set_value(v);
-    s->set_timestampms(last_tick_ms_);
+    s->set_timestampms(stamp);
   };
   add(kUtilization, std::round(d.util * 10) / 10);
   add(kMemoryUsed, std::round(d.mem_used_mib));
@@ -146,7 +147,7 @@ void Fleet::AppendSamples(const Device& d, const std::set<uint32_t>& ids,
       s->set_metricid(id);
       s->set_instance(inst);
       s->set_value(v);
-      s->set_timestampms(last_tick_ms_);
+      s->set_timestampms(stamp);
     };
     add_link(kLinkTxBytes, std::floor(d.links[i].tx_bytes));
     add_link(kLinkRxBytes, std::floor(d.links[i].rx_bytes));
@@ -158,20 +159,21 @@ xdm::api::ExporterDataResponse Fleet::Data(const xdm::api::ExporterDataRequest& 
   const std::set<int32_t> minors(req.minors().begin(), req.minors().end());
   const std::set<uint32_t> ids(req.metricids().begin(), req.metricids().end());
   xdm::api::ExporterDataResponse out;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   for (const Device& d : devices_) {
     if (!minors.empty() && minors.count(d.minor) == 0) continue;
     AppendSamples(d, ids, &out);
   }
   if (garbage_ && !devices_.empty()) {
     const int32_t m = devices_.front().minor;
+    const int64_t stamp = last_tick_ms_;
     auto add = [&](uint32_t id, double v, const std::string& inst) {
       auto* s = out.add_datalist();
       s->set_minor(m);
       s->set_metricid(id);
       s->set_value(v);
       s->set_instance(inst);
-      s->set_timestampms(last_tick_ms_);
+      s->set_timestampms(stamp);
     };
     add(kTemperature, std::numeric_limits<double>::quiet_NaN(), "");
     add(kPower, std::numeric_limits<double>::infinity(), "");
@@ -188,7 +190,7 @@ xdm::api::ExporterDataResponse Fleet::Data(const xdm::api::ExporterDataRequest& 
 
 xdm::api::ListAndWatchResponse Fleet::Devices() const {
   xdm::api::ListAndWatchResponse out;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   const int count = static_cast<int>(devices_.size());
   for (const Device& d : devices_) {
     auto* dev = out.add_devices();
@@ -207,7 +209,7 @@ xdm::api::ListAndWatchResponse Fleet::Devices() const {
 xdm::api::GpuInfoResponse Fleet::GpuInfo(const xdm::api::GpuInfoRequest& req) const {
   const std::set<int32_t> minors(req.minors().begin(), req.minors().end());
   xdm::api::GpuInfoResponse out;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   for (const Device& d : devices_) {
     if (!minors.empty() && minors.count(d.minor) == 0) continue;
     auto* g = out.add_gpuinfos();
@@ -252,7 +254,7 @@ AllocateResponse Fleet::Allocate(const AllocateRequest& req) {
   AllocateResponse resp;
   resp.set_id(req.id());
   *resp.mutable_annotations() = req.annotations();
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   std::vector<int32_t> chosen;
   std::optional<Refusal> refused = ValidateLocked(req);
   if (!refused && req.devices_size() > 0) refused = PlaceLocked(req, &chosen);
@@ -378,7 +380,7 @@ void Fleet::GiveBackLocked(const xdm::api::AllocatedDevice& a) {
 
 xdm::api::ReleaseResponse Fleet::Release(const xdm::api::ReleaseRequest& req) {
   xdm::api::ReleaseResponse resp;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto it = allocations_.find(req.id());
   if (it == allocations_.end()) {
     resp.set_status(kStatusNotFound);
@@ -392,7 +394,7 @@ xdm::api::ReleaseResponse Fleet::Release(const xdm::api::ReleaseRequest& req) {
 }
 
 std::map<std::string, std::vector<std::string>> Fleet::AllocatedUuids() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   std::map<std::string, std::vector<std::string>> out;
   for (const auto& [id, alloc] : allocations_) {
     auto& uuids = out[id];
@@ -402,7 +404,7 @@ std::map<std::string, std::vector<std::string>> Fleet::AllocatedUuids() const {
 }
 
 std::vector<int32_t> Fleet::Minors() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   std::vector<int32_t> out;
   for (const Device& d : devices_) out.push_back(d.minor);
   return out;
@@ -415,7 +417,7 @@ std::string BusIdOf(int minor) {
 }
 
 std::vector<HalDeviceView> Fleet::HalView() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   std::vector<HalDeviceView> out;
   for (const Device& d : devices_) {
     out.push_back(
@@ -425,7 +427,7 @@ std::vector<HalDeviceView> Fleet::HalView() const {
 }
 
 xpu::Status Fleet::SetPci(int minor, const PciState& state) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   Device* d = FindLocked(minor);
   if (d == nullptr) return xpu::Status::NotFound("no device with minor " + std::to_string(minor));
   d->pci = state;
@@ -433,7 +435,7 @@ xpu::Status Fleet::SetPci(int minor, const PciState& state) {
 }
 
 xpu::Status Fleet::GetPci(int minor, PciState* state) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   for (const Device& d : devices_) {
     if (d.minor != minor) continue;
     *state = d.pci;
@@ -443,24 +445,24 @@ xpu::Status Fleet::GetPci(int minor, PciState* state) const {
 }
 
 uint64_t Fleet::samples_served() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return samples_served_;
 }
 
 int64_t Fleet::last_tick_ms() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return last_tick_ms_;
 }
 
 uint64_t Fleet::devices_generation() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return devices_generation_;
 }
 
 xpu::Status Fleet::RaiseFault(int minor, const std::string& code) {
   const std::string norm = xpu::NormalizeFaultCode(code);
   if (norm.empty()) return xpu::Status::InvalidArgument("fault code '" + code + "' is not hex");
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   Device* d = FindLocked(minor);
   if (d == nullptr) return xpu::Status::NotFound("no device with minor " + std::to_string(minor));
   d->faults.insert(norm);
@@ -471,7 +473,7 @@ xpu::Status Fleet::ClearFault(int minor, const std::string& code) {
   const std::string norm = xpu::NormalizeFaultCode(code);  // empty code: every fault
   if (!code.empty() && norm.empty())
     return xpu::Status::InvalidArgument("fault code '" + code + "' is not hex");
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   Device* d = FindLocked(minor);
   if (d == nullptr) return xpu::Status::NotFound("no device with minor " + std::to_string(minor));
   if (!norm.empty()) {
@@ -483,7 +485,7 @@ xpu::Status Fleet::ClearFault(int minor, const std::string& code) {
 }
 
 xpu::Status Fleet::SetHealth(int minor, bool healthy) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   Device* d = FindLocked(minor);
   if (d == nullptr) return xpu::Status::NotFound("no device with minor " + std::to_string(minor));
   if (d->healthy != healthy) {
@@ -494,7 +496,7 @@ xpu::Status Fleet::SetHealth(int minor, bool healthy) {
 }
 
 xpu::Status Fleet::AddEccErrors(int minor, uint64_t correctable, uint64_t uncorrectable) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   Device* d = FindLocked(minor);
   if (d == nullptr) return xpu::Status::NotFound("no device with minor " + std::to_string(minor));
   d->ecc_corr += static_cast<double>(correctable);
@@ -503,7 +505,7 @@ xpu::Status Fleet::AddEccErrors(int minor, uint64_t correctable, uint64_t uncorr
 }
 
 void Fleet::SetGarbage(bool on) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (garbage_ != on) ++devices_generation_;
   garbage_ = on;
 }
@@ -511,7 +513,7 @@ void Fleet::SetGarbage(bool on) {
 xpu::Status Fleet::SetCount(int count) {
   if (count < 0 || count > 4096)
     return xpu::Status::InvalidArgument("count " + std::to_string(count) + " out of range 0..4096");
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   const int have = static_cast<int>(devices_.size());
   if (count == have) return xpu::Status::Ok();
   if (count < have) {

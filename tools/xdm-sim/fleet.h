@@ -2,18 +2,22 @@
 
 #include <cstdint>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <random>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "common/mutex.h"
 #include "common/status.h"
 #include "models.h"
 #include "xdm/api_outer.pb.h"
 
 namespace xdmsim {
+
+using xpu::CondVar;
+using xpu::Mutex;
+using xpu::MutexLock;
 
 // What the kernel's PCI files would say of one device (docs/hal.md, the pci
 // backend); changed through /control/pci.
@@ -127,39 +131,39 @@ class Fleet {
   };
 
   Device MakeDevice(int minor) const;
-  Device* FindLocked(int minor);
-  std::string ModelNameLocked(const Device& d) const;
-  void GiveBackLocked(const xdm::api::AllocatedDevice& a);
+  Device* FindLocked(int minor) XPU_REQUIRES(mu_);
+  std::string ModelNameLocked(const Device& d) const XPU_REQUIRES(mu_);
+  void GiveBackLocked(const xdm::api::AllocatedDevice& a) XPU_REQUIRES(mu_);
   void AppendSamples(const Device& d, const std::set<uint32_t>& ids,
-                     xdm::api::ExporterDataResponse* out) const;
+                     xdm::api::ExporterDataResponse* out) const XPU_REQUIRES(mu_);
   std::string CheckFits(const Device& d, const xdm::api::DeviceRequest& r) const;
   // Allocate's three steps. A refusal is an AllocateResponse status and why.
   struct Refusal {
     int status;
     std::string message;
   };
-  std::optional<Refusal> ValidateLocked(const xdm::api::AllocateRequest& req);
+  std::optional<Refusal> ValidateLocked(const xdm::api::AllocateRequest& req) XPU_REQUIRES(mu_);
   // Picks a device (minor) for each requested one: the named one, else the
   // first that fits and is not picked yet.
   std::optional<Refusal> PlaceLocked(const xdm::api::AllocateRequest& req,
-                                     std::vector<int32_t>* chosen);
+                                     std::vector<int32_t>* chosen) XPU_REQUIRES(mu_);
   void CommitLocked(const xdm::api::AllocateRequest& req, const std::vector<int32_t>& chosen,
-                    xdm::api::AllocateResponse* resp);
+                    xdm::api::AllocateResponse* resp) XPU_REQUIRES(mu_);
 
   const ModelSpec model_;
   const uint64_t seed_;
   const int links_;
   const bool frozen_;  // metrics keep their initial values (golden tests)
 
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   // State below is protected by mu_.
-  std::vector<Device> devices_;  // sorted by minor
-  std::map<std::string, Allocation> allocations_;
-  uint64_t sequence_ = 0;
-  int64_t last_tick_ms_ = 0;
-  uint64_t devices_generation_ = 1;
-  mutable uint64_t samples_served_ = 0;
-  bool garbage_ = false;
+  std::vector<Device> devices_ XPU_GUARDED_BY(mu_);  // sorted by minor
+  std::map<std::string, Allocation> allocations_ XPU_GUARDED_BY(mu_);
+  uint64_t sequence_ XPU_GUARDED_BY(mu_) = 0;
+  int64_t last_tick_ms_ XPU_GUARDED_BY(mu_) = 0;
+  uint64_t devices_generation_ XPU_GUARDED_BY(mu_) = 1;
+  mutable uint64_t samples_served_ XPU_GUARDED_BY(mu_) = 0;
+  bool garbage_ XPU_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace xdmsim

@@ -17,17 +17,17 @@ namespace xdmsim {
 namespace fs = std::filesystem;
 
 void Simulator::AddClaim(DraClaim claim) {
-  std::lock_guard<std::mutex> lock(claims_mu_);
+  MutexLock lock(claims_mu_);
   claims_.push_back(std::move(claim));
 }
 
 size_t Simulator::RemoveClaims(const std::string& pod) {
-  std::lock_guard<std::mutex> lock(claims_mu_);
+  MutexLock lock(claims_mu_);
   return std::erase_if(claims_, [&](const DraClaim& c) { return c.pod == pod; });
 }
 
 std::vector<DraClaim> Simulator::Claims() const {
-  std::lock_guard<std::mutex> lock(claims_mu_);
+  MutexLock lock(claims_mu_);
   return claims_;
 }
 
@@ -38,65 +38,69 @@ int64_t NowMs() {
 }
 
 uint64_t Signals::WaitTick(uint64_t seen, uint64_t break_gen, std::chrono::milliseconds max_wait) {
-  std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait_for(lock, max_wait,
-               [&] { return ticks_ != seen || break_gen_ != break_gen || stopping_; });
+  MutexLock lock(mu_);
+  const auto deadline = std::chrono::steady_clock::now() + max_wait;
+  while (ticks_ == seen && break_gen_ == break_gen && !stopping_) {
+    if (!cv_.WaitUntil(lock, deadline)) break;
+  }
   return ticks_;
 }
 
 void Signals::SleepUntil(std::chrono::steady_clock::time_point deadline) {
-  std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait_until(lock, deadline, [&] { return stopping_; });
+  MutexLock lock(mu_);
+  while (!stopping_) {
+    if (!cv_.WaitUntil(lock, deadline)) break;
+  }
 }
 
 void Signals::Tick() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     ++ticks_;
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
 }
 
-void Signals::Notify() { cv_.notify_all(); }
+void Signals::Notify() { cv_.NotifyAll(); }
 
 void Signals::SetPaused(bool paused) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     paused_ = paused;
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
 }
 
 void Signals::BreakStreams() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     ++break_gen_;
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
 }
 
 void Signals::Stop() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     stopping_ = true;
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
 }
 
 uint64_t Signals::ticks() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return ticks_;
 }
 uint64_t Signals::break_generation() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return break_gen_;
 }
 bool Signals::paused() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return paused_;
 }
 bool Signals::stopping() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return stopping_;
 }
 
@@ -228,7 +232,7 @@ void Simulator::TickLoop() {
 
 void Simulator::WriteHal() {
   if (options_.hal_root.empty() || !fleet_) return;
-  std::lock_guard<std::mutex> lock(hal_mu_);
+  MutexLock lock(hal_mu_);
   const fs::path root(options_.hal_root);
   std::set<std::string> present;
   std::error_code ec;
@@ -341,7 +345,7 @@ void Simulator::Stop() {
 }
 
 void Simulator::SetReorder(bool on) {
-  std::lock_guard<std::mutex> lock(reorder_mu_);
+  MutexLock lock(reorder_mu_);
   reorder_ = on;
   served_.clear();
 }
@@ -349,7 +353,7 @@ void Simulator::SetReorder(bool on) {
 std::optional<xdm::api::ExporterDataResponse> Simulator::Older(
     const xdm::api::ExporterDataResponse& current, bool poll) {
   constexpr size_t kHistory = 3;  // the older answer is up to 2 snapshots back
-  std::lock_guard<std::mutex> lock(reorder_mu_);
+  MutexLock lock(reorder_mu_);
   if (!reorder_) return std::nullopt;
   if (served_.empty() || served_.back().sequence() != current.sequence()) {
     served_.push_back(current);

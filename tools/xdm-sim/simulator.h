@@ -5,22 +5,25 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <filesystem>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
 
+#include "common/mutex.h"
 #include "common/status.h"
 #include "fleet.h"
 
 class CivetServer;
 
 namespace xdmsim {
+
+using xpu::CondVar;
+using xpu::Mutex;
+using xpu::MutexLock;
 
 struct SimOptions {
   std::string socket_path = "/tmp/xdm-sim/dp2mgr.sock";
@@ -64,10 +67,10 @@ class Signals {
   // should give up (cancelled or shutting down).
   template <typename Cancelled>
   bool WaitWhilePaused(Cancelled cancelled) {
-    std::unique_lock<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     while (paused_ && !stopping_) {
       if (cancelled()) return false;
-      cv_.wait_for(lock, std::chrono::milliseconds(50));
+      cv_.WaitFor(lock, std::chrono::milliseconds(50));
     }
     return !stopping_;
   }
@@ -84,13 +87,13 @@ class Signals {
   bool stopping() const;
 
  private:
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
+  mutable Mutex mu_;
+  CondVar cv_;
   // State below is protected by mu_.
-  uint64_t ticks_ = 0;
-  uint64_t break_gen_ = 0;
-  bool paused_ = false;
-  bool stopping_ = false;
+  uint64_t ticks_ XPU_GUARDED_BY(mu_) = 0;
+  uint64_t break_gen_ XPU_GUARDED_BY(mu_) = 0;
+  bool paused_ XPU_GUARDED_BY(mu_) = false;
+  bool stopping_ XPU_GUARDED_BY(mu_) = false;
 };
 
 // xdm-sim: both upstream gRPC services on Unix sockets, a ticker that moves
@@ -147,10 +150,11 @@ class Simulator {
   Signals signals_;
   std::atomic<int> active_streams_{0};
   std::atomic<bool> replay_{false};
-  std::mutex reorder_mu_;
-  bool reorder_ = false;                               // guarded by reorder_mu_
-  std::deque<xdm::api::ExporterDataResponse> served_;  // guarded by reorder_mu_
-  uint64_t stream_turn_ = 0, poll_turn_ = 0;           // guarded by reorder_mu_
+  Mutex reorder_mu_;
+  bool reorder_ XPU_GUARDED_BY(reorder_mu_) = false;
+  std::deque<xdm::api::ExporterDataResponse> served_ XPU_GUARDED_BY(reorder_mu_);
+  uint64_t stream_turn_ XPU_GUARDED_BY(reorder_mu_) = 0;
+  uint64_t poll_turn_ XPU_GUARDED_BY(reorder_mu_) = 0;
   int64_t start_time_ms_ = 0;
   std::unique_ptr<grpc::Service> xdm_service_;
   std::unique_ptr<grpc::Service> config_service_;
@@ -160,9 +164,9 @@ class Simulator {
   std::unique_ptr<class ControlHandler> control_handler_;
   int control_port_ = 0;
   std::thread ticker_;
-  std::mutex hal_mu_;  // serialises HAL tree writes
-  mutable std::mutex claims_mu_;
-  std::vector<DraClaim> claims_;  // guarded by claims_mu_
+  Mutex hal_mu_;  // serialises HAL tree writes
+  mutable Mutex claims_mu_;
+  std::vector<DraClaim> claims_ XPU_GUARDED_BY(claims_mu_);
 };
 
 // Milliseconds since the Unix epoch.
