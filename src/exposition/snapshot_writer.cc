@@ -94,37 +94,39 @@ void SnapshotWriter::Append(const store::Snapshot& snap, PageSink* sink, Format 
       last_minor = row.minor;
       fragment = &it->second;
     }
-    // The labels after the device's, in up to three pieces: the family's
-    // instance label and its value, or (unknown IDs, values that need
-    // escaping) both written out into `escaped`.
-    std::string_view tail[3];
-    if (row.entry == nullptr) {
-      escaped.assign(",id=\"").append(std::to_string(row.metric_id)).push_back('"');
-      if (!row.instance.empty()) {
-        escaped.append(",instance_id=\"");
+    // The labels after the device's: the family's instance label and its
+    // value, or (unknown IDs, values that need escaping) written out into
+    // `escaped` first.
+    const bool written_out =
+        row.entry == nullptr || (!instance_label.empty() && NeedsEscape(row.instance));
+    if (written_out) {
+      escaped.clear();
+      if (row.entry == nullptr) {
+        escaped.append(",id=\"").append(std::to_string(row.metric_id)).push_back('"');
+        if (!row.instance.empty()) escaped.append(",instance_id=\"");
+      } else {
+        escaped.append(instance_label);
+      }
+      if (row.entry != nullptr || !row.instance.empty()) {
         AppendLabelValue(row.instance, &escaped);
         escaped.push_back('"');
       }
-      tail[0] = escaped;
-    } else if (!instance_label.empty() && NeedsEscape(row.instance)) {
-      escaped.assign(instance_label);
-      AppendLabelValue(row.instance, &escaped);
-      escaped.push_back('"');
-      tail[0] = escaped;
-    } else if (!instance_label.empty()) {
-      tail[0] = instance_label;
-      tail[1] = row.instance;
-      tail[2] = "\"";
     }
     // The row, assembled in one buffer and appended once: a dozen
     // std::string appends per series would double the render time.
     const std::string& name = FamilyName(row);
-    const size_t need = name.size() + fragment->size() + tail[0].size() + tail[1].size() +
-                        tail[2].size() + kMaxValueChars + 3;
+    const size_t labels =
+        written_out ? escaped.size() : instance_label.size() + row.instance.size() + 1;
+    const size_t need = name.size() + fragment->size() + labels + kMaxValueChars + 3;
     if (line.size() < need) line.resize(std::max(need, 2 * line.size()));
     char* p = Put(line.data(), name);
     p = Put(p, *fragment);
-    for (std::string_view piece : tail) p = Put(p, piece);
+    if (written_out) {
+      p = Put(p, escaped);
+    } else if (!instance_label.empty()) {
+      p = Put(Put(p, instance_label), row.instance);
+      *p++ = '"';
+    }
     *p++ = '}';
     *p++ = ' ';
     p = WriteValue(snap.values[i], p);

@@ -14,20 +14,6 @@ namespace {
 using SteadyClock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
-// Data is current for 1.5 collection intervals after it arrives: one interval
-// plus room for jitter, short of the next-but-one.
-template <typename D>
-D FreshWindow(D interval) {
-  return interval * 3 / 2;
-}
-// Without explicit settings, a stream silent (watchdog) or a series not
-// refreshed (stale-after) for three intervals is given up.
-constexpr int kIntervalsUntilGivenUp = 3;
-// A poll must answer within 0.8 intervals, so polls never overlap.
-template <typename D>
-D PollDeadline(D interval) {
-  return interval * 4 / 5;
-}
 constexpr std::chrono::seconds kStaticInfoDeadline(2);
 // Re-subscribing doubles its wait, +-20% so a fleet does not reconnect in step.
 constexpr double kBackoffMultiplier = 2.0;
@@ -41,7 +27,6 @@ constexpr int kKeepaliveTimeoutMs = 10000;
 // are released instead of kept for the next message.
 constexpr int kKeepBufferEntries = 4096;
 constexpr int kTrimAfterSamples = 20000;
-constexpr std::chrono::seconds kRenewChannelAfter(1);
 constexpr std::chrono::seconds kTrimEvery(2);
 constexpr int kChannelReconnectInitial = 100;  // ms
 constexpr int kChannelConnectTimeout = 300;    // ms
@@ -54,18 +39,6 @@ std::string Describe(const grpc::Status& s) {
 }
 
 }  // namespace
-
-const char* ModeName(Mode m) {
-  switch (m) {
-    case Mode::kStream:
-      return "stream";
-    case Mode::kPoll:
-      return "poll";
-    case Mode::kDown:
-      return "down";
-  }
-  return "down";
-}
 
 ChannelFactory DefaultChannelFactory(const ClientOptions& options) {
   return [options](const std::string& endpoint) {
@@ -192,14 +165,14 @@ XdmClient::XdmClient(ClientOptions options, std::shared_ptr<const catalog::Catal
       devices_(devices),
       metrics_(std::make_unique<Metrics>(*self_metrics)),
       uniform01_(std::move(uniform01)),
-      interval_(options_.interval),
+      machine_(ModeMachine::Options{options_.interval, options_.watchdog, options_.stall_floor}),
       stale_after_(options_.stale_after),
       ingest_(std::make_shared<IngestRules>(IngestRules{std::move(catalog), options_.excluded_ids,
                                                         options_.keep_unknown, options_.devices})) {
   if (options_.interval.count() <= 0) throw std::invalid_argument("interval must be > 0");
   if (options_.max_message_bytes <= 0) throw std::invalid_argument("max_message_bytes must be > 0");
   if (options_.max_devices == 0) throw std::invalid_argument("max_devices must be > 0");
-  metrics_->interval.Set(std::chrono::duration<double>(interval_).count());
+  metrics_->interval.Set(std::chrono::duration<double>(options_.interval).count());
   devices_->SetXdmLive(false);
   if (!channels) channels = DefaultChannelFactory(options_);
   if (!uniform01_) {
@@ -242,16 +215,9 @@ std::shared_ptr<xdm::api::XpuDeviceManagerService::Stub> XdmClient::stub() const
 // just restarted: its connection attempts time out one after another for
 // seconds (docs/reliability.md). A fresh channel starts a fresh attempt.
 void XdmClient::MaybeRenewChannel() {
-  const auto now = SteadyClock::now();
   {
     MutexLock lock(mu_);
-    // Only once down: during a stall (the mode holding) a fresh channel's
-    // connection attempt to the stopped daemon would fail as UNAVAILABLE,
-    // which reads as a refusing daemon and would turn the mode down.
-    if (mode_ != Mode::kDown || now - down_since_ < kRenewChannelAfter ||
-        now - channel_renewed_ < kRenewChannelAfter)
-      return;
-    channel_renewed_ = now;
+    if (!machine_.RenewChannel(SteadyClock::now())) return;
   }
   auto fresh = xdm::api::XpuDeviceManagerService::NewStub(channels_(options_.xdm_endpoint));
   MutexLock lock(mu_);
@@ -260,12 +226,11 @@ void XdmClient::MaybeRenewChannel() {
 
 std::chrono::milliseconds XdmClient::interval() const {
   MutexLock lock(mu_);
-  return interval_;
+  return machine_.interval();
 }
 
 bool XdmClient::SetIntervalLocked(milliseconds interval) {
-  if (interval == interval_) return false;
-  interval_ = interval;
+  if (!machine_.set_interval(interval)) return false;
   store_->set_stale_after(StaleAfterLocked());
   metrics_->interval.Set(std::chrono::duration<double>(interval).count());
   return true;
@@ -290,18 +255,8 @@ void XdmClient::Reconfigure(IngestRules ingest, milliseconds interval, milliseco
   if (changed) SayInterval(interval);
 }
 
-milliseconds EffectiveStaleAfter(milliseconds configured, milliseconds interval,
-                                 milliseconds floor) {
-  return configured.count() > 0 ? configured : std::max(interval * kIntervalsUntilGivenUp, floor);
-}
-
 milliseconds XdmClient::StaleAfterLocked() const {
-  return EffectiveStaleAfter(stale_after_, interval_, options_.stall_floor);
-}
-
-bool XdmClient::StreamFreshLocked(SteadyClock::time_point now) const {
-  return stream_open_ && last_stream_msg_ >= stream_opened_ &&
-         now - last_stream_msg_ < FreshWindow(interval_);
+  return EffectiveStaleAfter(stale_after_, machine_.interval(), options_.stall_floor);
 }
 
 void XdmClient::Warn(const std::string& key, const std::string& message) {
@@ -336,7 +291,7 @@ bool XdmClient::Ingest(const xdm::api::ExporterDataResponse& msg) {
                                            std::chrono::system_clock::now().time_since_epoch())
                                            .count(),
                                        SteadyClock::now(), StaleAfterLocked(),
-                                       FreshWindow(interval_)};
+                                       machine_.fresh_window()};
     verdict = order_.Judge(msg.timestampms(), msg.sequence(), clocks);
     ingest = ingest_;
   }
@@ -392,62 +347,41 @@ bool XdmClient::Ingest(const xdm::api::ExporterDataResponse& msg) {
 }
 
 // Gauges and the registry's liveness are set under mu_, so concurrent mode
-// changes cannot leave them disagreeing with mode_.
+// changes cannot leave them disagreeing with the mode.
 void XdmClient::PublishModeLocked() {
   for (Mode x : {Mode::kDown, Mode::kPoll, Mode::kStream})
-    metrics_->mode[static_cast<int>(x)]->Set(x == mode_ ? 1 : 0);
-  metrics_->up.Set(mode_ == Mode::kDown ? 0 : 1);
+    metrics_->mode[static_cast<int>(x)]->Set(x == machine_.mode() ? 1 : 0);
+  metrics_->up.Set(machine_.mode() == Mode::kDown ? 0 : 1);
   // XDM's view of device health is served only while XDM is alive: its
   // ListAndWatch open and its data fresh.
-  devices_->SetXdmLive(info_open_ && mode_ != Mode::kDown);
+  devices_->SetXdmLive(info_open_ && machine_.mode() != Mode::kDown);
 }
 
 void XdmClient::UpdateMode() {
   if (worker_.stopping()) return;  // calls end because we cancel them, not because XDM left
-  Mode m;
-  Mode old;
-  std::string reason;
-  bool say_down = false;
-  bool say_back = false;
+  ModeMachine::Change c;
   {
     MutexLock lock(mu_);
-    const auto now = SteadyClock::now();
-    const bool stream_fresh = StreamFreshLocked(now);
-    // Neither way delivers now. A daemon that refuses calls is down; one
-    // whose answers stop coming (or repeat) is stalled, and keeps its mode
-    // until the stall floor: a short pause is not an outage.
-    const bool stalled =
-        mode_ != Mode::kDown && !refused_ && now - last_fresh_ < options_.stall_floor;
-    m = stream_fresh ? Mode::kStream : last_poll_ok_ ? Mode::kPoll : stalled ? mode_ : Mode::kDown;
-    old = mode_;
-    mode_ = m;
-    if (m != old) mode_since_ = std::chrono::system_clock::now();
-    if (m == Mode::kDown && old != Mode::kDown) down_since_ = SteadyClock::now();
-    // Down is said once, when a call has failed (not while the first
-    // answer is awaited at start), and back once.
-    say_down = m == Mode::kDown && !said_down_ && !last_error_.empty();
-    say_back = m != Mode::kDown && said_down_;
-    if (say_down) said_down_ = true;
-    if (say_back) said_down_ = false;
-    reason = last_error_;
+    c = machine_.Update(SteadyClock::now());
+    if (c.changed()) mode_since_ = std::chrono::system_clock::now();
     PublishModeLocked();
   }
-  if (say_down) {
+  if (c.say_down) {
     spdlog::warn(
         "XDM down at {} (upstream mode {} -> down): {}; retrying with backoff, details "
         "at --log.level=debug",
-        options_.xdm_endpoint, ModeName(old), reason);
-  } else if (say_back) {
-    spdlog::info("XDM back at {} (upstream mode {} -> {})", options_.xdm_endpoint, ModeName(old),
-                 ModeName(m));
-  } else if (m != old) {
-    spdlog::info("upstream mode {} -> {}", ModeName(old), ModeName(m));
+        options_.xdm_endpoint, ModeName(c.from), c.reason);
+  } else if (c.say_back) {
+    spdlog::info("XDM back at {} (upstream mode {} -> {})", options_.xdm_endpoint, ModeName(c.from),
+                 ModeName(c.to));
+  } else if (c.changed()) {
+    spdlog::info("upstream mode {} -> {}", ModeName(c.from), ModeName(c.to));
   }
 }
 
 void XdmClient::NoteFailure(const char* call, const grpc::Status& st) {
   MutexLock lock(mu_);
-  last_error_ = std::string(call) + ": " + Describe(st);
+  machine_.Failed(std::string(call) + ": " + Describe(st));
 }
 
 void XdmClient::StreamLoop() {
@@ -460,9 +394,8 @@ void XdmClient::StreamLoop() {
     {
       MutexLock lock(mu_);
       stream_ctx_ = &ctx;
-      stream_open_ = true;
       worker_.Reset(&stream_wake_);
-      stream_opened_ = SteadyClock::now();
+      machine_.StreamOpened(SteadyClock::now());
     }
     // The stub (and its channel) must outlive the call: a renewed channel
     // replaces stub_ while this stream may still be open.
@@ -485,10 +418,7 @@ void XdmClient::StreamLoop() {
       metrics_->stream_messages.Increment();
       if (Ingest(msg)) {
         MutexLock lock(mu_);
-        last_stream_msg_ = SteadyClock::now();
-        last_fresh_ = last_stream_msg_;
-        refused_ = false;
-        last_error_.clear();
+        machine_.StreamDelivered(SteadyClock::now());
       }
       // A message far larger than usual would keep its memory: start afresh.
       if (msg.datalist().Capacity() > kKeepBufferEntries &&
@@ -503,7 +433,7 @@ void XdmClient::StreamLoop() {
     {
       MutexLock lock(mu_);
       stream_ctx_ = nullptr;
-      stream_open_ = false;
+      machine_.StreamEnded();
       worker_.Ring(&poll_now_);
     }
     UpdateMode();
@@ -529,7 +459,12 @@ bool XdmClient::PollOnce() {
   grpc::ClientContext ctx;
   CallScope tracked(&calls_, &ctx);
   if (!tracked.ok()) return false;
-  ctx.set_deadline(std::chrono::system_clock::now() + PollDeadline(interval()));
+  milliseconds deadline;
+  {
+    MutexLock lock(mu_);
+    deadline = machine_.poll_deadline();
+  }
+  ctx.set_deadline(std::chrono::system_clock::now() + deadline);
   xdm::api::ExporterDataResponse resp;
   const auto t0 = SteadyClock::now();
   const auto stub = this->stub();  // outlives the call
@@ -546,21 +481,15 @@ bool XdmClient::PollOnce() {
   }
   {
     MutexLock lock(mu_);
-    last_poll_ok_ = fresh;
-    last_poll_ = SteadyClock::now();
-    if (fresh) {
-      last_error_.clear();
-      last_fresh_ = last_poll_;
-    }
     // A timeout is a stall (a paused or overloaded daemon); any other
     // failure means the daemon is not there to answer.
-    refused_ = !st.ok() && st.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED;
-    polled_ = true;
+    machine_.Polled(SteadyClock::now(), fresh,
+                    !st.ok() && st.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED);
     if (st.ok()) {
       // The daemon answers: whatever is down re-subscribes now. Rung under
       // mu_, so that a stream opening meanwhile (and resetting its alarm)
       // is seen.
-      if (!stream_open_) worker_.Ring(&stream_wake_);
+      if (!machine_.stream_open()) worker_.Ring(&stream_wake_);
       if (!info_open_) worker_.Ring(&info_wake_);
     }
   }
@@ -577,16 +506,11 @@ void XdmClient::PollLoop() {
     std::optional<milliseconds> silent;  // the watchdog cancelled a stream silent this long
     {
       MutexLock lock(mu_);
-      interval = interval_;
-      const milliseconds watchdog =
-          options_.watchdog.count() > 0
-              ? options_.watchdog
-              : std::max(interval * kIntervalsUntilGivenUp, options_.stall_floor);
-      stream_fresh = StreamFreshLocked(now);
-      const auto quiet_since = std::max(last_stream_msg_, stream_opened_);
-      if (stream_open_ && stream_ctx_ != nullptr && now - quiet_since > watchdog) {
-        silent = std::chrono::duration_cast<milliseconds>(now - quiet_since);
-        stream_ctx_->TryCancel();
+      interval = machine_.interval();
+      stream_fresh = machine_.StreamFresh(now);
+      if (stream_ctx_ != nullptr) {
+        silent = machine_.Silent(now);
+        if (silent) stream_ctx_->TryCancel();
       }
     }
     // Said outside mu_: a blocked log (stderr full) must not stall ingest.
@@ -754,7 +678,7 @@ void XdmClient::InfoLoop() {
 
 Mode XdmClient::mode() const {
   MutexLock lock(mu_);
-  return mode_;
+  return machine_.mode();
 }
 
 UpstreamInfo XdmClient::info() const {
@@ -765,14 +689,13 @@ UpstreamInfo XdmClient::info() const {
 UpstreamState XdmClient::state() const {
   MutexLock lock(mu_);
   UpstreamState s;
-  s.mode = mode_;
+  s.mode = machine_.mode();
   s.mode_since = mode_since_;
   s.reconnects = reconnects_;
   s.current_backoff = backoff_base_.count() > 0 ? backoff_base_ : options_.backoff_initial;
   const auto now = SteadyClock::now();
-  if (last_stream_msg_ != SteadyClock::time_point{})
-    s.since_stream_message = now - last_stream_msg_;
-  if (polled_) s.since_poll = now - last_poll_;
+  if (auto t = machine_.last_stream_message()) s.since_stream_message = now - *t;
+  if (auto t = machine_.last_poll()) s.since_poll = now - *t;
   s.collectors = collectors_;
   return s;
 }

@@ -21,27 +21,12 @@
 #include "store/device_registry.h"
 #include "store/metric_store.h"
 #include "upstream/decode.h"
+#include "upstream/mode_machine.h"
 #include "upstream/snapshot_order.h"
 #include "xdm/api_outer.grpc.pb.h"
 #include "xdm/config_service.grpc.pb.h"
 
 namespace xpu::upstream {
-
-// How metric data currently arrives: `stream` (ExporterDataStream delivering),
-// `poll` (stream down, ExporterGetDataList answering) or `down` (neither).
-enum class Mode { kDown, kPoll, kStream };
-const char* ModeName(Mode m);
-
-// The stall floor's default (docs/reliability.md, "A short stall is not an
-// outage"): a pause of the daemon shorter than this, whatever its interval,
-// neither withdraws series nor turns the mode down.
-inline constexpr std::chrono::milliseconds kStallFloor{5000};
-
-// Stale-after in force: `configured` when set (> 0), else 3 intervals but
-// no less than `floor`.
-std::chrono::milliseconds EffectiveStaleAfter(std::chrono::milliseconds configured,
-                                              std::chrono::milliseconds interval,
-                                              std::chrono::milliseconds floor);
 
 struct ClientOptions {
   // The Lingjun Runtime Kit's sockets; an empty controller endpoint means no
@@ -166,7 +151,6 @@ class XdmClient {
   // interval, one older than the last applied, or one sampled longer than
   // stale-after ago).
   bool Ingest(const xdm::api::ExporterDataResponse& msg);
-  bool StreamFreshLocked(std::chrono::steady_clock::time_point now) const XPU_REQUIRES(mu_);
   // Whether it changed; the caller says so with SayInterval once mu_ is
   // released (nothing logs under mu_: a blocked stderr would stall ingest
   // and every scrape's state() call).
@@ -217,33 +201,17 @@ class XdmClient {
 
   mutable Mutex mu_;
   // State below is protected by mu_.
-  Mode mode_ XPU_GUARDED_BY(mu_) = Mode::kDown;
-  // Why data last failed to come ("ExporterDataStream: 14 ..."), for the one
-  // line that says XDM is down; cleared by fresh data. said_down_: that line
-  // was logged and the "back" line is owed (quiet logs: one line per state
-  // change, each attempt's details at debug).
-  std::string last_error_ XPU_GUARDED_BY(mu_);
-  bool said_down_ XPU_GUARDED_BY(mu_) = false;
+  // The mode and what it follows from: the stream's and the polls' times,
+  // the last failure, the interval in force.
+  ModeMachine machine_ XPU_GUARDED_BY(mu_);
   grpc::ClientContext* stream_ctx_ XPU_GUARDED_BY(mu_) =
       nullptr;  // the open stream's, for cancelling
-  bool stream_open_ XPU_GUARDED_BY(mu_) = false;
-  std::chrono::steady_clock::time_point last_stream_msg_ XPU_GUARDED_BY(mu_){};
-  std::chrono::steady_clock::time_point stream_opened_ XPU_GUARDED_BY(mu_){};
-  bool last_poll_ok_ XPU_GUARDED_BY(mu_) = false;
-  // The last poll failed because the daemon refused it (not a timeout): it
-  // is gone, not stalled, and the mode is down at once.
-  bool refused_ XPU_GUARDED_BY(mu_) = false;
-  std::chrono::steady_clock::time_point last_fresh_
-      XPU_GUARDED_BY(mu_){};  // the last fresh data, either way
-  std::chrono::steady_clock::time_point last_poll_ XPU_GUARDED_BY(mu_){};
-  bool polled_ XPU_GUARDED_BY(mu_) = false;
   std::chrono::system_clock::time_point mode_since_ XPU_GUARDED_BY(mu_) =
       std::chrono::system_clock::now();
   std::chrono::milliseconds backoff_base_ XPU_GUARDED_BY(mu_){0};
   std::map<std::string, CollectorState> collectors_ XPU_GUARDED_BY(mu_);
-  bool info_open_ XPU_GUARDED_BY(mu_) = false;              // ListAndWatch delivering
-  std::chrono::milliseconds interval_ XPU_GUARDED_BY(mu_);  // see interval()
-  bool interval_reported_ XPU_GUARDED_BY(mu_) = false;      // interval_ is XDM's own
+  bool info_open_ XPU_GUARDED_BY(mu_) = false;          // ListAndWatch delivering
+  bool interval_reported_ XPU_GUARDED_BY(mu_) = false;  // the interval is XDM's own
   std::chrono::milliseconds stale_after_
       XPU_GUARDED_BY(mu_);  // ClientOptions::stale_after, reloadable
   std::shared_ptr<const IngestRules> ingest_ XPU_GUARDED_BY(mu_);  // never null; replaced whole
@@ -251,10 +219,6 @@ class XdmClient {
   // both ingest_mu_ and mu_ (mu_ alone for Forget).
   SnapshotOrder order_ XPU_GUARDED_BY(mu_);
   uint64_t reconnects_ XPU_GUARDED_BY(mu_) = 0;
-  std::chrono::steady_clock::time_point down_since_
-      XPU_GUARDED_BY(mu_){};  // last transition to down
-  std::chrono::steady_clock::time_point channel_renewed_
-      XPU_GUARDED_BY(mu_){};  // last fresh channel
   UpstreamInfo info_ XPU_GUARDED_BY(mu_);
   xdm::api::GpuInfoResponse gpu_info_ XPU_GUARDED_BY(mu_);
 

@@ -52,6 +52,30 @@ TEST(SnapshotWriterTest, MatchesTextSerializerOnTheSameFamilies) {
   EXPECT_EQ(a, b);
 }
 
+// The rows the one row writer assembles in its growable buffer: longer
+// than its first 1 KiB (a huge model name), an instance that needs
+// escaping under a family's instance label, an unknown ID with and without
+// an instance; each as prometheus-cpp's own serializer writes it.
+TEST(SnapshotWriterTest, LongRowsAndEscapedInstancesMatchTheTextSerializer) {
+  store::MetricStore store(catalog::Catalog::Builtin(), {std::chrono::seconds(10), 1000});
+  store.SetDevices({{0, {"GPU-0", std::string(3000, 'm')}}, {1, {"GPU-1", "PPU"}}});
+  store.Apply({{0, 1, "", 0.5},
+               {1, 16, "a\"b\\c\nd", 1},
+               {0, 16, std::string(2000, 'i'), 2},
+               {1, 999, "", 3},
+               {1, 998, "q\"", 4}},
+              Clock::now());
+  const store::Snapshot snap = store.Snap(Clock::now());
+  SnapshotWriter w;
+  std::string fast;
+  w.Append(snap, &fast);
+  const auto a = ParseSamples(fast);
+  EXPECT_EQ(a.size(), 5u) << fast;
+  EXPECT_EQ(a,
+            ParseSamples(prometheus::TextSerializer().Serialize(SnapshotWriter::ToFamilies(snap))));
+  EXPECT_NE(fast.find(",link=\"a\\\"b\\\\c\\nd\"} 1\n"), std::string::npos) << fast;
+}
+
 TEST(SnapshotWriterTest, FollowsNewValuesAndNewSeries) {
   store::MetricStore store(catalog::Catalog::Builtin(), {std::chrono::seconds(10), 1000});
   Sample(&store);
