@@ -121,13 +121,7 @@ void Build(CLI::App& app, Config* cfg) {
       ->check(CLI::ExistingFile);
   app.add_option("--hal", cfg->hal.backend,
                  "HAL backends: auto (each that finds devices), none, or a list of sysfs, pci")
-      ->check(CLI::Validator(
-          [](std::string& v) {
-            hal::HalSelection sel;
-            Status s = hal::ParseHalSelection(v, &sel);
-            return s.ok() ? std::string() : s.message();
-          },
-          "BACKENDS"))
+      ->type_name("BACKENDS")  // parsed by Validate
       ->capture_default_str();
   app.add_option("--hal.pci.sysfs-root", cfg->hal.pci_root,
                  "sysfs root the pci backend reads (<root>/bus/pci/devices)")
@@ -288,7 +282,8 @@ Status FileArgs(const std::string& path, CLI::App& app, std::vector<std::string>
 
 }  // namespace
 
-Status Validate(const Config& cfg) {
+Status Validate(const Config& cfg, ParsedConfig* parsed) {
+  ParsedConfig p;
   if (cfg.web.listen_addresses.empty())
     return Status::InvalidArgument("--web.listen-address: none given");
   for (const std::string& a : cfg.web.listen_addresses) {
@@ -306,13 +301,12 @@ Status Validate(const Config& cfg) {
   }
   if (cfg.xdm.backoff_max < cfg.xdm.backoff_initial)
     return Status::InvalidArgument("--xdm.backoff-max must not be below --xdm.backoff-initial");
-  hal::PciFilter filter;
-  catalog::Selection selection;
-  if (Status s = catalog::Selection::Make(cfg.metrics_include, cfg.metrics_exclude, &selection);
+  if (Status s = catalog::Selection::Make(cfg.metrics_include, cfg.metrics_exclude, &p.selection);
       !s.ok())
     return s;
-  kubernetes::LabelFilter labels;
-  if (Status s = kubernetes::LabelFilter::Make(cfg.kubernetes.pod_labels, &labels); !s.ok())
+  if (Status s = hal::ParseHalSelection(cfg.hal.backend, &p.hal); !s.ok())
+    return Status::InvalidArgument("--hal: " + s.message());
+  if (Status s = kubernetes::LabelFilter::Make(cfg.kubernetes.pod_labels, &p.labels); !s.ok())
     return Status::InvalidArgument("--kubernetes.pod-labels: " + s.message());
   const std::string& api = cfg.kubernetes.api_server;
   if (!api.empty() && api != "auto") {
@@ -329,15 +323,16 @@ Status Validate(const Config& cfg) {
           "--kubernetes.api-server needs the node name (--kubernetes.node-name or NODE_NAME): only "
           "this node's pods are watched");
   }
-  kubelet::DraRule dra;
   if (Status s =
-          kubelet::DraRule::Make(cfg.kubelet.dra_drivers, cfg.kubelet.dra_device_names, &dra);
+          kubelet::DraRule::Make(cfg.kubelet.dra_drivers, cfg.kubelet.dra_device_names, &p.dra);
       !s.ok())
     return Status::InvalidArgument("--kubelet.dra.*: " + s.message());
-  if (Status s = hal::MakePciFilter(cfg.hal.pci_classes, cfg.hal.pci_vendors, &filter); !s.ok())
+  if (Status s = hal::MakePciFilter(cfg.hal.pci_classes, cfg.hal.pci_vendors, &p.pci_filter);
+      !s.ok())
     return s;
   if (cfg.xdm.xdm_endpoint.empty())
     return Status::InvalidArgument("--xdm.endpoint must not be empty");
+  if (parsed != nullptr) *parsed = std::move(p);
   return Status::Ok();
 }
 
@@ -390,10 +385,12 @@ std::optional<int> Load(const std::vector<std::string>& cmdline, Config* cfg, St
   }
   if (cfg->web.listen_addresses.empty()) cfg->web.listen_addresses = {kDefaultListenAddress};
   cfg->cmdline = cmdline;
-  if (Status s = Validate(*cfg); !s.ok()) {
+  ParsedConfig parsed;
+  if (Status s = Validate(*cfg, &parsed); !s.ok()) {
     *error = s;
     return 2;
   }
+  cfg->parsed = std::move(parsed);
   if (!cfg->web_config_file.empty()) {
     if (Status s = http::WebConfig::Load(cfg->web_config_file, &cfg->web.web_config); !s.ok()) {
       *error = s;
@@ -433,7 +430,7 @@ Status LoadFiles(const Config& cfg, LoadedFiles* out) {
              !s.ok()) {
     return s;
   }
-  return catalog::Selection::Make(cfg.metrics_include, cfg.metrics_exclude, &out->selection);
+  return Status::Ok();
 }
 
 bool NeedsRestart(const std::string& key) {

@@ -17,6 +17,7 @@
 #include "http/web_config.h"
 #include "http/web_server.h"
 #include "kubelet/pod_mapper.h"
+#include "kubernetes/label_filter.h"
 #include "kubernetes/options.h"
 #include "store/metric_store.h"
 #include "upstream/xdm_client.h"
@@ -35,6 +36,17 @@ inline constexpr std::chrono::milliseconds kMaxDuration{std::chrono::hours(24)};
 // shadow them.
 inline constexpr const char* kReservedPaths[] = {"/", "/status", "/config", "/-/healthy",
                                                  "/-/ready"};
+
+// What validation makes of the settings that are text to parse (regexes,
+// templates, lists), in the types the parts use: the parts take these and
+// never parse their text again (docs/architecture.md, "Configuration").
+struct ParsedConfig {
+  catalog::Selection selection;    // --metrics.include / --metrics.exclude
+  hal::HalSelection hal;           // --hal
+  hal::PciFilter pci_filter;       // --hal.pci.classes / --hal.pci.vendors
+  kubelet::DraRule dra;            // --kubelet.dra.drivers / --kubelet.dra.device-names
+  kubernetes::LabelFilter labels;  // --kubernetes.pod-labels
+};
 
 // The effective configuration, from defaults, --config.file and flags. Each
 // component's settings are its own options struct, which holds their
@@ -74,15 +86,19 @@ struct Config {
     std::string source;
   };
   std::map<std::string, Setting> settings;
+  // Validate's result for the settings above; set by ParseFlags and
+  // Reparse (Exporter::Start validates a Config built otherwise).
+  std::optional<ParsedConfig> parsed;
 
   std::chrono::milliseconds effective_stale_after() const {
     return upstream::EffectiveStaleAfter(xdm.stale_after, xdm.interval, xdm.stall_floor);
   }
 };
 
-// Checks what the flags' own validators cannot: relations between options
-// and the forms of addresses and paths. InvalidArgument names the flag.
-Status Validate(const Config& cfg);
+// Checks what the flags' own validators cannot: relations between options,
+// the forms of addresses and paths, and parses the settings that are text
+// into `*parsed` (when given). InvalidArgument names the flag.
+Status Validate(const Config& cfg, ParsedConfig* parsed = nullptr);
 
 // Parses the command line, and --config.file if given (flags override the
 // file), into `cfg`, validates it and loads --web.config.file. Returns
@@ -96,11 +112,10 @@ std::optional<int> ParseFlags(int argc, char** argv, Config* cfg);
 Status Reparse(const std::vector<std::string>& cmdline, Config* cfg);
 
 // The files a configuration names besides itself and the web config, loaded
-// and checked: the metric and fault catalogs, and the family selection.
+// and checked: the metric and fault catalogs.
 struct LoadedFiles {
   std::shared_ptr<const catalog::Catalog> catalog;
   std::shared_ptr<const hal::FaultCatalog> faults;
-  catalog::Selection selection;
 };
 Status LoadFiles(const Config& cfg, LoadedFiles* out);
 

@@ -32,9 +32,7 @@ Exporter::~Exporter() { Stop(); }
 Status Exporter::BuildHal(const Config& cfg, const std::shared_ptr<const hal::FaultCatalog>& faults,
                           std::unique_ptr<hal::HalSampler>* hal,
                           std::unique_ptr<hal::PciSampler>* pci) {
-  hal::HalSelection hal_sel;
-  if (Status s = hal::ParseHalSelection(cfg.hal.backend, &hal_sel); !s.ok())
-    return Status::InvalidArgument("--hal: " + s.message());
+  const hal::HalSelection& hal_sel = cfg.parsed->hal;
   std::unique_ptr<hal::HalBackend> backend;
   if (hal_sel.automatic || hal_sel.sysfs) {
     if (Status s = hal::MakeBackend(hal_sel.sysfs ? "sysfs" : "auto", cfg.hal.root, &backend);
@@ -51,10 +49,7 @@ Status Exporter::BuildHal(const Config& cfg, const std::shared_ptr<const hal::Fa
     spdlog::info("HAL sysfs backend off (--hal={}, {})", cfg.hal.backend, cfg.hal.root);
   }
   if (hal_sel.automatic || hal_sel.pci) {
-    hal::PciFilter filter;
-    if (Status s = hal::MakePciFilter(cfg.hal.pci_classes, cfg.hal.pci_vendors, &filter); !s.ok())
-      return s;
-    hal::PciScanner scanner(cfg.hal.pci_root, filter);
+    hal::PciScanner scanner(cfg.hal.pci_root, cfg.parsed->pci_filter);
     std::vector<hal::PciDevice> found;
     const bool usable = scanner.Scan(&found).ok();
     // auto: only where there is something to watch.
@@ -71,7 +66,8 @@ Status Exporter::BuildHal(const Config& cfg, const std::shared_ptr<const hal::Fa
 
 std::unique_ptr<kubelet::PodMapper> Exporter::BuildPods(const Config& cfg) {
   if (cfg.kubelet.socket.empty()) return nullptr;
-  return std::make_unique<kubelet::PodMapper>(cfg.kubelet, &devices_, part_metrics_.kubelet.get());
+  return std::make_unique<kubelet::PodMapper>(cfg.kubelet, cfg.parsed->dra, &devices_,
+                                              part_metrics_.kubelet.get());
 }
 
 std::unique_ptr<kubernetes::PodWatcher> Exporter::BuildWatcher(const Config& cfg) {
@@ -81,8 +77,8 @@ std::unique_ptr<kubernetes::PodWatcher> Exporter::BuildWatcher(const Config& cfg
     spdlog::info("kubernetes: no API-server watch: {}", why_off);
     return nullptr;
   }
-  return std::make_unique<kubernetes::PodWatcher>(cfg.kubernetes, api, &devices_,
-                                                  part_metrics_.apiserver.get());
+  return std::make_unique<kubernetes::PodWatcher>(cfg.kubernetes, cfg.parsed->labels, api,
+                                                  &devices_, part_metrics_.apiserver.get());
 }
 
 void Exporter::PublishPartMetrics() {
@@ -103,7 +99,7 @@ void Exporter::PublishPartMetrics() {
 
 void Exporter::ApplyIngest(const Config& cfg, const LoadedFiles& files) {
   const catalog::Catalog& cat = *files.catalog;
-  const catalog::Selection& sel = files.selection;
+  const catalog::Selection& sel = cfg.parsed->selection;
   upstream::XdmClient::IngestRules rules{files.catalog,
                                          sel.ExcludedIds(cat),
                                          cfg.xdm.keep_unknown && sel.Allows("xpu_unknown_metric"),
@@ -136,6 +132,11 @@ void Exporter::ApplyIngest(const Config& cfg, const LoadedFiles& files) {
 }
 
 Status Exporter::Start() {
+  if (!cfg_.parsed) {  // a Config not made by ParseFlags (tests, tools)
+    ParsedConfig parsed;
+    if (Status s = Validate(cfg_, &parsed); !s.ok()) return s;
+    cfg_.parsed = std::move(parsed);
+  }
   LoadedFiles files;
   if (Status s = LoadFiles(cfg_, &files); !s.ok()) return s;
   {
@@ -400,6 +401,7 @@ void Exporter::RunReload(ReloadJob* job) {
     cfg_.kubernetes = fresh.kubernetes;
     cfg_.kubernetes.node_name = node;
     cfg_.log_level = fresh.log_level;
+    cfg_.parsed = fresh.parsed;
   }
   PublishPartMetrics();  // a part switched off takes its metrics with it
   if (tls_switch) {

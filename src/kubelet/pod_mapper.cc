@@ -164,10 +164,11 @@ PodMatch MatchPods(const v1::ListPodResourcesResponse& resp,
   return out;
 }
 
-PodMapper::PodMapper(const PodMapperOptions& options, store::DeviceRegistry* registry,
+PodMapper::PodMapper(const PodMapperOptions& options, DraRule dra, store::DeviceRegistry* registry,
                      prometheus::Registry* self_metrics)
     : socket_path_(options.socket),
       interval_(options.interval),
+      dra_(std::move(dra)),
       registry_(registry),
       collectors_(*self_metrics),
       dra_family_(&prometheus::BuildGauge()
@@ -177,8 +178,6 @@ PodMapper::PodMapper(const PodMapperOptions& options, store::DeviceRegistry* reg
                              "--kubelet.dra.device-names.")
                        .Register(*self_metrics)) {
   if (interval_.count() <= 0) throw std::invalid_argument("kubelet interval must be > 0");
-  if (Status s = DraRule::Make(options.dra_drivers, options.dra_device_names, &dra_); !s.ok())
-    throw std::invalid_argument(s.message());
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(kMaxMessageBytes);
   stub_ = v1::PodResourcesLister::NewStub(grpc::CreateCustomChannel(

@@ -84,8 +84,10 @@ struct PodMapperOptions {
 // once. Start()/Stop() from the owning thread.
 class PodMapper {
  public:
-  // Throws std::invalid_argument for options Validate would refuse.
-  PodMapper(const PodMapperOptions& options, store::DeviceRegistry* registry,
+  // `dra` is options.dra_* made by the configuration's validation
+  // (DraRule::Make). Throws std::invalid_argument for options Validate
+  // would refuse.
+  PodMapper(const PodMapperOptions& options, DraRule dra, store::DeviceRegistry* registry,
             prometheus::Registry* self_metrics);
   ~PodMapper();
   PodMapper(const PodMapper&) = delete;

@@ -41,32 +41,6 @@ std::string Describe(const HttpResult& r) {
 
 }  // namespace
 
-Status LabelFilter::Make(const std::vector<std::string>& patterns, LabelFilter* out) {
-  LabelFilter f;
-  for (const std::string& p : patterns) {
-    try {
-      f.patterns_.emplace_back(p, std::regex::ECMAScript | std::regex::optimize);
-    } catch (const std::regex_error& e) {
-      return Status::InvalidArgument("pod label pattern '" + p +
-                                     "' is not a valid regex: " + e.what());
-    }
-  }
-  *out = std::move(f);
-  return Status::Ok();
-}
-
-bool LabelFilter::Allows(const std::string& name) const {
-  for (const std::regex& r : patterns_)
-    if (std::regex_match(name, r)) return true;
-  return false;
-}
-
-std::string LabelFilter::ExportName(std::string_view name) {
-  std::string out = "label_";
-  for (char c : name) out += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
-  return out;
-}
-
 namespace {
 
 // Whether the object-key path `path` (array levels skipped, "a.b.c") is one
@@ -284,10 +258,11 @@ std::string ResolveApiServer(const KubernetesOptions& options, std::string* why_
   return "https://" + (h.find(':') != std::string::npos ? "[" + h + "]" : h) + ":" + port;
 }
 
-PodWatcher::PodWatcher(const KubernetesOptions& options, std::string base_url,
+PodWatcher::PodWatcher(const KubernetesOptions& options, LabelFilter labels, std::string base_url,
                        store::DeviceRegistry* registry, prometheus::Registry* self_metrics)
     : options_(options),
       base_url_(std::move(base_url)),
+      labels_(std::move(labels)),
       registry_(registry),
       collectors_(*self_metrics),
       pods_gauge_(prometheus::BuildGauge()
@@ -311,8 +286,6 @@ PodWatcher::PodWatcher(const KubernetesOptions& options, std::string base_url,
                }) {
   if (options_.node_name.empty())
     throw std::invalid_argument("the API-server watch needs the node name");
-  if (Status s = LabelFilter::Make(options_.pod_labels, &labels_); !s.ok())
-    throw std::invalid_argument(s.message());
   for (const char* what :
        {"event", "pod", "list", "node", "allocated_annotation", "register_annotation"})
     malformed_.Add({{"what", what}});

@@ -17,6 +17,7 @@
 #include "common/status.h"
 #include "common/worker.h"
 #include "kubernetes/api_client.h"
+#include "kubernetes/label_filter.h"
 #include "kubernetes/options.h"
 #include "store/device_registry.h"
 
@@ -38,20 +39,6 @@ inline constexpr size_t kMaxLabelsPerPod = 64;
 inline constexpr size_t kMaxLabelValueBytes = 256;
 inline constexpr int kListPageSize = 100;  // pods a page (a node runs 110 at most by default)
 inline constexpr int kWatchTimeoutSeconds = 240;  // the server ends a watch after this
-
-// Which pod labels are exported, and under which names: a label whose
-// whole name matches one of the regexes becomes label_<name> with every
-// character outside [a-zA-Z0-9_] made '_' (kube-state-metrics' naming).
-class LabelFilter {
- public:
-  static Status Make(const std::vector<std::string>& patterns, LabelFilter* out);
-  bool empty() const { return patterns_.empty(); }
-  bool Allows(const std::string& name) const;
-  static std::string ExportName(std::string_view name);
-
- private:
-  std::vector<std::regex> patterns_;
-};
 
 // One pod as the exporter keeps it.
 struct PodRecord {
@@ -101,8 +88,10 @@ std::string ResolveApiServer(const KubernetesOptions& options, std::string* why_
 // thread; metrics are thread-safe.
 class PodWatcher {
  public:
-  // Throws std::invalid_argument for options Validate would refuse.
-  PodWatcher(const KubernetesOptions& options, std::string base_url,
+  // `labels` is options.pod_labels made by the configuration's validation
+  // (LabelFilter::Make). Throws std::invalid_argument for options Validate
+  // would refuse.
+  PodWatcher(const KubernetesOptions& options, LabelFilter labels, std::string base_url,
              store::DeviceRegistry* registry, prometheus::Registry* self_metrics);
   ~PodWatcher();
   PodWatcher(const PodWatcher&) = delete;

@@ -182,17 +182,48 @@ TEST(ConfigTest, ReparseReadsTheFileAgainAndReportsErrors) {
   EXPECT_NE(s.message().find("c.yml"), std::string::npos) << s.message();
 }
 
-TEST(ConfigTest, LoadFilesChecksTheCatalogsAndSelection) {
+TEST(ConfigTest, LoadFilesChecksTheCatalogs) {
   xpu::testing::TempDir dir;
   Config cfg;
   LoadedFiles files;
   ASSERT_TRUE(LoadFiles(cfg, &files).ok());
-  EXPECT_TRUE(files.catalog && files.faults && files.selection.everything());
+  EXPECT_TRUE(files.catalog && files.faults);
   cfg.hal.fault_catalog_file = dir.File("absent.yml");
   EXPECT_FALSE(LoadFiles(cfg, &files).ok());
-  cfg.hal.fault_catalog_file.clear();
-  cfg.metrics_exclude = {"("};
-  EXPECT_FALSE(LoadFiles(cfg, &files).ok());
+}
+
+// The settings that are text (regexes, templates, lists) are parsed once,
+// by validation, into the types the parts take (ParsedConfig); a bad one is
+// refused there, naming its flag.
+TEST(ConfigTest, ValidationParsesTheTextSettingsIntoWhatThePartsTake) {
+  Config cfg;
+  ASSERT_EQ(Parse({"--metrics.exclude", "xpu_link_.*", "--kubernetes.pod-labels", "team",
+                   "--kubelet.dra.device-names", "gpu-{minor}", "--hal.pci.vendors", "0x1ded",
+                   "--hal", "pci"},
+                  &cfg),
+            std::nullopt);
+  ASSERT_TRUE(cfg.parsed);
+  const ParsedConfig& p = *cfg.parsed;
+  EXPECT_FALSE(p.selection.Allows("xpu_link_up"));
+  EXPECT_TRUE(p.selection.Allows("xpu_power_watts"));
+  EXPECT_TRUE(p.labels.Allows("team"));
+  EXPECT_FALSE(p.labels.Allows("app"));
+  const std::vector<kubelet::KnownDevice> devices = {{"GPU-a", "3", ""}};
+  const kubelet::KnownDevice* d = p.dra.Find("gpu-3", devices);
+  ASSERT_NE(d, nullptr);
+  EXPECT_EQ(d->uuid, "GPU-a");
+  EXPECT_EQ(p.dra.Find("xpu-3", devices), nullptr);  // the default template is replaced
+  EXPECT_EQ(p.pci_filter.vendors, std::vector<uint32_t>{0x1ded});
+  EXPECT_TRUE(p.hal.pci);
+  EXPECT_FALSE(p.hal.sysfs || p.hal.automatic);
+  for (const std::vector<std::string>& bad : {std::vector<std::string>{"--metrics.exclude", "("},
+                                              {"--kubernetes.pod-labels", "("},
+                                              {"--kubelet.dra.device-names", "gpu"},
+                                              {"--hal.pci.vendors", "zz"},
+                                              {"--hal", "sysfs,bogus"}}) {
+    Config c;
+    EXPECT_EQ(Parse(bad, &c), 2) << bad[0];
+  }
 }
 
 }  // namespace

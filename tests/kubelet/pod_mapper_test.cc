@@ -158,7 +158,9 @@ TEST(PodMapperTest, PublishesPodsOfKnownDevicesAsInfoMetric) {
   prometheus::Registry metrics;
   PodMapperOptions options;
   options.socket = sock;
-  PodMapper mapper(options, &registry, &metrics);
+  DraRule dra;
+  ASSERT_TRUE(DraRule::Make(options.dra_drivers, options.dra_device_names, &dra).ok());
+  PodMapper mapper(options, dra, &registry, &metrics);
   EXPECT_FALSE(mapper.PollOnce());  // no kubelet socket: nothing, quietly
   EXPECT_EQ(xpu::testing::MetricValue(metrics, "xpu_exporter_collector_success",
                                       {{"collector", "kubelet"}}),

@@ -94,7 +94,9 @@ TEST(PodWatcherLiveTest, PublishesWhileScrapedAndStopsALiveWatch) {
   o.ca_file = dir.File("ca.crt");
   o.pod_labels = {"team"};
   o.node_interval = std::chrono::milliseconds(50);
-  PodWatcher watcher(o, api.url(), &reg, &metrics);
+  LabelFilter labels;
+  ASSERT_TRUE(LabelFilter::Make(o.pod_labels, &labels).ok());
+  PodWatcher watcher(o, labels, api.url(), &reg, &metrics);
   watcher.Start();
   // This thread scrapes while the watcher's two threads publish.
   EXPECT_TRUE(WaitFor([&] {
