@@ -185,6 +185,7 @@ Status Exporter::Start() {
                           .Add({});
   exposer_ = std::make_unique<exposition::Exposer>(store_.get(), &self_metrics_);
   exposer_->AddCollectable(&devices_);
+  exposer_->AddCollectable(&pci_devices_);
   data_age_ = std::make_unique<store::DataAgeMetrics>(store_.get());
   exposer_->AddCollectable(data_age_.get());
   exposer_->AddCollectable(&self_metrics_);

@@ -20,6 +20,7 @@
 #include "common/worker.h"
 #include "exposition/exposer.h"
 #include "hal/hal_sampler.h"
+#include "hal/pci_metrics.h"
 #include "hal/pci_sampler.h"
 #include "http/web_server.h"
 #include "kubelet/pod_mapper.h"
@@ -99,6 +100,7 @@ class Exporter {
   LogOnce identity_said_;
   std::unique_ptr<store::MetricStore> store_;
   store::DeviceRegistry devices_;
+  hal::PciDeviceMetrics pci_devices_{&devices_};     // the pci backend's families, from devices_
   store::ExemplarStore exemplars_;                   // fault raises' pods, for OpenMetrics scrapes
   std::unique_ptr<store::DataAgeMetrics> data_age_;  // reads store_
   std::unique_ptr<exposition::Exposer> exposer_;

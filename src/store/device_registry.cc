@@ -4,23 +4,10 @@
 #include <map>
 #include <string>
 
+#include "common/metric_family.h"
+
 namespace xpu::store {
 namespace {
-
-prometheus::MetricFamily Family(const char* name, const char* help) {
-  prometheus::MetricFamily f;
-  f.name = name;
-  f.help = help;
-  f.type = prometheus::MetricType::Gauge;
-  return f;
-}
-
-prometheus::ClientMetric Gauge(std::vector<prometheus::ClientMetric::Label> labels, double v) {
-  prometheus::ClientMetric m;
-  m.label = std::move(labels);
-  m.gauge.value = v;
-  return m;
-}
 
 int32_t MinorOfView(const DeviceInfo& d) { return d.minor; }
 int32_t MinorOfView(const HalDeviceView& d) { return d.minor; }
@@ -173,140 +160,68 @@ std::optional<int> PciDeviceView::capable_link_width() const {
   return max_link_width;
 }
 
-namespace {
-
-// The PCI families (docs/hal.md): every series carries bus_id, and minor and
-// uuid when XDM lists the device.
-void CollectPci(const std::vector<PciDeviceView>& pci, std::vector<prometheus::MetricFamily>* out) {
-  auto present = Family("xpu_pci_device_present",
-                        "Whether a PCI device once seen is on the bus: 1 present, 0 gone.");
-  auto bound = Family("xpu_pci_driver_bound",
-                      "Whether a driver is bound to the PCI device: 1 bound (driver label), 0 "
-                      "present but unbound.");
-  auto power =
-      Family("xpu_pci_power_state", "The PCI device's power state (D0 ... D3cold); always 1.");
-  auto speed = Family("xpu_pcie_link_speed_transfers_per_second",
-                      "PCIe link speed: current, max (the device's), port_max (the upstream "
-                      "port's: the slot) and capable (the lower maximum: what the link can "
-                      "train to). Below capable alone is often idle power saving.");
-  auto width = Family("xpu_pcie_link_width_lanes",
-                      "PCIe link width in lanes: current, max (the device's), port_max (the "
-                      "upstream port's) and capable (the lower maximum).");
-  auto aer = Family("xpu_pcie_aer_errors_total",
-                    "PCIe AER errors the device reported since boot, by severity and type.");
-  aer.type = prometheus::MetricType::Counter;
-  auto temp = Family("xpu_hwmon_temperature_celsius", "Temperature from the driver's hwmon.");
-  auto watts = Family("xpu_hwmon_power_watts", "Power from the driver's hwmon.");
-  auto joules = Family("xpu_hwmon_energy_joules_total", "Energy from the driver's hwmon.");
-  joules.type = prometheus::MetricType::Counter;
-  auto resets = Family("xpu_device_resets_observed_total",
-                       "Times the device left the bus or lost its driver and came back.");
-  resets.type = prometheus::MetricType::Counter;
-  auto counter = [](std::vector<prometheus::ClientMetric::Label> labels, double v) {
-    prometheus::ClientMetric m;
-    m.label = std::move(labels);
-    m.counter.value = v;
-    return m;
-  };
-  for (const PciDeviceView& d : pci) {
-    const std::vector<prometheus::ClientMetric::Label> id = {
-        {"bus_id", d.bus_id}, {"minor", d.minor}, {"uuid", d.uuid}};
-    auto with = [&](std::initializer_list<prometheus::ClientMetric::Label> more) {
-      auto l = id;
-      l.insert(l.end(), more);
-      return l;
-    };
-    present.metric.push_back(Gauge(id, d.present ? 1 : 0));
-    resets.metric.push_back(counter(id, static_cast<double>(d.resets_observed)));
-    if (!d.present) continue;
-    bound.metric.push_back(Gauge(with({{"driver", d.driver}}), d.driver.empty() ? 0 : 1));
-    if (!d.power_state.empty()) power.metric.push_back(Gauge(with({{"state", d.power_state}}), 1));
-    for (const auto& [v, which] :
-         {std::make_pair(d.current_link_speed, "current"), std::make_pair(d.max_link_speed, "max"),
-          std::make_pair(d.port_max_link_speed, "port_max"),
-          std::make_pair(d.capable_link_speed(), "capable")})
-      if (v) speed.metric.push_back(Gauge(with({{"bound", which}}), *v));
-    for (const auto& [v, which] :
-         {std::make_pair(d.current_link_width, "current"), std::make_pair(d.max_link_width, "max"),
-          std::make_pair(d.port_max_link_width, "port_max"),
-          std::make_pair(d.capable_link_width(), "capable")})
-      if (v) width.metric.push_back(Gauge(with({{"bound", which}}), *v));
-    for (const PciDeviceView::Aer& a : d.aer)
-      aer.metric.push_back(counter(with({{"severity", a.severity}, {"type", a.type}}),
-                                   static_cast<double>(a.count)));
-    for (const PciDeviceView::Sensor& s : d.hwmon) {
-      auto& f = s.kind == "temperature" ? temp : s.kind == "power" ? watts : joules;
-      f.metric.push_back(f.type == prometheus::MetricType::Counter
-                             ? counter(with({{"sensor", s.sensor}}), s.value)
-                             : Gauge(with({{"sensor", s.sensor}}), s.value));
-    }
-  }
-  for (auto* f : {&present, &bound, &power, &speed, &width, &aer, &temp, &watts, &joules, &resets})
-    if (!f->metric.empty()) out->push_back(std::move(*f));
-}
-
-}  // namespace
-
 std::vector<prometheus::MetricFamily> DeviceRegistry::Collect() const {
   MutexLock lock(mu_);
-  auto info = Family("xpu_device_info",
-                     "Static information about a device from XDM (ListAndWatch, ListGpuInfo); "
-                     "always 1.");
-  auto topo = Family("xpu_device_topology_info",
-                     "One series per topology level of a device (ListAndWatch "
-                     "extenderResources topology), nearest level first; always 1.");
+  auto info = NewFamily("xpu_device_info",
+                        "Static information about a device from XDM (ListAndWatch, ListGpuInfo); "
+                        "always 1.");
+  auto topo = NewFamily("xpu_device_topology_info",
+                        "One series per topology level of a device (ListAndWatch "
+                        "extenderResources topology), nearest level first; always 1.");
   auto health =
-      Family("xpu_device_health", "Device health as each source sees it: 1 healthy, 0 not.");
+      NewFamily("xpu_device_health", "Device health as each source sees it: 1 healthy, 0 not.");
   for (const DeviceInfo& d : devices_) {
     const std::string minor = std::to_string(d.minor);
-    info.metric.push_back(Gauge({{"minor", minor},
-                                 {"uuid", d.uuid},
-                                 {"model", d.model},
-                                 {"driver_version", d.driver_version},
-                                 {"firmware_version", d.firmware_version},
-                                 {"bus_id", d.bus_id},
-                                 {"serial", d.serial},
-                                 {"numa_node", d.numa_node >= 0 ? std::to_string(d.numa_node) : ""},
-                                 {"mig_capable", d.mig_capable ? "true" : "false"},
-                                 {"memory_mib", std::to_string(d.total_memory_mib)}},
-                                1));
+    info.metric.push_back(
+        GaugeSample({{"minor", minor},
+                     {"uuid", d.uuid},
+                     {"model", d.model},
+                     {"driver_version", d.driver_version},
+                     {"firmware_version", d.firmware_version},
+                     {"bus_id", d.bus_id},
+                     {"serial", d.serial},
+                     {"numa_node", d.numa_node >= 0 ? std::to_string(d.numa_node) : ""},
+                     {"mig_capable", d.mig_capable ? "true" : "false"},
+                     {"memory_mib", std::to_string(d.total_memory_mib)}},
+                    1));
     for (const TopologyLevel& t : d.topology) {
-      topo.metric.push_back(Gauge({{"minor", minor},
-                                   {"uuid", d.uuid},
-                                   {"level", std::to_string(t.level)},
-                                   {"name", t.name},
-                                   {"group", t.group},
-                                   {"peers", t.peers}},
-                                  1));
+      topo.metric.push_back(GaugeSample({{"minor", minor},
+                                         {"uuid", d.uuid},
+                                         {"level", std::to_string(t.level)},
+                                         {"name", t.name},
+                                         {"group", t.group},
+                                         {"peers", t.peers}},
+                                        1));
     }
     if (xdm_live_)
-      health.metric.push_back(
-          Gauge({{"minor", minor}, {"uuid", d.uuid}, {"source", "xdm"}}, d.health == "Healthy"));
+      health.metric.push_back(GaugeSample({{"minor", minor}, {"uuid", d.uuid}, {"source", "xdm"}},
+                                          d.health == "Healthy"));
   }
-  auto active = Family("xpu_device_fault_active",
-                       "A fault code the HAL reports active on a device, with its catalog level; "
-                       "always 1 while active.");
-  auto level = Family("xpu_device_fault_level",
-                      "Most severe active fault level on a device (0 none, 1 retry_request, "
-                      "2 restart_job, 3 restart_card, 4 reset_card, 5 isolate_after_job, "
-                      "6 isolate_card).");
+  auto active =
+      NewFamily("xpu_device_fault_active",
+                "A fault code the HAL reports active on a device, with its catalog level; "
+                "always 1 while active.");
+  auto level = NewFamily("xpu_device_fault_level",
+                         "Most severe active fault level on a device (0 none, 1 retry_request, "
+                         "2 restart_job, 3 restart_card, 4 reset_card, 5 isolate_after_job, "
+                         "6 isolate_card).");
   for (const HalDeviceView& h : MergedHalLocked()) {
     const std::string minor = std::to_string(h.minor);
     if (h.healthy)
       health.metric.push_back(
-          Gauge({{"minor", minor}, {"uuid", h.uuid}, {"source", "hal"}}, *h.healthy ? 1 : 0));
+          GaugeSample({{"minor", minor}, {"uuid", h.uuid}, {"source", "hal"}}, *h.healthy ? 1 : 0));
     int worst = 0;
     for (const ActiveFault& f : h.faults) {
-      active.metric.push_back(Gauge(
+      active.metric.push_back(GaugeSample(
           {{"minor", minor}, {"uuid", h.uuid}, {"code", f.code}, {"level", f.level_name}}, 1));
       worst = std::max(worst, f.level);
     }
-    level.metric.push_back(Gauge({{"minor", minor}, {"uuid", h.uuid}}, worst));
+    level.metric.push_back(GaugeSample({{"minor", minor}, {"uuid", h.uuid}}, worst));
   }
-  auto pods = Family("xpu_device_pod_info",
-                     "A container that the kubelet reports holding a device (PodResources "
-                     "API: device plugin resource, or DRA claim, driver, pool and device); "
-                     "always 1. Join on uuid to attribute device metrics to pods.");
+  auto pods = NewFamily("xpu_device_pod_info",
+                        "A container that the kubelet reports holding a device (PodResources "
+                        "API: device plugin resource, or DRA claim, driver, pool and device); "
+                        "always 1. Join on uuid to attribute device metrics to pods.");
   for (const PodAssignment& p : pods_) {
     const std::string minor = MinorOfLocked(p.uuid);
     std::vector<prometheus::ClientMetric::Label> labels = {{"minor", minor},
@@ -325,14 +240,14 @@ std::vector<prometheus::MetricFamily> DeviceRegistry::Collect() const {
     // The API server's allowlisted pod labels, when it is watched.
     if (auto it = pod_labels_.find({p.namespace_, p.pod}); it != pod_labels_.end())
       for (const auto& [name, value] : it->second) labels.push_back({name, value});
-    pods.metric.push_back(Gauge(std::move(labels), 1));
+    pods.metric.push_back(GaugeSample(std::move(labels), 1));
   }
-  auto mem_limit = Family("xpu_container_memory_limit_bytes",
-                          "Device memory a container may use on a shared device (HAMi's grant "
-                          "in the pod annotation hami.io/*-devices-allocated).");
-  auto core_limit = Family("xpu_container_core_limit_ratio",
-                           "Share of a shared device's cores a container may use (HAMi's "
-                           "grant), 0..1.");
+  auto mem_limit = NewFamily("xpu_container_memory_limit_bytes",
+                             "Device memory a container may use on a shared device (HAMi's grant "
+                             "in the pod annotation hami.io/*-devices-allocated).");
+  auto core_limit = NewFamily("xpu_container_core_limit_ratio",
+                              "Share of a shared device's cores a container may use (HAMi's "
+                              "grant), 0..1.");
   for (const ContainerQuota& q : quotas_) {
     std::vector<prometheus::ClientMetric::Label> l = {{"minor", MinorOfLocked(q.uuid)},
                                                       {"uuid", q.uuid},
@@ -340,24 +255,25 @@ std::vector<prometheus::MetricFamily> DeviceRegistry::Collect() const {
                                                       {"pod", q.pod},
                                                       {"container", q.container}};
     if (q.memory_bytes > 0)
-      mem_limit.metric.push_back(Gauge(l, static_cast<double>(q.memory_bytes)));
-    if (q.core_ratio > 0) core_limit.metric.push_back(Gauge(l, q.core_ratio));
+      mem_limit.metric.push_back(GaugeSample(l, static_cast<double>(q.memory_bytes)));
+    if (q.core_ratio > 0) core_limit.metric.push_back(GaugeSample(l, q.core_ratio));
   }
-  auto split = Family("xpu_device_split_count",
-                      "How many containers may share the device (HAMi's node register).");
+  auto split = NewFamily("xpu_device_split_count",
+                         "How many containers may share the device (HAMi's node register).");
   auto shared_mem =
-      Family("xpu_device_shared_memory_bytes", "Device memory HAMi's device plugin shares out.");
-  auto shared_cores = Family("xpu_device_shared_core_ratio",
-                             "Share of the device's cores HAMi's device plugin shares out, 0..1.");
-  auto shared_health = Family("xpu_device_shared_healthy",
-                              "Whether HAMi's device plugin registered the device healthy.");
+      NewFamily("xpu_device_shared_memory_bytes", "Device memory HAMi's device plugin shares out.");
+  auto shared_cores =
+      NewFamily("xpu_device_shared_core_ratio",
+                "Share of the device's cores HAMi's device plugin shares out, 0..1.");
+  auto shared_health = NewFamily("xpu_device_shared_healthy",
+                                 "Whether HAMi's device plugin registered the device healthy.");
   for (const DeviceShare& d : shares_) {
     std::vector<prometheus::ClientMetric::Label> l = {{"minor", MinorOfLocked(d.uuid)},
                                                       {"uuid", d.uuid}};
-    split.metric.push_back(Gauge(l, static_cast<double>(d.split_count)));
-    shared_mem.metric.push_back(Gauge(l, static_cast<double>(d.memory_bytes)));
-    shared_cores.metric.push_back(Gauge(l, d.core_ratio));
-    shared_health.metric.push_back(Gauge(l, d.healthy ? 1 : 0));
+    split.metric.push_back(GaugeSample(l, static_cast<double>(d.split_count)));
+    shared_mem.metric.push_back(GaugeSample(l, static_cast<double>(d.memory_bytes)));
+    shared_cores.metric.push_back(GaugeSample(l, d.core_ratio));
+    shared_health.metric.push_back(GaugeSample(l, d.healthy ? 1 : 0));
   }
   std::vector<prometheus::MetricFamily> out;
   if (!pods.metric.empty()) out.push_back(std::move(pods));
@@ -368,7 +284,6 @@ std::vector<prometheus::MetricFamily> DeviceRegistry::Collect() const {
   if (!info.metric.empty()) out.push_back(std::move(info));
   if (!topo.metric.empty()) out.push_back(std::move(topo));
   if (!health.metric.empty()) out.push_back(std::move(health));
-  CollectPci(pci_, &out);
   return out;
 }
 

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "common/metric_family.h"
+
 namespace xpu::store {
 
 MetricStore::MetricStore(std::shared_ptr<const catalog::Catalog> catalog, Options options)
@@ -240,20 +242,15 @@ std::vector<MetricStore::DeviceUpdate> MetricStore::known_device_updates() const
 }
 
 std::vector<prometheus::MetricFamily> DataAgeMetrics::Collect() const {
-  prometheus::MetricFamily f;
-  f.name = "xpu_device_data_age_seconds";
-  f.help =
+  prometheus::MetricFamily f = NewFamily(
+      "xpu_device_data_age_seconds",
       "Seconds since the device's data last came from XDM: grows through a daemon stall, and "
-      "past stale-after, when its series are withdrawn.";
-  f.type = prometheus::MetricType::Gauge;
+      "past stale-after, when its series are withdrawn.");
   const Clock::time_point now = clock_();
-  for (const MetricStore::DeviceUpdate& d : store_->known_device_updates()) {
-    prometheus::ClientMetric m;
-    m.label = {
-        {"minor", std::to_string(d.minor)}, {"uuid", d.labels.uuid}, {"model", d.labels.model}};
-    m.gauge.value = std::max(0.0, std::chrono::duration<double>(now - d.updated).count());
-    f.metric.push_back(std::move(m));
-  }
+  for (const MetricStore::DeviceUpdate& d : store_->known_device_updates())
+    f.metric.push_back(GaugeSample(
+        {{"minor", std::to_string(d.minor)}, {"uuid", d.labels.uuid}, {"model", d.labels.model}},
+        std::max(0.0, std::chrono::duration<double>(now - d.updated).count())));
   if (f.metric.empty()) return {};
   return {std::move(f)};
 }

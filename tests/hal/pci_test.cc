@@ -13,6 +13,7 @@
 #include <memory>
 
 #include "hal/hal.h"
+#include "hal/pci_metrics.h"
 #include "hal/pci_sampler.h"
 #include "support/metrics_util.h"
 #include "support/test_util.h"
@@ -280,13 +281,16 @@ TEST_F(PciTreeTest, TrackerJoinsXdmByBusIdAndCountsResets) {
   EXPECT_EQ(v[0].resets_observed, 2u);
 }
 
-TEST_F(PciTreeTest, RegistryExportsThePciFamilies) {
+// The pci backend's families come from its views in the registry; the
+// registry itself writes none of them.
+TEST_F(PciTreeTest, PciDeviceMetricsExportsThePciFamiliesFromTheRegistry) {
   Gpu("0000:3b:00.0");
   store::DeviceRegistry reg;
   PciTracker t;
   reg.SetPciDevices(t.Update(Scan(), {}));
+  for (const auto& f : reg.Collect()) EXPECT_EQ(f.name.rfind("xpu_pci", 0), std::string::npos);
   std::map<std::string, size_t> series;
-  for (const auto& f : reg.Collect()) series[f.name] = f.metric.size();
+  for (const auto& f : PciDeviceMetrics(&reg).Collect()) series[f.name] = f.metric.size();
   EXPECT_EQ(series["xpu_pci_driver_bound"], 1u);
   // current, max and capable (no port above it in this tree)
   EXPECT_EQ(series["xpu_pcie_link_speed_transfers_per_second"], 3u);
@@ -512,16 +516,17 @@ TEST_F(PciTreeTest, LinksAreJudgedAgainstTheSlotAndOverTime) {
   // Exported: both ends and the capability.
   store::DeviceRegistry reg;
   reg.SetPciDevices(views);
-  EXPECT_EQ(xpu::testing::MetricValue(reg, "xpu_pcie_link_speed_transfers_per_second",
+  const PciDeviceMetrics pci(&reg);
+  EXPECT_EQ(xpu::testing::MetricValue(pci, "xpu_pcie_link_speed_transfers_per_second",
                                       {{"bus_id", "0000:01:00.0"}, {"bound", "port_max"}}),
             16e9);
-  EXPECT_EQ(xpu::testing::MetricValue(reg, "xpu_pcie_link_speed_transfers_per_second",
+  EXPECT_EQ(xpu::testing::MetricValue(pci, "xpu_pcie_link_speed_transfers_per_second",
                                       {{"bus_id", "0000:01:00.0"}, {"bound", "capable"}}),
             16e9);
-  EXPECT_EQ(xpu::testing::MetricValue(reg, "xpu_pcie_link_width_lanes",
+  EXPECT_EQ(xpu::testing::MetricValue(pci, "xpu_pcie_link_width_lanes",
                                       {{"bus_id", "0000:02:00.0"}, {"bound", "capable"}}),
             8);
-  EXPECT_EQ(xpu::testing::MetricValue(reg, "xpu_pcie_link_width_lanes",
+  EXPECT_EQ(xpu::testing::MetricValue(pci, "xpu_pcie_link_width_lanes",
                                       {{"bus_id", "0000:05:00.0"}, {"bound", "port_max"}}),
             -1);  // no port: not exported
 }
