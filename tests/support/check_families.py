@@ -16,7 +16,7 @@ root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "src
 catalog = {m["name"]: m["type"] for m in yaml.safe_load(open(os.path.join(root, "metrics.yaml")))["metrics"]}
 own = yaml.safe_load(open(os.path.join(root, "own_families.yaml")))
 declared = {f["name"]: f["type"] for f in own["families"]}
-prefixes = tuple(own["prefixes"]) + ("process_",)  # process_*: the standard process collector's
+prefixes = tuple(own["prefixes"])
 
 bad = []
 seen = 0
