@@ -5,9 +5,12 @@
 #include <prometheus/text_serializer.h>
 #include <zlib.h>
 
+#include "common/collector_metrics.h"
+#include "exposition/exposer.h"
 #include "exposition/snapshot_writer.h"
 #include "http/gzip.h"
 #include "http/zstd.h"
+#include "store/device_registry.h"
 #include "store/metric_store.h"
 #include "upstream/decode.h"
 
@@ -223,6 +226,62 @@ void BM_RenderTextSerializer(benchmark::State& state) {
 
 }  // namespace
 
+// A small node's whole page as a scrape renders it (exposer, not only the
+// store's rows): 8 devices with 4 links each, the device registry's
+// families, ~25 self-metric families and two parts' registries, one of which
+// shares its collector families with the self-metrics (merged by name).
+void BM_ExposerPage(benchmark::State& state) {
+  const xdm::api::ExporterDataResponse msg = Message(8, 4);
+  std::vector<xpu::store::Sample> batch;
+  xpu::upstream::DecodeStats st;
+  xpu::upstream::DecodeData(msg, *xpu::catalog::Catalog::Builtin(), false, &batch, &st);
+  xpu::store::MetricStore store(xpu::catalog::Catalog::Builtin(),
+                                xpu::store::MetricStore::Options{std::chrono::seconds(60), 100000});
+  xpu::store::DeviceRegistry registry;
+  std::vector<xpu::store::DeviceInfo> devices;
+  std::map<int32_t, xpu::store::DeviceLabels> labels;
+  for (int32_t d = 0; d < 8; ++d) {
+    xpu::store::DeviceInfo info;
+    info.minor = d;
+    info.uuid = "PPU-2744a5fa-2135-0e7d-3fab-c78989a8d6e" + std::to_string(d);
+    info.model = "PPU-810E";
+    info.health = "Healthy";
+    devices.push_back(info);
+    labels[d] = {info.uuid, info.model};
+  }
+  registry.SetXdmDevices(devices);
+  store.SetDevices(labels);
+  store.Apply(batch, Clock::now());
+  prometheus::Registry self;
+  xpu::exposition::Exposer exposer(&store, &self);
+  for (int i = 0; i < 20; ++i)
+    prometheus::BuildGauge()
+        .Name("xpu_exporter_bench_gauge_" + std::to_string(i))
+        .Help("A self-metric.")
+        .Register(self)
+        .Add({})
+        .Set(i);
+  xpu::CollectorMetrics collectors(self);
+  for (const char* c : {"stream", "poll", "gpu_info", "config", "status"})
+    collectors.Record(c, true, std::chrono::milliseconds(3));
+  auto kubelet = std::make_shared<prometheus::Registry>();
+  xpu::CollectorMetrics kubelet_collectors(*kubelet);
+  kubelet_collectors.Record("kubelet", true, std::chrono::milliseconds(2));
+  auto hal = std::make_shared<prometheus::Registry>();
+  prometheus::BuildGauge().Name("xpu_hal_up").Help("HAL up.").Register(*hal).Add({}).Set(1);
+  exposer.AddCollectable(&registry);
+  exposer.AddCollectable(&self);
+  exposer.SetPart("kubelet", kubelet);
+  exposer.SetPart("hal", hal);
+  std::string out;
+  for (auto _ : state) {
+    exposer.Render(&out);
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(out.size()));
+}
+
+BENCHMARK(BM_ExposerPage)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_ParseMessage)->Arg(10'000)->Arg(100'000)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Decode)->Arg(10'000)->Arg(100'000)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_StoreApply)->Arg(10'000)->Arg(100'000)->Unit(benchmark::kMillisecond);
