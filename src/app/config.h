@@ -87,7 +87,9 @@ struct Config {
   };
   std::map<std::string, Setting> settings;
   // Validate's result for the settings above; set by ParseFlags and
-  // Reparse (Exporter::Start validates a Config built otherwise).
+  // Reparse. Exporter::Start validates a Config without it (built by hand:
+  // tests, tools); code that changes a text setting after ParseFlags resets
+  // it, or the parts keep the parsed value.
   std::optional<ParsedConfig> parsed;
 
   std::chrono::milliseconds effective_stale_after() const {

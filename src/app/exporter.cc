@@ -139,12 +139,23 @@ Status Exporter::Start() {
   }
   LoadedFiles files;
   if (Status s = LoadFiles(cfg_, &files); !s.ok()) return s;
+  // The parts are built outside parts_mu_ (BuildHal scans sysfs) and
+  // started below, after the web server, through these pointers: until the
+  // reloader runs, nothing else replaces them.
+  Parts built;
   {
-    MutexLock lock(parts_mu_);  // no other thread runs yet; reloads replace these under it
+    std::unique_ptr<hal::HalSampler> hal;
+    std::unique_ptr<hal::PciSampler> pci;
+    if (Status s = BuildHal(cfg_, files.faults, &hal, &pci); !s.ok()) return s;
+    std::unique_ptr<kubelet::PodMapper> pods = BuildPods(cfg_);
+    std::unique_ptr<kubernetes::PodWatcher> watcher = BuildWatcher(cfg_);
+    built = Parts{hal.get(), pci.get(), pods.get(), watcher.get()};
+    MutexLock lock(parts_mu_);
     catalog_ = files.catalog;
-    if (Status s = BuildHal(cfg_, files.faults, &hal_, &pci_); !s.ok()) return s;
-    pods_ = BuildPods(cfg_);
-    watcher_ = BuildWatcher(cfg_);
+    hal_ = std::move(hal);
+    pci_ = std::move(pci);
+    pods_ = std::move(pods);
+    watcher_ = std::move(watcher);
   }
   prometheus::BuildGauge()
       .Name("xpu_exporter_build_info")
@@ -220,13 +231,10 @@ Status Exporter::Start() {
   Status s = web_->Start();
   if (!s.ok()) return s;
   client_->Start();
-  {
-    MutexLock lock(parts_mu_);
-    if (hal_) hal_->Start();
-    if (pci_) pci_->Start();
-    if (pods_) pods_->Start();
-    if (watcher_) watcher_->Start();
-  }
+  if (built.hal) built.hal->Start();
+  if (built.pci) built.pci->Start();
+  if (built.pods) built.pods->Start();
+  if (built.watcher) built.watcher->Start();
   {
     MutexLock lock(jobs_mu_);
     reloader_started_ = true;
@@ -437,21 +445,15 @@ void Exporter::Stop() {
   // The parts stay in place (/status still reads them) and are stopped
   // outside parts_mu_: their threads join, and the reloader, the only one
   // that replaces them, has stopped.
-  hal::HalSampler* hal;
-  hal::PciSampler* pci;
-  kubelet::PodMapper* pods;
-  kubernetes::PodWatcher* watcher;
+  Parts parts;
   {
     MutexLock lock(parts_mu_);
-    hal = hal_.get();
-    pci = pci_.get();
-    pods = pods_.get();
-    watcher = watcher_.get();
+    parts = Parts{hal_.get(), pci_.get(), pods_.get(), watcher_.get()};
   }
-  if (hal) hal->Stop();
-  if (pci) pci->Stop();
-  if (pods) pods->Stop();
-  if (watcher) watcher->Stop();
+  if (parts.hal) parts.hal->Stop();
+  if (parts.pci) parts.pci->Stop();
+  if (parts.pods) parts.pods->Stop();
+  if (parts.watcher) parts.watcher->Stop();
   if (web_) web_->Stop();
 }
 

@@ -129,6 +129,14 @@ class Exporter {
     std::shared_ptr<prometheus::Registry> apiserver = std::make_shared<prometheus::Registry>();
   };
   PartMetrics part_metrics_;
+  // The parts' pointers, taken under parts_mu_ to be used outside it where
+  // no reload can replace them (Start before the reloader runs, Stop after).
+  struct Parts {
+    hal::HalSampler* hal = nullptr;
+    hal::PciSampler* pci = nullptr;
+    kubelet::PodMapper* pods = nullptr;
+    kubernetes::PodWatcher* watcher = nullptr;
+  };
   // Puts each part's metrics on the page, or takes them off (and starts a
   // fresh registry for it) when the part is off.
   void PublishPartMetrics();

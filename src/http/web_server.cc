@@ -76,13 +76,11 @@ std::string StreamFraming(mg_connection* conn, bool chunked) {
   return "Connection: close\r\n\r\n";
 }
 
-// Sends a response whose body is whole: `head` (its header lines, not yet
-// ended) gains the Content-Length, then goes out with the body unless
-// `with_body` is false (HEAD). A small body goes in the same write: two
-// small writes meet Nagle and the client's delayed ACK and stall ~40 ms.
-// False if the connection failed.
+// Sends a response whose body is whole: `head` (ended, with its
+// Content-Length), then the body unless `with_body` is false (HEAD). A body
+// under 256 KiB goes in the same write: two small writes meet Nagle and the
+// client's delayed ACK and stall ~40 ms. False if the connection failed.
 bool SendWhole(mg_connection* conn, std::string head, std::string_view body, bool with_body) {
-  head.append("Content-Length: ").append(std::to_string(body.size())).append("\r\n\r\n");
   const auto put = [conn](std::string_view s) {
     return mg_write(conn, s.data(), s.size()) == static_cast<int>(s.size());
   };
@@ -109,6 +107,7 @@ void SendStream(mg_connection* conn, std::string head, bool chunked,
       started = true;
       if (last) {
         ended = true;
+        head.append("Content-Length: ").append(std::to_string(piece.size())).append("\r\n\r\n");
         ok = SendWhole(conn, std::move(head), piece, /*with_body=*/true);
         return ok;
       }
@@ -505,6 +504,7 @@ class WebServer::Dispatcher : public CivetHandler {
     // HTTP/1.0 has no chunks: a stream goes to it unframed, ended by close.
     const char* version = mg_get_request_info(conn)->http_version;
     const bool chunked = version == nullptr || std::strcmp(version, "1.0") != 0;
+    if (!resp.stream) head += "Content-Length: " + std::to_string(body->size()) + "\r\n";
     const auto add_header = [&head](const std::string& k, const std::string& v) {
       head.append(k).append(": ").append(v).append("\r\n");
     };
@@ -523,6 +523,7 @@ class WebServer::Dispatcher : public CivetHandler {
       }
       return;
     }
+    head += "\r\n";
     SendWhole(conn, std::move(head), *body, req.method != "HEAD");
   }
 

@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <tuple>
 
 #include "support/test_util.h"
 
@@ -216,13 +217,19 @@ TEST(ConfigTest, ValidationParsesTheTextSettingsIntoWhatThePartsTake) {
   EXPECT_EQ(p.pci_filter.vendors, std::vector<uint32_t>{0x1ded});
   EXPECT_TRUE(p.hal.pci);
   EXPECT_FALSE(p.hal.sysfs || p.hal.automatic);
-  for (const std::vector<std::string>& bad : {std::vector<std::string>{"--metrics.exclude", "("},
-                                              {"--kubernetes.pod-labels", "("},
-                                              {"--kubelet.dra.device-names", "gpu"},
-                                              {"--hal.pci.vendors", "zz"},
-                                              {"--hal", "sysfs,bogus"}}) {
+  // Each refused at start (exit 2) and by a reload, naming its flag.
+  for (const auto& [flag, value, named] :
+       std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"--metrics.exclude", "(", "--metrics.exclude"},
+           {"--kubernetes.pod-labels", "(", "--kubernetes.pod-labels"},
+           {"--kubelet.dra.device-names", "gpu", "--kubelet.dra."},
+           {"--hal.pci.vendors", "zz", "--hal.pci.vendors"},
+           {"--hal", "sysfs,bogus", "--hal:"}}) {
     Config c;
-    EXPECT_EQ(Parse(bad, &c), 2) << bad[0];
+    EXPECT_EQ(Parse({flag, value}, &c), 2) << flag;
+    const Status s = Reparse({flag, value}, &c);
+    EXPECT_EQ(s.code(), Status::Code::kInvalidArgument) << flag;
+    EXPECT_EQ(s.message().rfind(named, 0), 0u) << flag << ": " << s.message();
   }
 }
 

@@ -90,10 +90,11 @@ TEST_F(MetricsEndpointTest, ConcurrentGzipScrapesShareOneRender) {
   std::thread a([&] { first = endpoint_.Serve(Gzip()); });
   gate.WaitEntered();
   std::thread b([&] { second = endpoint_.Serve(Gzip()); });
-  ASSERT_TRUE(WaitFor([&] { return Shared(self_) == 1; })) << "the second scrape did not join";
-  gate.Open();
+  const bool joined = WaitFor([&] { return Shared(self_) == 1; });
+  gate.Open();  // before any assertion can return: the threads must be joined
   a.join();
   b.join();
+  ASSERT_TRUE(joined) << "the second scrape did not join";
   EXPECT_EQ(gate.calls.load(), 1);
   ASSERT_TRUE(first.shared_body);
   EXPECT_EQ(first.shared_body, second.shared_body);
@@ -157,10 +158,11 @@ TEST_F(MetricsEndpointTest, FormatsAreNotShared) {
   std::thread second([&] { b = endpoint_.Serve(Gzip()); });
   // Either the text scrape renders too (it enters the gate) or it joined
   // the OpenMetrics render (counted as shared).
-  ASSERT_TRUE(WaitFor([&] { return gate.calls.load() == 2 || Shared(self_) > 0; }));
-  gate.Open();
+  const bool overlapped = WaitFor([&] { return gate.calls.load() == 2 || Shared(self_) > 0; });
+  gate.Open();  // before any assertion can return: the threads must be joined
   first.join();
   second.join();
+  ASSERT_TRUE(overlapped);
   EXPECT_EQ(Shared(self_), 0);
   EXPECT_EQ(gate.calls.load(), 2);
   ASSERT_TRUE(a.shared_body && b.shared_body);

@@ -36,10 +36,21 @@ class Counter {
     xpu::MutexLock lock(mu_);
     Bump();  // takes the lock again (EXCLUDES)
   }
+#elif XPU_MISUSE == 5
+  void Bad() {
+    xpu::MutexLock second(mu_);
+    xpu::MutexLock first(order_);  // against XPU_ACQUIRED_BEFORE
+  }
 #endif
 
  private:
   void BumpLocked() XPU_REQUIRES(mu_) { ++n_; }
+  void Ordered() {
+    xpu::MutexLock first(order_);
+    xpu::MutexLock second(mu_);
+    ++n_;
+  }
+  xpu::Mutex order_ XPU_ACQUIRED_BEFORE(mu_);
   xpu::Mutex mu_;
   xpu::CondVar cv_;
   int n_ XPU_GUARDED_BY(mu_) = 0;

@@ -1,9 +1,14 @@
 #!/usr/bin/env python3
-"""The lock table in docs/architecture.md against the code: every Mutex member
-in src/ is a row (`Class::member`), every row is a Mutex that exists, each
-mutex guards something the compiler can see (an XPU_GUARDED_BY, XPU_REQUIRES
-or XPU_ACQUIRED_BEFORE naming it) unless its row says it only orders, and no
-file in src/ uses std::mutex, which clang's -Wthread-safety cannot check.
+"""The lock table in docs/architecture.md against the code.
+
+- Every Mutex member of a class in src/ is a row (`Class::member`, nested
+  classes as `Outer::Inner::member`), and every row is a Mutex that exists.
+- Each mutex guards something the compiler sees: an XPU_GUARDED_BY,
+  XPU_PT_GUARDED_BY, XPU_REQUIRES or XPU_ACQUIRED_* naming it inside its own
+  class, unless its row says it "orders only".
+- No file in src/ or tools/ uses std::mutex and its kin, which clang's
+  -Wthread-safety cannot see; each Mutex is declared one per line, so this
+  check reads every one.
 
   check_locks.py ROOT
 """
@@ -11,84 +16,108 @@ import re
 import sys
 from pathlib import Path
 
-CLASS = re.compile(r'\b(class|struct)\s+(?:XPU_\w+(?:\([^)]*\))?\s+)?(\w+(?:::\w+)*)'
-                   r'(?:\s+final)?\s*(?::(?!:)[^{;]*)?\{')
-MUTEX = re.compile(r'^\s*(?:mutable\s+)?Mutex\s+(\w+)\b[^;]*;')
+CLASS_HEAD = re.compile(r'\b(?:class|struct)\s+(?:XPU_\w+(?:\([^)]*\))?\s+)?(\w+(?:::\w+)*)'
+                        r'(?:\s+final)?\s*(?::(?!:)[^{;]*)?$')
+MUTEX = re.compile(r'^\s*(?:mutable\s+)?(?:xpu::)?Mutex\s+(\w+)\s*(?:XPU_\w+\([^)]*\)\s*)*;')
+MUTEX_START = re.compile(r'^\s*(?:mutable\s+)?(?:xpu::)?Mutex\b(?!\s*[&*(:<])')
+STD_LOCKS = re.compile(r'\bstd::(mutex|recursive_mutex|timed_mutex|recursive_timed_mutex|'
+                       r'shared_mutex|shared_timed_mutex|lock_guard|unique_lock|scoped_lock|'
+                       r'shared_lock|condition_variable|condition_variable_any)\b')
 ROW = re.compile(r'^\|\s*`(\w+(?:::\w+)*)::(\w+)`\s*\|(.*)\|\s*$')
 
 
-def strip(line):
-    """The line without // comments and string literals (brace counting)."""
-    line = re.sub(r'"(?:\\.|[^"\\])*"', '""', line)
-    line = re.sub(r"'(?:\\.|[^'\\])'", "''", line)
-    return line.split('//', 1)[0]
+def strip(text):
+    """`text` without comments and string or character literals."""
+    text = re.sub(r'/\*.*?\*/', ' ', text, flags=re.S)
+    text = re.sub(r'"(?:\\.|[^"\\\n])*"', '""', text)
+    text = re.sub(r"'(?:\\.|[^'\\\n])'", "''", text)
+    return re.sub(r'//[^\n]*', '', text)
 
 
-def mutexes(path):
-    """(Class::Nested, member, file text) for each Mutex member in `path`."""
-    text = path.read_text()
-    stack = []  # (name or None, depth at which it opened)
-    depth = 0
-    found = []
-    for raw in text.split('\n'):
-        line = strip(raw)
-        m = MUTEX.match(line)
-        if m and stack and stack[-1][0] is not None:
-            found.append(('::'.join(n for n, _ in stack if n), m.group(1)))
-        pos = 0
-        for c in CLASS.finditer(line):
-            # braces before the class's own '{' belong to the enclosing scope
-            depth += line[pos:c.end() - 1].count('{') - line[pos:c.end() - 1].count('}')
-            stack.append((c.group(2), depth))
-            depth += 1
-            pos = c.end()
-        rest = line[pos:]
-        for ch in rest:
-            if ch == '{':
-                depth += 1
-                stack.append((None, depth - 1))
-            elif ch == '}':
-                depth -= 1
-                while stack and stack[-1][1] >= depth:
-                    stack.pop()
-    return [(cls, member, text) for cls, member in found]
+def scan(code):
+    """(qualified class, mutex member, class body) for each Mutex member, and
+    the lines that declare a Mutex other than one per line."""
+    found, bad = [], []
+    mutexes = {}  # offset of a Mutex declaration's line -> (line number, member)
+    offset = 0
+    for lineno, line in enumerate(code.split('\n'), 1):
+        if MUTEX_START.match(line):
+            m = MUTEX.match(line)
+            if m:
+                mutexes[offset] = (lineno, m.group(1))
+            else:
+                bad.append(lineno)
+        offset += len(line) + 1
+    # Walk the braces; the text since the last '{', '}' or ';' is the head of
+    # what a '{' opens (a class head may span lines).
+    stack = []  # [class name or None, body start, [members]]
+    head_start = 0
+    starts = sorted(mutexes)
+    next_mutex = 0
+    for i, ch in enumerate(code):
+        while next_mutex < len(starts) and starts[next_mutex] <= i:
+            if stack and stack[-1][0] is not None:
+                stack[-1][2].append(mutexes[starts[next_mutex]][1])
+            next_mutex += 1
+        if ch not in '{};':
+            continue
+        if ch == '{':
+            m = CLASS_HEAD.search(' '.join(code[head_start:i].split()))
+            stack.append([m.group(1) if m else None, i + 1, []])
+        elif ch == '}' and stack:
+            name, start, members = stack.pop()
+            if name is not None:
+                outer = [n for n, _, _ in stack if n]
+                for member in members:
+                    found.append(('::'.join(outer + [name]), member, code[start:i]))
+        head_start = i + 1
+    return found, bad
 
 
 def main():
     root = Path(sys.argv[1])
     errors = []
     code = {}
-    texts = {}
-    for path in sorted((root / 'src').rglob('*')):
+    for path in sorted(list((root / 'src').rglob('*')) + list((root / 'tools').rglob('*'))):
         if path.suffix not in ('.h', '.cc') or path.name == 'mutex.h':
             continue
-        text = path.read_text()
-        if re.search(r'\bstd::(mutex|recursive_mutex|shared_mutex|lock_guard|unique_lock)\b', text):
-            errors.append(f'{path.relative_to(root)}: std::mutex and its locks are invisible to '
-                          '-Wthread-safety; use xpu::Mutex and MutexLock (src/common/mutex.h)')
-        for cls, member, _ in mutexes(path):
-            code[f'{cls}::{member}'] = path
-            texts.setdefault(f'{cls}::{member}', text)
+        rel = path.relative_to(root)
+        text = strip(path.read_text())
+        if STD_LOCKS.search(text):
+            errors.append(f'{rel}: std::mutex and its kin are invisible to -Wthread-safety; use '
+                          'xpu::Mutex, MutexLock and CondVar (src/common/mutex.h)')
+        found, bad = scan(text)
+        for lineno in bad:
+            errors.append(f'{rel}:{lineno}: declare one Mutex per line, on one line')
+        if rel.parts[0] != 'src':
+            continue
+        for cls, member, body in found:
+            key = f'{cls}::{member}'
+            if key in code:
+                errors.append(f'{rel}: {key} is also in {code[key][0]}: the table cannot tell them apart')
+            code[key] = (rel, member, body)
     doc = (root / 'docs' / 'architecture.md').read_text()
     rows = {}
     for line in doc.split('\n'):
         m = ROW.match(line)
         if m:
-            rows[f'{m.group(1)}::{m.group(2)}'] = (m.group(2), m.group(3))
+            rows[f'{m.group(1)}::{m.group(2)}'] = m.group(3)
     for name in sorted(set(code) - set(rows)):
-        errors.append(f'{code[name].relative_to(root)}: {name} is not in the lock table '
+        errors.append(f'{code[name][0]}: {name} is not in the lock table '
                       '(docs/architecture.md, "Locks")')
     for name in sorted(set(rows) - set(code)):
         errors.append(f'docs/architecture.md: the lock table names {name}, which src/ does not have')
     for name in sorted(set(rows) & set(code)):
-        member, what = rows[name]
+        rel, member, body = code[name]
+        what = rows[name]
         if not what.strip(' |'):
             errors.append(f'docs/architecture.md: {name} says nothing about what it guards')
-        annotated = re.search(r'XPU_(GUARDED_BY|PT_GUARDED_BY|REQUIRES|ACQUIRED_BEFORE|ACQUIRED_AFTER)'
-                              r'\([^)]*\b' + re.escape(member) + r'\b', texts[name])
+        annotated = re.search(r'XPU_(GUARDED_BY|PT_GUARDED_BY|REQUIRES|ACQUIRED_BEFORE|'
+                              r'ACQUIRED_AFTER)\([^)]*\b' + re.escape(member) + r'\b', body)
         if not annotated and 'orders only' not in what:
-            errors.append(f'{code[name].relative_to(root)}: nothing is XPU_GUARDED_BY({member}) '
-                          f'in {name}\'s file; annotate what it guards, or say "orders only" in its row')
+            errors.append(f'{rel}: nothing in {name.rsplit("::", 1)[0]} is XPU_GUARDED_BY({member}) '
+                          'or XPU_REQUIRES it; annotate what it guards, or say "orders only" in '
+                          'its row')
     for e in errors:
         print(e)
     print(f'check_locks: {len(code)} mutexes in src/, {len(rows)} rows, {len(errors)} problem(s)')
