@@ -25,7 +25,9 @@ struct Exporter::ReloadJob {
   }
 };
 
-Exporter::Exporter(Config cfg) : cfg_(std::move(cfg)) {}
+Exporter::Exporter(Config cfg) : cfg_(std::move(cfg)) {
+  devices_.SetPciFamilyWriter(hal::PciFamilies);  // the pci backend's families, on its views
+}
 
 Exporter::~Exporter() { Stop(); }
 
@@ -196,7 +198,6 @@ Status Exporter::Start() {
                           .Add({});
   exposer_ = std::make_unique<exposition::Exposer>(store_.get(), &self_metrics_);
   exposer_->AddCollectable(&devices_);
-  exposer_->AddCollectable(&pci_devices_);
   data_age_ = std::make_unique<store::DataAgeMetrics>(store_.get());
   exposer_->AddCollectable(data_age_.get());
   exposer_->AddCollectable(&self_metrics_);

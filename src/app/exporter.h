@@ -100,7 +100,6 @@ class Exporter {
   LogOnce identity_said_;
   std::unique_ptr<store::MetricStore> store_;
   store::DeviceRegistry devices_;
-  hal::PciDeviceMetrics pci_devices_{&devices_};     // the pci backend's families, from devices_
   store::ExemplarStore exemplars_;                   // fault raises' pods, for OpenMetrics scrapes
   std::unique_ptr<store::DataAgeMetrics> data_age_;  // reads store_
   std::unique_ptr<exposition::Exposer> exposer_;

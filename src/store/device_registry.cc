@@ -51,6 +51,11 @@ void DeviceRegistry::SetDeviceFilter(std::set<int32_t> minors) {
   KeepChosen(filter_, &pci_);
 }
 
+void DeviceRegistry::SetPciFamilyWriter(PciFamilyWriter writer) {
+  MutexLock lock(mu_);
+  pci_writer_ = std::move(writer);
+}
+
 void DeviceRegistry::OnXdmDevicesChanged(DevicesListener listener) {
   MutexLock lock(mu_);
   listener_ = std::move(listener);
@@ -284,6 +289,9 @@ std::vector<prometheus::MetricFamily> DeviceRegistry::Collect() const {
   if (!info.metric.empty()) out.push_back(std::move(info));
   if (!topo.metric.empty()) out.push_back(std::move(topo));
   if (!health.metric.empty()) out.push_back(std::move(health));
+  if (pci_writer_) {
+    for (prometheus::MetricFamily& f : pci_writer_(pci_)) out.push_back(std::move(f));
+  }
   return out;
 }
 

@@ -170,6 +170,13 @@ class DeviceRegistry : public prometheus::Collectable {
   // labels) stay in step with the one list. Set before any writer starts.
   using DevicesListener = std::function<void(const std::vector<DeviceInfo>&)>;
   void OnXdmDevicesChanged(DevicesListener listener);
+  // Writes the pci backend's own families from its views (hal::PciFamilies:
+  // that code lives with the sampler). Collect calls it under the registry's
+  // lock, so a page's PCI families and the faults and health derived from
+  // the same views are one sample. Without one, no PCI family is written.
+  using PciFamilyWriter =
+      std::function<std::vector<prometheus::MetricFamily>(const std::vector<PciDeviceView>&)>;
+  void SetPciFamilyWriter(PciFamilyWriter writer);
   std::vector<DeviceInfo> Devices() const;
   // Whether XDM is alive (ListAndWatch open, data fresh). While it is not,
   // xpu_device_health{source="xdm"} is withdrawn: a dead daemon's last word
@@ -211,7 +218,8 @@ class DeviceRegistry : public prometheus::Collectable {
   std::vector<DeviceShare> shares_ XPU_GUARDED_BY(mu_);
   std::string MinorOfLocked(const std::string& uuid) const XPU_REQUIRES(mu_);
   std::vector<HalDeviceView> MergedHalLocked() const XPU_REQUIRES(mu_);
-  DevicesListener listener_;                             // set before writers start
+  DevicesListener listener_;  // set before writers start
+  PciFamilyWriter pci_writer_ XPU_GUARDED_BY(mu_);
   std::set<int32_t> filter_ XPU_GUARDED_BY(mu_);         // empty: every device
   std::vector<DeviceInfo> xdm_raw_ XPU_GUARDED_BY(mu_);  // the list before filtering
   // devices_ from xdm_raw_ and filter_; calls the listener if it changed.

@@ -1,13 +1,24 @@
 #!/usr/bin/env bash
-# thread_safety_check.sh CLANG SRC_DIR FLAG...: with the project's own
-# thread-safety flags (CMakeLists.txt, XPU_CLANG_WARNINGS),
-# thread_safety_misuse.cc compiles as written and fails to compile, with
-# clang's thread-safety diagnostic, for each misuse it holds (see that file).
+# thread_safety_check.sh CLANG SRC_DIR FLAG... [--built-with OPTION...]:
+# with the project's own thread-safety flags (CMakeLists.txt,
+# XPU_CLANG_WARNINGS), thread_safety_misuse.cc compiles as written and fails
+# to compile, with clang's thread-safety diagnostic, for each misuse it holds
+# (see that file). With --built-with (the clang builds), each flag must also
+# be among the options our code is compiled with.
 set -euo pipefail
 clang=$1 src=$2
 shift 2
-flags=("$@")
+flags=()
+while [ $# -gt 0 ] && [ "$1" != --built-with ]; do flags+=("$1"); shift; done
 [ ${#flags[@]} -gt 0 ] || { echo "FAIL: no thread-safety flags given"; exit 1; }
+if [ "${1:-}" = --built-with ]; then
+  shift
+  for f in "${flags[@]}"; do
+    printf '%s\n' "$@" | grep -qxF -- "$f" || {
+      echo "FAIL: this clang build compiles our code without $f (options: $*)"; exit 1; }
+  done
+  echo "the clang build compiles our code with ${flags[*]}"
+fi
 here=$(cd "$(dirname "$0")" && pwd)
 compile() {
   "$clang" -std=c++20 -fsyntax-only "${flags[@]}" -I "$src" \

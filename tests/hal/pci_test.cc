@@ -281,16 +281,17 @@ TEST_F(PciTreeTest, TrackerJoinsXdmByBusIdAndCountsResets) {
   EXPECT_EQ(v[0].resets_observed, 2u);
 }
 
-// The pci backend's families come from its views in the registry; the
-// registry itself writes none of them.
-TEST_F(PciTreeTest, PciDeviceMetricsExportsThePciFamiliesFromTheRegistry) {
+// The pci backend's families are written by its own code (PciFamilies), which
+// the registry calls on its views; without it the registry writes none.
+TEST_F(PciTreeTest, TheRegistryWritesThePciFamiliesWithTheSamplersWriter) {
   Gpu("0000:3b:00.0");
   store::DeviceRegistry reg;
   PciTracker t;
   reg.SetPciDevices(t.Update(Scan(), {}));
   for (const auto& f : reg.Collect()) EXPECT_EQ(f.name.rfind("xpu_pci", 0), std::string::npos);
   std::map<std::string, size_t> series;
-  for (const auto& f : PciDeviceMetrics(&reg).Collect()) series[f.name] = f.metric.size();
+  reg.SetPciFamilyWriter(PciFamilies);
+  for (const auto& f : reg.Collect()) series[f.name] = f.metric.size();
   EXPECT_EQ(series["xpu_pci_driver_bound"], 1u);
   // current, max and capable (no port above it in this tree)
   EXPECT_EQ(series["xpu_pcie_link_speed_transfers_per_second"], 3u);
@@ -516,7 +517,8 @@ TEST_F(PciTreeTest, LinksAreJudgedAgainstTheSlotAndOverTime) {
   // Exported: both ends and the capability.
   store::DeviceRegistry reg;
   reg.SetPciDevices(views);
-  const PciDeviceMetrics pci(&reg);
+  reg.SetPciFamilyWriter(PciFamilies);
+  const store::DeviceRegistry& pci = reg;
   EXPECT_EQ(xpu::testing::MetricValue(pci, "xpu_pcie_link_speed_transfers_per_second",
                                       {{"bus_id", "0000:01:00.0"}, {"bound", "port_max"}}),
             16e9);

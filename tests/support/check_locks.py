@@ -16,10 +16,11 @@ import re
 import sys
 from pathlib import Path
 
-CLASS_HEAD = re.compile(r'\b(?:class|struct)\s+(?:XPU_\w+(?:\([^)]*\))?\s+)?(\w+(?:::\w+)*)'
-                        r'(?:\s+final)?\s*(?::(?!:)[^{;]*)?$')
-MUTEX = re.compile(r'^\s*(?:mutable\s+)?(?:xpu::)?Mutex\s+(\w+)\s*(?:XPU_\w+\([^)]*\)\s*)*;')
-MUTEX_START = re.compile(r'^\s*(?:mutable\s+)?(?:xpu::)?Mutex\b(?!\s*[&*(:<])')
+CLASS_HEAD = re.compile(r'\b(?:class|struct)\s+(?:(?:\[\[[^\]]*\]\]|alignas\([^)]*\)|XPU_\w+(?:\([^)]*\))?)\s*)*'
+                        r'(\w+(?:::\w+)*)(?:\s*<[^{};]*>)?(?:\s+final)?\s*(?::(?!:)[^{;]*)?$')
+DECL_PREFIX = r'^\s*(?:(?:static|mutable|inline|thread_local|alignas\([^)]*\))\s+)*(?:::)?(?:xpu::)?'
+MUTEX = re.compile(DECL_PREFIX + r'Mutex\s+(\w+)\s*(?:XPU_\w+\([^)]*\)\s*)*;')
+MUTEX_START = re.compile(DECL_PREFIX + r'Mutex\b(?!\s*[&*(:<])')
 STD_LOCKS = re.compile(r'\bstd::(mutex|recursive_mutex|timed_mutex|recursive_timed_mutex|'
                        r'shared_mutex|shared_timed_mutex|lock_guard|unique_lock|scoped_lock|'
                        r'shared_lock|condition_variable|condition_variable_any)\b')
@@ -27,17 +28,48 @@ ROW = re.compile(r'^\|\s*`(\w+(?:::\w+)*)::(\w+)`\s*\|(.*)\|\s*$')
 
 
 def strip(text):
-    """`text` without comments and string or character literals."""
-    text = re.sub(r'/\*.*?\*/', ' ', text, flags=re.S)
-    text = re.sub(r'"(?:\\.|[^"\\\n])*"', '""', text)
-    text = re.sub(r"'(?:\\.|[^'\\\n])'", "''", text)
-    return re.sub(r'//[^\n]*', '', text)
+    """`text` with comments, string and character literals blanked (their
+    newlines kept, so line numbers stay), in one pass: a "/*" inside a
+    string is no comment, a quote inside a comment no string."""
+    out = []
+    i, n = 0, len(text)
+    while i < n:
+        if text.startswith('//', i):
+            j = text.find('\n', i)
+            i = n if j < 0 else j
+        elif text.startswith('/*', i):
+            j = text.find('*/', i + 2)
+            j = n if j < 0 else j + 2
+            out.append(re.sub(r'[^\n]', ' ', text[i:j]))
+            i = j
+        elif text[i] == '"':
+            raw = re.match(r'R"([^(\s]*)\(', text[i - 1:i + 20]) if i > 0 and text[i - 1] == 'R' else None
+            if raw:
+                end = text.find(')' + raw.group(1) + '"', i)
+                j = n if end < 0 else end + len(raw.group(1)) + 2
+            else:
+                j = i + 1
+                while j < n and text[j] != '"' and text[j] != '\n':
+                    j += 2 if text[j] == '\\' else 1
+                j += 1
+            out.append('""' + '\n' * text[i:j].count('\n'))
+            i = j
+        elif text[i] == "'" and not (i > 0 and text[i - 1].isalnum()):  # not a digit separator
+            m = re.match(r"'(?:\\.[^']*|[^'\\\n])'", text[i:])
+            j = i + (len(m.group(0)) if m else 1)
+            out.append("''")
+            i = j
+        else:
+            out.append(text[i])
+            i += 1
+    return ''.join(out)
 
 
 def scan(code):
-    """(qualified class, mutex member, class body) for each Mutex member, and
-    the lines that declare a Mutex other than one per line."""
-    found, bad = [], []
+    """(qualified class, mutex member, the class's own body) for each Mutex
+    member; the lines that declare a Mutex other than one per line; the
+    lines that declare one outside a class."""
+    bad, outside = [], []
     mutexes = {}  # offset of a Mutex declaration's line -> (line number, member)
     offset = 0
     for lineno, line in enumerate(code.split('\n'), 1):
@@ -51,13 +83,17 @@ def scan(code):
     # Walk the braces; the text since the last '{', '}' or ';' is the head of
     # what a '{' opens (a class head may span lines).
     stack = []  # [class name or None, body start, [members]]
+    classes = []  # (qualified name, start, end, members)
     head_start = 0
     starts = sorted(mutexes)
     next_mutex = 0
     for i, ch in enumerate(code):
         while next_mutex < len(starts) and starts[next_mutex] <= i:
+            lineno, member = mutexes[starts[next_mutex]]
             if stack and stack[-1][0] is not None:
-                stack[-1][2].append(mutexes[starts[next_mutex]][1])
+                stack[-1][2].append(member)
+            else:
+                outside.append(lineno)
             next_mutex += 1
         if ch not in '{};':
             continue
@@ -68,10 +104,20 @@ def scan(code):
             name, start, members = stack.pop()
             if name is not None:
                 outer = [n for n, _, _ in stack if n]
-                for member in members:
-                    found.append(('::'.join(outer + [name]), member, code[start:i]))
+                classes.append(('::'.join(outer + [name]), start, i, members))
         head_start = i + 1
-    return found, bad
+    found = []
+    for name, start, end, members in classes:
+        # Its own body: without the bodies of the classes nested in it.
+        own, at = [], start
+        for _, s, e, _ in sorted(c for c in classes if start < c[1] and c[2] < end):
+            if s >= at:
+                own.append(code[at:s])
+                at = e
+        own.append(code[at:end])
+        for member in members:
+            found.append((name, member, ''.join(own)))
+    return found, bad, outside
 
 
 def main():
@@ -86,9 +132,12 @@ def main():
         if STD_LOCKS.search(text):
             errors.append(f'{rel}: std::mutex and its kin are invisible to -Wthread-safety; use '
                           'xpu::Mutex, MutexLock and CondVar (src/common/mutex.h)')
-        found, bad = scan(text)
+        found, bad, outside = scan(text)
         for lineno in bad:
             errors.append(f'{rel}:{lineno}: declare one Mutex per line, on one line')
+        for lineno in outside:
+            errors.append(f'{rel}:{lineno}: a Mutex outside a class; make it a member of the class '
+                          'whose data it guards, so that the table and the annotations can name it')
         if rel.parts[0] != 'src':
             continue
         for cls, member, body in found:
