@@ -43,7 +43,8 @@ CLI::Option* AddDuration(CLI::App& app, const std::string& name, std::chrono::mi
   return opt;
 }
 
-void Build(CLI::App& app, Config* cfg) {
+// The version, the config files and the HTTP server's flags.
+void AddWebFlags(CLI::App& app, Config* cfg) {
   app.set_version_flag("--version", std::string("xpu-exporter ") + kVersion);
   cfg->web.listen_addresses.clear();  // a repeatable option appends
   app.add_option("--config.file", cfg->config_file,
@@ -81,6 +82,10 @@ void Build(CLI::App& app, Config* cfg) {
                  "Basic-auth password checks (bcrypt) at once; more are answered 429")
       ->check(CLI::Range(1, 64))
       ->capture_default_str();
+}
+
+// The XDM client's flags: endpoints, backoff, interval, caps, devices.
+void AddXdmFlags(CLI::App& app, Config* cfg) {
   app.add_option("--xdm.endpoint", cfg->xdm.xdm_endpoint, "XDM gRPC endpoint (dp2mgr.sock)")
       ->capture_default_str();
   app.add_option("--controller.endpoint", cfg->xdm.controller_endpoint,
@@ -112,6 +117,10 @@ void Build(CLI::App& app, Config* cfg) {
                  "Export only these devices (minors), repeatable or comma-separated; default all")
       ->delimiter(',')
       ->check(CLI::Range(0, 1 << 20));
+}
+
+// The family selection, the catalogs and the HAL backends' flags.
+void AddMetricsAndHalFlags(CLI::App& app, Config* cfg) {
   app.add_option("--metrics.include", cfg->metrics_include,
                  "Export only families whose name matches one of these regexes (repeatable)");
   app.add_option("--metrics.exclude", cfg->metrics_exclude,
@@ -140,6 +149,10 @@ void Build(CLI::App& app, Config* cfg) {
   app.add_option("--hal.fault-catalog", cfg->hal.fault_catalog_file,
                  "Fault-code catalog YAML replacing the built-in one")
       ->check(CLI::ExistingFile);
+}
+
+// The kubelet's and the API server's flags.
+void AddKubernetesFlags(CLI::App& app, Config* cfg) {
   app.add_option("--kubelet.pod-resources-socket", cfg->kubelet.socket,
                  "kubelet PodResources socket for device-to-pod attribution; empty disables")
       ->capture_default_str();
@@ -173,12 +186,25 @@ void Build(CLI::App& app, Config* cfg) {
       ->delimiter(',');
   AddDuration(app, "--kubernetes.node-interval", &cfg->kubernetes.node_interval,
               "How often to read this node's object (HAMi's device register)");
+}
+
+// Logging.
+void AddLogFlags(CLI::App& app, Config* cfg) {
   app.add_option("--log.level", cfg->log_level, "debug, info, warn or error")
       ->check(CLI::IsMember({"debug", "info", "warn", "error"}))
       ->capture_default_str();
   app.add_option("--log.format", cfg->log_format, "logfmt or json")
       ->check(CLI::IsMember({"logfmt", "json"}))
       ->capture_default_str();
+}
+
+// Every flag, in the order --help lists them, writing into `cfg`.
+void Build(CLI::App& app, Config* cfg) {
+  AddWebFlags(app, cfg);
+  AddXdmFlags(app, cfg);
+  AddMetricsAndHalFlags(app, cfg);
+  AddKubernetesFlags(app, cfg);
+  AddLogFlags(app, cfg);
 }
 
 // Parses `args`; returns nullopt to go on, or an exit code: 0 after printing
