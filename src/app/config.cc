@@ -43,168 +43,239 @@ CLI::Option* AddDuration(CLI::App& app, const std::string& name, std::chrono::mi
   return opt;
 }
 
+// The flags being registered, and who applies each: every registration
+// passes its option through here once (Build refuses one that does not).
+struct Flags {
+  CLI::App& app;
+  std::map<std::string, Applier>* appliers;
+  CLI::Option* operator()(Applier a, CLI::Option* opt) const {
+    (*appliers)[opt->get_name().substr(2)] = a;
+    return opt;
+  }
+};
+
 // The version, the config files and the HTTP server's flags.
-void AddWebFlags(CLI::App& app, Config* cfg) {
+void AddWebFlags(const Flags& f, Config* cfg) {
+  CLI::App& app = f.app;
   app.set_version_flag("--version", std::string("xpu-exporter ") + kVersion);
   cfg->web.listen_addresses.clear();  // a repeatable option appends
-  app.add_option("--config.file", cfg->config_file,
-                 "YAML file setting any of these flags by name (flags override it)");
-  app.add_option("--web.config.file", cfg->web_config_file,
-                 "Exporter-toolkit web config: TLS, basic auth, headers (re-read on SIGHUP)");
-  app.add_flag("--web.enable-lifecycle", cfg->enable_lifecycle,
-               "Enable POST /-/reload (like SIGHUP); off by default, as in Prometheus");
-  app.add_flag("--config.check", cfg->config_check,
-               "Validate the flags and every file they name, print the result, exit 0 or 2");
-  app.add_flag("--web.probes-require-auth", cfg->web.protect_probes,
-               "Require basic auth on /-/healthy and /-/ready too");
-  app.add_option(
-      "--web.listen-address", cfg->web.listen_addresses,
-      std::string("Address to listen on, repeatable (default ") + kDefaultListenAddress + ")");
-  app.add_option("--web.telemetry-path", cfg->telemetry_path, "Path under which to expose metrics")
-      ->capture_default_str();
-  app.add_option("--web.max-connections", cfg->web.max_connections,
-                 "HTTP requests served at once, besides the probes' reserved workers")
-      ->check(CLI::Range(1, 1024))
-      ->capture_default_str();
-  app.add_option("--web.reserved-probe-connections", cfg->web.reserved_probe_workers,
-                 "HTTP workers on top of --web.max-connections that only /-/healthy and "
-                 "/-/ready use")
-      ->check(CLI::Range(0, 64))
-      ->capture_default_str();
-  AddDuration(app, "--web.head-timeout", &cfg->web.head_timeout,
-              "Deadline for a connection's TLS handshake and request head");
-  AddDuration(app, "--web.keep-alive-timeout", &cfg->web.keep_alive_timeout,
-              "Idle time allowed between two requests on a keep-alive connection");
-  AddDuration(app, "--web.response-timeout", &cfg->web.response_timeout,
-              "Deadline for a whole response when the client sends no "
-              "X-Prometheus-Scrape-Timeout-Seconds");
-  app.add_option("--web.max-auth-checks", cfg->web.max_auth_checks,
-                 "Basic-auth password checks (bcrypt) at once; more are answered 429")
-      ->check(CLI::Range(1, 64))
-      ->capture_default_str();
+  f(Applier::kRestart,
+    app.add_option("--config.file", cfg->config_file,
+                   "YAML file setting any of these flags by name (flags override it)"));
+  f(Applier::kWebConfig,
+    app.add_option("--web.config.file", cfg->web_config_file,
+                   "Exporter-toolkit web config: TLS, basic auth, headers (re-read on SIGHUP)"));
+  f(Applier::kRestart,
+    app.add_flag("--web.enable-lifecycle", cfg->enable_lifecycle,
+                 "Enable POST /-/reload (like SIGHUP); off by default, as in Prometheus"));
+  f(Applier::kRestart,
+    app.add_flag("--config.check", cfg->config_check,
+                 "Validate the flags and every file they name, print the result, exit 0 or 2"));
+  f(Applier::kRestart, app.add_flag("--web.probes-require-auth", cfg->web.protect_probes,
+                                    "Require basic auth on /-/healthy and /-/ready too"));
+  f(Applier::kRestart, app.add_option("--web.listen-address", cfg->web.listen_addresses,
+                                      std::string("Address to listen on, repeatable (default ") +
+                                          kDefaultListenAddress + ")"));
+  f(Applier::kRestart, app.add_option("--web.telemetry-path", cfg->telemetry_path,
+                                      "Path under which to expose metrics")
+                           ->capture_default_str());
+  f(Applier::kRestart,
+    app.add_option("--web.max-connections", cfg->web.max_connections,
+                   "HTTP requests served at once, besides the probes' reserved workers")
+        ->check(CLI::Range(1, 1024))
+        ->capture_default_str());
+  f(Applier::kRestart,
+    app.add_option("--web.reserved-probe-connections", cfg->web.reserved_probe_workers,
+                   "HTTP workers on top of --web.max-connections that only /-/healthy and "
+                   "/-/ready use")
+        ->check(CLI::Range(0, 64))
+        ->capture_default_str());
+  f(Applier::kRestart, AddDuration(app, "--web.head-timeout", &cfg->web.head_timeout,
+                                   "Deadline for a connection's TLS handshake and request head"));
+  f(Applier::kRestart,
+    AddDuration(app, "--web.keep-alive-timeout", &cfg->web.keep_alive_timeout,
+                "Idle time allowed between two requests on a keep-alive connection"));
+  f(Applier::kRestart, AddDuration(app, "--web.response-timeout", &cfg->web.response_timeout,
+                                   "Deadline for a whole response when the client sends no "
+                                   "X-Prometheus-Scrape-Timeout-Seconds"));
+  f(Applier::kRestart,
+    app.add_option("--web.max-auth-checks", cfg->web.max_auth_checks,
+                   "Basic-auth password checks (bcrypt) at once; more are answered 429")
+        ->check(CLI::Range(1, 64))
+        ->capture_default_str());
 }
 
 // The XDM client's flags: endpoints, backoff, interval, caps, devices.
-void AddXdmFlags(CLI::App& app, Config* cfg) {
-  app.add_option("--xdm.endpoint", cfg->xdm.xdm_endpoint, "XDM gRPC endpoint (dp2mgr.sock)")
-      ->capture_default_str();
-  app.add_option("--controller.endpoint", cfg->xdm.controller_endpoint,
-                 "Controller gRPC endpoint (config-daemon.sock); empty disables")
-      ->capture_default_str();
-  AddDuration(app, "--xdm.backoff-initial", &cfg->xdm.backoff_initial,
-              "First wait before re-subscribing a broken stream");
-  AddDuration(app, "--xdm.backoff-max", &cfg->xdm.backoff_max,
-              "Longest wait before re-subscribing");
-  AddDuration(app, "--collector.interval", &cfg->xdm.interval,
-              "Expected XDM collection interval; polling period while the stream is down");
-  AddDuration(app, "--collector.stale-after", &cfg->xdm.stale_after,
-              "Drop series not refreshed for this long (default 3 intervals, at least 5 s)");
-  app.add_option("--collector.max-series", cfg->max_series,
-                 "Cap on device series held; new series beyond it are dropped and counted")
-      ->check(CLI::Range(size_t{1}, size_t{100000000}))
-      ->capture_default_str();
-  app.add_option("--collector.max-devices", cfg->xdm.max_devices,
-                 "Cap on devices taken from XDM; data of further devices is dropped and counted")
-      ->check(CLI::Range(size_t{1}, size_t{65536}))
-      ->capture_default_str();
-  app.add_option("--xdm.max-message-size", cfg->xdm.max_message_bytes,
-                 "Largest gRPC message accepted from XDM, in bytes (bounds memory)")
-      ->check(CLI::Range(4096, 1 << 30))
-      ->capture_default_str();
-  app.add_flag("--collector.unknown-metrics", cfg->xdm.keep_unknown,
-               "Export samples with metric IDs the catalog lacks as xpu_unknown_metric{id=...}");
-  app.add_option("--xdm.devices", cfg->xdm.devices,
-                 "Export only these devices (minors), repeatable or comma-separated; default all")
-      ->delimiter(',')
-      ->check(CLI::Range(0, 1 << 20));
+void AddXdmFlags(const Flags& f, Config* cfg) {
+  CLI::App& app = f.app;
+  f(Applier::kRestart,
+    app.add_option("--xdm.endpoint", cfg->xdm.xdm_endpoint, "XDM gRPC endpoint (dp2mgr.sock)")
+        ->capture_default_str());
+  f(Applier::kRestart,
+    app.add_option("--controller.endpoint", cfg->xdm.controller_endpoint,
+                   "Controller gRPC endpoint (config-daemon.sock); empty disables")
+        ->capture_default_str());
+  f(Applier::kRestart, AddDuration(app, "--xdm.backoff-initial", &cfg->xdm.backoff_initial,
+                                   "First wait before re-subscribing a broken stream"));
+  f(Applier::kRestart, AddDuration(app, "--xdm.backoff-max", &cfg->xdm.backoff_max,
+                                   "Longest wait before re-subscribing"));
+  f(Applier::kIngest,
+    AddDuration(app, "--collector.interval", &cfg->xdm.interval,
+                "Expected XDM collection interval; polling period while the stream is down"));
+  f(Applier::kIngest,
+    AddDuration(app, "--collector.stale-after", &cfg->xdm.stale_after,
+                "Drop series not refreshed for this long (default 3 intervals, at least 5 s)"));
+  f(Applier::kRestart,
+    app.add_option("--collector.max-series", cfg->max_series,
+                   "Cap on device series held; new series beyond it are dropped and counted")
+        ->check(CLI::Range(size_t{1}, size_t{100000000}))
+        ->capture_default_str());
+  f(Applier::kRestart,
+    app.add_option("--collector.max-devices", cfg->xdm.max_devices,
+                   "Cap on devices taken from XDM; data of further devices is dropped and counted")
+        ->check(CLI::Range(size_t{1}, size_t{65536}))
+        ->capture_default_str());
+  f(Applier::kRestart,
+    app.add_option("--xdm.max-message-size", cfg->xdm.max_message_bytes,
+                   "Largest gRPC message accepted from XDM, in bytes (bounds memory)")
+        ->check(CLI::Range(4096, 1 << 30))
+        ->capture_default_str());
+  f(Applier::kIngest,
+    app.add_flag("--collector.unknown-metrics", cfg->xdm.keep_unknown,
+                 "Export samples with metric IDs the catalog lacks as xpu_unknown_metric{id=...}"));
+  f(Applier::kIngest,
+    app.add_option("--xdm.devices", cfg->xdm.devices,
+                   "Export only these devices (minors), repeatable or comma-separated; default all")
+        ->delimiter(',')
+        ->check(CLI::Range(0, 1 << 20)));
 }
 
 // The family selection, the catalogs and the HAL backends' flags.
-void AddMetricsAndHalFlags(CLI::App& app, Config* cfg) {
-  app.add_option("--metrics.include", cfg->metrics_include,
-                 "Export only families whose name matches one of these regexes (repeatable)");
-  app.add_option("--metrics.exclude", cfg->metrics_exclude,
-                 "Drop families whose name matches one of these regexes, at ingest (repeatable)");
-  app.add_option("--metrics.catalog", cfg->catalog_file,
-                 "Metric catalog YAML replacing the built-in one")
-      ->check(CLI::ExistingFile);
-  app.add_option("--hal", cfg->hal.backend,
-                 "HAL backends: auto (each that finds devices), none, or a list of sysfs, pci")
-      ->type_name("BACKENDS")  // parsed by Validate
-      ->capture_default_str();
-  app.add_option("--hal.pci.sysfs-root", cfg->hal.pci_root,
-                 "sysfs root the pci backend reads (<root>/bus/pci/devices)")
-      ->capture_default_str();
-  app.add_option(
-         "--hal.pci.classes", cfg->hal.pci_classes,
-         "PCI classes the pci backend watches (4 or 6 hex digits), repeatable or comma-separated")
-      ->delimiter(',')
-      ->capture_default_str();
-  app.add_option("--hal.pci.vendors", cfg->hal.pci_vendors,
-                 "Only these PCI vendors (0x10de...), whose VGA devices count too; default any")
-      ->delimiter(',');
-  app.add_option("--hal.root", cfg->hal.root, "Root of the sysfs HAL tree (xpu<minor>/...)")
-      ->capture_default_str();
-  AddDuration(app, "--hal.interval", &cfg->hal.interval, "How often to sample the HAL");
-  app.add_option("--hal.fault-catalog", cfg->hal.fault_catalog_file,
-                 "Fault-code catalog YAML replacing the built-in one")
-      ->check(CLI::ExistingFile);
+void AddMetricsAndHalFlags(const Flags& f, Config* cfg) {
+  CLI::App& app = f.app;
+  f(Applier::kIngest,
+    app.add_option("--metrics.include", cfg->metrics_include,
+                   "Export only families whose name matches one of these regexes (repeatable)"));
+  f(Applier::kIngest,
+    app.add_option(
+        "--metrics.exclude", cfg->metrics_exclude,
+        "Drop families whose name matches one of these regexes, at ingest (repeatable)"));
+  f(Applier::kIngest, app.add_option("--metrics.catalog", cfg->catalog_file,
+                                     "Metric catalog YAML replacing the built-in one")
+                          ->check(CLI::ExistingFile));
+  f(Applier::kHal,
+    app.add_option("--hal", cfg->hal.backend,
+                   "HAL backends: auto (each that finds devices), none, or a list of sysfs, pci")
+        ->type_name("BACKENDS")  // parsed by Validate
+        ->capture_default_str());
+  f(Applier::kHal, app.add_option("--hal.pci.sysfs-root", cfg->hal.pci_root,
+                                  "sysfs root the pci backend reads (<root>/bus/pci/devices)")
+                       ->capture_default_str());
+  f(Applier::kHal,
+    app.add_option(
+           "--hal.pci.classes", cfg->hal.pci_classes,
+           "PCI classes the pci backend watches (4 or 6 hex digits), repeatable or comma-separated")
+        ->delimiter(',')
+        ->capture_default_str());
+  f(Applier::kHal,
+    app.add_option("--hal.pci.vendors", cfg->hal.pci_vendors,
+                   "Only these PCI vendors (0x10de...), whose VGA devices count too; default any")
+        ->delimiter(','));
+  f(Applier::kHal,
+    app.add_option("--hal.root", cfg->hal.root, "Root of the sysfs HAL tree (xpu<minor>/...)")
+        ->capture_default_str());
+  f(Applier::kHal,
+    AddDuration(app, "--hal.interval", &cfg->hal.interval, "How often to sample the HAL"));
+  f(Applier::kHal, app.add_option("--hal.fault-catalog", cfg->hal.fault_catalog_file,
+                                  "Fault-code catalog YAML replacing the built-in one")
+                       ->check(CLI::ExistingFile));
 }
 
 // The kubelet's and the API server's flags.
-void AddKubernetesFlags(CLI::App& app, Config* cfg) {
-  app.add_option("--kubelet.pod-resources-socket", cfg->kubelet.socket,
-                 "kubelet PodResources socket for device-to-pod attribution; empty disables")
-      ->capture_default_str();
-  AddDuration(app, "--kubelet.interval", &cfg->kubelet.interval, "How often to ask the kubelet");
-  app.add_option("--kubelet.dra.drivers", cfg->kubelet.dra_drivers,
-                 "DRA drivers whose claims name our devices (regexes), repeatable; default any")
-      ->delimiter(',');
-  app.add_option("--kubelet.dra.device-names", cfg->kubelet.dra_device_names,
-                 "How a DRA device (or CDI) name names our device: templates of {uuid}, "
-                 "{minor}, {bus_id}, repeatable")
-      ->delimiter(',')
-      ->capture_default_str();
-  app.add_option("--kubernetes.node-name", cfg->kubernetes.node_name,
-                 "This node's name, on xpu_exporter_build_info and the API-server watch")
-      ->envname("NODE_NAME");
-  app.add_option("--kubernetes.api-server", cfg->kubernetes.api_server,
-                 "API server URL for pod labels and HAMi quotas; auto: in-cluster when the "
-                 "service account exists; empty disables")
-      ->capture_default_str();
-  app.add_flag("--kubernetes.insecure-http", cfg->kubernetes.insecure_http,
-               "Allow an http:// API server: requests and the bearer token go in the clear "
-               "(a local proxy only)");
-  app.add_option("--kubernetes.token-file", cfg->kubernetes.token_file,
-                 "Bearer token for the API server (re-read on each connect)")
-      ->capture_default_str();
-  app.add_option("--kubernetes.ca-file", cfg->kubernetes.ca_file,
-                 "CA bundle that signed the API server's certificate")
-      ->capture_default_str();
-  app.add_option("--kubernetes.pod-labels", cfg->kubernetes.pod_labels,
-                 "Pod labels to export on xpu_device_pod_info (regexes on the name), repeatable")
-      ->delimiter(',');
-  AddDuration(app, "--kubernetes.node-interval", &cfg->kubernetes.node_interval,
-              "How often to read this node's object (HAMi's device register)");
+void AddKubernetesFlags(const Flags& f, Config* cfg) {
+  CLI::App& app = f.app;
+  f(Applier::kPods,
+    app.add_option("--kubelet.pod-resources-socket", cfg->kubelet.socket,
+                   "kubelet PodResources socket for device-to-pod attribution; empty disables")
+        ->capture_default_str());
+  f(Applier::kPods,
+    AddDuration(app, "--kubelet.interval", &cfg->kubelet.interval, "How often to ask the kubelet"));
+  f(Applier::kPods,
+    app.add_option("--kubelet.dra.drivers", cfg->kubelet.dra_drivers,
+                   "DRA drivers whose claims name our devices (regexes), repeatable; default any")
+        ->delimiter(','));
+  f(Applier::kPods,
+    app.add_option("--kubelet.dra.device-names", cfg->kubelet.dra_device_names,
+                   "How a DRA device (or CDI) name names our device: templates of {uuid}, "
+                   "{minor}, {bus_id}, repeatable")
+        ->delimiter(',')
+        ->capture_default_str());
+  f(Applier::kRestart,
+    app.add_option("--kubernetes.node-name", cfg->kubernetes.node_name,
+                   "This node's name, on xpu_exporter_build_info and the API-server watch")
+        ->envname("NODE_NAME"));
+  f(Applier::kWatcher,
+    app.add_option("--kubernetes.api-server", cfg->kubernetes.api_server,
+                   "API server URL for pod labels and HAMi quotas; auto: in-cluster when the "
+                   "service account exists; empty disables")
+        ->capture_default_str());
+  f(Applier::kWatcher,
+    app.add_flag("--kubernetes.insecure-http", cfg->kubernetes.insecure_http,
+                 "Allow an http:// API server: requests and the bearer token go in the clear "
+                 "(a local proxy only)"));
+  f(Applier::kWatcher, app.add_option("--kubernetes.token-file", cfg->kubernetes.token_file,
+                                      "Bearer token for the API server (re-read on each connect)")
+                           ->capture_default_str());
+  f(Applier::kWatcher, app.add_option("--kubernetes.ca-file", cfg->kubernetes.ca_file,
+                                      "CA bundle that signed the API server's certificate")
+                           ->capture_default_str());
+  f(Applier::kWatcher,
+    app.add_option("--kubernetes.pod-labels", cfg->kubernetes.pod_labels,
+                   "Pod labels to export on xpu_device_pod_info (regexes on the name), repeatable")
+        ->delimiter(','));
+  f(Applier::kWatcher,
+    AddDuration(app, "--kubernetes.node-interval", &cfg->kubernetes.node_interval,
+                "How often to read this node's object (HAMi's device register)"));
 }
 
 // Logging.
-void AddLogFlags(CLI::App& app, Config* cfg) {
-  app.add_option("--log.level", cfg->log_level, "debug, info, warn or error")
-      ->check(CLI::IsMember({"debug", "info", "warn", "error"}))
-      ->capture_default_str();
-  app.add_option("--log.format", cfg->log_format, "logfmt or json")
-      ->check(CLI::IsMember({"logfmt", "json"}))
-      ->capture_default_str();
+void AddLogFlags(const Flags& f, Config* cfg) {
+  CLI::App& app = f.app;
+  f(Applier::kLog, app.add_option("--log.level", cfg->log_level, "debug, info, warn or error")
+                       ->check(CLI::IsMember({"debug", "info", "warn", "error"}))
+                       ->capture_default_str());
+  f(Applier::kRestart, app.add_option("--log.format", cfg->log_format, "logfmt or json")
+                           ->check(CLI::IsMember({"logfmt", "json"}))
+                           ->capture_default_str());
 }
 
-// Every flag, in the order --help lists them, writing into `cfg`.
-void Build(CLI::App& app, Config* cfg) {
-  AddWebFlags(app, cfg);
-  AddXdmFlags(app, cfg);
-  AddMetricsAndHalFlags(app, cfg);
-  AddKubernetesFlags(app, cfg);
-  AddLogFlags(app, cfg);
+// Every flag, in the order --help lists them, writing into `cfg`; each
+// one's applier goes to `*appliers` when given.
+void Build(CLI::App& app, Config* cfg, std::map<std::string, Applier>* appliers = nullptr) {
+  std::map<std::string, Applier> scratch;
+  const Flags f{app, appliers != nullptr ? appliers : &scratch};
+  AddWebFlags(f, cfg);
+  AddXdmFlags(f, cfg);
+  AddMetricsAndHalFlags(f, cfg);
+  AddKubernetesFlags(f, cfg);
+  AddLogFlags(f, cfg);
+  for (const CLI::Option* opt : app.get_options()) {
+    const std::string& name = opt->get_name();
+    if (name != "--help" && name != "--version" && f.appliers->count(name.substr(2)) == 0)
+      throw std::logic_error(name + " was registered without saying who applies it");
+  }
+}
+
+// Every flag's applier, from one registration on a scratch Config.
+const std::map<std::string, Applier>& Appliers() {
+  static const std::map<std::string, Applier> table = [] {
+    std::map<std::string, Applier> t;
+    Config scratch;
+    CLI::App app;
+    Build(app, &scratch, &t);
+    return t;
+  }();
+  return table;
 }
 
 // Parses `args`; returns nullopt to go on, or an exit code: 0 after printing
@@ -364,10 +435,63 @@ Status Validate(const Config& cfg, ParsedConfig* parsed) {
 
 namespace {
 
+// Parses `args` into a fresh `*cfg` and records each option's value and
+// source in its settings ("file" for the keys in `from_file`).
+std::optional<int> ParseInto(const std::vector<std::string>& args,
+                             const std::set<std::string>& from_file, Config* cfg,
+                             std::string* error) {
+  CLI::App app{"xpu-exporter: Prometheus exporter for AI accelerators (Lingjun Runtime Kit / XDM)",
+               "xpu-exporter"};
+  *cfg = Config();
+  Build(app, cfg);
+  if (auto rc = Parse(app, args, error)) return rc;
+  for (CLI::Option* opt : app.get_options()) {
+    const std::string name = opt->get_name();
+    if (name.rfind("--", 0) != 0 || name == "--help" || name == "--version") continue;
+    const std::string key = name.substr(2);
+    Config::Setting setting;
+    if (opt->count() > 0) {
+      setting.values = opt->results();
+      setting.source = from_file.count(key) ? "file" : "flag";
+    } else {
+      setting.values = {opt->get_default_str()};
+      setting.source = "default";
+    }
+    cfg->settings[key] = setting;
+  }
+  return std::nullopt;
+}
+
+// The arguments that set each option of `settings` not at its default to
+// its values, read by the same parsers again ("--flag=false" for a flag).
+std::vector<std::string> ArgsOf(const std::map<std::string, Config::Setting>& settings) {
+  Config scratch;
+  CLI::App app;
+  Build(app, &scratch);
+  std::vector<std::string> args;
+  for (const auto& [key, st] : settings) {
+    if (st.source == "default") continue;
+    const bool flag = app.get_option("--" + key)->get_expected_max() == 0;
+    for (const std::string& v : st.values) {
+      if (flag) {
+        args.push_back("--" + key + "=" + v);
+      } else {
+        args.push_back("--" + key);
+        args.push_back(v);
+      }
+    }
+  }
+  return args;
+}
+
 // Parses `cmdline` (and the --config.file it names) into `cfg` and validates
-// it. Returns nullopt to go on; else the exit code, with `*error` set when it
-// is 2 (help and version print themselves and give 0).
-std::optional<int> Load(const std::vector<std::string>& cmdline, Config* cfg, Status* error) {
+// it; with `running`, a reload's: restart-only settings keep their running
+// values and the new ones go to `*pending`. Returns nullopt to go on; else
+// the exit code, with `*error` set when it is 2 (help and version print
+// themselves and give 0).
+std::optional<int> Load(const std::vector<std::string>& cmdline, Config* cfg, Status* error,
+                        const Config* running = nullptr,
+                        std::map<std::string, Config::Setting>* pending = nullptr) {
   // Pass 1: the command line alone, to find --config.file and what it sets.
   Config first;
   CLI::App probe{"xpu-exporter", "xpu-exporter"};
@@ -387,27 +511,31 @@ std::optional<int> Load(const std::vector<std::string>& cmdline, Config* cfg, St
   }
   // Pass 2: the file's values, then the command line's.
   args.insert(args.end(), cmdline.begin(), cmdline.end());
-  CLI::App app{"xpu-exporter: Prometheus exporter for AI accelerators (Lingjun Runtime Kit / XDM)",
-               "xpu-exporter"};
-  *cfg = Config();
-  Build(app, cfg);
-  if (auto rc = Parse(app, args, &parse_error)) {
+  if (auto rc = ParseInto(args, from_file, cfg, &parse_error)) {
     if (*rc != 0) *error = Status::InvalidArgument(parse_error);
     return rc;
   }
-  for (CLI::Option* opt : app.get_options()) {
-    const std::string name = opt->get_name();
-    if (name.rfind("--", 0) != 0 || name == "--help" || name == "--version") continue;
-    const std::string key = name.substr(2);
-    Config::Setting setting;
-    if (opt->count() > 0) {
-      setting.values = opt->results();
-      setting.source = from_file.count(key) ? "file" : "flag";
-    } else {
-      setting.values = {opt->get_default_str()};
-      setting.source = "default";
+  if (running != nullptr) {
+    // Pass 3, a reload's: the new settings, but the running text of every
+    // restart-only one, through the same parsers.
+    std::map<std::string, Config::Setting> merged = cfg->settings;
+    for (auto& [key, st] : merged) {
+      auto old = running->settings.find(key);
+      if (!NeedsRestart(key) || old == running->settings.end()) continue;
+      if (old->second.values != st.values && pending != nullptr) (*pending)[key] = st;
+      st = old->second;
     }
-    cfg->settings[key] = setting;
+    if (auto rc = ParseInto(ArgsOf(merged), {}, cfg, &parse_error)) {
+      *error = Status::InvalidArgument("the running settings do not parse again: " + parse_error);
+      return 2;
+    }
+    for (const auto& [key, st] : merged) {  // a lossy round trip would change a value unseen
+      if (cfg->settings[key].values != st.values) {
+        *error = Status::InvalidArgument("--" + key + ": its value does not parse back to itself");
+        return 2;
+      }
+    }
+    cfg->settings = std::move(merged);
   }
   if (cfg->web.listen_addresses.empty()) cfg->web.listen_addresses = {kDefaultListenAddress};
   cfg->cmdline = cmdline;
@@ -435,9 +563,10 @@ std::optional<int> ParseFlags(int argc, char** argv, Config* cfg) {
   return rc;
 }
 
-Status Reparse(const std::vector<std::string>& cmdline, Config* cfg) {
+Status Reparse(const Config& running, Config* cfg,
+               std::map<std::string, Config::Setting>* pending) {
   Status error;
-  if (Load(cmdline, cfg, &error)) {
+  if (Load(running.cmdline, cfg, &error, &running, pending)) {
     return error.ok() ? Status::InvalidArgument("the command line asks for help or the version")
                       : error;
   }
@@ -459,32 +588,33 @@ Status LoadFiles(const Config& cfg, LoadedFiles* out) {
   return Status::Ok();
 }
 
-bool NeedsRestart(const std::string& key) {
-  // What a running exporter cannot change: its sockets and their limits,
-  // where it connects, the caps that size its tables, and the log's format
-  // (swapping spdlog's default logger races with threads logging).
-  static const std::set<std::string> kRestart = {"web.listen-address",
-                                                 "web.telemetry-path",
-                                                 "web.max-connections",
-                                                 "web.probes-require-auth",
-                                                 "web.reserved-probe-connections",
-                                                 "web.head-timeout",
-                                                 "web.keep-alive-timeout",
-                                                 "web.response-timeout",
-                                                 "web.max-auth-checks",
-                                                 "web.enable-lifecycle",
-                                                 "xdm.endpoint",
-                                                 "controller.endpoint",
-                                                 "xdm.backoff-initial",
-                                                 "xdm.backoff-max",
-                                                 "xdm.max-message-size",
-                                                 "collector.max-series",
-                                                 "collector.max-devices",
-                                                 "log.format",
-                                                 "config.file",
-                                                 "config.check",
-                                                 "kubernetes.node-name"};
-  return kRestart.count(key) != 0;
+const char* ApplierName(Applier a) {
+  switch (a) {
+    case Applier::kRestart:
+      return "restart";
+    case Applier::kWebConfig:
+      return "web";
+    case Applier::kIngest:
+      return "ingest";
+    case Applier::kHal:
+      return "hal";
+    case Applier::kPods:
+      return "kubelet";
+    case Applier::kWatcher:
+      return "apiserver";
+    case Applier::kLog:
+      return "log";
+  }
+  return "restart";
+}
+
+Applier AppliedBy(const std::string& key) {
+  // What a running exporter cannot change (kRestart): its sockets and their
+  // limits, where it connects, the caps that size its tables, and the log's
+  // format (swapping spdlog's default logger races with threads logging).
+  const auto& table = Appliers();
+  auto it = table.find(key);
+  return it == table.end() ? Applier::kRestart : it->second;
 }
 
 }  // namespace xpu::app

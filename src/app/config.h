@@ -102,6 +102,18 @@ struct Config {
 // into `*parsed` (when given). InvalidArgument names the flag.
 Status Validate(const Config& cfg, ParsedConfig* parsed = nullptr);
 
+// Who applies a setting when a reload changes it: each flag names its
+// applier where it is registered (config.cc), and a reload rebuilds or
+// re-applies exactly the appliers whose settings changed (docs/architecture.md,
+// "Reload"). kRestart: only a restart applies it.
+enum class Applier { kRestart, kWebConfig, kIngest, kHal, kPods, kWatcher, kLog };
+inline constexpr int kApplierCount = static_cast<int>(Applier::kLog) + 1;
+const char* ApplierName(Applier a);  // "restart", "web", "ingest", "hal", ...
+
+// The applier of a setting (a flag name without "--"); kRestart for a name
+// that is no flag.
+Applier AppliedBy(const std::string& key);
+
 // Parses the command line, and --config.file if given (flags override the
 // file), into `cfg`, validates it and loads --web.config.file. Returns
 // nullopt to go on, or the exit code to exit with at once: 0 after
@@ -109,9 +121,12 @@ Status Validate(const Config& cfg, ParsedConfig* parsed = nullptr);
 // file.
 std::optional<int> ParseFlags(int argc, char** argv, Config* cfg);
 
-// The same for a reload: parses `cmdline` and the config file as they are
-// now. InvalidArgument with the one line ParseFlags would print.
-Status Reparse(const std::vector<std::string>& cmdline, Config* cfg);
+// The same for a reload: parses `running`'s command line and the config file
+// as they are now into `cfg`, where every restart-only setting keeps its
+// running value (each option's own parser reads its running text again);
+// the new values that wait for a restart go to `*pending`. InvalidArgument
+// with the one line ParseFlags would print.
+Status Reparse(const Config& running, Config* cfg, std::map<std::string, Config::Setting>* pending);
 
 // The files a configuration names besides itself and the web config, loaded
 // and checked: the metric and fault catalogs.
@@ -123,6 +138,6 @@ Status LoadFiles(const Config& cfg, LoadedFiles* out);
 
 // Whether the setting (a flag name without "--") takes effect only at start;
 // every other one changes on reload (docs/configuration.md).
-bool NeedsRestart(const std::string& key);
+inline bool NeedsRestart(const std::string& key) { return AppliedBy(key) == Applier::kRestart; }
 
 }  // namespace xpu::app

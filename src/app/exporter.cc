@@ -25,8 +25,54 @@ struct Exporter::ReloadJob {
   }
 };
 
-Exporter::Exporter(Config cfg) : cfg_(std::move(cfg)) {
+// The parts a reload replaces, built from the next configuration: a flag
+// set with a null part switches that part off.
+struct Exporter::Replacement {
+  bool hal_changed = false, pods_changed = false, watcher_changed = false;
+  std::unique_ptr<hal::HalSampler> hal;
+  std::unique_ptr<hal::PciSampler> pci;
+  std::unique_ptr<kubelet::PodMapper> pods;
+  std::unique_ptr<kubernetes::PodWatcher> watcher;
+  std::vector<Applier> applied;  // the appliers that ran
+};
+
+Exporter::Exporter(Config cfg) : cfg_(std::make_shared<const Config>(std::move(cfg))) {
   devices_.SetPciFamilyWriter(hal::PciFamilies);  // the pci backend's families, on its views
+}
+
+std::shared_ptr<const Config> Exporter::config() const {
+  MutexLock lock(parts_mu_);
+  return cfg_;
+}
+
+std::shared_ptr<const Config> Exporter::applied(Applier a) const {
+  MutexLock lock(parts_mu_);
+  return applied_[static_cast<int>(a)];
+}
+
+Exporter::InForce Exporter::in_force() const {
+  InForce f;
+  f.ingest = client_->settings();
+  f.store_catalog = store_->catalog();
+  f.web_config = web_->config();
+  MutexLock lock(parts_mu_);
+  if (hal_) {
+    f.hal_interval = hal_->interval();
+    f.hal_root = hal_->backend_root();
+    f.hal_faults = hal_->fault_catalog();
+  }
+  if (pci_) {
+    f.pci_interval = pci_->interval();
+    f.pci_root = pci_->scanner().root();
+    f.pci_filter = pci_->scanner().filter();
+    f.pci_faults = pci_->fault_catalog();
+  }
+  if (pods_) f.pods = pods_->options();
+  if (watcher_) {
+    f.watcher = watcher_->options();
+    f.watcher_url = watcher_->base_url();
+  }
+  return f;
 }
 
 Exporter::~Exporter() { Stop(); }
@@ -134,13 +180,17 @@ void Exporter::ApplyIngest(const Config& cfg, const LoadedFiles& files) {
 }
 
 Status Exporter::Start() {
-  if (!cfg_.parsed) {  // a Config not made by ParseFlags (tests, tools)
+  std::shared_ptr<const Config> given = config();
+  if (!given->parsed) {  // a Config not made by ParseFlags (tests, tools)
+    auto validated = std::make_shared<Config>(*given);
     ParsedConfig parsed;
-    if (Status s = Validate(cfg_, &parsed); !s.ok()) return s;
-    cfg_.parsed = std::move(parsed);
+    if (Status s = Validate(*validated, &parsed); !s.ok()) return s;
+    validated->parsed = std::move(parsed);
+    given = std::move(validated);
   }
+  const Config& cfg = *given;
   LoadedFiles files;
-  if (Status s = LoadFiles(cfg_, &files); !s.ok()) return s;
+  if (Status s = LoadFiles(cfg, &files); !s.ok()) return s;
   // The parts are built outside parts_mu_ (BuildHal scans sysfs) and
   // started below, after the web server, through these pointers: until the
   // reloader runs, nothing else replaces them.
@@ -148,11 +198,13 @@ Status Exporter::Start() {
   {
     std::unique_ptr<hal::HalSampler> hal;
     std::unique_ptr<hal::PciSampler> pci;
-    if (Status s = BuildHal(cfg_, files.faults, &hal, &pci); !s.ok()) return s;
-    std::unique_ptr<kubelet::PodMapper> pods = BuildPods(cfg_);
-    std::unique_ptr<kubernetes::PodWatcher> watcher = BuildWatcher(cfg_);
+    if (Status s = BuildHal(cfg, files.faults, &hal, &pci); !s.ok()) return s;
+    std::unique_ptr<kubelet::PodMapper> pods = BuildPods(cfg);
+    std::unique_ptr<kubernetes::PodWatcher> watcher = BuildWatcher(cfg);
     built = Parts{hal.get(), pci.get(), pods.get(), watcher.get()};
     MutexLock lock(parts_mu_);
+    cfg_ = given;
+    for (std::shared_ptr<const Config>& a : applied_) a = given;
     catalog_ = files.catalog;
     hal_ = std::move(hal);
     pci_ = std::move(pci);
@@ -163,11 +215,11 @@ Status Exporter::Start() {
       .Name("xpu_exporter_build_info")
       .Help("xpu-exporter's version, revision and node name; always 1.")
       .Register(self_metrics_)
-      .Add({{"version", kVersion}, {"revision", kRevision}, {"node", cfg_.kubernetes.node_name}})
+      .Add({{"version", kVersion}, {"revision", kRevision}, {"node", cfg.kubernetes.node_name}})
       .Set(1);
   store_ = std::make_unique<store::MetricStore>(
-      files.catalog, store::MetricStore::Options{cfg_.effective_stale_after(), cfg_.max_series,
-                                                 cfg_.xdm.max_devices, store::kIdentityWait});
+      files.catalog, store::MetricStore::Options{cfg.effective_stale_after(), cfg.max_series,
+                                                 cfg.xdm.max_devices, store::kIdentityWait});
   store_->FollowDevices(&devices_);
   identity_missing_ = &prometheus::BuildGauge()
                            .Name("xpu_exporter_device_identity_missing")
@@ -204,20 +256,20 @@ Status Exporter::Start() {
   exposer_->AddCollectable(&process_metrics_);
   exposer_->SetExemplars(&exemplars_);
   metrics_ = std::make_unique<MetricsEndpoint>(exposer_.get(), &self_metrics_);
-  client_ = std::make_unique<upstream::XdmClient>(cfg_.xdm, files.catalog, store_.get(), &devices_,
+  client_ = std::make_unique<upstream::XdmClient>(cfg.xdm, files.catalog, store_.get(), &devices_,
                                                   &self_metrics_);
-  ApplyIngest(cfg_, files);  // selection and devices, before any thread runs
+  ApplyIngest(cfg, files);  // selection and devices, before any thread runs
 
-  http::WebOptions wo = cfg_.web;
+  http::WebOptions wo = cfg.web;
   wo.probe_paths = {"/-/healthy", "/-/ready"};
   web_ = std::make_unique<http::WebServer>(wo);
   web_->Route(
-      cfg_.telemetry_path, {"GET"}, [this](const http::Request& r) { return Metrics(r); },
+      cfg.telemetry_path, {"GET"}, [this](const http::Request& r) { return Metrics(r); },
       /*gzip=*/true);
   web_->Route("/", {"GET"}, [this](const http::Request&) {
     http::Response r;
     r.content_type = "text/html; charset=utf-8";
-    r.body = LandingPageHtml(Report(), cfg_.telemetry_path);
+    r.body = LandingPageHtml(Report(), config()->telemetry_path);
     return r;
   });
   web_->Route("/-/healthy", {"GET"},
@@ -292,145 +344,125 @@ void Exporter::RunReload(ReloadJob* job) {
     RecordReload(s);
     job->Answer(s);
   };
-  // Everything that can fail comes first; then nothing can.
-  Config fresh;
-  if (Status s = Reparse(cfg_.cmdline, &fresh); !s.ok()) return fail(s);
+  // Everything that can fail comes first; then nothing can. The next
+  // configuration is whole: restart-only settings at their running values.
+  const std::shared_ptr<const Config> running = config();
+  auto fresh = std::make_shared<Config>();
+  std::map<std::string, Config::Setting> pending;
+  if (Status s = Reparse(*running, fresh.get(), &pending); !s.ok()) return fail(s);
   LoadedFiles files;
-  if (Status s = LoadFiles(fresh, &files); !s.ok()) return fail(s);
-  // Restart-only settings keep their running values in every part rebuilt.
-  fresh.kubernetes.node_name = cfg_.kubernetes.node_name;
-  auto changed = [&](const std::string& prefix) {
-    for (const auto& [key, st] : fresh.settings) {
-      if (key.rfind(prefix, 0) != 0 || NeedsRestart(key)) continue;
-      auto old = cfg_.settings.find(key);
-      if (old == cfg_.settings.end() || old->second.values != st.values) return true;
+  if (Status s = LoadFiles(*fresh, &files); !s.ok()) return fail(s);
+  auto changed = [&](Applier a) {
+    for (const auto& [key, st] : fresh->settings) {
+      if (AppliedBy(key) != a) continue;
+      auto old = running->settings.find(key);
+      if (old == running->settings.end() || old->second.values != st.values) return true;
     }
     return false;
   };
+  Replacement next;
+  next.applied = {Applier::kIngest, Applier::kLog};  // cheap: always applied
   // A fault catalog file is read again: its contents may have changed.
-  const bool hal_changed = changed("hal") || !fresh.hal.fault_catalog_file.empty();
-  std::unique_ptr<hal::HalSampler> hal;
-  std::unique_ptr<hal::PciSampler> pci;
-  if (hal_changed) {
-    if (Status s = BuildHal(fresh, files.faults, &hal, &pci); !s.ok()) return fail(s);
+  next.hal_changed = changed(Applier::kHal) || !fresh->hal.fault_catalog_file.empty();
+  if (next.hal_changed) {
+    if (Status s = BuildHal(*fresh, files.faults, &next.hal, &next.pci); !s.ok()) return fail(s);
+    next.applied.push_back(Applier::kHal);
   }
   // The web config: auth, headers and TLS files change at once (each later
   // handshake takes the new certificate; the listeners stay). Switching TLS
   // on or off would need new listeners: restart-only.
-  const bool web_changed = !cfg_.web_config_file.empty() || !fresh.web_config_file.empty();
-  const bool tls_switch = web_changed && web_->NeedsRestart(fresh.web.web_config);
+  const bool web_changed = !running->web_config_file.empty() || !fresh->web_config_file.empty();
   if (web_changed) {
-    if (Status s = web_->Reload(fresh.web.web_config); !s.ok()) return fail(s);
+    if (web_->NeedsRestart(fresh->web.web_config))
+      pending["web.config.file"] = Config::Setting{{"tls_server_config on/off"}, "file"};
+    if (Status s = web_->Reload(fresh->web.web_config); !s.ok()) return fail(s);
+    next.applied.push_back(Applier::kWebConfig);
   }
 
-  spdlog::set_level(spdlog::level::from_str(fresh.log_level));
-  ApplyIngest(fresh, files);
-  std::unique_ptr<kubelet::PodMapper> pods;
-  std::unique_ptr<kubernetes::PodWatcher> watcher;
-  const bool pods_changed = changed("kubelet");
-  const bool watcher_changed = changed("kubernetes");
-  if (pods_changed) pods = BuildPods(fresh);
-  if (watcher_changed) watcher = BuildWatcher(fresh);
+  spdlog::set_level(spdlog::level::from_str(fresh->log_level));
+  ApplyIngest(*fresh, files);
+  next.pods_changed = changed(Applier::kPods);
+  next.watcher_changed = changed(Applier::kWatcher);
+  if (next.pods_changed) {
+    next.pods = BuildPods(*fresh);
+    next.applied.push_back(Applier::kPods);
+  }
+  if (next.watcher_changed) {
+    next.watcher = BuildWatcher(*fresh);
+    next.applied.push_back(Applier::kWatcher);
+  }
+  const std::string level = fresh->log_level;
+  const size_t waiting = pending.size();
+  for (const auto& [key, st] : pending)
+    spdlog::warn("reload: --{}{} changed; it takes effect after a restart", key,
+                 key == "web.config.file" ? " (TLS on or off)" : "");
+  SwapParts(&next, std::move(fresh), std::move(pending), files.catalog);
+  PublishPartMetrics();  // a part switched off takes its metrics with it
+  restart_pending_->Set(static_cast<double>(waiting));
+  spdlog::info("reload: configuration reloaded (log level {}, {} setting(s) waiting for a restart)",
+               level, waiting);
+  RecordReload(Status::Ok());
+  job->Answer(Status::Ok());
+}
 
-  // Swap the parts; the old ones stop outside the lock (joining threads).
+void Exporter::SwapParts(Replacement* next, std::shared_ptr<const Config> cfg,
+                         std::map<std::string, Config::Setting> pending,
+                         std::shared_ptr<const catalog::Catalog> catalog) {
+  // The old parts stop outside the lock (joining threads).
   std::unique_ptr<hal::HalSampler> old_hal;
   std::unique_ptr<hal::PciSampler> old_pci;
   std::unique_ptr<kubelet::PodMapper> old_pods;
   std::unique_ptr<kubernetes::PodWatcher> old_watcher;
   {
     MutexLock lock(parts_mu_);
-    if (hal_changed) {
+    if (next->hal_changed) {
       old_hal = std::exchange(hal_, nullptr);
       old_pci = std::exchange(pci_, nullptr);
     }
-    if (pods_changed) old_pods = std::exchange(pods_, nullptr);
-    if (watcher_changed) old_watcher = std::exchange(watcher_, nullptr);
+    if (next->pods_changed) old_pods = std::exchange(pods_, nullptr);
+    if (next->watcher_changed) old_watcher = std::exchange(watcher_, nullptr);
   }
   if (old_hal) old_hal->Stop();
   if (old_pci) old_pci->Stop();
   if (old_pods) old_pods->Stop();
   if (old_watcher) old_watcher->Stop();
   // Faults that stay active are not raised again by the new samplers.
-  if (hal && old_hal) hal->SeedFaultState(old_hal->fault_state());
-  if (pci && old_pci) {
-    pci->SeedFaultState(old_pci->fault_state());
-    pci->SeedTracker(old_pci->tracker_state());
+  if (next->hal && old_hal) next->hal->SeedFaultState(old_hal->fault_state());
+  if (next->pci && old_pci) {
+    next->pci->SeedFaultState(old_pci->fault_state());
+    next->pci->SeedTracker(old_pci->tracker_state());
   }
-  if (hal_changed) {
-    if (!hal) devices_.SetHalDevices({});
-    if (!pci) devices_.SetPciDevices({});
+  if (next->hal_changed) {
+    if (!next->hal) devices_.SetHalDevices({});
+    if (!next->pci) devices_.SetPciDevices({});
   }
-  if (pods_changed && !pods) devices_.SetPodAssignments({});
-  if (watcher_changed && !watcher) {
+  if (next->pods_changed && !next->pods) devices_.SetPodAssignments({});
+  if (next->watcher_changed && !next->watcher) {
     devices_.SetPodMetadata({});
     devices_.SetContainerQuotas({});
     devices_.SetDeviceShares({});
   }
-  if (hal) hal->Start();
-  if (pci) pci->Start();
-  if (pods) pods->Start();
-  if (watcher) watcher->Start();
+  if (next->hal) next->hal->Start();
+  if (next->pci) next->pci->Start();
+  if (next->pods) next->pods->Start();
+  if (next->watcher) next->watcher->Start();
 
-  std::vector<std::string> restart;
-  {
-    MutexLock lock(parts_mu_);
-    if (hal_changed) {
-      hal_ = std::move(hal);
-      pci_ = std::move(pci);
-    }
-    if (pods_changed) pods_ = std::move(pods);
-    if (watcher_changed) watcher_ = std::move(watcher);
-    catalog_ = files.catalog;
-    // Settings: the new ones, but restart-only ones keep their running
-    // values and the new ones wait in pending_restart_.
-    std::map<std::string, Config::Setting> settings = fresh.settings;
-    pending_restart_.clear();
-    for (auto& [key, st] : settings) {
-      if (!NeedsRestart(key)) continue;
-      auto running = cfg_.settings.find(key);
-      if (running == cfg_.settings.end()) continue;
-      if (running->second.values != st.values) {
-        pending_restart_[key] = st;
-        restart.push_back(key);
-      }
-      st = running->second;
-    }
-    cfg_.settings = std::move(settings);
-    cfg_.web_config_file = fresh.web_config_file;
-    cfg_.web.web_config = fresh.web.web_config;
-    cfg_.catalog_file = fresh.catalog_file;
-    cfg_.metrics_include = fresh.metrics_include;
-    cfg_.metrics_exclude = fresh.metrics_exclude;
-    cfg_.xdm.devices = fresh.xdm.devices;
-    cfg_.xdm.keep_unknown = fresh.xdm.keep_unknown;
-    cfg_.xdm.interval = fresh.xdm.interval;
-    cfg_.xdm.stale_after = fresh.xdm.stale_after;
-    cfg_.hal = fresh.hal;
-    cfg_.kubelet = fresh.kubelet;
-    const std::string node = cfg_.kubernetes.node_name;
-    cfg_.kubernetes = fresh.kubernetes;
-    cfg_.kubernetes.node_name = node;
-    cfg_.log_level = fresh.log_level;
-    cfg_.parsed = fresh.parsed;
+  MutexLock lock(parts_mu_);
+  if (next->hal_changed) {
+    hal_ = std::move(next->hal);
+    pci_ = std::move(next->pci);
   }
-  PublishPartMetrics();  // a part switched off takes its metrics with it
-  if (tls_switch) {
-    MutexLock lock(parts_mu_);
-    pending_restart_["web.config.file"] = Config::Setting{{"tls_server_config on/off"}, "file"};
-    restart.push_back("web.config.file (TLS on or off)");
-  }
-  restart_pending_->Set(static_cast<double>(restart.size()));
-  for (const std::string& key : restart)
-    spdlog::warn("reload: --{} changed; it takes effect after a restart", key);
-  spdlog::info("reload: configuration reloaded (log level {}, {} setting(s) waiting for a restart)",
-               fresh.log_level, restart.size());
-  RecordReload(Status::Ok());
-  job->Answer(Status::Ok());
+  if (next->pods_changed) pods_ = std::move(next->pods);
+  if (next->watcher_changed) watcher_ = std::move(next->watcher);
+  catalog_ = std::move(catalog);
+  for (Applier a : next->applied) applied_[static_cast<int>(a)] = cfg;
+  cfg_ = std::move(cfg);
+  pending_restart_ = std::move(pending);
 }
 
 http::Response Exporter::ReloadPage(const http::Request&) {
   // Prometheus's convention: off unless asked for, 403 then.
-  if (!cfg_.enable_lifecycle)
+  if (!config()->enable_lifecycle)
     return http::Response::Text(403, "Lifecycle API is not enabled (--web.enable-lifecycle).\n");
   std::future<Status> answer = RequestReload(/*from_http=*/true);
   if (answer.wait_for(std::chrono::seconds(60)) != std::future_status::ready)
@@ -486,10 +518,11 @@ http::Response Exporter::ConfigPage() {
   std::string reload_error;
   {
     MutexLock lock(parts_mu_);
-    for (const auto& [key, st] : cfg_.settings) {
+    for (const auto& [key, st] : cfg_->settings) {
       Json s = {{"value", value(key, st)},
                 {"source", st.source},
-                {"reload", NeedsRestart(key) ? "restart" : "live"}};
+                {"reload", NeedsRestart(key) ? "restart" : "live"},
+                {"appliedBy", ApplierName(AppliedBy(key))}};
       // A reload read a new value that only a restart applies.
       auto pending = pending_restart_.find(key);
       if (pending != pending_restart_.end())
@@ -497,7 +530,7 @@ http::Response Exporter::ConfigPage() {
                                {"source", pending->second.source}};
       settings[key] = s;
     }
-    wc = cfg_.web.web_config;
+    wc = cfg_->web.web_config;
     reload_error = last_reload_error_;
   }
   j["settings"] = settings;
@@ -549,7 +582,7 @@ http::Response Exporter::Ready() {
   if (fresh(store_->last_update(), store_->stale_after()))
     return http::Response::Text(200, "Ready: data from XDM\n");
   MutexLock lock(parts_mu_);
-  if (hal_ && fresh(hal_->last_success(), cfg_.hal.interval * 3))
+  if (hal_ && fresh(hal_->last_success(), cfg_->hal.interval * 3))
     return http::Response::Text(200, "Ready: XDM stale, HAL sampling\n");
   std::string why = store_->last_update()
                         ? "Not ready: XDM data is stale (upstream mode " +
@@ -577,12 +610,12 @@ StatusReport Exporter::Report() {
   r.version = kVersion;
   r.revision = kRevision;
   r.uptime_seconds = secs(now - started_);
-  r.xdm_endpoint = cfg_.xdm.xdm_endpoint;
   r.upstream = client_->state();
   r.info = client_->info();
   std::shared_ptr<const catalog::Catalog> catalog;
   {
     MutexLock lock(parts_mu_);
+    r.xdm_endpoint = cfg_->xdm.xdm_endpoint;
     catalog = catalog_;
     if (hal_) {
       r.hal_backend = hal_->backend_name();

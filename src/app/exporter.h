@@ -58,6 +58,31 @@ class Exporter {
   std::vector<int> ports() const { return web_ ? web_->ports() : std::vector<int>{}; }
   bool listening() const { return web_ && web_->listening(); }
   upstream::XdmClient* client() { return client_.get(); }
+  // The configuration in force: the start's, then each good reload's.
+  std::shared_ptr<const Config> config() const;
+  // The configuration `a` last applied (built its part from, or re-applied):
+  // the start's, then that of the last reload that changed one of its
+  // settings. For tests; kRestart's is the start's for ever.
+  std::shared_ptr<const Config> applied(Applier a) const;
+  // What the running parts hold, read from them (not from the
+  // configuration): for tests that check that a reload reached the part
+  // that applies a setting. A part that is off has no value.
+  struct InForce {
+    std::optional<std::chrono::milliseconds> hal_interval;
+    std::string hal_root;
+    std::shared_ptr<const hal::FaultCatalog> hal_faults;
+    std::optional<std::chrono::milliseconds> pci_interval;
+    std::string pci_root;
+    hal::PciFilter pci_filter;
+    std::shared_ptr<const hal::FaultCatalog> pci_faults;
+    std::optional<kubelet::PodMapperOptions> pods;
+    std::optional<kubernetes::KubernetesOptions> watcher;
+    std::string watcher_url;
+    upstream::XdmClient::Settings ingest;
+    std::shared_ptr<const catalog::Catalog> store_catalog;
+    std::shared_ptr<const http::WebConfig> web_config;
+  };
+  InForce in_force() const;
 
  private:
   struct ReloadJob;
@@ -65,6 +90,12 @@ class Exporter {
   // Queues a reload; `answer` is given once its outcome is known.
   std::future<Status> RequestReload(bool from_http);
   void RunReload(ReloadJob* job);
+  struct Replacement;
+  // Stops the parts `next` replaces and starts its new ones, carrying their
+  // fault state; then puts them, `cfg` and `pending` in force.
+  void SwapParts(Replacement* next, std::shared_ptr<const Config> cfg,
+                 std::map<std::string, Config::Setting> pending,
+                 std::shared_ptr<const catalog::Catalog> catalog);
   // Builds the HAL samplers `cfg` asks for (not started).
   Status BuildHal(const Config& cfg, const std::shared_ptr<const hal::FaultCatalog>& faults,
                   std::unique_ptr<hal::HalSampler>* hal, std::unique_ptr<hal::PciSampler>* pci);
@@ -81,11 +112,13 @@ class Exporter {
   // The state /status and the landing page show, gathered from every part.
   StatusReport Report();
 
-  // The configuration in force. Its restart-only members never change after
-  // Start; the rest, and the parts marked below, are replaced by reloads
-  // under parts_mu_ (read by scrapes, /status, /config).
-  Config cfg_;
   mutable Mutex parts_mu_;
+  // The configuration in force, immutable: a reload builds the next one
+  // (restart-only settings at their running values) and swaps it in with
+  // the parts built from it, under parts_mu_ (read by scrapes, /status,
+  // /config). Each applier's last applied one beside it, for tests.
+  std::shared_ptr<const Config> cfg_ XPU_GUARDED_BY(parts_mu_);
+  std::shared_ptr<const Config> applied_[kApplierCount] XPU_GUARDED_BY(parts_mu_);
   // Restart-only settings whose new values wait for a restart.
   std::map<std::string, Config::Setting> pending_restart_ XPU_GUARDED_BY(parts_mu_);
   std::string last_reload_error_ XPU_GUARDED_BY(parts_mu_);  // empty after a good one

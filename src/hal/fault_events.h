@@ -49,6 +49,7 @@ class FaultEvents {
   using State = std::map<std::string, std::set<std::string>>;
   const State& state() const { return active_; }
   void Seed(State state) { active_ = std::move(state); }
+  const std::shared_ptr<const FaultCatalog>& catalog() const { return catalog_; }
 
  private:
   void LeaveExemplar(const std::string& uuid, const store::LabelPairs& series);

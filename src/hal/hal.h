@@ -22,6 +22,8 @@ class HalBackend {
  public:
   virtual ~HalBackend() = default;
   virtual std::string name() const = 0;
+  // Where it reads (a directory), if anywhere.
+  virtual std::string root() const { return {}; }
   // The devices present. An error means the backend as a whole is unusable
   // this time (exported as xpu_hal_up 0).
   virtual Status ListDevices(std::vector<HalDeviceId>* out) = 0;

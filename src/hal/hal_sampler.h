@@ -49,6 +49,10 @@ class HalSampler {
   void SampleOnce();
 
   std::string backend_name() const { return backend_->name(); }
+  // What it was built with. Any thread.
+  std::string backend_root() const { return backend_->root(); }
+  std::chrono::milliseconds interval() const { return interval_; }
+  const std::shared_ptr<const FaultCatalog>& fault_catalog() const { return faults_.catalog(); }
   bool up() const { return up_.load(); }
   // Time of the last sample that enumerated devices successfully.
   std::optional<std::chrono::steady_clock::time_point> last_success() const;

@@ -87,6 +87,7 @@ struct PciFilter {
   std::vector<std::pair<uint32_t, int>> classes = {{0x0302, 4}, {0x1200, 4}, {0x0b40, 4}};
   std::vector<uint32_t> vendors;  // empty: any; listed vendors' VGA (0x0300) count too
   bool Matches(uint32_t class_code, uint32_t vendor) const;
+  bool operator==(const PciFilter&) const = default;
 };
 
 // Reads the devices under <sysfs_root>/bus/pci/devices that pass `filter`,
@@ -99,6 +100,7 @@ class PciScanner {
       : root_(std::move(sysfs_root)), filter_(std::move(filter)) {}
   Status Scan(std::vector<PciDevice>* out) const;
   const std::string& root() const { return root_; }
+  const PciFilter& filter() const { return filter_; }
 
  private:
   void ReadDevice(const std::string& dir, PciDevice* d) const;

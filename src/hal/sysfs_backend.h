@@ -32,6 +32,7 @@ class SysfsBackend : public HalBackend {
  public:
   explicit SysfsBackend(std::string root) : root_(std::move(root)) {}
   std::string name() const override { return "sysfs"; }
+  std::string root() const override { return root_; }
   Status ListDevices(std::vector<HalDeviceId>* out) override;
   Status ReadHealth(int32_t minor, bool* healthy) override;
   Status ReadFaultCodes(int32_t minor, std::vector<std::string>* codes) override;

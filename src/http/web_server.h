@@ -135,6 +135,8 @@ class WebServer {
   Status Reload(const std::shared_ptr<const WebConfig>& config);
   // Whether `config` switches TLS on or off (only a restart applies that).
   bool NeedsRestart(const std::shared_ptr<const WebConfig>& config) const;
+  // The web config in force (may be null). Any thread.
+  std::shared_ptr<const WebConfig> config() const;
   bool listening() const;
   // Bound ports, in the order of listen_addresses (after Start).
   std::vector<int> ports() const;
@@ -156,8 +158,6 @@ class WebServer {
     Handler handler;
     bool gzip;
   };
-  std::shared_ptr<const WebConfig> config() const;
-
   const WebOptions options_;                  // read by worker threads: never assigned
   std::map<std::string, RouteEntry> routes_;  // immutable after Start
   mutable Mutex config_mu_;

@@ -166,8 +166,7 @@ PodMatch MatchPods(const v1::ListPodResourcesResponse& resp,
 
 PodMapper::PodMapper(const PodMapperOptions& options, DraRule dra, store::DeviceRegistry* registry,
                      prometheus::Registry* self_metrics)
-    : socket_path_(options.socket),
-      interval_(options.interval),
+    : options_(options),
       dra_(std::move(dra)),
       registry_(registry),
       collectors_(*self_metrics),
@@ -177,11 +176,11 @@ PodMapper::PodMapper(const PodMapperOptions& options, DraRule dra, store::Device
                              "that name none of this node's devices by "
                              "--kubelet.dra.device-names.")
                        .Register(*self_metrics)) {
-  if (interval_.count() <= 0) throw std::invalid_argument("kubelet interval must be > 0");
+  if (options_.interval.count() <= 0) throw std::invalid_argument("kubelet interval must be > 0");
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(kMaxMessageBytes);
   stub_ = v1::PodResourcesLister::NewStub(grpc::CreateCustomChannel(
-      "unix://" + socket_path_, grpc::InsecureChannelCredentials(), args));
+      "unix://" + options_.socket, grpc::InsecureChannelCredentials(), args));
 }
 
 PodMapper::~PodMapper() { Stop(); }
@@ -199,14 +198,14 @@ void PodMapper::Stop() {
 void PodMapper::Loop() {
   do {
     PollOnce();
-  } while (worker_.SleepFor(interval_));
+  } while (worker_.SleepFor(options_.interval));
 }
 
 bool PodMapper::PollOnce() {
   std::error_code ec;
-  if (!std::filesystem::exists(socket_path_, ec)) {
+  if (!std::filesystem::exists(options_.socket, ec)) {
     if (said_.Raise("absent"))
-      spdlog::info("kubelet PodResources socket {} absent: no pod attribution", socket_path_);
+      spdlog::info("kubelet PodResources socket {} absent: no pod attribution", options_.socket);
     if (polled_) {  // the kubelet went away: its answers no longer hold
       collectors_.Record("kubelet", false, std::chrono::steady_clock::duration::zero());
       registry_->SetPodAssignments({});

@@ -76,6 +76,7 @@ struct PodMapperOptions {
   std::chrono::milliseconds interval{10000};
   std::vector<std::string> dra_drivers;  // regexes; empty: any driver
   std::vector<std::string> dra_device_names = {"{uuid}", "xpu-{minor}"};
+  bool operator==(const PodMapperOptions&) const = default;
 };
 
 // Polls the kubelet's PodResources API every `interval` on its own thread and
@@ -97,12 +98,12 @@ class PodMapper {
   void Stop();
   // One poll; returns whether the kubelet answered. For tests.
   bool PollOnce();
+  const PodMapperOptions& options() const { return options_; }  // as built; any thread
 
  private:
   void Loop();
 
-  const std::string socket_path_;
-  const std::chrono::milliseconds interval_;
+  const PodMapperOptions options_;
   DraRule dra_;
   store::DeviceRegistry* const registry_;
   // The collector's series exist only once the socket does: a node without a

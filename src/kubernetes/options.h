@@ -31,6 +31,7 @@ struct KubernetesOptions {
   bool insecure_http = false;
   // How often to read this node's object (HAMi's device register).
   std::chrono::milliseconds node_interval{60000};
+  bool operator==(const KubernetesOptions&) const = default;
 };
 
 }  // namespace xpu::kubernetes

@@ -99,6 +99,9 @@ class PodWatcher {
 
   void Start();
   void Stop();
+  // What it was built with. Any thread.
+  const KubernetesOptions& options() const { return options_; }
+  const std::string& base_url() const { return base_url_; }
 
  private:
   enum class WatchEnd { kClosed, kGone, kFailed, kStopped };

@@ -167,6 +167,7 @@ XdmClient::XdmClient(ClientOptions options, std::shared_ptr<const catalog::Catal
       uniform01_(std::move(uniform01)),
       machine_(ModeMachine::Options{options_.interval, options_.watchdog, options_.stall_floor}),
       stale_after_(options_.stale_after),
+      configured_interval_(options_.interval),
       ingest_(std::make_shared<IngestRules>(IngestRules{std::move(catalog), options_.excluded_ids,
                                                         options_.keep_unknown, options_.devices})) {
   if (options_.interval.count() <= 0) throw std::invalid_argument("interval must be > 0");
@@ -249,10 +250,16 @@ void XdmClient::Reconfigure(IngestRules ingest, milliseconds interval, milliseco
     MutexLock lock(mu_);
     ingest_ = std::make_shared<const IngestRules>(std::move(ingest));
     stale_after_ = stale_after;
+    configured_interval_ = interval;
     store_->set_stale_after(StaleAfterLocked());
     if (!interval_reported_) changed = SetIntervalLocked(interval);
   }
   if (changed) SayInterval(interval);
+}
+
+XdmClient::Settings XdmClient::settings() const {
+  MutexLock lock(mu_);
+  return Settings{ingest_, configured_interval_, stale_after_};
 }
 
 milliseconds XdmClient::StaleAfterLocked() const {

@@ -139,6 +139,12 @@ class XdmClient {
   };
   void Reconfigure(IngestRules ingest, std::chrono::milliseconds interval,
                    std::chrono::milliseconds stale_after);
+  // What the start or the last Reconfigure gave, as given.
+  struct Settings {
+    std::shared_ptr<const IngestRules> ingest;
+    std::chrono::milliseconds interval, stale_after;
+  };
+  Settings settings() const;
 
  private:
   struct Metrics;
@@ -214,6 +220,8 @@ class XdmClient {
   bool interval_reported_ XPU_GUARDED_BY(mu_) = false;  // the interval is XDM's own
   std::chrono::milliseconds stale_after_
       XPU_GUARDED_BY(mu_);  // ClientOptions::stale_after, reloadable
+  std::chrono::milliseconds configured_interval_
+      XPU_GUARDED_BY(mu_);  // ClientOptions::interval, reloadable
   std::shared_ptr<const IngestRules> ingest_ XPU_GUARDED_BY(mu_);  // never null; replaced whole
   // The daemon's order of snapshots: what was applied last. Judged under
   // both ingest_mu_ and mu_ (mu_ alone for Forget).

@@ -3,11 +3,13 @@
 #include "app/exporter.h"
 
 #include <gtest/gtest.h>
+#include <spdlog/spdlog.h>
 
 #include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <thread>
 
 #include "simulator.h"
@@ -395,6 +397,210 @@ TEST(ExporterReloadTest, SwitchingAPartOffTakesItsMetricsOffThePage) {
   ASSERT_TRUE(exporter.Reload().ok());
   EXPECT_TRUE(
       WaitFor([&] { return shown(HttpGet(base + "/metrics").body).size() == parts.size(); }));
+  exporter.Stop();
+  sim.Stop();
+}
+
+// Whether every running part holds what `cfg` (the configuration in force)
+// asks of it, read from the parts themselves: a setting that reached the
+// configuration but not its part fails here.
+void ExpectPartsHold(const Exporter::InForce& f, const Config& cfg) {
+  const ParsedConfig& p = *cfg.parsed;
+  auto from_file = [](const std::shared_ptr<const hal::FaultCatalog>& c) {
+    return c != nullptr && c->entries().size() == 1;  // the test's catalog has one code
+  };
+  EXPECT_EQ(f.hal_interval.has_value(), p.hal.sysfs);
+  if (f.hal_interval) {
+    EXPECT_EQ(*f.hal_interval, cfg.hal.interval);
+    EXPECT_EQ(f.hal_root, cfg.hal.root);
+    EXPECT_EQ(from_file(f.hal_faults), !cfg.hal.fault_catalog_file.empty());
+  }
+  EXPECT_EQ(f.pci_interval.has_value(), p.hal.pci);
+  if (f.pci_interval) {
+    EXPECT_EQ(*f.pci_interval, cfg.hal.interval);
+    EXPECT_EQ(f.pci_root, cfg.hal.pci_root);
+    EXPECT_TRUE(f.pci_filter == p.pci_filter);
+    EXPECT_EQ(from_file(f.pci_faults), !cfg.hal.fault_catalog_file.empty());
+  }
+  EXPECT_EQ(f.pods.has_value(), !cfg.kubelet.socket.empty());
+  if (f.pods) {
+    EXPECT_TRUE(*f.pods == cfg.kubelet);
+  }
+  EXPECT_EQ(f.watcher.has_value(), !cfg.kubernetes.api_server.empty());
+  if (f.watcher) {
+    EXPECT_TRUE(*f.watcher == cfg.kubernetes);
+    EXPECT_EQ(f.watcher_url, cfg.kubernetes.api_server);
+  }
+  ASSERT_NE(f.ingest.ingest, nullptr);
+  const upstream::XdmClient::IngestRules& rules = *f.ingest.ingest;
+  EXPECT_EQ(f.ingest.interval, cfg.xdm.interval);
+  EXPECT_EQ(f.ingest.stale_after, cfg.xdm.stale_after);
+  EXPECT_EQ(rules.catalog, f.store_catalog);  // one catalog, in the client and the store
+  EXPECT_EQ(rules.catalog->entries().size() == 1, !cfg.catalog_file.empty());
+  EXPECT_EQ(rules.excluded_ids, p.selection.ExcludedIds(*rules.catalog));
+  EXPECT_EQ(rules.keep_unknown, cfg.xdm.keep_unknown);
+  EXPECT_EQ(rules.devices, std::set<int32_t>(cfg.xdm.devices.begin(), cfg.xdm.devices.end()));
+  EXPECT_EQ(f.web_config ? f.web_config->path : "", cfg.web_config_file);
+  EXPECT_EQ(spdlog::get_level(), spdlog::level::from_str(cfg.log_level));
+}
+
+// Reload by construction (issue 24): every flag and config-file key, changed
+// by a reload, is either applied by the part its registration names (the
+// part then holds the new value, read from the part, and no part that owns
+// none of the changed settings is rebuilt) or kept at its running value and
+// shown waiting for a restart in /config. A flag added without a value here
+// fails the test.
+TEST(ExporterReloadTest, EveryFlagIsAppliedByItsPartOrWaitsForARestart) {
+  xpu::testing::TempDir dir;
+  const xdmsim::SimOptions so = SimIn(dir);
+  xdmsim::Simulator sim(so);
+  ASSERT_TRUE(sim.Start().ok());
+  std::ofstream(dir.File("web.yml")) << "";
+  std::ofstream(dir.File("token")) << "t0k3n\n";
+  std::ofstream(dir.File("ca.crt")) << "";
+  std::ofstream(dir.File("metrics.yml"))
+      << "metrics:\n  - id: 1\n    name: xpu_utilization_ratio\n    type: gauge\n"
+         "    unit: ratio\n    scale: 0.01\n    help: Busy fraction.\n";
+  std::ofstream(dir.File("faults.yml"))
+      << "default_level: restart_card\ncodes:\n  - code: \"0x1\"\n    name: one\n"
+         "    level: reset_card\n    description: One.\n    action: Reset.\n";
+  // What the file holds before each change (a key changed replaces its line).
+  const std::map<std::string, std::string> base = {
+      {"web.listen-address", "127.0.0.1:0"},
+      {"xdm.endpoint", "unix://" + so.socket_path},
+      {"controller.endpoint", "unix://" + so.controller_socket_path},
+      {"collector.interval", "100ms"},
+      // Every part on, so that each setting's part can be read.
+      {"hal", "sysfs,pci"},
+      {"hal.root", dir.File("hal")},
+      {"hal.pci.sysfs-root", dir.File("sys")},
+      {"kubelet.pod-resources-socket", dir.File("kubelet.sock")},
+      {"kubernetes.api-server", "https://127.0.0.1:1"},
+      {"kubernetes.node-name", "node-a"},
+  };
+  // Each key's new value, as YAML and as /config shows it.
+  struct Change {
+    std::string yaml;
+    std::vector<std::string> shown;
+  };
+  const std::string d = dir.path();
+  const std::map<std::string, Change> changes = {
+      {"web.config.file", {dir.File("web.yml"), {dir.File("web.yml")}}},
+      {"web.enable-lifecycle", {"true", {"true"}}},
+      {"web.probes-require-auth", {"true", {"true"}}},
+      {"web.listen-address", {"127.0.0.1:1", {"127.0.0.1:1"}}},
+      {"web.telemetry-path", {"/m", {"/m"}}},
+      {"web.max-connections", {"9", {"9"}}},
+      {"web.reserved-probe-connections", {"5", {"5"}}},
+      {"web.head-timeout", {"7s", {"7s"}}},
+      {"web.keep-alive-timeout", {"7s", {"7s"}}},
+      {"web.response-timeout", {"7s", {"7s"}}},
+      {"web.max-auth-checks", {"3", {"3"}}},
+      {"xdm.endpoint", {"unix://" + dir.File("other.sock"), {"unix://" + dir.File("other.sock")}}},
+      {"controller.endpoint", {"''", {""}}},
+      {"xdm.backoff-initial", {"2s", {"2s"}}},
+      {"xdm.backoff-max", {"10s", {"10s"}}},
+      {"collector.interval", {"250ms", {"250ms"}}},
+      {"collector.stale-after", {"9s", {"9s"}}},
+      {"collector.max-series", {"5000", {"5000"}}},
+      {"collector.max-devices", {"100", {"100"}}},
+      {"xdm.max-message-size", {"8192", {"8192"}}},
+      {"collector.unknown-metrics", {"true", {"true"}}},
+      {"xdm.devices", {"[0, 1]", {"0", "1"}}},
+      {"metrics.include", {"['xpu_.*']", {"xpu_.*"}}},
+      {"metrics.exclude", {"['xpu_link_.*']", {"xpu_link_.*"}}},
+      {"metrics.catalog", {dir.File("metrics.yml"), {dir.File("metrics.yml")}}},
+      {"hal", {"pci", {"pci"}}},
+      {"hal.pci.sysfs-root", {d, {d}}},
+      {"hal.pci.classes", {"['0302']", {"0302"}}},
+      {"hal.pci.vendors", {"['0x10de']", {"0x10de"}}},
+      {"hal.root", {d, {d}}},
+      {"hal.interval", {"7s", {"7s"}}},
+      {"hal.fault-catalog", {dir.File("faults.yml"), {dir.File("faults.yml")}}},
+      {"kubelet.pod-resources-socket", {dir.File("pods.sock"), {dir.File("pods.sock")}}},
+      {"kubelet.interval", {"7s", {"7s"}}},
+      {"kubelet.dra.drivers", {"['gpu.example.com']", {"gpu.example.com"}}},
+      {"kubelet.dra.device-names", {"['xpu-{minor}']", {"xpu-{minor}"}}},
+      {"kubernetes.node-name", {"node-b", {"node-b"}}},
+      {"kubernetes.api-server", {"https://127.0.0.1:2", {"https://127.0.0.1:2"}}},
+      {"kubernetes.insecure-http", {"true", {"true"}}},
+      {"kubernetes.token-file", {dir.File("token"), {dir.File("token")}}},
+      {"kubernetes.ca-file", {dir.File("ca.crt"), {dir.File("ca.crt")}}},
+      {"kubernetes.pod-labels", {"['app']", {"app"}}},
+      {"kubernetes.node-interval", {"7s", {"7s"}}},
+      {"log.level", {"debug", {"debug"}}},
+      {"log.format", {"json", {"json"}}},
+  };
+  const std::string file = dir.File("exporter.yml");
+  auto write = [&](const std::string& key, const std::string& value) {
+    std::ofstream out(file);
+    for (const auto& [k, v] : base)
+      if (k != key) out << k << ": " << v << "\n";
+    if (!key.empty()) out << key << ": " << value << "\n";
+  };
+  write("", "");
+  Config cfg;
+  std::string config_flag = "--config.file=" + file;
+  const char* argv[] = {"xpu-exporter", config_flag.c_str(), nullptr};
+  ASSERT_EQ(ParseFlags(2, const_cast<char**>(argv), &cfg), std::nullopt);
+  // The command line's own keys cannot change: a reload parses it again.
+  for (const char* key : {"config.file", "config.check"}) EXPECT_TRUE(NeedsRestart(key)) << key;
+  std::set<std::string> keys, covered;
+  for (const auto& [key, st] : cfg.settings)
+    if (key != "config.file" && key != "config.check") keys.insert(key);
+  for (const auto& [key, change] : changes) covered.insert(key);
+  ASSERT_EQ(covered, keys) << "give each flag a new value here";
+
+  Exporter exporter(cfg);
+  ASSERT_TRUE(exporter.Start().ok());
+  ExpectPartsHold(exporter.in_force(), *exporter.config());
+  const std::string url = "http://127.0.0.1:" + std::to_string(exporter.ports().at(0)) + "/config";
+  auto shown = [](const std::vector<std::string>& values, const std::string& key) {
+    return values.size() == 1 && key != "web.listen-address" ? nlohmann::json(values[0])
+                                                             : nlohmann::json(values);
+  };
+  for (const auto& [key, change] : changes) {
+    SCOPED_TRACE(key);
+    const std::shared_ptr<const Config> before = exporter.config();
+    std::shared_ptr<const Config> applied_before[kApplierCount];
+    for (int a = 0; a < kApplierCount; ++a) applied_before[a] = exporter.applied(Applier(a));
+    write(key, change.yaml);
+    const Status s = exporter.Reload();
+    ASSERT_TRUE(s.ok()) << s.message();
+    const nlohmann::json setting = nlohmann::json::parse(HttpGet(url).body)["settings"][key];
+    const Applier by = AppliedBy(key);
+    EXPECT_EQ(setting["appliedBy"], ApplierName(by));
+    const std::shared_ptr<const Config> now = exporter.config();
+    if (by == Applier::kRestart) {
+      EXPECT_EQ(setting["reload"], "restart");
+      EXPECT_EQ(setting["value"], shown(before->settings.at(key).values, key));
+      ASSERT_TRUE(setting.contains("pendingRestart")) << setting.dump();
+      EXPECT_EQ(setting["pendingRestart"]["value"], shown(change.shown, key));
+      EXPECT_EQ(now->settings.at(key).values, before->settings.at(key).values);
+    } else {
+      EXPECT_EQ(setting["reload"], "live");
+      EXPECT_EQ(setting["value"], shown(change.shown, key));
+      EXPECT_FALSE(setting.contains("pendingRestart")) << setting.dump();
+      // Its applier ran on the configuration now in force, which has it.
+      EXPECT_EQ(exporter.applied(by), now);
+      EXPECT_EQ(exporter.applied(by)->settings.at(key).values, change.shown);
+    }
+    // No part that owns none of the changed settings was rebuilt.
+    for (Applier other : {Applier::kRestart, Applier::kWebConfig, Applier::kHal, Applier::kPods,
+                          Applier::kWatcher}) {
+      if (other != by) {
+        EXPECT_EQ(exporter.applied(other), applied_before[static_cast<int>(other)])
+            << ApplierName(other);
+      }
+    }
+    ExpectPartsHold(exporter.in_force(), *now);
+    // Back to the base: nothing waits for a restart any more.
+    write("", "");
+    ASSERT_TRUE(exporter.Reload().ok());
+    ExpectPartsHold(exporter.in_force(), *exporter.config());
+    EXPECT_FALSE(
+        nlohmann::json::parse(HttpGet(url).body)["settings"][key].contains("pendingRestart"));
+  }
   exporter.Stop();
   sim.Stop();
 }

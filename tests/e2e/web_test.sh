@@ -173,8 +173,8 @@ cfg=$(curl -s "${URL%/metrics}/config")
 python3 - "$cfg" <<'PY' || fail "/config sources wrong"
 import json, sys
 s = json.loads(sys.argv[1])["settings"]
-assert s["collector.max-series"] == {"value": "12345", "source": "file", "reload": "restart"}, s["collector.max-series"]
-assert s["log.level"] == {"value": "info", "source": "flag", "reload": "live"}, s["log.level"]
+assert s["collector.max-series"] == {"value": "12345", "source": "file", "reload": "restart", "appliedBy": "restart"}, s["collector.max-series"]
+assert s["log.level"] == {"value": "info", "source": "flag", "reload": "live", "appliedBy": "log"}, s["log.level"]
 assert s["hal.interval"]["source"] == "default", s["hal.interval"]
 PY
 kill "$EXP_PID"; wait "$EXP_PID" 2>/dev/null || true
