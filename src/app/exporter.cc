@@ -179,6 +179,55 @@ void Exporter::ApplyIngest(const Config& cfg, const LoadedFiles& files) {
   if (!devices.empty()) spdlog::info("exporting {} device(s) only (--xdm.devices)", devices.size());
 }
 
+void Exporter::RegisterSelfMetrics() {
+  identity_missing_ = &prometheus::BuildGauge()
+                           .Name("xpu_exporter_device_identity_missing")
+                           .Help(
+                               "1 while device series go out without uuid and model: XDM sent "
+                               "data but no device list within 10 s.")
+                           .Register(self_metrics_)
+                           .Add({});
+  reload_ok_ = &prometheus::BuildGauge()
+                    .Name("xpu_exporter_config_last_reload_successful")
+                    .Help("Whether the last configuration reload (SIGHUP, /-/reload) succeeded.")
+                    .Register(self_metrics_)
+                    .Add({});
+  reload_ok_->Set(1);
+  reload_time_ =
+      &prometheus::BuildGauge()
+           .Name("xpu_exporter_config_last_reload_success_timestamp_seconds")
+           .Help("When the configuration was last loaded successfully (start or reload).")
+           .Register(self_metrics_)
+           .Add({});
+  reload_time_->SetToCurrentTime();
+  restart_pending_ = &prometheus::BuildGauge()
+                          .Name("xpu_exporter_config_restart_pending")
+                          .Help(
+                              "Settings changed by a reload that take effect only after a "
+                              "restart (named in /config).")
+                          .Register(self_metrics_)
+                          .Add({});
+}
+
+void Exporter::AddRoutes(const std::string& telemetry_path) {
+  web_->Route(
+      telemetry_path, {"GET"}, [this](const http::Request& r) { return Metrics(r); },
+      /*gzip=*/true);
+  web_->Route("/", {"GET"}, [this](const http::Request&) {
+    http::Response r;
+    r.content_type = "text/html; charset=utf-8";
+    r.body = LandingPageHtml(Report(), config()->telemetry_path);
+    return r;
+  });
+  web_->Route("/-/healthy", {"GET"},
+              [](const http::Request&) { return http::Response::Text(200, "Healthy\n"); });
+  web_->Route("/-/ready", {"GET"}, [this](const http::Request&) { return Ready(); });
+  web_->Route("/-/reload", {"POST", "PUT"},
+              [this](const http::Request& r) { return ReloadPage(r); });
+  web_->Route("/status", {"GET"}, [this](const http::Request&) { return StatusPage(); });
+  web_->Route("/config", {"GET"}, [this](const http::Request&) { return ConfigPage(); });
+}
+
 Status Exporter::Start() {
   std::shared_ptr<const Config> given = config();
   if (!given->parsed) {  // a Config not made by ParseFlags (tests, tools)
@@ -221,33 +270,7 @@ Status Exporter::Start() {
       files.catalog, store::MetricStore::Options{cfg.effective_stale_after(), cfg.max_series,
                                                  cfg.xdm.max_devices, store::kIdentityWait});
   store_->FollowDevices(&devices_);
-  identity_missing_ = &prometheus::BuildGauge()
-                           .Name("xpu_exporter_device_identity_missing")
-                           .Help(
-                               "1 while device series go out without uuid and model: XDM sent "
-                               "data but no device list within 10 s.")
-                           .Register(self_metrics_)
-                           .Add({});
-  reload_ok_ = &prometheus::BuildGauge()
-                    .Name("xpu_exporter_config_last_reload_successful")
-                    .Help("Whether the last configuration reload (SIGHUP, /-/reload) succeeded.")
-                    .Register(self_metrics_)
-                    .Add({});
-  reload_ok_->Set(1);
-  reload_time_ =
-      &prometheus::BuildGauge()
-           .Name("xpu_exporter_config_last_reload_success_timestamp_seconds")
-           .Help("When the configuration was last loaded successfully (start or reload).")
-           .Register(self_metrics_)
-           .Add({});
-  reload_time_->SetToCurrentTime();
-  restart_pending_ = &prometheus::BuildGauge()
-                          .Name("xpu_exporter_config_restart_pending")
-                          .Help(
-                              "Settings changed by a reload that take effect only after a "
-                              "restart (named in /config).")
-                          .Register(self_metrics_)
-                          .Add({});
+  RegisterSelfMetrics();
   exposer_ = std::make_unique<exposition::Exposer>(store_.get(), &self_metrics_);
   exposer_->AddCollectable(&devices_);
   data_age_ = std::make_unique<store::DataAgeMetrics>(store_.get());
@@ -263,22 +286,7 @@ Status Exporter::Start() {
   http::WebOptions wo = cfg.web;
   wo.probe_paths = {"/-/healthy", "/-/ready"};
   web_ = std::make_unique<http::WebServer>(wo);
-  web_->Route(
-      cfg.telemetry_path, {"GET"}, [this](const http::Request& r) { return Metrics(r); },
-      /*gzip=*/true);
-  web_->Route("/", {"GET"}, [this](const http::Request&) {
-    http::Response r;
-    r.content_type = "text/html; charset=utf-8";
-    r.body = LandingPageHtml(Report(), config()->telemetry_path);
-    return r;
-  });
-  web_->Route("/-/healthy", {"GET"},
-              [](const http::Request&) { return http::Response::Text(200, "Healthy\n"); });
-  web_->Route("/-/ready", {"GET"}, [this](const http::Request&) { return Ready(); });
-  web_->Route("/-/reload", {"POST", "PUT"},
-              [this](const http::Request& r) { return ReloadPage(r); });
-  web_->Route("/status", {"GET"}, [this](const http::Request&) { return StatusPage(); });
-  web_->Route("/config", {"GET"}, [this](const http::Request&) { return ConfigPage(); });
+  AddRoutes(cfg.telemetry_path);
   exposer_->AddCollectable(web_->metrics());  // before any scrape can run
   PublishPartMetrics();
   Status s = web_->Start();

@@ -104,6 +104,9 @@ class Exporter {
   // Which data is taken and shown: catalog, selection, devices, timing.
   void ApplyIngest(const Config& cfg, const LoadedFiles& files);
   void RecordReload(const Status& s);
+  // Start's steps: the exporter's own gauges, and the pages it serves.
+  void RegisterSelfMetrics();
+  void AddRoutes(const std::string& telemetry_path);
   http::Response ReloadPage(const http::Request& req);
   http::Response Metrics(const http::Request& req);
   http::Response Ready();

@@ -165,19 +165,53 @@ std::optional<int> PciDeviceView::capable_link_width() const {
   return max_link_width;
 }
 
-std::vector<prometheus::MetricFamily> DeviceRegistry::Collect() const {
-  MutexLock lock(mu_);
-  auto info = NewFamily("xpu_device_info",
-                        "Static information about a device from XDM (ListAndWatch, ListGpuInfo); "
-                        "always 1.");
-  auto topo = NewFamily("xpu_device_topology_info",
-                        "One series per topology level of a device (ListAndWatch "
-                        "extenderResources topology), nearest level first; always 1.");
-  auto health =
+struct DeviceRegistry::Families {
+  prometheus::MetricFamily info = NewFamily(
+      "xpu_device_info",
+      "Static information about a device from XDM (ListAndWatch, ListGpuInfo); always 1.");
+  prometheus::MetricFamily topo =
+      NewFamily("xpu_device_topology_info",
+                "One series per topology level of a device (ListAndWatch "
+                "extenderResources topology), nearest level first; always 1.");
+  prometheus::MetricFamily health =
       NewFamily("xpu_device_health", "Device health as each source sees it: 1 healthy, 0 not.");
+  prometheus::MetricFamily active =
+      NewFamily("xpu_device_fault_active",
+                "A fault code the HAL reports active on a device, with its catalog level; "
+                "always 1 while active.");
+  prometheus::MetricFamily level =
+      NewFamily("xpu_device_fault_level",
+                "Most severe active fault level on a device (0 none, 1 retry_request, "
+                "2 restart_job, 3 restart_card, 4 reset_card, 5 isolate_after_job, "
+                "6 isolate_card).");
+  prometheus::MetricFamily pods =
+      NewFamily("xpu_device_pod_info",
+                "A container that the kubelet reports holding a device (PodResources "
+                "API: device plugin resource, or DRA claim, driver, pool and device); "
+                "always 1. Join on uuid to attribute device metrics to pods.");
+  prometheus::MetricFamily mem_limit =
+      NewFamily("xpu_container_memory_limit_bytes",
+                "Device memory a container may use on a shared device (HAMi's grant "
+                "in the pod annotation hami.io/*-devices-allocated).");
+  prometheus::MetricFamily core_limit =
+      NewFamily("xpu_container_core_limit_ratio",
+                "Share of a shared device's cores a container may use (HAMi's "
+                "grant), 0..1.");
+  prometheus::MetricFamily split = NewFamily(
+      "xpu_device_split_count", "How many containers may share the device (HAMi's node register).");
+  prometheus::MetricFamily shared_mem =
+      NewFamily("xpu_device_shared_memory_bytes", "Device memory HAMi's device plugin shares out.");
+  prometheus::MetricFamily shared_cores =
+      NewFamily("xpu_device_shared_core_ratio",
+                "Share of the device's cores HAMi's device plugin shares out, 0..1.");
+  prometheus::MetricFamily shared_health = NewFamily(
+      "xpu_device_shared_healthy", "Whether HAMi's device plugin registered the device healthy.");
+};
+
+void DeviceRegistry::WriteIdentityLocked(Families* f) const {
   for (const DeviceInfo& d : devices_) {
     const std::string minor = std::to_string(d.minor);
-    info.metric.push_back(
+    f->info.metric.push_back(
         GaugeSample({{"minor", minor},
                      {"uuid", d.uuid},
                      {"model", d.model},
@@ -190,43 +224,37 @@ std::vector<prometheus::MetricFamily> DeviceRegistry::Collect() const {
                      {"memory_mib", std::to_string(d.total_memory_mib)}},
                     1));
     for (const TopologyLevel& t : d.topology) {
-      topo.metric.push_back(GaugeSample({{"minor", minor},
-                                         {"uuid", d.uuid},
-                                         {"level", std::to_string(t.level)},
-                                         {"name", t.name},
-                                         {"group", t.group},
-                                         {"peers", t.peers}},
-                                        1));
+      f->topo.metric.push_back(GaugeSample({{"minor", minor},
+                                            {"uuid", d.uuid},
+                                            {"level", std::to_string(t.level)},
+                                            {"name", t.name},
+                                            {"group", t.group},
+                                            {"peers", t.peers}},
+                                           1));
     }
     if (xdm_live_)
-      health.metric.push_back(GaugeSample({{"minor", minor}, {"uuid", d.uuid}, {"source", "xdm"}},
-                                          d.health == "Healthy"));
+      f->health.metric.push_back(GaugeSample(
+          {{"minor", minor}, {"uuid", d.uuid}, {"source", "xdm"}}, d.health == "Healthy"));
   }
-  auto active =
-      NewFamily("xpu_device_fault_active",
-                "A fault code the HAL reports active on a device, with its catalog level; "
-                "always 1 while active.");
-  auto level = NewFamily("xpu_device_fault_level",
-                         "Most severe active fault level on a device (0 none, 1 retry_request, "
-                         "2 restart_job, 3 restart_card, 4 reset_card, 5 isolate_after_job, "
-                         "6 isolate_card).");
+}
+
+void DeviceRegistry::WriteFaultsLocked(Families* f) const {
   for (const HalDeviceView& h : MergedHalLocked()) {
     const std::string minor = std::to_string(h.minor);
     if (h.healthy)
-      health.metric.push_back(
+      f->health.metric.push_back(
           GaugeSample({{"minor", minor}, {"uuid", h.uuid}, {"source", "hal"}}, *h.healthy ? 1 : 0));
     int worst = 0;
-    for (const ActiveFault& f : h.faults) {
-      active.metric.push_back(GaugeSample(
-          {{"minor", minor}, {"uuid", h.uuid}, {"code", f.code}, {"level", f.level_name}}, 1));
-      worst = std::max(worst, f.level);
+    for (const ActiveFault& a : h.faults) {
+      f->active.metric.push_back(GaugeSample(
+          {{"minor", minor}, {"uuid", h.uuid}, {"code", a.code}, {"level", a.level_name}}, 1));
+      worst = std::max(worst, a.level);
     }
-    level.metric.push_back(GaugeSample({{"minor", minor}, {"uuid", h.uuid}}, worst));
+    f->level.metric.push_back(GaugeSample({{"minor", minor}, {"uuid", h.uuid}}, worst));
   }
-  auto pods = NewFamily("xpu_device_pod_info",
-                        "A container that the kubelet reports holding a device (PodResources "
-                        "API: device plugin resource, or DRA claim, driver, pool and device); "
-                        "always 1. Join on uuid to attribute device metrics to pods.");
+}
+
+void DeviceRegistry::WritePodsLocked(Families* f) const {
   for (const PodAssignment& p : pods_) {
     const std::string minor = MinorOfLocked(p.uuid);
     std::vector<prometheus::ClientMetric::Label> labels = {{"minor", minor},
@@ -245,14 +273,11 @@ std::vector<prometheus::MetricFamily> DeviceRegistry::Collect() const {
     // The API server's allowlisted pod labels, when it is watched.
     if (auto it = pod_labels_.find({p.namespace_, p.pod}); it != pod_labels_.end())
       for (const auto& [name, value] : it->second) labels.push_back({name, value});
-    pods.metric.push_back(GaugeSample(std::move(labels), 1));
+    f->pods.metric.push_back(GaugeSample(std::move(labels), 1));
   }
-  auto mem_limit = NewFamily("xpu_container_memory_limit_bytes",
-                             "Device memory a container may use on a shared device (HAMi's grant "
-                             "in the pod annotation hami.io/*-devices-allocated).");
-  auto core_limit = NewFamily("xpu_container_core_limit_ratio",
-                              "Share of a shared device's cores a container may use (HAMi's "
-                              "grant), 0..1.");
+}
+
+void DeviceRegistry::WriteSharesLocked(Families* f) const {
   for (const ContainerQuota& q : quotas_) {
     std::vector<prometheus::ClientMetric::Label> l = {{"minor", MinorOfLocked(q.uuid)},
                                                       {"uuid", q.uuid},
@@ -260,37 +285,34 @@ std::vector<prometheus::MetricFamily> DeviceRegistry::Collect() const {
                                                       {"pod", q.pod},
                                                       {"container", q.container}};
     if (q.memory_bytes > 0)
-      mem_limit.metric.push_back(GaugeSample(l, static_cast<double>(q.memory_bytes)));
-    if (q.core_ratio > 0) core_limit.metric.push_back(GaugeSample(l, q.core_ratio));
+      f->mem_limit.metric.push_back(GaugeSample(l, static_cast<double>(q.memory_bytes)));
+    if (q.core_ratio > 0) f->core_limit.metric.push_back(GaugeSample(l, q.core_ratio));
   }
-  auto split = NewFamily("xpu_device_split_count",
-                         "How many containers may share the device (HAMi's node register).");
-  auto shared_mem =
-      NewFamily("xpu_device_shared_memory_bytes", "Device memory HAMi's device plugin shares out.");
-  auto shared_cores =
-      NewFamily("xpu_device_shared_core_ratio",
-                "Share of the device's cores HAMi's device plugin shares out, 0..1.");
-  auto shared_health = NewFamily("xpu_device_shared_healthy",
-                                 "Whether HAMi's device plugin registered the device healthy.");
   for (const DeviceShare& d : shares_) {
     std::vector<prometheus::ClientMetric::Label> l = {{"minor", MinorOfLocked(d.uuid)},
                                                       {"uuid", d.uuid}};
-    split.metric.push_back(GaugeSample(l, static_cast<double>(d.split_count)));
-    shared_mem.metric.push_back(GaugeSample(l, static_cast<double>(d.memory_bytes)));
-    shared_cores.metric.push_back(GaugeSample(l, d.core_ratio));
-    shared_health.metric.push_back(GaugeSample(l, d.healthy ? 1 : 0));
+    f->split.metric.push_back(GaugeSample(l, static_cast<double>(d.split_count)));
+    f->shared_mem.metric.push_back(GaugeSample(l, static_cast<double>(d.memory_bytes)));
+    f->shared_cores.metric.push_back(GaugeSample(l, d.core_ratio));
+    f->shared_health.metric.push_back(GaugeSample(l, d.healthy ? 1 : 0));
   }
+}
+
+std::vector<prometheus::MetricFamily> DeviceRegistry::Collect() const {
+  MutexLock lock(mu_);
+  Families f;
+  WriteIdentityLocked(&f);
+  WriteFaultsLocked(&f);
+  WritePodsLocked(&f);
+  WriteSharesLocked(&f);
   std::vector<prometheus::MetricFamily> out;
-  if (!pods.metric.empty()) out.push_back(std::move(pods));
-  for (auto* f : {&mem_limit, &core_limit, &split, &shared_mem, &shared_cores, &shared_health})
-    if (!f->metric.empty()) out.push_back(std::move(*f));
-  if (!active.metric.empty()) out.push_back(std::move(active));
-  if (!level.metric.empty()) out.push_back(std::move(level));
-  if (!info.metric.empty()) out.push_back(std::move(info));
-  if (!topo.metric.empty()) out.push_back(std::move(topo));
-  if (!health.metric.empty()) out.push_back(std::move(health));
+  for (prometheus::MetricFamily* family :
+       {&f.pods, &f.mem_limit, &f.core_limit, &f.split, &f.shared_mem, &f.shared_cores,
+        &f.shared_health, &f.active, &f.level, &f.info, &f.topo, &f.health}) {
+    if (!family->metric.empty()) out.push_back(std::move(*family));
+  }
   if (pci_writer_) {
-    for (prometheus::MetricFamily& f : pci_writer_(pci_)) out.push_back(std::move(f));
+    for (prometheus::MetricFamily& family : pci_writer_(pci_)) out.push_back(std::move(family));
   }
   return out;
 }

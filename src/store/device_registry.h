@@ -218,6 +218,13 @@ class DeviceRegistry : public prometheus::Collectable {
   std::vector<DeviceShare> shares_ XPU_GUARDED_BY(mu_);
   std::string MinorOfLocked(const std::string& uuid) const XPU_REQUIRES(mu_);
   std::vector<HalDeviceView> MergedHalLocked() const XPU_REQUIRES(mu_);
+  // Collect's families, each group written by one helper under mu_ and
+  // put out in Collect's order.
+  struct Families;
+  void WriteIdentityLocked(Families* f) const XPU_REQUIRES(mu_);
+  void WriteFaultsLocked(Families* f) const XPU_REQUIRES(mu_);
+  void WritePodsLocked(Families* f) const XPU_REQUIRES(mu_);
+  void WriteSharesLocked(Families* f) const XPU_REQUIRES(mu_);
   DevicesListener listener_;  // set before writers start
   PciFamilyWriter pci_writer_ XPU_GUARDED_BY(mu_);
   std::set<int32_t> filter_ XPU_GUARDED_BY(mu_);         // empty: every device

@@ -68,6 +68,52 @@ bool GetInt(const Json& j, const char* key, int64_t* out, std::string* error) {
   return true;
 }
 
+// /control/claim's body: pod (required), namespace, container, claim,
+// driver, pool, device, cdi [names].
+xpu::Status ParseClaim(const Json& body, DraClaim* c) {
+  try {
+    c->pod = body.at("pod").get<std::string>();
+    c->namespace_ = body.value("namespace", c->namespace_);
+    c->container = body.value("container", c->container);
+    c->claim = body.value("claim", "");
+    c->driver = body.value("driver", "");
+    c->pool = body.value("pool", "");
+    c->device = body.value("device", "");
+    c->cdi = body.value("cdi", std::vector<std::string>{});
+  } catch (const nlohmann::json::exception& e) {
+    return xpu::Status::InvalidArgument(e.what());
+  }
+  return xpu::Status::Ok();
+}
+
+// /control/pci's body, applied to device `minor`'s PCI state.
+xpu::Status ApplyPci(const Json& body, int minor, Fleet* fleet) {
+  PciState pci;
+  if (xpu::Status s = fleet->GetPci(minor, &pci); !s.ok()) return s;
+  try {
+    pci.present = body.value("present", pci.present);
+    pci.driver_bound = body.value("driver_bound", pci.driver_bound);
+    pci.power_state = body.value("power_state", pci.power_state);
+    pci.link_width = body.value("link_width", pci.link_width);
+    pci.max_link_width = body.value("max_link_width", pci.max_link_width);
+    pci.link_speed = body.value("link_speed", pci.link_speed);
+    pci.max_link_speed = body.value("max_link_speed", pci.max_link_speed);
+    pci.port_max_link_width = body.value("port_max_link_width", pci.port_max_link_width);
+    pci.port_max_link_speed = body.value("port_max_link_speed", pci.port_max_link_speed);
+    pci.idle = body.value("idle", pci.idle);
+    if (body.contains("aer")) {
+      const auto& a = body["aer"];
+      const std::string severity = a.at("severity").get<std::string>();
+      if (severity != "correctable" && severity != "nonfatal" && severity != "fatal")
+        return xpu::Status::InvalidArgument("aer.severity must be correctable, nonfatal or fatal");
+      pci.aer[severity][a.at("type").get<std::string>()] += a.value("add", uint64_t{1});
+    }
+  } catch (const nlohmann::json::exception& e) {
+    return xpu::Status::InvalidArgument(e.what());
+  }
+  return fleet->SetPci(minor, pci);
+}
+
 }  // namespace
 
 bool ControlHandler::handleGet(CivetServer*, mg_connection* conn) {
@@ -132,19 +178,8 @@ bool ControlHandler::handlePost(CivetServer*, mg_connection* conn) {
     // A DRA claim for the stand-in kubelet: pod (required), namespace,
     // container, claim, driver, pool, device, cdi [names].
     DraClaim c;
-    try {
-      c.pod = body.at("pod").get<std::string>();
-      c.namespace_ = body.value("namespace", c.namespace_);
-      c.container = body.value("container", c.container);
-      c.claim = body.value("claim", "");
-      c.driver = body.value("driver", "");
-      c.pool = body.value("pool", "");
-      c.device = body.value("device", "");
-      c.cdi = body.value("cdi", std::vector<std::string>{});
-    } catch (const nlohmann::json::exception& e) {
-      return ReplyStatus(conn, xpu::Status::InvalidArgument(e.what()));
-    }
-    sim_->AddClaim(std::move(c));
+    s = ParseClaim(body, &c);
+    if (s.ok()) sim_->AddClaim(std::move(c));
   } else if (path == "/control/garbage") {
     if (!body.contains("enabled") || !body["enabled"].is_boolean())
       return ReplyStatus(conn, xpu::Status::InvalidArgument("missing boolean field 'enabled'"));
@@ -164,32 +199,7 @@ bool ControlHandler::handlePost(CivetServer*, mg_connection* conn) {
     // idle (the link at 2.5 GT/s), and aer {severity, type, add}.
     if (!GetInt(body, "minor", &minor, &error))
       return ReplyStatus(conn, xpu::Status::InvalidArgument(error));
-    PciState pci;
-    s = sim_->fleet().GetPci(static_cast<int>(minor), &pci);
-    if (!s.ok()) return ReplyStatus(conn, s);
-    try {
-      pci.present = body.value("present", pci.present);
-      pci.driver_bound = body.value("driver_bound", pci.driver_bound);
-      pci.power_state = body.value("power_state", pci.power_state);
-      pci.link_width = body.value("link_width", pci.link_width);
-      pci.max_link_width = body.value("max_link_width", pci.max_link_width);
-      pci.link_speed = body.value("link_speed", pci.link_speed);
-      pci.max_link_speed = body.value("max_link_speed", pci.max_link_speed);
-      pci.port_max_link_width = body.value("port_max_link_width", pci.port_max_link_width);
-      pci.port_max_link_speed = body.value("port_max_link_speed", pci.port_max_link_speed);
-      pci.idle = body.value("idle", pci.idle);
-      if (body.contains("aer")) {
-        const auto& a = body["aer"];
-        const std::string severity = a.at("severity").get<std::string>();
-        if (severity != "correctable" && severity != "nonfatal" && severity != "fatal")
-          return ReplyStatus(conn, xpu::Status::InvalidArgument(
-                                       "aer.severity must be correctable, nonfatal or fatal"));
-        pci.aer[severity][a.at("type").get<std::string>()] += a.value("add", uint64_t{1});
-      }
-    } catch (const nlohmann::json::exception& e) {
-      return ReplyStatus(conn, xpu::Status::InvalidArgument(e.what()));
-    }
-    s = sim_->fleet().SetPci(static_cast<int>(minor), pci);
+    s = ApplyPci(body, static_cast<int>(minor), &sim_->fleet());
   } else if (path == "/control/ecc") {
     if (!GetInt(body, "minor", &minor, &error))
       return ReplyStatus(conn, xpu::Status::InvalidArgument(error));
