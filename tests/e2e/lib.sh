@@ -54,7 +54,8 @@ start_exporter() {
 
 scrape() { curl -sf "$URL/metrics"; }
 # check_families: every family on the page is declared, in the catalog or in
-# src/catalog/own_families.yaml, with its type (tests/support/check_families.py).
+# src/catalog/own_families.yaml, with its type, and documented in
+# docs/metrics.md with its HELP text (tests/support/check_families.py).
 check_families() {
   scrape | python3 "$E2E_DIR/../support/check_families.py" ||
     fail "a family on the page is not declared (see above)"
