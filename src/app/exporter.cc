@@ -655,8 +655,8 @@ StatusReport Exporter::Report() {
     return d;
   };
   // Devices that only the data knows of (ListAndWatch not answered yet) too.
-  for (const auto& [minor, when] : store_->device_updates())
-    device(minor).seconds_since_sample = secs(now - when);
+  for (const store::MetricStore::DeviceUpdate& u : store_->device_updates())
+    device(u.minor).seconds_since_sample = secs(now - u.updated);
   const store::Snapshot snap = store_->Snap(now);
   for (size_t i = 0; i < snap.values.size(); ++i) {
     const store::Row& row = snap.set->rows[i];

@@ -226,17 +226,13 @@ uint64_t MetricStore::dropped_total() const {
   return dropped_total_;
 }
 
-std::map<int32_t, Clock::time_point> MetricStore::device_updates() const {
-  MutexLock lock(mu_);
-  return device_updates_;
-}
-
-std::vector<MetricStore::DeviceUpdate> MetricStore::known_device_updates() const {
+std::vector<MetricStore::DeviceUpdate> MetricStore::device_updates() const {
   MutexLock lock(mu_);
   std::vector<DeviceUpdate> out;
+  out.reserve(device_updates_.size());
   for (const auto& [minor, when] : device_updates_) {
     auto d = devices_.find(minor);
-    if (d != devices_.end()) out.push_back({minor, d->second, when});
+    out.push_back({minor, d != devices_.end() ? std::optional(d->second) : std::nullopt, when});
   }
   return out;
 }
@@ -247,10 +243,12 @@ std::vector<prometheus::MetricFamily> DataAgeMetrics::Collect() const {
       "Seconds since the device's data last came from XDM: grows through a daemon stall, and "
       "past stale-after, when its series are withdrawn.");
   const Clock::time_point now = clock_();
-  for (const MetricStore::DeviceUpdate& d : store_->known_device_updates())
+  for (const MetricStore::DeviceUpdate& d : store_->device_updates()) {
+    if (!d.labels) continue;  // its series wait for the device list too
     f.metric.push_back(GaugeSample(
-        {{"minor", std::to_string(d.minor)}, {"uuid", d.labels.uuid}, {"model", d.labels.model}},
+        {{"minor", std::to_string(d.minor)}, {"uuid", d.labels->uuid}, {"model", d.labels->model}},
         std::max(0.0, std::chrono::duration<double>(now - d.updated).count())));
+  }
   if (f.metric.empty()) return {};
   return {std::move(f)};
 }

@@ -138,15 +138,14 @@ class MetricStore {
 
   // Time of the last Apply that stored anything, if any.
   std::optional<Clock::time_point> last_update() const;
-  // When each device last had a sample stored.
-  std::map<int32_t, Clock::time_point> device_updates() const;
-  // The same, for devices whose identity the device list gave, with it.
+  // When each device last had a sample stored, by minor, with its identity
+  // when the device list gave one.
   struct DeviceUpdate {
     int32_t minor;
-    DeviceLabels labels;
+    std::optional<DeviceLabels> labels;
     Clock::time_point updated;
   };
-  std::vector<DeviceUpdate> known_device_updates() const;
+  std::vector<DeviceUpdate> device_updates() const;
 
  private:
   struct Key {
