@@ -417,8 +417,8 @@ Status Validate(const Config& cfg, ParsedConfig* parsed) {
           "--kubernetes.api-server must be auto, empty or an https:// URL");
     if (cfg.kubernetes.node_name.empty())
       return Status::InvalidArgument(
-          "--kubernetes.api-server needs the node name (--kubernetes.node-name or NODE_NAME): only "
-          "this node's pods are watched");
+          "--kubernetes.api-server needs the node name (--kubernetes.node-name or NODE_NAME, "
+          "read at start only): only this node's pods are watched");
   }
   if (Status s =
           kubelet::DraRule::Make(cfg.kubelet.dra_drivers, cfg.kubelet.dra_device_names, &p.dra);
@@ -470,8 +470,11 @@ std::vector<std::string> ArgsOf(const std::map<std::string, Config::Setting>& se
   Build(app, &scratch);
   std::vector<std::string> args;
   for (const auto& [key, st] : settings) {
-    if (st.source == "default") continue;
-    const bool flag = app.get_option("--" + key)->get_expected_max() == 0;
+    const CLI::Option* opt = app.get_option("--" + key);
+    // A default is left to the option, but one an environment variable
+    // could set (NODE_NAME) is given: the variable may have changed since.
+    if (st.source == "default" && opt->get_envname().empty()) continue;
+    const bool flag = opt->get_expected_max() == 0;
     for (const std::string& v : st.values) {
       if (flag) {
         args.push_back("--" + key + "=" + v);
@@ -516,6 +519,18 @@ std::optional<int> Load(const std::vector<std::string>& cmdline, Config* cfg, St
     return rc;
   }
   if (running != nullptr) {
+    // What the next restart would run is checked whole first: a reload
+    // refuses a bad restart-only value too, rather than keep it waiting.
+    if (cfg->web.listen_addresses.empty()) cfg->web.listen_addresses = {kDefaultListenAddress};
+    if (Status s = Validate(*cfg); !s.ok()) {
+      *error = s;
+      return 2;
+    }
+    if (running->settings.empty()) {
+      *error = Status::InvalidArgument(
+          "the running configuration was not made from a command line: nothing to reload");
+      return 2;
+    }
     // Pass 3, a reload's: the new settings, but the running text of every
     // restart-only one, through the same parsers.
     std::map<std::string, Config::Setting> merged = cfg->settings;

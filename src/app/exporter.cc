@@ -56,6 +56,10 @@ Exporter::InForce Exporter::in_force() const {
   f.store_catalog = store_->catalog();
   f.web_config = web_->config();
   MutexLock lock(parts_mu_);
+  f.hal_part = hal_.get();
+  f.pci_part = pci_.get();
+  f.pods_part = pods_.get();
+  f.watcher_part = watcher_.get();
   if (hal_) {
     f.hal_interval = hal_->interval();
     f.hal_root = hal_->backend_root();

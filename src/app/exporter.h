@@ -65,9 +65,14 @@ class Exporter {
   // settings. For tests; kRestart's is the start's for ever.
   std::shared_ptr<const Config> applied(Applier a) const;
   // What the running parts hold, read from them (not from the
-  // configuration): for tests that check that a reload reached the part
-  // that applies a setting. A part that is off has no value.
+  // configuration), and which part objects run: for tests that check that a
+  // reload reached the part that applies a setting and rebuilt no other. A
+  // part that is off has no value. After Start.
   struct InForce {
+    const void* hal_part = nullptr;  // identities: a rebuilt part is a new one
+    const void* pci_part = nullptr;
+    const void* pods_part = nullptr;
+    const void* watcher_part = nullptr;
     std::optional<std::chrono::milliseconds> hal_interval;
     std::string hal_root;
     std::shared_ptr<const hal::FaultCatalog> hal_faults;

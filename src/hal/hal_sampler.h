@@ -49,7 +49,7 @@ class HalSampler {
   void SampleOnce();
 
   std::string backend_name() const { return backend_->name(); }
-  // What it was built with. Any thread.
+  // What it was built with. Any thread, while the sampler lives.
   std::string backend_root() const { return backend_->root(); }
   std::chrono::milliseconds interval() const { return interval_; }
   const std::shared_ptr<const FaultCatalog>& fault_catalog() const { return faults_.catalog(); }

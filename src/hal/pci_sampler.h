@@ -92,7 +92,7 @@ class PciSampler {
   bool SampleOnce();
   // Whether the last scan could read the tree. Any thread.
   bool up() const { return up_state_.load(); }
-  // What it was built with. Any thread.
+  // What it was built with. Any thread, while the sampler lives.
   const PciScanner& scanner() const { return scanner_; }
   std::chrono::milliseconds interval() const { return interval_; }
   const std::shared_ptr<const FaultCatalog>& fault_catalog() const { return faults_.catalog(); }

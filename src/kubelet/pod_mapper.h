@@ -98,7 +98,8 @@ class PodMapper {
   void Stop();
   // One poll; returns whether the kubelet answered. For tests.
   bool PollOnce();
-  const PodMapperOptions& options() const { return options_; }  // as built; any thread
+  // As built; any thread, while the mapper lives.
+  const PodMapperOptions& options() const { return options_; }
 
  private:
   void Loop();

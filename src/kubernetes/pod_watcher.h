@@ -99,7 +99,7 @@ class PodWatcher {
 
   void Start();
   void Stop();
-  // What it was built with. Any thread.
+  // What it was built with. Any thread, while the watcher lives.
   const KubernetesOptions& options() const { return options_; }
   const std::string& base_url() const { return base_url_; }
 

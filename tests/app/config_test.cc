@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <set>
@@ -222,6 +223,33 @@ TEST(ConfigTest, AReloadKeepsRestartOnlyValuesAndSetsTheNewOnesAside) {
   EXPECT_EQ(pending.at("kubernetes.node-name").values, std::vector<std::string>{"b"});
   EXPECT_EQ(pending.at("web.enable-lifecycle").source, "default");
   ASSERT_TRUE(next.parsed.has_value());
+  // A bad restart-only value is refused by the reload, as at start (it
+  // would not wait for a restart that then exits 2).
+  for (const std::string& bad :
+       {std::string("web.telemetry-path: /status\n"), std::string("xdm.backoff-max: 10ms\n"),
+        std::string("xdm.endpoint: ''\n")}) {
+    std::ofstream(file) << bad;
+    pending.clear();
+    const Status s = Reparse(running, &next, &pending);
+    EXPECT_EQ(s.code(), Status::Code::kInvalidArgument) << bad;
+    EXPECT_EQ(s.message().rfind("--" + bad.substr(0, bad.find(':')), 0), 0u) << s.message();
+  }
+  // NODE_NAME read at start is kept, even when the variable changes.
+  ::setenv("NODE_NAME", "from-env", 1);
+  Config env_started;
+  ASSERT_EQ(Parse({}, &env_started), std::nullopt);
+  ::setenv("NODE_NAME", "changed", 1);
+  ASSERT_TRUE(Reparse(env_started, &next, &pending).ok());
+  EXPECT_EQ(next.kubernetes.node_name, "from-env");
+  ::unsetenv("NODE_NAME");
+  Config unset_started;
+  ASSERT_EQ(Parse({}, &unset_started), std::nullopt);
+  ::setenv("NODE_NAME", "appeared", 1);
+  ASSERT_TRUE(Reparse(unset_started, &next, &pending).ok());
+  EXPECT_EQ(next.kubernetes.node_name, "");
+  ::unsetenv("NODE_NAME");
+  // A Config made by hand has no settings to carry: nothing to reload.
+  EXPECT_EQ(Reparse(Config(), &next, &pending).code(), Status::Code::kInvalidArgument);
   // A reload of an unchanged file sets nothing aside.
   std::ofstream(file) << "web.max-connections: 8\nkubernetes.node-name: a\n"
                          "web.enable-lifecycle: true\n";

@@ -555,6 +555,8 @@ TEST(ExporterReloadTest, EveryFlagIsAppliedByItsPartOrWaitsForARestart) {
   ASSERT_TRUE(exporter.Start().ok());
   ExpectPartsHold(exporter.in_force(), *exporter.config());
   const std::string url = "http://127.0.0.1:" + std::to_string(exporter.ports().at(0)) + "/config";
+  const std::string metrics =
+      "http://127.0.0.1:" + std::to_string(exporter.ports().at(0)) + "/metrics";
   auto shown = [](const std::vector<std::string>& values, const std::string& key) {
     return values.size() == 1 && key != "web.listen-address" ? nlohmann::json(values[0])
                                                              : nlohmann::json(values);
@@ -562,6 +564,7 @@ TEST(ExporterReloadTest, EveryFlagIsAppliedByItsPartOrWaitsForARestart) {
   for (const auto& [key, change] : changes) {
     SCOPED_TRACE(key);
     const std::shared_ptr<const Config> before = exporter.config();
+    const Exporter::InForce parts_before = exporter.in_force();
     std::shared_ptr<const Config> applied_before[kApplierCount];
     for (int a = 0; a < kApplierCount; ++a) applied_before[a] = exporter.applied(Applier(a));
     write(key, change.yaml);
@@ -577,6 +580,8 @@ TEST(ExporterReloadTest, EveryFlagIsAppliedByItsPartOrWaitsForARestart) {
       ASSERT_TRUE(setting.contains("pendingRestart")) << setting.dump();
       EXPECT_EQ(setting["pendingRestart"]["value"], shown(change.shown, key));
       EXPECT_EQ(now->settings.at(key).values, before->settings.at(key).values);
+      EXPECT_NE(HttpGet(metrics).body.find("\nxpu_exporter_config_restart_pending 1\n"),
+                std::string::npos);
     } else {
       EXPECT_EQ(setting["reload"], "live");
       EXPECT_EQ(setting["value"], shown(change.shown, key));
@@ -585,9 +590,20 @@ TEST(ExporterReloadTest, EveryFlagIsAppliedByItsPartOrWaitsForARestart) {
       EXPECT_EQ(exporter.applied(by), now);
       EXPECT_EQ(exporter.applied(by)->settings.at(key).values, change.shown);
     }
-    // No part that owns none of the changed settings was rebuilt.
-    for (Applier other : {Applier::kRestart, Applier::kWebConfig, Applier::kHal, Applier::kPods,
-                          Applier::kWatcher}) {
+    // No part that owns none of the changed settings was rebuilt: the same
+    // objects run (and the bookkeeping agrees).
+    const Exporter::InForce parts_after = exporter.in_force();
+    if (by != Applier::kHal) {
+      EXPECT_EQ(parts_after.hal_part, parts_before.hal_part);
+      EXPECT_EQ(parts_after.pci_part, parts_before.pci_part);
+    }
+    if (by != Applier::kPods) {
+      EXPECT_EQ(parts_after.pods_part, parts_before.pods_part);
+    }
+    if (by != Applier::kWatcher) {
+      EXPECT_EQ(parts_after.watcher_part, parts_before.watcher_part);
+    }
+    for (Applier other : {Applier::kWebConfig, Applier::kHal, Applier::kPods, Applier::kWatcher}) {
       if (other != by) {
         EXPECT_EQ(exporter.applied(other), applied_before[static_cast<int>(other)])
             << ApplierName(other);

@@ -62,10 +62,17 @@ for line in sys.stdin:
     elif want != kind:
         bad.append(f"{name} is a {kind} on the page but declared {want}")
 if os.environ.get("XPU_METRICS_SEEN"):
-    path = os.environ["XPU_METRICS_SEEN"]
-    known = json.load(open(path)) if os.path.exists(path) else {}
-    known.update(found)
-    json.dump(known, open(path, "w"), indent=1, sort_keys=True)
+    import fcntl  # end-to-end tests run side by side: one writer at a time
+
+    with open(os.environ["XPU_METRICS_SEEN"], "a+") as seen_file:
+        fcntl.flock(seen_file, fcntl.LOCK_EX)
+        seen_file.seek(0)
+        text = seen_file.read()
+        known = json.loads(text) if text.strip() else {}
+        known.update(found)
+        seen_file.seek(0)
+        seen_file.truncate()
+        json.dump(known, seen_file, indent=1, sort_keys=True)
 for b in bad:
     print(f"check_families: {b}", file=sys.stderr)
 if seen == 0:

@@ -221,5 +221,14 @@ TEST_F(ClientTest, ReturningDaemonIsStreamedAtOnceDespiteLongBackoff) {
   EXPECT_TRUE(WaitFor([&] { return XdmHealthServed(); }, milliseconds(2000)));
 }
 
+TEST_F(ClientTest, StopReturnsPromptlyWithCallsInFlight) {
+  ASSERT_TRUE(WaitMode(Mode::kStream));
+  ASSERT_EQ(HttpPost(Control("/control/pause")).status, 200);  // calls hang
+  const auto t0 = std::chrono::steady_clock::now();
+  client_->Stop();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(1));
+  HttpPost(Control("/control/resume"));
+}
+
 }  // namespace
 }  // namespace xpu::upstream
