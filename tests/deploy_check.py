@@ -32,6 +32,12 @@ else:
     mounts = {m["mountPath"] for m in c["volumeMounts"]}
     if "/run/amp/eKitC/xdm/sockets" not in mounts:
         errors.append("XDM socket directory not mounted")
+    kmsg = [m for m in c["volumeMounts"] if m["mountPath"] == "/dev/kmsg"]
+    if not kmsg or not kmsg[0].get("readOnly"):
+        errors.append("/dev/kmsg is not mounted read-only (the kmsg backend)")
+    caps = c["securityContext"]["capabilities"]
+    if caps.get("drop") != ["ALL"] or caps.get("add", []) != ["SYSLOG"]:
+        errors.append(f"capabilities {caps}: want all dropped and only SYSLOG added")
     env = {e["name"]: e for e in c.get("env", [])}
     if env.get("NODE_NAME", {}).get("valueFrom", {}).get("fieldRef", {}).get("fieldPath") != "spec.nodeName":
         errors.append("NODE_NAME is not set from the downward API's spec.nodeName")

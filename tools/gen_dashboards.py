@@ -161,10 +161,12 @@ def device():
     b.panel("timeseries", "Health by source", "bool_yes_no",
             [(f"xpu_device_health{{{ND}}}", "{{source}}")])
     b.panel("table", "Active faults", "none", [(f"xpu_device_fault_active{{{ND}}}", "")])
-    b.panel("timeseries", "Fault level and raises", "none",
-            [(f"xpu_device_fault_level{{{ND}}}", "level"),
-             (f"sum(increase(xpu_device_fault_events_total{{{ND}}}[$__rate_interval])) or vector(0)",
-              "raises")])
+    b.panel("timeseries", "Fault level and raises, by source (hal, kmsg)", "none",
+            [(f"xpu_device_fault_level{{{ND}}}", "level ({{source}})"),
+             (f"sum by (source) (increase(xpu_device_fault_events_total{{{ND}}}[$__rate_interval]))",
+              "raises ({{source}})")])
+    b.panel("table", "Kernel-log faults (kmsg)", "none",
+            [(f'xpu_device_fault_active{{{ND},source="kmsg"}}', "")])
     b.panel("table", "Pods holding this device (kubelet)", "none",
             [(f"xpu_device_pod_info{{{ND}}}", "")], w=24, h=5)
     b.panel("table", "Topology levels", "none", [(f"xpu_device_topology_info{{{ND}}}", "")], w=24)

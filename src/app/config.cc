@@ -165,7 +165,8 @@ void AddMetricsAndHalFlags(const Flags& f, Config* cfg) {
                           ->check(CLI::ExistingFile));
   f(Applier::kHal,
     app.add_option("--hal", cfg->hal.backend,
-                   "HAL backends: auto (each that finds devices), none, or a list of sysfs, pci")
+                   "HAL backends: auto (each that finds devices), none, or a list of sysfs, "
+                   "pci, kmsg")
         ->type_name("BACKENDS")  // parsed by Validate
         ->capture_default_str());
   f(Applier::kHal, app.add_option("--hal.pci.sysfs-root", cfg->hal.pci_root,
@@ -186,6 +187,16 @@ void AddMetricsAndHalFlags(const Flags& f, Config* cfg) {
         ->capture_default_str());
   f(Applier::kHal,
     AddDuration(app, "--hal.interval", &cfg->hal.interval, "How often to sample the HAL"));
+  f(Applier::kHal, app.add_option("--hal.kmsg.path", cfg->hal.kmsg_path,
+                                  "Kernel log the kmsg backend reads: /dev/kmsg, or a file of "
+                                  "records in its format")
+                       ->capture_default_str());
+  f(Applier::kHal, app.add_option("--hal.kmsg.catalog", cfg->hal.kmsg_catalog_file,
+                                  "Kernel-log catalog YAML replacing the built-in one")
+                       ->check(CLI::ExistingFile));
+  f(Applier::kHal, app.add_flag("--hal.kmsg.user-records", cfg->hal.kmsg_user_records,
+                                "Also read records written from userspace (facility user), not "
+                                "only the kernel's own"));
   f(Applier::kHal, app.add_option("--hal.fault-catalog", cfg->hal.fault_catalog_file,
                                   "Fault-code catalog YAML replacing the built-in one")
                        ->check(CLI::ExistingFile));
@@ -597,6 +608,12 @@ Status LoadFiles(const Config& cfg, LoadedFiles* out) {
   if (cfg.hal.fault_catalog_file.empty()) {
     out->faults = hal::FaultCatalog::Builtin();
   } else if (Status s = hal::FaultCatalog::LoadFile(cfg.hal.fault_catalog_file, &out->faults);
+             !s.ok()) {
+    return s;
+  }
+  if (cfg.hal.kmsg_catalog_file.empty()) {
+    out->kmsg = hal::KmsgCatalog::Builtin();
+  } else if (Status s = hal::KmsgCatalog::LoadFile(cfg.hal.kmsg_catalog_file, &out->kmsg);
              !s.ok()) {
     return s;
   }

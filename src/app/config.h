@@ -13,6 +13,7 @@
 #include "common/status.h"
 #include "hal/fault_catalog.h"
 #include "hal/hal.h"
+#include "hal/kmsg_catalog.h"
 #include "hal/pci.h"
 #include "http/web_config.h"
 #include "http/web_server.h"
@@ -129,10 +130,11 @@ std::optional<int> ParseFlags(int argc, char** argv, Config* cfg);
 Status Reparse(const Config& running, Config* cfg, std::map<std::string, Config::Setting>* pending);
 
 // The files a configuration names besides itself and the web config, loaded
-// and checked: the metric and fault catalogs.
+// and checked: the metric, fault and kernel-log catalogs.
 struct LoadedFiles {
   std::shared_ptr<const catalog::Catalog> catalog;
   std::shared_ptr<const hal::FaultCatalog> faults;
+  std::shared_ptr<const hal::KmsgCatalog> kmsg;
 };
 Status LoadFiles(const Config& cfg, LoadedFiles* out);
 

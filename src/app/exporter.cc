@@ -31,6 +31,7 @@ struct Exporter::Replacement {
   bool hal_changed = false, pods_changed = false, watcher_changed = false;
   std::unique_ptr<hal::HalSampler> hal;
   std::unique_ptr<hal::PciSampler> pci;
+  std::unique_ptr<hal::KmsgSampler> kmsg;
   std::unique_ptr<kubelet::PodMapper> pods;
   std::unique_ptr<kubernetes::PodWatcher> watcher;
   std::vector<Applier> applied;  // the appliers that ran
@@ -58,6 +59,7 @@ Exporter::InForce Exporter::in_force() const {
   MutexLock lock(parts_mu_);
   f.hal_part = hal_.get();
   f.pci_part = pci_.get();
+  f.kmsg_part = kmsg_.get();
   f.pods_part = pods_.get();
   f.watcher_part = watcher_.get();
   if (hal_) {
@@ -71,6 +73,10 @@ Exporter::InForce Exporter::in_force() const {
     f.pci_filter = pci_->scanner().filter();
     f.pci_faults = pci_->fault_catalog();
   }
+  if (kmsg_) {
+    f.kmsg = kmsg_->options();
+    f.kmsg_catalog = kmsg_->catalog();
+  }
   if (pods_) f.pods = pods_->options();
   if (watcher_) {
     f.watcher = watcher_->options();
@@ -81,9 +87,11 @@ Exporter::InForce Exporter::in_force() const {
 
 Exporter::~Exporter() { Stop(); }
 
-Status Exporter::BuildHal(const Config& cfg, const std::shared_ptr<const hal::FaultCatalog>& faults,
+Status Exporter::BuildHal(const Config& cfg, const LoadedFiles& files,
                           std::unique_ptr<hal::HalSampler>* hal,
-                          std::unique_ptr<hal::PciSampler>* pci) {
+                          std::unique_ptr<hal::PciSampler>* pci,
+                          std::unique_ptr<hal::KmsgSampler>* kmsg) {
+  const std::shared_ptr<const hal::FaultCatalog>& faults = files.faults;
   const hal::HalSelection& hal_sel = cfg.parsed->hal;
   std::unique_ptr<hal::HalBackend> backend;
   if (hal_sel.automatic || hal_sel.sysfs) {
@@ -112,6 +120,13 @@ Status Exporter::BuildHal(const Config& cfg, const std::shared_ptr<const hal::Fa
           std::make_unique<hal::PciSampler>(std::move(scanner), faults, cfg.hal.interval, &devices_,
                                             part_metrics_.pci.get(), &exemplars_, &self_metrics_);
     }
+  }
+  // auto: where the kernel log can be read (CAP_SYSLOG under dmesg_restrict).
+  if (hal_sel.kmsg || (hal_sel.automatic && hal::KmsgReadable(cfg.hal.kmsg_path))) {
+    spdlog::info("HAL backend kmsg at {}", cfg.hal.kmsg_path);
+    *kmsg = std::make_unique<hal::KmsgSampler>(
+        hal::KmsgSampler::Options{cfg.hal.kmsg_path, cfg.hal.kmsg_user_records, cfg.hal.interval},
+        files.kmsg, faults, &devices_, part_metrics_.kmsg.get());
   }
   return Status::Ok();
 }
@@ -145,6 +160,7 @@ void Exporter::PublishPartMetrics() {
   MutexLock lock(parts_mu_);
   publish("hal", hal_ != nullptr, &part_metrics_.hal);
   publish("pci", pci_ != nullptr, &part_metrics_.pci);
+  publish("kmsg", kmsg_ != nullptr, &part_metrics_.kmsg);
   publish("kubelet", pods_ != nullptr, &part_metrics_.kubelet);
   publish("apiserver", watcher_ != nullptr, &part_metrics_.apiserver);
 }
@@ -251,16 +267,18 @@ Status Exporter::Start() {
   {
     std::unique_ptr<hal::HalSampler> hal;
     std::unique_ptr<hal::PciSampler> pci;
-    if (Status s = BuildHal(cfg, files.faults, &hal, &pci); !s.ok()) return s;
+    std::unique_ptr<hal::KmsgSampler> kmsg;
+    if (Status s = BuildHal(cfg, files, &hal, &pci, &kmsg); !s.ok()) return s;
     std::unique_ptr<kubelet::PodMapper> pods = BuildPods(cfg);
     std::unique_ptr<kubernetes::PodWatcher> watcher = BuildWatcher(cfg);
-    built = Parts{hal.get(), pci.get(), pods.get(), watcher.get()};
+    built = Parts{hal.get(), pci.get(), kmsg.get(), pods.get(), watcher.get()};
     MutexLock lock(parts_mu_);
     cfg_ = given;
     for (std::shared_ptr<const Config>& a : applied_) a = given;
     catalog_ = files.catalog;
     hal_ = std::move(hal);
     pci_ = std::move(pci);
+    kmsg_ = std::move(kmsg);
     pods_ = std::move(pods);
     watcher_ = std::move(watcher);
   }
@@ -298,6 +316,7 @@ Status Exporter::Start() {
   client_->Start();
   if (built.hal) built.hal->Start();
   if (built.pci) built.pci->Start();
+  if (built.kmsg) built.kmsg->Start();
   if (built.pods) built.pods->Start();
   if (built.watcher) built.watcher->Start();
   {
@@ -375,9 +394,12 @@ void Exporter::RunReload(ReloadJob* job) {
   Replacement next;
   next.applied = {Applier::kIngest, Applier::kLog};  // cheap: always applied
   // A fault catalog file is read again: its contents may have changed.
-  next.hal_changed = changed(Applier::kHal) || !fresh->hal.fault_catalog_file.empty();
+  // A catalog file is read again: its contents may have changed.
+  next.hal_changed = changed(Applier::kHal) || !fresh->hal.fault_catalog_file.empty() ||
+                     !fresh->hal.kmsg_catalog_file.empty();
   if (next.hal_changed) {
-    if (Status s = BuildHal(*fresh, files.faults, &next.hal, &next.pci); !s.ok()) return fail(s);
+    if (Status s = BuildHal(*fresh, files, &next.hal, &next.pci, &next.kmsg); !s.ok())
+      return fail(s);
     next.applied.push_back(Applier::kHal);
   }
   // The web config: auth, headers and TLS files change at once (each later
@@ -423,6 +445,7 @@ void Exporter::SwapParts(Replacement* next, std::shared_ptr<const Config> cfg,
   // The old parts stop outside the lock (joining threads).
   std::unique_ptr<hal::HalSampler> old_hal;
   std::unique_ptr<hal::PciSampler> old_pci;
+  std::unique_ptr<hal::KmsgSampler> old_kmsg;
   std::unique_ptr<kubelet::PodMapper> old_pods;
   std::unique_ptr<kubernetes::PodWatcher> old_watcher;
   {
@@ -430,12 +453,14 @@ void Exporter::SwapParts(Replacement* next, std::shared_ptr<const Config> cfg,
     if (next->hal_changed) {
       old_hal = std::exchange(hal_, nullptr);
       old_pci = std::exchange(pci_, nullptr);
+      old_kmsg = std::exchange(kmsg_, nullptr);
     }
     if (next->pods_changed) old_pods = std::exchange(pods_, nullptr);
     if (next->watcher_changed) old_watcher = std::exchange(watcher_, nullptr);
   }
   if (old_hal) old_hal->Stop();
   if (old_pci) old_pci->Stop();
+  if (old_kmsg) old_kmsg->Stop();
   if (old_pods) old_pods->Stop();
   if (old_watcher) old_watcher->Stop();
   // Faults that stay active are not raised again by the new samplers.
@@ -447,6 +472,9 @@ void Exporter::SwapParts(Replacement* next, std::shared_ptr<const Config> cfg,
   if (next->hal_changed) {
     if (!next->hal) devices_.SetHalDevices({});
     if (!next->pci) devices_.SetPciDevices({});
+    // A new kmsg sampler reads the ring from its start again: its counts
+    // are the same records' (not doubled), its view replaces this one.
+    if (!next->kmsg) devices_.SetKmsgDevices(std::nullopt);
   }
   if (next->pods_changed && !next->pods) devices_.SetPodAssignments({});
   if (next->watcher_changed && !next->watcher) {
@@ -456,6 +484,7 @@ void Exporter::SwapParts(Replacement* next, std::shared_ptr<const Config> cfg,
   }
   if (next->hal) next->hal->Start();
   if (next->pci) next->pci->Start();
+  if (next->kmsg) next->kmsg->Start();
   if (next->pods) next->pods->Start();
   if (next->watcher) next->watcher->Start();
 
@@ -463,6 +492,7 @@ void Exporter::SwapParts(Replacement* next, std::shared_ptr<const Config> cfg,
   if (next->hal_changed) {
     hal_ = std::move(next->hal);
     pci_ = std::move(next->pci);
+    kmsg_ = std::move(next->kmsg);
   }
   if (next->pods_changed) pods_ = std::move(next->pods);
   if (next->watcher_changed) watcher_ = std::move(next->watcher);
@@ -493,10 +523,11 @@ void Exporter::Stop() {
   Parts parts;
   {
     MutexLock lock(parts_mu_);
-    parts = Parts{hal_.get(), pci_.get(), pods_.get(), watcher_.get()};
+    parts = Parts{hal_.get(), pci_.get(), kmsg_.get(), pods_.get(), watcher_.get()};
   }
   if (parts.hal) parts.hal->Stop();
   if (parts.pci) parts.pci->Stop();
+  if (parts.kmsg) parts.kmsg->Stop();
   if (parts.pods) parts.pods->Stop();
   if (parts.watcher) parts.watcher->Stop();
   if (web_) web_->Stop();
@@ -637,6 +668,10 @@ StatusReport Exporter::Report() {
     if (pci_) {  // "sysfs,pci": up only while every backend is
       r.hal_backend = hal_ ? r.hal_backend + ",pci" : "pci";
       r.hal_up = (!hal_ || r.hal_up) && pci_->up();
+    }
+    if (kmsg_) {
+      r.hal_backend = hal_ || pci_ ? r.hal_backend + ",kmsg" : "kmsg";
+      r.hal_up = (!(hal_ || pci_) || r.hal_up) && kmsg_->up();
     }
   }
 

@@ -7,6 +7,7 @@
 #include <future>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,7 @@
 #include "common/worker.h"
 #include "exposition/exposer.h"
 #include "hal/hal_sampler.h"
+#include "hal/kmsg_sampler.h"
 #include "hal/pci_metrics.h"
 #include "hal/pci_sampler.h"
 #include "http/web_server.h"
@@ -71,6 +73,7 @@ class Exporter {
   struct InForce {
     const void* hal_part = nullptr;  // identities: a rebuilt part is a new one
     const void* pci_part = nullptr;
+    const void* kmsg_part = nullptr;
     const void* pods_part = nullptr;
     const void* watcher_part = nullptr;
     std::optional<std::chrono::milliseconds> hal_interval;
@@ -80,6 +83,8 @@ class Exporter {
     std::string pci_root;
     hal::PciFilter pci_filter;
     std::shared_ptr<const hal::FaultCatalog> pci_faults;
+    std::optional<hal::KmsgSampler::Options> kmsg;
+    std::shared_ptr<const hal::KmsgCatalog> kmsg_catalog;
     std::optional<kubelet::PodMapperOptions> pods;
     std::optional<kubernetes::KubernetesOptions> watcher;
     std::string watcher_url;
@@ -102,8 +107,9 @@ class Exporter {
                  std::map<std::string, Config::Setting> pending,
                  std::shared_ptr<const catalog::Catalog> catalog);
   // Builds the HAL samplers `cfg` asks for (not started).
-  Status BuildHal(const Config& cfg, const std::shared_ptr<const hal::FaultCatalog>& faults,
-                  std::unique_ptr<hal::HalSampler>* hal, std::unique_ptr<hal::PciSampler>* pci);
+  Status BuildHal(const Config& cfg, const LoadedFiles& files,
+                  std::unique_ptr<hal::HalSampler>* hal, std::unique_ptr<hal::PciSampler>* pci,
+                  std::unique_ptr<hal::KmsgSampler>* kmsg);
   std::unique_ptr<kubelet::PodMapper> BuildPods(const Config& cfg);
   std::unique_ptr<kubernetes::PodWatcher> BuildWatcher(const Config& cfg);
   // Which data is taken and shown: catalog, selection, devices, timing.
@@ -151,6 +157,8 @@ class Exporter {
       XPU_GUARDED_BY(parts_mu_);  // null when --hal selects no sysfs backend
   std::unique_ptr<hal::PciSampler> pci_
       XPU_GUARDED_BY(parts_mu_);  // null when --hal selects no pci backend
+  std::unique_ptr<hal::KmsgSampler> kmsg_
+      XPU_GUARDED_BY(parts_mu_);  // null when --hal selects no kmsg backend
   std::unique_ptr<kubelet::PodMapper> pods_
       XPU_GUARDED_BY(parts_mu_);  // null when the socket flag is empty
   std::unique_ptr<kubernetes::PodWatcher> watcher_
@@ -165,6 +173,7 @@ class Exporter {
   struct PartMetrics {
     std::shared_ptr<prometheus::Registry> hal = std::make_shared<prometheus::Registry>();
     std::shared_ptr<prometheus::Registry> pci = std::make_shared<prometheus::Registry>();
+    std::shared_ptr<prometheus::Registry> kmsg = std::make_shared<prometheus::Registry>();
     std::shared_ptr<prometheus::Registry> kubelet = std::make_shared<prometheus::Registry>();
     std::shared_ptr<prometheus::Registry> apiserver = std::make_shared<prometheus::Registry>();
   };
@@ -174,6 +183,7 @@ class Exporter {
   struct Parts {
     hal::HalSampler* hal = nullptr;
     hal::PciSampler* pci = nullptr;
+    hal::KmsgSampler* kmsg = nullptr;
     kubelet::PodMapper* pods = nullptr;
     kubernetes::PodWatcher* watcher = nullptr;
   };

@@ -44,8 +44,11 @@ std::vector<store::ActiveFault> FaultEvents::Update(const std::string& key, cons
   for (const std::string& code : codes) {
     const FaultInfo info = catalog_->Lookup(code);
     if (before.count(code) == 0) {
-      const store::LabelPairs series = {
-          {"minor", minor}, {"uuid", uuid}, {"code", info.code}, {"level", LevelName(info.level)}};
+      const store::LabelPairs series = {{"minor", minor},
+                                        {"uuid", uuid},
+                                        {"code", info.code},
+                                        {"level", LevelName(info.level)},
+                                        {"source", "hal"}};
       events_.Add({series.begin(), series.end()}).Increment();
       LeaveExemplar(uuid, series);
       if (!info.known) unknown_codes_.Increment();

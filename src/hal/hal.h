@@ -35,7 +35,7 @@ class HalBackend {
 
 // Where and how often to sample the HAL; the defaults of --hal*.
 struct HalOptions {
-  std::string backend = "auto";  // auto | none | a list of sysfs, pci
+  std::string backend = "auto";  // auto | none | a list of sysfs, pci, kmsg
   std::string root = "/sys/class/xpu";
   // The pci backend: sysfs root (the host's /sys, mounted read-only in a
   // container), device classes and an optional vendor allowlist.
@@ -44,14 +44,21 @@ struct HalOptions {
   std::vector<std::string> pci_vendors;
   std::chrono::milliseconds interval{1000};
   std::string fault_catalog_file;  // empty: the built-in fault catalog
+  // The kmsg backend: the kernel log (or a file of records in its format),
+  // its catalog, and whether records written from userspace count.
+  std::string kmsg_path = "/dev/kmsg";
+  std::string kmsg_catalog_file;  // empty: the built-in kmsg_patterns.yaml
+  bool kmsg_user_records = false;
 };
 
-// What --hal selects: "auto" (each backend that finds devices), "none", or
-// a comma-separated list of "sysfs" and "pci".
+// What --hal selects: "auto" (each backend that finds devices, and kmsg
+// where the kernel log is readable), "none", or a comma-separated list of
+// "sysfs", "pci" and "kmsg".
 struct HalSelection {
   bool automatic = false;
   bool sysfs = false;
   bool pci = false;
+  bool kmsg = false;
 };
 Status ParseHalSelection(const std::string& flag, HalSelection* out);
 

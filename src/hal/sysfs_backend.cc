@@ -177,9 +177,11 @@ Status ParseHalSelection(const std::string& flag, HalSelection* out) {
       out->sysfs = true;
     } else if (item == "pci") {
       out->pci = true;
+    } else if (item == "kmsg") {
+      out->kmsg = true;
     } else {
       return Status::InvalidArgument("unknown backend '" + item +
-                                     "' (auto, none, or a list of sysfs and pci)");
+                                     "' (auto, none, or a list of sysfs, pci and kmsg)");
     }
     start = comma + 1;
   }

@@ -150,6 +150,21 @@ void DeviceRegistry::SetPciDevices(std::vector<PciDeviceView> devices) {
   pci_ = std::move(devices);
 }
 
+void DeviceRegistry::SetKmsgDevices(std::optional<std::vector<KmsgDeviceView>> devices) {
+  MutexLock lock(mu_);
+  if (devices) {
+    std::erase_if(*devices, [&](const KmsgDeviceView& d) {
+      return !filter_.empty() && filter_.count(d.minor) == 0;
+    });
+  }
+  kmsg_ = std::move(devices);
+}
+
+std::vector<KmsgDeviceView> DeviceRegistry::KmsgDevices() const {
+  MutexLock lock(mu_);
+  return kmsg_ ? *kmsg_ : std::vector<KmsgDeviceView>{};
+}
+
 std::vector<PciDeviceView> DeviceRegistry::PciDevices() const {
   MutexLock lock(mu_);
   return pci_;
@@ -179,6 +194,11 @@ struct DeviceRegistry::Families {
       NewFamily("xpu_device_fault_active",
                 "A fault code the HAL reports active on a device, with its catalog level; "
                 "always 1 while active.");
+  prometheus::MetricFamily events =
+      NewFamily("xpu_device_fault_events_total",
+                "Times a fault code was raised on a device (seen active after not being "
+                "active), by code and catalog level.",
+                prometheus::MetricType::Counter);
   prometheus::MetricFamily level =
       NewFamily("xpu_device_fault_level",
                 "Most severe active fault level on a device (0 none, 1 retry_request, "
@@ -246,11 +266,45 @@ void DeviceRegistry::WriteFaultsLocked(Families* f) const {
           GaugeSample({{"minor", minor}, {"uuid", h.uuid}, {"source", "hal"}}, *h.healthy ? 1 : 0));
     int worst = 0;
     for (const ActiveFault& a : h.faults) {
-      f->active.metric.push_back(GaugeSample(
-          {{"minor", minor}, {"uuid", h.uuid}, {"code", a.code}, {"level", a.level_name}}, 1));
+      f->active.metric.push_back(GaugeSample({{"minor", minor},
+                                              {"uuid", h.uuid},
+                                              {"code", a.code},
+                                              {"level", a.level_name},
+                                              {"source", "hal"}},
+                                             1));
       worst = std::max(worst, a.level);
     }
-    f->level.metric.push_back(GaugeSample({{"minor", minor}, {"uuid", h.uuid}}, worst));
+    f->level.metric.push_back(
+        GaugeSample({{"minor", minor}, {"uuid", h.uuid}, {"source", "hal"}}, worst));
+  }
+}
+
+void DeviceRegistry::WriteKmsgLocked(Families* f) const {
+  if (!kmsg_) return;
+  for (const KmsgDeviceView& k : *kmsg_) {
+    const std::string minor = std::to_string(k.minor);
+    int worst = 0;
+    for (const ActiveFault& a : k.faults) {
+      f->active.metric.push_back(GaugeSample({{"minor", minor},
+                                              {"uuid", k.uuid},
+                                              {"code", a.code},
+                                              {"level", a.level_name},
+                                              {"source", "kmsg"}},
+                                             1));
+      worst = std::max(worst, a.level);
+    }
+    f->level.metric.push_back(
+        GaugeSample({{"minor", minor}, {"uuid", k.uuid}, {"source", "kmsg"}}, worst));
+    f->health.metric.push_back(GaugeSample({{"minor", minor}, {"uuid", k.uuid}, {"source", "kmsg"}},
+                                           worst < kUnhealthyFaultLevel));
+    for (const KmsgDeviceView::Events& e : k.events) {
+      f->events.metric.push_back(CounterSample({{"minor", minor},
+                                                {"uuid", k.uuid},
+                                                {"code", e.code},
+                                                {"level", e.level_name},
+                                                {"source", "kmsg"}},
+                                               static_cast<double>(e.count)));
+    }
   }
 }
 
@@ -303,12 +357,13 @@ std::vector<prometheus::MetricFamily> DeviceRegistry::Collect() const {
   Families f;
   WriteIdentityLocked(&f);
   WriteFaultsLocked(&f);
+  WriteKmsgLocked(&f);
   WritePodsLocked(&f);
   WriteSharesLocked(&f);
   std::vector<prometheus::MetricFamily> out;
   for (prometheus::MetricFamily* family :
        {&f.pods, &f.mem_limit, &f.core_limit, &f.split, &f.shared_mem, &f.shared_cores,
-        &f.shared_health, &f.active, &f.level, &f.info, &f.topo, &f.health}) {
+        &f.shared_health, &f.active, &f.events, &f.level, &f.info, &f.topo, &f.health}) {
     if (!family->metric.empty()) out.push_back(std::move(*family));
   }
   if (pci_writer_) {

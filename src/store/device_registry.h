@@ -69,6 +69,25 @@ struct HalDeviceView {
   bool operator==(const HalDeviceView&) const = default;
 };
 
+// The kernel log's view of one of XDM's devices (the kmsg backend, which
+// joins the records' PCI addresses to XDM's bus_id): the codes active now,
+// and how many fault records each code had since the oldest record the
+// kernel still holds. A device the log says nothing of has none of either.
+struct KmsgDeviceView {
+  std::string bus_id;  // canonical, "0000:3b:00.0"
+  int32_t minor = 0;
+  std::string uuid;
+  std::vector<ActiveFault> faults;
+  struct Events {
+    std::string code;
+    std::string level_name;
+    uint64_t count = 0;
+    bool operator==(const Events&) const = default;
+  };
+  std::vector<Events> events;
+  bool operator==(const KmsgDeviceView&) const = default;
+};
+
 // A container that the kubelet reports holding a device: through the device
 // plugin (resource set) or a DRA claim (claim, driver, pool, device set).
 struct PodAssignment {
@@ -192,6 +211,11 @@ class DeviceRegistry : public prometheus::Collectable {
   // Replaces the PCI backend's view (sorted by bus_id).
   void SetPciDevices(std::vector<PciDeviceView> devices);
   std::vector<PciDeviceView> PciDevices() const;
+  // Replaces the kmsg backend's view (one entry per device it joined):
+  // xpu_device_fault_*{source="kmsg"} and xpu_device_health{source="kmsg"}.
+  // nullopt (the backend off): no kmsg series.
+  void SetKmsgDevices(std::optional<std::vector<KmsgDeviceView>> devices);
+  std::vector<KmsgDeviceView> KmsgDevices() const;
   // Replaces the kubelet's view of which containers hold which devices.
   void SetPodAssignments(std::vector<PodAssignment> pods);
   std::vector<PodAssignment> PodAssignments() const;
@@ -212,6 +236,7 @@ class DeviceRegistry : public prometheus::Collectable {
   std::vector<HalDeviceView> hal_ XPU_GUARDED_BY(mu_);
   std::vector<PodAssignment> pods_ XPU_GUARDED_BY(mu_);
   std::vector<PciDeviceView> pci_ XPU_GUARDED_BY(mu_);
+  std::optional<std::vector<KmsgDeviceView>> kmsg_ XPU_GUARDED_BY(mu_);  // nullopt: backend off
   std::map<std::pair<std::string, std::string>, std::vector<std::pair<std::string, std::string>>>
       pod_labels_ XPU_GUARDED_BY(mu_);  // (namespace, pod) -> labels
   std::vector<ContainerQuota> quotas_ XPU_GUARDED_BY(mu_);
@@ -223,6 +248,7 @@ class DeviceRegistry : public prometheus::Collectable {
   struct Families;
   void WriteIdentityLocked(Families* f) const XPU_REQUIRES(mu_);
   void WriteFaultsLocked(Families* f) const XPU_REQUIRES(mu_);
+  void WriteKmsgLocked(Families* f) const XPU_REQUIRES(mu_);
   void WritePodsLocked(Families* f) const XPU_REQUIRES(mu_);
   void WriteSharesLocked(Families* f) const XPU_REQUIRES(mu_);
   DevicesListener listener_;  // set before writers start

@@ -53,6 +53,9 @@ class ExporterTest : public ::testing::Test {
     cfg.xdm.interval = milliseconds(100);
     cfg.xdm.backoff_initial = milliseconds(100);
     cfg.xdm.backoff_max = milliseconds(200);
+    // No HAL backend, whatever this machine has (auto would read /dev/kmsg
+    // where it is readable, and a real PCI accelerator).
+    cfg.hal.backend = "none";
     exporter_ = std::make_unique<Exporter>(cfg);
     Status s = exporter_->Start();
     ASSERT_TRUE(s.ok()) << s.message();
@@ -422,6 +425,14 @@ void ExpectPartsHold(const Exporter::InForce& f, const Config& cfg) {
     EXPECT_TRUE(f.pci_filter == p.pci_filter);
     EXPECT_EQ(from_file(f.pci_faults), !cfg.hal.fault_catalog_file.empty());
   }
+  EXPECT_EQ(f.kmsg.has_value(), p.hal.kmsg);
+  if (f.kmsg) {
+    EXPECT_TRUE(*f.kmsg == (hal::KmsgSampler::Options{cfg.hal.kmsg_path, cfg.hal.kmsg_user_records,
+                                                      cfg.hal.interval}));
+    ASSERT_NE(f.kmsg_catalog, nullptr);
+    // The test's catalog has no pattern; the built-in one has many.
+    EXPECT_EQ(f.kmsg_catalog->patterns().empty(), !cfg.hal.kmsg_catalog_file.empty());
+  }
   EXPECT_EQ(f.pods.has_value(), !cfg.kubelet.socket.empty());
   if (f.pods) {
     EXPECT_TRUE(*f.pods == cfg.kubelet);
@@ -461,6 +472,9 @@ TEST(ExporterReloadTest, EveryFlagIsAppliedByItsPartOrWaitsForARestart) {
   std::ofstream(dir.File("metrics.yml"))
       << "metrics:\n  - id: 1\n    name: xpu_utilization_ratio\n    type: gauge\n"
          "    unit: ratio\n    scale: 0.01\n    help: Busy fraction.\n";
+  std::ofstream(dir.File("kmsg.records")) << "";
+  std::ofstream(dir.File("other.records")) << "";
+  std::ofstream(dir.File("kmsg.yml")) << "event_active_for: 1m\npatterns: []\n";
   std::ofstream(dir.File("faults.yml"))
       << "default_level: restart_card\ncodes:\n  - code: \"0x1\"\n    name: one\n"
          "    level: reset_card\n    description: One.\n    action: Reset.\n";
@@ -471,7 +485,8 @@ TEST(ExporterReloadTest, EveryFlagIsAppliedByItsPartOrWaitsForARestart) {
       {"controller.endpoint", "unix://" + so.controller_socket_path},
       {"collector.interval", "100ms"},
       // Every part on, so that each setting's part can be read.
-      {"hal", "sysfs,pci"},
+      {"hal", "sysfs,pci,kmsg"},
+      {"hal.kmsg.path", dir.File("kmsg.records")},
       {"hal.root", dir.File("hal")},
       {"hal.pci.sysfs-root", dir.File("sys")},
       {"kubelet.pod-resources-socket", dir.File("kubelet.sock")},
@@ -517,6 +532,9 @@ TEST(ExporterReloadTest, EveryFlagIsAppliedByItsPartOrWaitsForARestart) {
       {"hal.root", {d, {d}}},
       {"hal.interval", {"7s", {"7s"}}},
       {"hal.fault-catalog", {dir.File("faults.yml"), {dir.File("faults.yml")}}},
+      {"hal.kmsg.path", {dir.File("other.records"), {dir.File("other.records")}}},
+      {"hal.kmsg.catalog", {dir.File("kmsg.yml"), {dir.File("kmsg.yml")}}},
+      {"hal.kmsg.user-records", {"true", {"true"}}},
       {"kubelet.pod-resources-socket", {dir.File("pods.sock"), {dir.File("pods.sock")}}},
       {"kubelet.interval", {"7s", {"7s"}}},
       {"kubelet.dra.drivers", {"['gpu.example.com']", {"gpu.example.com"}}},
@@ -596,6 +614,7 @@ TEST(ExporterReloadTest, EveryFlagIsAppliedByItsPartOrWaitsForARestart) {
     if (by != Applier::kHal) {
       EXPECT_EQ(parts_after.hal_part, parts_before.hal_part);
       EXPECT_EQ(parts_after.pci_part, parts_before.pci_part);
+      EXPECT_EQ(parts_after.kmsg_part, parts_before.kmsg_part);
     }
     if (by != Applier::kPods) {
       EXPECT_EQ(parts_after.pods_part, parts_before.pods_part);

@@ -14,8 +14,12 @@ start_sim sim --interval 200ms --hal-root "$TMP/hal" --kubelet-socket "$TMP/kube
 # A training job holding device 1, as the kubelet will report it.
 curl -sf -XPOST "$CONTROL/control/allocate" -d '{"id":"trainjob-7f3a","devices":[{"minor":1}]}' >/dev/null ||
   fail "allocate"
-start_exporter sim --collector.interval 200ms --hal sysfs,pci --hal.root "$TMP/hal" --hal.interval 200ms \
-  --hal.pci.sysfs-root "$TMP/hal/sys" \
+# A kernel-log record for device 1 (<domain 0>:20:00.0): Xid 63, level none, so
+# it shows on the dashboards' kmsg panels and changes no alert.
+awk '{printf "3,1,%.0f,-;NVRM: Xid (PCI:0000:20:00): 63, pid=1, name=train, Row Remapper: New row marked for remapping, reset gpu to activate.\n", $1 * 1000000}' \
+  /proc/uptime >"$TMP/kmsg.records"
+start_exporter sim --collector.interval 200ms --hal sysfs,pci,kmsg --hal.root "$TMP/hal" --hal.interval 200ms \
+  --hal.pci.sysfs-root "$TMP/hal/sys" --hal.kmsg.path "$TMP/kmsg.records" --hal.kmsg.user-records \
   --kubelet.pod-resources-socket "$TMP/kubelet.sock" --kubelet.interval 1s --kubernetes.node-name node-e2e
 EXP_ADDR=${URL#http://}
 wait_for 10 has_metric 'xpu_device_info{minor="1"' || fail "exporter has no devices"

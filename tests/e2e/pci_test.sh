@@ -22,7 +22,7 @@ has_metric 'xpu_device_health{minor="3",uuid="[^"]*",source="hal"} 1' || fail "h
 
 pci() { curl -sf -XPOST "$CONTROL/control/pci" -d "$1" >/dev/null || fail "control/pci $1"; }
 fault_on() {  # fault_on CODE LEVEL: the fault is active on minor 3
-  wait_for 10 has_metric "xpu_device_fault_active{minor=\"3\",uuid=\"[^\"]*\",code=\"$1\",level=\"$2\"} 1"
+  wait_for 10 has_metric "xpu_device_fault_active{minor=\"3\",uuid=\"[^\"]*\",code=\"$1\",level=\"$2\",source=\"hal\"} 1"
 }
 
 # Not faults (each one was, judged against the card's own maximum from one
@@ -70,7 +70,7 @@ has_metric 'xpu_pcie_aer_errors_total{bus_id="0000:40:00.0",minor="3",uuid="[^"]
 pci '{"minor":5,"driver_bound":false}'
 wait_for 10 has_metric 'xpu_pci_driver_bound{bus_id="0000:60:00.0",minor="5",uuid="[^"]*",driver=""} 0' ||
   fail "unbound driver not seen"
-wait_for 10 has_metric 'xpu_device_fault_active{minor="5",uuid="[^"]*",code="0xFC000005",level="reset_card"} 1' ||
+wait_for 10 has_metric 'xpu_device_fault_active{minor="5",uuid="[^"]*",code="0xFC000005",level="reset_card",source="hal"} 1' ||
   fail "unbound driver raised no fault"
 pci '{"minor":5,"driver_bound":true}'
 wait_for 10 has_metric 'xpu_device_resets_observed_total{bus_id="0000:60:00.0",minor="5",uuid="[^"]*"} 1' ||
@@ -79,7 +79,7 @@ wait_for 10 has_metric 'xpu_device_resets_observed_total{bus_id="0000:60:00.0",m
 pci '{"minor":6,"present":false}'
 wait_for 10 has_metric 'xpu_pci_device_present{bus_id="0000:70:00.0",minor="6",uuid="[^"]*"} 0' ||
   fail "lost device not seen"
-wait_for 10 has_metric 'xpu_device_fault_active{minor="6",uuid="[^"]*",code="0xFC000004",level="isolate_card"} 1' ||
+wait_for 10 has_metric 'xpu_device_fault_active{minor="6",uuid="[^"]*",code="0xFC000004",level="isolate_card",source="hal"} 1' ||
   fail "lost device raised no fault"
 pci '{"minor":6,"present":true}'
 wait_for 10 has_metric 'xpu_device_resets_observed_total{bus_id="0000:70:00.0",minor="6",uuid="[^"]*"} 1' ||

@@ -233,8 +233,11 @@ TEST(FaultEventsTest, RaiseLeavesThePodHoldingTheDeviceAsExemplar) {
   events.Update("1", "xpu1", "1", "U1", {"0x80E18400"});
   events.Update("2", "xpu2", "2", "U2", {"0x80E18400"});  // nobody holds it
   events.EndSample();
-  const store::LabelPairs series = {
-      {"minor", "1"}, {"uuid", "U1"}, {"code", "0x80E18400"}, {"level", "reset_card"}};
+  const store::LabelPairs series = {{"minor", "1"},
+                                    {"uuid", "U1"},
+                                    {"code", "0x80E18400"},
+                                    {"level", "reset_card"},
+                                    {"source", "hal"}};
   auto e = exemplars.Find("xpu_device_fault_events_total", series);
   ASSERT_TRUE(e.has_value());
   EXPECT_EQ(e->labels,

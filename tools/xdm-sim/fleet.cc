@@ -38,8 +38,13 @@ std::string DeviceUuid(const std::string& prefix, uint64_t seed, int minor) {
 
 }  // namespace
 
-Fleet::Fleet(const ModelSpec& model, int count, uint64_t seed, int links, bool frozen)
-    : model_(model), seed_(seed), links_(links < 0 ? model.links : links), frozen_(frozen) {
+Fleet::Fleet(const ModelSpec& model, int count, uint64_t seed, int links, bool frozen,
+             int pci_domain)
+    : model_(model),
+      seed_(seed),
+      links_(links < 0 ? model.links : links),
+      frozen_(frozen),
+      pci_domain_(pci_domain) {
   for (int m = 0; m < count; ++m) devices_.push_back(MakeDevice(m));
 }
 
@@ -219,7 +224,7 @@ xdm::api::GpuInfoResponse Fleet::GpuInfo(const xdm::api::GpuInfoRequest& req) co
     g->set_driverversion(model_.driver_version);
     g->set_firmwareversion(model_.firmware_version);
     g->set_totalmemory(model_.memory_mib);
-    g->set_busid(BusIdOf(d.minor));
+    g->set_busid(BusIdOf(d.minor, pci_domain_));
     g->set_numanode(d.minor / 4);
     g->set_migcapable(model_.mig_capable);
     g->set_serial(d.serial);
@@ -410,9 +415,9 @@ std::vector<int32_t> Fleet::Minors() const {
   return out;
 }
 
-std::string BusIdOf(int minor) {
+std::string BusIdOf(int minor, int pci_domain) {
   char bus[32];
-  std::snprintf(bus, sizeof bus, "0000:%02x:00.0", 0x10 + minor * 0x10 % 0xf0);
+  std::snprintf(bus, sizeof bus, "%04x:%02x:00.0", pci_domain & 0xffff, 0x10 + minor * 0x10 % 0xf0);
   return bus;
 }
 
@@ -420,8 +425,12 @@ std::vector<HalDeviceView> Fleet::HalView() const {
   MutexLock lock(mu_);
   std::vector<HalDeviceView> out;
   for (const Device& d : devices_) {
-    out.push_back(
-        {d.minor, d.uuid, d.healthy, {d.faults.begin(), d.faults.end()}, BusIdOf(d.minor), d.pci});
+    out.push_back({d.minor,
+                   d.uuid,
+                   d.healthy,
+                   {d.faults.begin(), d.faults.end()},
+                   BusIdOf(d.minor, pci_domain_),
+                   d.pci});
   }
   return out;
 }

@@ -51,7 +51,7 @@ struct HalDeviceView {
 };
 
 // The PCI address ListGpuInfo reports for device `minor`.
-std::string BusIdOf(int minor);
+std::string BusIdOf(int minor, int pci_domain = 0);
 
 // The simulated node: devices of one model, their moving metrics, health, fault
 // codes and allocations. Everything the gRPC services and the control API read
@@ -60,7 +60,9 @@ std::string BusIdOf(int minor);
 class Fleet {
  public:
   // `links` < 0 means the model's own link count.
-  Fleet(const ModelSpec& model, int count, uint64_t seed, int links, bool frozen = false);
+  // `pci_domain`: the PCI domain of the devices' bus ids (BusIdOf).
+  Fleet(const ModelSpec& model, int count, uint64_t seed, int links, bool frozen = false,
+        int pci_domain = 0);
   Fleet(const Fleet&) = delete;
   Fleet& operator=(const Fleet&) = delete;
 
@@ -154,6 +156,7 @@ class Fleet {
   const uint64_t seed_;
   const int links_;
   const bool frozen_;  // metrics keep their initial values (golden tests)
+  const int pci_domain_;
 
   mutable Mutex mu_;
   // State below is protected by mu_.

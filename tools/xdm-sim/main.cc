@@ -35,6 +35,19 @@ int main(int argc, char** argv) {
   app.add_option("--interval", interval, "collection interval (500ms, 1s, ...)")
       ->capture_default_str();
   app.add_option("--seed", opts.seed, "seed for UUIDs and metric noise")->capture_default_str();
+  app.add_option_function<std::string>(
+      "--pci-domain",
+      [&opts](const std::string& s) {
+        size_t end = 0;
+        try {
+          opts.pci_domain = std::stoi(s, &end, 16);
+        } catch (const std::exception&) {
+          end = 0;
+        }
+        if (end != s.size() || s.empty()) opts.pci_domain = -1;  // refused by Start
+      },
+      "PCI domain of the devices' bus ids, hex (default 0000); a rare one keeps test records "
+      "apart from real devices'");
   app.add_flag("--flood", opts.flood, "streams push back to back (ingest benchmarks)");
   std::string list_delay = "0s";
   app.add_option("--list-delay", list_delay,

@@ -148,8 +148,10 @@ xpu::Status Simulator::Start() {
   if (options_.devices < 0 || options_.devices > 4096)
     return xpu::Status::InvalidArgument("--devices must be 0..4096");
   if (options_.interval.count() <= 0) return xpu::Status::InvalidArgument("--interval must be > 0");
+  if (options_.pci_domain < 0 || options_.pci_domain > 0xffff)
+    return xpu::Status::InvalidArgument("--pci-domain must be 0..ffff");
   fleet_ = std::make_unique<Fleet>(*model, options_.devices, options_.seed, options_.links,
-                                   options_.frozen);
+                                   options_.frozen, options_.pci_domain);
   start_time_ms_ = NowMs();
   fleet_->Tick(start_time_ms_, 0);
 

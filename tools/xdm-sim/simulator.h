@@ -34,6 +34,7 @@ struct SimOptions {
   int links = -1;  // < 0: the model's own
   std::chrono::milliseconds interval{1000};
   uint64_t seed = 1;
+  int pci_domain = 0;    // the devices' bus ids are <domain>:<bus>:00.0
   std::string hal_root;  // empty: no HAL tree
   // Non-empty: also serve a stand-in kubelet PodResources API here, one pod
   // per allocation (pod "alloc-<id>", namespace "default", container "main").

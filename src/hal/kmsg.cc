@@ -1,0 +1,126 @@
+#include "hal/kmsg.h"
+
+#include <cctype>
+#include <charconv>
+
+namespace xpu::hal {
+namespace {
+
+bool ParseU64(std::string_view s, uint64_t* out) {
+  if (s.empty() || s.size() > 20) return false;
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), *out);
+  return ec == std::errc() && end == s.data() + s.size();
+}
+
+int HexDigit(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+// The kernel's \xNN escapes, undone; a '\' not followed by xNN is kept.
+std::string Unescape(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '\\' && i + 3 < s.size() && s[i + 1] == 'x') {
+      const int hi = HexDigit(s[i + 2]), lo = HexDigit(s[i + 3]);
+      if (hi >= 0 && lo >= 0) {
+        out.push_back(static_cast<char>(hi * 16 + lo));
+        i += 3;
+        continue;
+      }
+    }
+    out.push_back(s[i]);
+  }
+  return out;
+}
+
+bool IsHex(std::string_view s) {
+  for (char c : s)
+    if (HexDigit(c) < 0) return false;
+  return !s.empty();
+}
+
+// Reads "dddd:bb:dd.f" or "dddd:bb:dd" (NVIDIA's form) at `s`; returns the
+// normalised address or "".
+std::string AddressAt(std::string_view s) {
+  // domain(4):bus(2):device(2)[.function(1)]
+  if (s.size() < 10 || s[4] != ':' || s[7] != ':') return "";
+  if (!IsHex(s.substr(0, 4)) || !IsHex(s.substr(5, 2)) || !IsHex(s.substr(8, 2))) return "";
+  if (s.size() > 10 && std::isxdigit(static_cast<unsigned char>(s[10]))) return "";
+  char function = '0';
+  if (s.size() >= 12 && s[10] == '.' && s[11] >= '0' && s[11] <= '7') {
+    if (s.size() > 12 && std::isxdigit(static_cast<unsigned char>(s[12]))) return "";
+    function = s[11];
+  }
+  std::string out(s.substr(0, 10));
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  out.push_back('.');
+  out.push_back(function);
+  return out;
+}
+
+}  // namespace
+
+Status ParseKmsgRecord(std::string_view raw, KmsgRecord* out) {
+  if (raw.size() > kKmsgMaxRecord)
+    return Status::InvalidArgument("record longer than " + std::to_string(kKmsgMaxRecord) +
+                                   " bytes");
+  const size_t semi = raw.find(';');
+  const size_t first_nl = raw.find('\n');
+  if (semi == std::string_view::npos || (first_nl != std::string_view::npos && first_nl < semi))
+    return Status::InvalidArgument("record has no ';' after its prefix");
+  std::string_view prefix = raw.substr(0, semi);
+  uint64_t fields[3] = {0, 0, 0};
+  for (uint64_t& f : fields) {
+    const size_t comma = prefix.find(',');
+    if (comma == std::string_view::npos || !ParseU64(prefix.substr(0, comma), &f))
+      return Status::InvalidArgument("record prefix is not <level>,<sequence>,<time>,<flags>");
+    prefix.remove_prefix(comma + 1);
+  }
+  const std::string_view flags = prefix.substr(0, prefix.find(','));
+  if (flags.size() != 1 || (flags[0] != '-' && flags[0] != 'c' && flags[0] != '+'))
+    return Status::InvalidArgument("record flags are not '-', 'c' or '+'");
+  if (fields[0] > 1023)  // facility (10 bits of the kernel's) and priority
+    return Status::InvalidArgument("record level out of range");
+  KmsgRecord r;
+  r.facility = static_cast<int>(fields[0] >> 3);
+  r.priority = static_cast<int>(fields[0] & 7);
+  r.sequence = fields[1];
+  r.timestamp_us = fields[2];
+  r.flags = flags[0];
+  std::string_view rest = raw.substr(semi + 1);
+  const size_t nl = rest.find('\n');
+  r.text = Unescape(rest.substr(0, nl));
+  rest = nl == std::string_view::npos ? std::string_view() : rest.substr(nl + 1);
+  // The dictionary: " KEY=VALUE" lines.
+  while (!rest.empty()) {
+    const size_t end = rest.find('\n');
+    std::string_view line = rest.substr(0, end);
+    rest = end == std::string_view::npos ? std::string_view() : rest.substr(end + 1);
+    if (line.empty()) continue;
+    if (line[0] != ' ')
+      return Status::InvalidArgument("record continuation line does not start with a space");
+    line.remove_prefix(1);
+    const size_t eq = line.find('=');
+    if (eq == 0 || eq == std::string_view::npos)
+      return Status::InvalidArgument("record dictionary line is not KEY=VALUE");
+    if (r.dict.size() < 16) r.dict[std::string(line.substr(0, eq))] = Unescape(line.substr(eq + 1));
+  }
+  *out = std::move(r);
+  return Status::Ok();
+}
+
+std::string NormalizePciAddress(std::string_view text) {
+  for (size_t i = 0; i + 10 <= text.size(); ++i) {
+    if (text[i + 4] != ':') continue;
+    if (i > 0 && std::isxdigit(static_cast<unsigned char>(text[i - 1]))) continue;
+    std::string a = AddressAt(text.substr(i));
+    if (!a.empty()) return a;
+  }
+  return "";
+}
+
+}  // namespace xpu::hal

@@ -1,0 +1,309 @@
+#include "hal/kmsg_sampler.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <thread>
+
+#include "common/file_util.h"
+#include "hal/pci.h"
+
+namespace xpu::hal {
+namespace {
+
+uint64_t MonotonicUs() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000u + static_cast<uint64_t>(ts.tv_nsec) / 1000u;
+}
+
+// /dev/kmsg: one record per read(), EPIPE after an overwrite.
+class DevKmsg : public KmsgSource {
+ public:
+  DevKmsg(std::string path, int fd) : path_(std::move(path)), fd_(fd) {}
+  ~DevKmsg() override { close(fd_); }
+  std::string name() const override { return path_; }
+  Status Next(std::string* record, std::chrono::milliseconds wait) override {
+    char buf[kKmsgMaxRecord];
+    for (int tries = 0; tries < 2; ++tries) {
+      const ssize_t n = read(fd_, buf, sizeof buf);
+      if (n > 0) {
+        record->assign(buf, static_cast<size_t>(n));
+        return Status::Ok();
+      }
+      if (n < 0 && errno == EPIPE) return Status::Exhausted("records overwritten before read");
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && errno != EAGAIN) return Status::IoError(path_ + ": " + ErrnoText(errno));
+      if (tries == 1) break;
+      pollfd p{fd_, POLLIN, 0};
+      if (poll(&p, 1, static_cast<int>(wait.count())) <= 0) break;
+    }
+    return Status::Unavailable("no record");
+  }
+
+ private:
+  const std::string path_;
+  const int fd_;
+};
+
+// A file of records, followed as it grows: a record is a line not starting
+// with a space, with the indented lines after it.
+class KmsgFile : public KmsgSource {
+ public:
+  KmsgFile(std::string path, int fd) : path_(std::move(path)), fd_(fd) {}
+  ~KmsgFile() override { close(fd_); }
+  std::string name() const override { return path_; }
+  Status Next(std::string* record, std::chrono::milliseconds wait) override {
+    const auto until = std::chrono::steady_clock::now() + wait;
+    for (;;) {
+      if (TakeRecord(record, /*at_end=*/false)) return Status::Ok();
+      char buf[16384];
+      const ssize_t n = read(fd_, buf, sizeof buf);
+      if (n < 0 && errno != EINTR) return Status::IoError(path_ + ": " + ErrnoText(errno));
+      if (n > 0) {
+        pending_.append(buf, static_cast<size_t>(n));
+        if (pending_.size() > 4 * kKmsgMaxRecord && pending_.find('\n') == std::string::npos)
+          pending_.clear();  // a line longer than any record: dropped, not held
+        continue;
+      }
+      if (n == 0 && TakeRecord(record, /*at_end=*/true)) return Status::Ok();
+      if (std::chrono::steady_clock::now() >= until) return Status::Unavailable("no record");
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));  // a file has no poll()
+    }
+  }
+
+ private:
+  // The first whole record of pending_: complete when the next record's
+  // line has begun, or, at the end of what was written, when it ends in '\n'.
+  bool TakeRecord(std::string* record, bool at_end) {
+    size_t end = 0;
+    for (;;) {
+      const size_t nl = pending_.find('\n', end);
+      if (nl == std::string::npos) return false;
+      end = nl + 1;
+      if (end < pending_.size() && pending_[end] == ' ') continue;  // its dictionary
+      if (end == pending_.size() && !at_end) return false;
+      break;
+    }
+    record->assign(pending_, 0, end);
+    pending_.erase(0, end);
+    return true;
+  }
+
+  const std::string path_;
+  const int fd_;
+  std::string pending_;
+};
+
+}  // namespace
+
+Status OpenDevKmsg(const std::string& path, std::unique_ptr<KmsgSource>* out) {
+  const int fd = open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return Status::IoError("cannot open " + path + ": " + ErrnoText(errno));
+  *out = std::make_unique<DevKmsg>(path, fd);
+  return Status::Ok();
+}
+
+Status OpenKmsgFile(const std::string& path, std::unique_ptr<KmsgSource>* out) {
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return Status::IoError("cannot open " + path + ": " + ErrnoText(errno));
+  *out = std::make_unique<KmsgFile>(path, fd);
+  return Status::Ok();
+}
+
+bool KmsgReadable(const std::string& path) {
+  const int fd = open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return false;
+  close(fd);
+  return true;
+}
+
+KmsgSampler::KmsgSampler(Options options, std::shared_ptr<const KmsgCatalog> catalog,
+                         std::shared_ptr<const FaultCatalog> faults,
+                         store::DeviceRegistry* registry, prometheus::Registry* self_metrics,
+                         std::function<uint64_t()> now_us)
+    : options_(std::move(options)),
+      catalog_(std::move(catalog)),
+      faults_(std::move(faults)),
+      registry_(registry),
+      now_us_(now_us ? std::move(now_us) : MonotonicUs),
+      up_gauge_(prometheus::BuildGauge()
+                    .Name("xpu_kmsg_up")
+                    .Help("Whether the kernel log (--hal.kmsg.path) could be read at the last try.")
+                    .Register(*self_metrics)
+                    .Add({})),
+      records_(prometheus::BuildCounter()
+                   .Name("xpu_kmsg_fault_records_total")
+                   .Help("Kernel log records that the kernel-log catalog mapped to a device, by "
+                         "pattern.")
+                   .Register(*self_metrics)),
+      unmatched_(prometheus::BuildCounter()
+                     .Name("xpu_kmsg_unmatched_records_total")
+                     .Help("Kernel log records of an accelerator driver that name a PCI device "
+                           "but match no pattern of the catalog, by driver.")
+                     .Register(*self_metrics)),
+      overwritten_(prometheus::BuildCounter()
+                       .Name("xpu_kmsg_overwritten_total")
+                       .Help("Times the kernel's ring overwrote records before the exporter read "
+                             "them (EPIPE).")
+                       .Register(*self_metrics)
+                       .Add({})),
+      malformed_(prometheus::BuildCounter()
+                     .Name("xpu_kmsg_malformed_records_total")
+                     .Help("Kernel log records that were not in the kernel's record format.")
+                     .Register(*self_metrics)
+                     .Add({})),
+      dropped_(prometheus::BuildCounter()
+                   .Name("xpu_kmsg_dropped_total")
+                   .Help("Fault records dropped because the per-device state was full (devices "
+                         "or codes).")
+                   .Register(*self_metrics)
+                   .Add({})) {}
+
+KmsgSampler::~KmsgSampler() { Stop(); }
+
+void KmsgSampler::Start() {
+  worker_.Start([this] { Loop(); });
+}
+
+void KmsgSampler::Stop() { worker_.Stop(); }
+
+void KmsgSampler::HandleRecord(std::string_view raw) {
+  KmsgRecord r;
+  if (!ParseKmsgRecord(raw, &r).ok()) {
+    malformed_.Increment();
+    return;
+  }
+  if (r.facility != 0 && !options_.user_records) return;  // not the kernel's own
+  std::string dict_device;
+  if (auto d = r.dict.find("DEVICE"); d != r.dict.end() && d->second.rfind("+pci:", 0) == 0)
+    dict_device = CanonicalPciAddress(d->second.substr(5));
+  const std::optional<KmsgMatch> m = catalog_->Match(r.text, dict_device);
+  if (!m || m->address.empty()) {
+    const std::string driver = catalog_->DriverOf(r.text);
+    if (!driver.empty() && !(dict_device.empty() && NormalizePciAddress(r.text).empty()))
+      unmatched_.Add({{"driver", driver}}).Increment();
+    return;
+  }
+  auto it = devices_.find(m->address);
+  if (it == devices_.end()) {
+    if (m->pattern->effect != KmsgEffect::kFault) return;  // nothing to clear
+    if (devices_.size() >= kMaxKmsgDevices) {
+      dropped_.Increment();
+      return;
+    }
+    it = devices_.emplace(m->address, Device{}).first;
+  }
+  Device& dev = it->second;
+  switch (m->pattern->effect) {
+    case KmsgEffect::kFault: {
+      auto code = dev.codes.find(m->code);
+      if (code == dev.codes.end()) {
+        if (dev.codes.size() >= kMaxKmsgCodesPerDevice) {
+          dropped_.Increment();
+          return;
+        }
+        code = dev.codes.emplace(m->code, Active{}).first;
+      }
+      code->second.last_us = std::max(code->second.last_us, r.timestamp_us);
+      code->second.state = catalog_->IsState(m->code);
+      ++dev.events[m->code];
+      records_.Add({{"pattern", m->pattern->name}}).Increment();
+      break;
+    }
+    case KmsgEffect::kReset:
+      for (auto c = dev.codes.begin(); c != dev.codes.end();)
+        c = c->second.state ? std::next(c) : dev.codes.erase(c);
+      break;
+    case KmsgEffect::kHealthy:
+      dev.codes.clear();
+      break;
+  }
+}
+
+void KmsgSampler::Publish() {
+  const uint64_t now = now_us_();
+  const uint64_t window =
+      static_cast<uint64_t>(std::chrono::microseconds(catalog_->event_active_for()).count());
+  for (auto& [address, dev] : devices_) {
+    for (auto c = dev.codes.begin(); c != dev.codes.end();) {
+      const bool expired = !c->second.state && now > c->second.last_us + window;
+      c = expired ? dev.codes.erase(c) : std::next(c);
+    }
+  }
+  // One entry per device XDM lists: the log's addresses joined to its bus_id
+  // (a record of any other device, a NIC's AER, is not ours).
+  std::vector<store::KmsgDeviceView> view;
+  for (const store::DeviceInfo& d : registry_->Devices()) {
+    store::KmsgDeviceView v;
+    v.bus_id = CanonicalPciAddress(d.bus_id);
+    v.minor = d.minor;
+    v.uuid = d.uuid;
+    auto it = v.bus_id.empty() ? devices_.end() : devices_.find(v.bus_id);
+    if (it == devices_.end()) {
+      view.push_back(std::move(v));
+      continue;
+    }
+    const Device& dev = it->second;
+    for (const auto& [code, active] : dev.codes) {
+      const FaultInfo info = faults_->Lookup(code);
+      v.faults.push_back({info.code, info.name, static_cast<int>(info.level), LevelName(info.level),
+                          info.description, info.action, info.known});
+    }
+    for (const auto& [code, count] : dev.events) {
+      const FaultInfo info = faults_->Lookup(code);
+      v.events.push_back({info.code, LevelName(info.level), count});
+    }
+    view.push_back(std::move(v));
+  }
+  registry_->SetKmsgDevices(std::move(view));
+}
+
+void KmsgSampler::Loop() {
+  std::unique_ptr<KmsgSource> source;
+  auto next_publish = std::chrono::steady_clock::now();
+  while (!worker_.stopping()) {
+    if (!source) {
+      struct stat st {};
+      const bool file = stat(options_.path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+      Status s = file ? OpenKmsgFile(options_.path, &source) : OpenDevKmsg(options_.path, &source);
+      up_.store(s.ok());
+      up_gauge_.Set(s.ok() ? 1 : 0);
+      if (!s.ok()) {
+        if (said_.Raise("open"))
+          spdlog::warn("kmsg: {}; kernel-log faults are not read", s.message());
+        if (!worker_.SleepFor(options_.interval)) break;
+        continue;
+      }
+      if (said_.Clear("open")) spdlog::info("kmsg: reading {} again", options_.path);
+      spdlog::info("kmsg: reading the kernel log from {} (from its oldest record)", source->name());
+    }
+    std::string raw;
+    const auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(
+        next_publish - std::chrono::steady_clock::now());
+    Status s = source->Next(&raw, std::max(std::chrono::milliseconds(0),
+                                           std::min(wait, std::chrono::milliseconds(200))));
+    if (s.ok()) {
+      HandleRecord(raw);
+    } else if (s.code() == Status::Code::kExhausted) {
+      overwritten_.Increment();
+    } else if (s.code() == Status::Code::kIoError) {
+      spdlog::warn("kmsg: {}", s.message());
+      source.reset();
+      up_.store(false);
+      up_gauge_.Set(0);
+    }
+    if (std::chrono::steady_clock::now() >= next_publish) {
+      Publish();
+      next_publish = std::chrono::steady_clock::now() + options_.interval;
+    }
+  }
+}
+
+}  // namespace xpu::hal

@@ -1,0 +1,117 @@
+#pragma once
+
+#include <prometheus/counter.h>
+#include <prometheus/gauge.h>
+#include <prometheus/registry.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "common/status.h"
+#include "common/worker.h"
+#include "hal/fault_catalog.h"
+#include "hal/kmsg.h"
+#include "hal/kmsg_catalog.h"
+#include "store/device_registry.h"
+
+namespace xpu::hal {
+
+// Where kernel records come from. Called from the sampler thread only.
+class KmsgSource {
+ public:
+  virtual ~KmsgSource() = default;
+  // The next record, waiting up to `wait` for one. Ok: `*record` holds it.
+  // Unavailable: none came in time. Exhausted: the ring overwrote records
+  // before they were read (counted; reading goes on with the oldest left).
+  // IoError: the source is unusable.
+  virtual Status Next(std::string* record, std::chrono::milliseconds wait) = 0;
+  virtual std::string name() const = 0;
+};
+
+// /dev/kmsg (or another path with its semantics), read from the oldest
+// record the kernel still holds. IoError when it cannot be opened.
+Status OpenDevKmsg(const std::string& path, std::unique_ptr<KmsgSource>* out);
+// A file of records in the kernel's format, one per line ("6,12,3400,-;text"),
+// dictionary lines indented by one space after it, followed as it grows
+// (for nodes without a readable /dev/kmsg, and for tests).
+Status OpenKmsgFile(const std::string& path, std::unique_ptr<KmsgSource>* out);
+// Whether `path` can be opened for reading now (--hal=auto's test: where
+// dmesg_restrict is set, /dev/kmsg needs CAP_SYSLOG).
+bool KmsgReadable(const std::string& path);
+
+// The kernel-log backend: reads every record from the start of the kernel's
+// ring, then follows it; maps each record through the catalog to a device
+// (its PCI address) and a fault code; keeps each device's active codes
+// (events for KmsgCatalog::event_active_for() after their last record or
+// until a reset record, states until a healthy record) and counts every
+// fault record; publishes the view to the registry, which joins addresses
+// to XDM's devices and writes the source="kmsg" series.
+// Start()/Stop() from the owning thread; HandleRecord()/Publish() from the
+// sampler thread (or a test, not beside a running sampler).
+class KmsgSampler {
+ public:
+  struct Options {
+    std::string path = "/dev/kmsg";  // or a record file (a regular file)
+    bool user_records = false;       // also records written from userspace (facility != 0)
+    std::chrono::milliseconds interval{1000};  // how often the view is published
+    bool operator==(const Options&) const = default;
+  };
+  KmsgSampler(Options options, std::shared_ptr<const KmsgCatalog> catalog,
+              std::shared_ptr<const FaultCatalog> faults, store::DeviceRegistry* registry,
+              prometheus::Registry* self_metrics,
+              std::function<uint64_t()> now_us = nullptr);  // CLOCK_MONOTONIC, in us
+  ~KmsgSampler();
+  KmsgSampler(const KmsgSampler&) = delete;
+  KmsgSampler& operator=(const KmsgSampler&) = delete;
+
+  void Start();
+  void Stop();
+  bool up() const { return up_.load(); }
+  // What it was built with. Any thread, while the sampler lives.
+  const Options& options() const { return options_; }
+  const std::shared_ptr<const KmsgCatalog>& catalog() const { return catalog_; }
+
+  // One record as read from the source.
+  void HandleRecord(std::string_view raw);
+  // Expires events and hands the view to the registry.
+  void Publish();
+
+ private:
+  void Loop();
+  struct Active {
+    uint64_t last_us = 0;  // the record's kernel time
+    bool state = false;
+  };
+  struct Device {
+    std::map<std::string, Active> codes;
+    std::map<std::string, uint64_t> events;  // fault records, by code
+  };
+
+  const Options options_;
+  const std::shared_ptr<const KmsgCatalog> catalog_;
+  const std::shared_ptr<const FaultCatalog> faults_;
+  store::DeviceRegistry* const registry_;
+  const std::function<uint64_t()> now_us_;
+  prometheus::Gauge& up_gauge_;
+  prometheus::Family<prometheus::Counter>& records_;
+  prometheus::Family<prometheus::Counter>& unmatched_;
+  prometheus::Counter& overwritten_;
+  prometheus::Counter& malformed_;
+  prometheus::Counter& dropped_;
+  std::atomic<bool> up_{false};
+  // Sampler-thread state.
+  std::map<std::string, Device> devices_;  // by PCI address; at most kMaxKmsgDevices
+  LogOnce said_;
+  Worker worker_;
+};
+
+// Bounds of the backend's state (docs/reliability.md).
+inline constexpr size_t kMaxKmsgDevices = 1024;
+inline constexpr size_t kMaxKmsgCodesPerDevice = 64;
+
+}  // namespace xpu::hal

@@ -1,0 +1,338 @@
+// The kmsg backend: the kernel's record format, the kernel-log catalog on
+// real driver lines (as NVIDIA's, amdgpu's and the PCIe core's code prints
+// them and as bug reports show them), and the sampler's device state, with a
+// fake clock and a real DeviceRegistry. The real /dev/kmsg is read by
+// e2e_kmsg.
+#include "hal/kmsg.h"
+
+#include <gtest/gtest.h>
+#include <prometheus/registry.h>
+
+#include <fstream>
+#include <thread>
+
+#include "hal/fault_catalog.h"
+#include "hal/kmsg_catalog.h"
+#include "hal/kmsg_sampler.h"
+#include "support/metrics_util.h"
+#include "support/test_util.h"
+
+namespace xpu::hal {
+namespace {
+
+TEST(KmsgRecordTest, ParsesThePrefixTextAndDictionary) {
+  KmsgRecord r;
+  ASSERT_TRUE(ParseKmsgRecord("3,1234,5678901,-,caller=T42;pcieport 0000:00:01.0: AER: x\\x0a"
+                              "y\n SUBSYSTEM=pci\n DEVICE=+pci:0000:00:01.0\n",
+                              &r)
+                  .ok());
+  EXPECT_EQ(r.facility, 0);
+  EXPECT_EQ(r.priority, 3);
+  EXPECT_EQ(r.sequence, 1234u);
+  EXPECT_EQ(r.timestamp_us, 5678901u);
+  EXPECT_EQ(r.flags, '-');
+  EXPECT_EQ(r.text, "pcieport 0000:00:01.0: AER: x\ny");  // \x0a unescaped
+  EXPECT_EQ(r.dict.at("SUBSYSTEM"), "pci");
+  EXPECT_EQ(r.dict.at("DEVICE"), "+pci:0000:00:01.0");
+  // Written from userspace: facility 1 (LOG_USER), as the kernel forces.
+  ASSERT_TRUE(ParseKmsgRecord("11,352,33210946087,-;xpu probe\n", &r).ok());
+  EXPECT_EQ(r.facility, 1);
+  EXPECT_EQ(r.priority, 3);
+  // A continuation fragment.
+  ASSERT_TRUE(ParseKmsgRecord("6,9,10,c;more", &r).ok());
+  EXPECT_EQ(r.flags, 'c');
+  EXPECT_EQ(r.text, "more");
+}
+
+TEST(KmsgRecordTest, RefusesWhatIsNotARecord) {
+  KmsgRecord r;
+  for (const std::string& bad : std::vector<std::string>{
+           "", ";text", "3,1,2;no flags", "3,1,2,x;bad flag", "a,1,2,-;level", "3,-1,2,-;seq",
+           "3,1,99999999999999999999999,-;time", "99999,1,2,-;level too big", "3,1,2,-\ntext;late",
+           "3,1,2,-;t\nNOSPACE=1\n", "3,1,2,-;t\n =v\n", std::string(kKmsgMaxRecord + 1, 'x')}) {
+    EXPECT_FALSE(ParseKmsgRecord(bad, &r).ok()) << bad.substr(0, 60);
+  }
+}
+
+TEST(KmsgRecordTest, FindsPciAddressesInText) {
+  EXPECT_EQ(NormalizePciAddress("amdgpu 0000:03:00.0: amdgpu: ring gfx timeout"), "0000:03:00.0");
+  EXPECT_EQ(NormalizePciAddress("NVRM: GPU 0000:2B:00.1: fallen"), "0000:2b:00.1");
+  EXPECT_EQ(NormalizePciAddress("NVRM: Xid (PCI:0000:3b:00): 79"), "0000:3b:00.0");
+  EXPECT_EQ(NormalizePciAddress("no address 12:34 here 10000:00:00.0"), "");
+  EXPECT_EQ(NormalizePciAddress(""), "");
+}
+
+// Each pattern on the lines its driver prints: the code and device it gives.
+TEST(KmsgCatalogTest, RealDriverLinesMapToDevicesAndCodes) {
+  auto cat = KmsgCatalog::Builtin();
+  struct Case {
+    const char* line;
+    const char* address;
+    const char* code;  // "" for reset/healthy records
+    KmsgEffect effect;
+  };
+  const Case cases[] = {
+      // NVIDIA (open-gpu-kernel-modules kernel_rc.c and bug reports).
+      {"NVRM: Xid (PCI:0000:2b:00): 79, GPU has fallen off the bus.", "0000:2b:00.0", "0x10DE004F",
+       KmsgEffect::kFault},
+      {"NVRM: Xid (PCI:0000:cb:00): 13, pid='<unknown>', name=<unknown>, Graphics SM Warp "
+       "Exception on (GPC 0, TPC 1, SM 0): Out Of Range Address",
+       "0000:cb:00.0", "0x10DE000D", KmsgEffect::kFault},
+      {"NVRM: Xid (PCI:0000:dc:00): 45, pid=1818990, name=python3, Ch 00000001 caused by "
+       "previous Xid 149",
+       "0000:dc:00.0", "0x10DE002D", KmsgEffect::kFault},
+      {"NVRM: Xid (PCI:0000:10:1c): 63, pid=1896, Row Remapper: New row marked for remapping, "
+       "reset gpu to activate.",
+       "0000:10:1c.0", "0x10DE003F", KmsgEffect::kFault},
+      {"NVRM: Xid (PCI:0000:3b:00 GPU-I:01): 94, pid=77, name=train, Contained: SM (0x1).",
+       "0000:3b:00.0", "0x10DE005E", KmsgEffect::kFault},
+      {"NVRM: Xid (0000:01:00): 31, Ch 0000000b, engmask 00000120, intr 10000000", "0000:01:00.0",
+       "0x10DE001F", KmsgEffect::kFault},
+      {"NVRM: Xid (PCI:00000000:3B:00): 48, pid=1, DBE (double bit error)", "0000:3b:00.0",
+       "0x10DE0030", KmsgEffect::kFault},
+      {"NVRM: GPU 0000:2b:00.0: GPU has fallen off the bus.", "0000:2b:00.0", "0x10DE004F",
+       KmsgEffect::kFault},
+      // amdgpu (dev_err with the device's address; newer kernels drop "amdgpu: ").
+      {"amdgpu 0000:08:00.0: amdgpu: ring gfx_0.0.0 timeout, signaled seq=13441142, emitted "
+       "seq=13441144",
+       "0000:08:00.0", "0x10020001", KmsgEffect::kFault},
+      {"amdgpu 0000:28:00.0: ring gfx_0.0.0 timeout, signaled seq=1, emitted seq=3", "0000:28:00.0",
+       "0x10020001", KmsgEffect::kFault},
+      {"amdgpu 0000:03:00.0: amdgpu: GPU reset begin!", "0000:03:00.0", "0x10020002",
+       KmsgEffect::kFault},
+      {"amdgpu 0000:03:00.0: amdgpu: GPU reset(2) succeeded!", "0000:03:00.0", "",
+       KmsgEffect::kHealthy},
+      {"amdgpu 0000:03:00.0: amdgpu: GPU reset(3) failed", "0000:03:00.0", "0x10020004",
+       KmsgEffect::kFault},
+      {"amdgpu 0000:1c:00.0: {1}uncorrectable hardware error(ERREVENT_ATHUB_INTERRUPT) "
+       "detected!",
+       "0000:1c:00.0", "0x10020003", KmsgEffect::kFault},
+      {"amdgpu 0000:c1:00.0: amdgpu: 2 uncorrectable hardware errors detected in umc block",
+       "0000:c1:00.0", "0x10020003", KmsgEffect::kFault},
+      // PCIe AER (drivers/pci/pcie/aer.c), old and new severity words.
+      {"nvidia 0000:03:00.0: PCIe Bus Error: severity=Uncorrected (Fatal), type=Transaction "
+       "Layer, (Requester ID)",
+       "0000:03:00.0", "0xFD000001", KmsgEffect::kFault},
+      {"pcieport 0000:03:04.0: PCIe Bus Error: severity=Uncorrectable (Fatal), "
+       "type=Transaction Layer, (Receiver ID)",
+       "0000:03:04.0", "0xFD000001", KmsgEffect::kFault},
+      {"amdgpu 0000:43:00.0: PCIe Bus Error: severity=Uncorrected (Non-Fatal), "
+       "type=Transaction Layer, (Requester ID)",
+       "0000:43:00.0", "0xFD000002", KmsgEffect::kFault},
+  };
+  for (const Case& c : cases) {
+    auto m = cat->Match(c.line, "");
+    ASSERT_TRUE(m.has_value()) << c.line;
+    EXPECT_EQ(m->address, c.address) << c.line;
+    EXPECT_EQ(m->code, c.code) << c.line;
+    EXPECT_EQ(m->pattern->effect, c.effect) << c.line;
+  }
+  // Every code a pattern raises is in the fault catalog, with its level.
+  auto faults = FaultCatalog::Builtin();
+  for (const KmsgPattern& p : cat->patterns()) {
+    if (p.effect != KmsgEffect::kFault || p.numbered) continue;
+    char code[16];
+    std::snprintf(code, sizeof code, "0x%08X", p.code);
+    EXPECT_TRUE(faults->Lookup(code).known) << p.name << " " << code;
+  }
+  for (int xid : {8,  13, 31, 32, 38, 43, 45, 46, 48,  54,  56,  57,  61,  62,  63,
+                  64, 68, 69, 74, 79, 92, 94, 95, 109, 119, 120, 121, 140, 143, 154}) {
+    char code[16];
+    std::snprintf(code, sizeof code, "0x%08X", 0x10DE0000 + xid);
+    EXPECT_TRUE(faults->Lookup(code).known) << "Xid " << xid;
+  }
+  EXPECT_EQ(faults->Lookup("0x10DE004F").level, FaultLevel::kIsolateCard);  // RESTART_BM
+  EXPECT_EQ(faults->Lookup("0x10DE005F").level, FaultLevel::kResetCard);    // RESET_GPU
+  EXPECT_EQ(faults->Lookup("0x10DE000D").level, FaultLevel::kRestartJob);   // RESTART_APP
+  EXPECT_EQ(faults->Lookup("0x10DE003F").level, FaultLevel::kNone);         // IGNORE
+  EXPECT_TRUE(cat->IsState("0x10DE004F"));
+  EXPECT_FALSE(cat->IsState("0x10DE000D"));
+}
+
+TEST(KmsgCatalogTest, LinesThatAreNotFaultsMatchNothing) {
+  auto cat = KmsgCatalog::Builtin();
+  for (const char* line :
+       {"NVRM: GPU at PCI:0000:2b:00: GPU-0b11d014-1685-04bd-26ed-5fc0bc1c44ae",
+        "NVRM: loading NVIDIA UNIX x86_64 Kernel Module  550.54.15",
+        "pcieport 0000:00:01.0: AER: Uncorrected (Fatal) error received: 0000:03:00.0",
+        "nvidia 0000:03:00.0: PCIe Bus Error: severity=Corrected, type=Physical Layer, "
+        "(Receiver ID)",
+        "amdgpu 0000:03:00.0: amdgpu: 3 correctable hardware errors detected in umc block, no "
+        "user action is needed.",
+        "NVRM: Xid (PCI:0000:3b:00): 999999, way too big",  // not a number we map
+        "e1000e 0000:00:1f.6 eno1: NIC Link is Up 1000 Mbps Full Duplex", ""}) {
+    EXPECT_FALSE(cat->Match(line, "").has_value()) << line;
+  }
+  EXPECT_EQ(cat->DriverOf("NVRM: GPU at PCI:0000:2b:00: GPU-x"), "nvidia");
+  EXPECT_EQ(cat->DriverOf("amdgpu 0000:03:00.0: amdgpu: SMU is initialized"), "amdgpu");
+  EXPECT_EQ(cat->DriverOf("e1000e 0000:00:1f.6"), "");
+}
+
+TEST(KmsgCatalogTest, BadCatalogsAreRefusedWithWhere) {
+  std::shared_ptr<const KmsgCatalog> c;
+  const char* bad[] = {
+      "patterns: [{name: a, driver: d, regex: '(', code: '0x1'}]",             // bad regex
+      "patterns: [{name: a, driver: d, regex: 'x', code: 'zz'}]",              // bad code
+      "patterns: [{name: a, driver: d, regex: 'x'}]",                          // no code
+      "patterns: [{name: a, driver: d, regex: 'x', effect: reset, code: 1}]",  // code on reset
+      "patterns: [{name: a, driver: d, regex: '(?P<other>x)', code: 1}]",      // unknown group
+      "patterns: [{name: a, regex: 'x', code: 1}]",                            // no driver
+      "patterns: [{name: a, driver: d, regex: 'x', code: 1, extra: 2}]",       // unknown key
+      "event_active_for: 0s\npatterns: []",
+      "states: [nothex]\npatterns: []",
+      "drivers: [{name: n}]\npatterns: []",
+      "nothing: here",
+  };
+  for (const char* text : bad) {
+    Status s = KmsgCatalog::Parse(text, "k.yml", &c);
+    EXPECT_EQ(s.code(), Status::Code::kInvalidArgument) << text;
+    EXPECT_EQ(s.message().rfind("k.yml", 0), 0u) << s.message();
+  }
+  std::string many = "patterns:\n";
+  for (size_t i = 0; i <= kMaxKmsgPatterns; ++i)
+    many += "  - {name: p, driver: d, regex: 'x', code: '0x1'}\n";
+  EXPECT_FALSE(KmsgCatalog::Parse(many, "k.yml", &c).ok());
+  EXPECT_FALSE(KmsgCatalog::Parse("patterns: [{name: a, driver: d, regex: '" +
+                                      std::string(kMaxKmsgPatternLength + 1, 'a') + "', code: 1}]",
+                                  "k.yml", &c)
+                   .ok());
+}
+
+// The sampler's state, driven record by record with a fake clock.
+class KmsgSamplerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    store::DeviceInfo a, b;
+    a.minor = 0;
+    a.uuid = "GPU-a";
+    a.bus_id = "00000000:3B:00.0";  // NVIDIA's spelling: joined all the same
+    b.minor = 1;
+    b.uuid = "GPU-b";
+    b.bus_id = "0000:03:00.0";
+    registry_.SetXdmDevices({a, b});
+    sampler_ = std::make_unique<KmsgSampler>(KmsgSampler::Options{}, KmsgCatalog::Builtin(),
+                                             FaultCatalog::Builtin(), &registry_, &metrics_,
+                                             [this] { return now_us_; });
+  }
+  // A kernel record at `t_us`.
+  void Record(const std::string& text, uint64_t t_us, int facility = 0) {
+    sampler_->HandleRecord(std::to_string(facility * 8 + 3) + "," + std::to_string(++seq_) + "," +
+                           std::to_string(t_us) + ",-;" + text + "\n");
+  }
+  const store::KmsgDeviceView& Device(int32_t minor) {
+    sampler_->Publish();
+    view_ = registry_.KmsgDevices();
+    for (const auto& v : view_)
+      if (v.minor == minor) return v;
+    ADD_FAILURE() << "minor " << minor << " not in the view";
+    return view_.at(0);
+  }
+  std::vector<std::string> Codes(int32_t minor) {
+    std::vector<std::string> out;
+    for (const auto& f : Device(minor).faults) out.push_back(f.code);
+    return out;
+  }
+  double Metric(const std::string& name, const std::map<std::string, std::string>& labels = {}) {
+    return xpu::testing::MetricValue(metrics_, name, labels);
+  }
+
+  uint64_t now_us_ = 1'000'000'000;  // 1000 s since boot
+  uint64_t seq_ = 0;
+  store::DeviceRegistry registry_;
+  prometheus::Registry metrics_;
+  std::unique_ptr<KmsgSampler> sampler_;
+  std::vector<store::KmsgDeviceView> view_;
+};
+
+TEST_F(KmsgSamplerTest, EventsStayActiveForTheirWindowAndAreCountedEachTime) {
+  const uint64_t window = 600'000'000;  // the built-in catalog's 10m
+  Record("NVRM: Xid (PCI:0000:3b:00): 13, pid=1, name=a, Graphics Exception", now_us_ - 1000);
+  Record("NVRM: Xid (PCI:0000:3b:00): 13, pid=2, name=b, Graphics Exception", now_us_ - 500);
+  EXPECT_EQ(Codes(0), std::vector<std::string>{"0x10DE000D"});
+  ASSERT_EQ(Device(0).events.size(), 1u);
+  EXPECT_EQ(Device(0).events[0].count, 2u);  // each record counts
+  EXPECT_EQ(Device(0).events[0].level_name, "restart_job");
+  EXPECT_TRUE(Codes(1).empty());  // the other device: said nothing
+  now_us_ += window - 1000;
+  EXPECT_EQ(Codes(0).size(), 1u);  // the later record keeps it
+  now_us_ += 1000;
+  EXPECT_TRUE(Codes(0).empty());             // expired
+  EXPECT_EQ(Device(0).events[0].count, 2u);  // the count stays
+  // An old record (replayed at start) past its window raises nothing now.
+  Record("NVRM: Xid (PCI:0000:3b:00): 31, pid=3, name=c, MMU Fault", now_us_ - window - 1);
+  EXPECT_TRUE(Codes(0).empty());
+  EXPECT_EQ(Metric("xpu_kmsg_fault_records_total", {{"pattern", "nvidia_xid"}}), 3);
+}
+
+TEST_F(KmsgSamplerTest, StatesStayUntilAHealthyRecordAndResetsClearEvents) {
+  Record("amdgpu 0000:03:00.0: amdgpu: ring gfx_0.0.0 timeout, signaled seq=1, emitted seq=2",
+         now_us_ - 10);
+  Record("amdgpu 0000:03:00.0: amdgpu: GPU reset(1) failed", now_us_ - 5);
+  EXPECT_EQ(Codes(1), (std::vector<std::string>{"0x10020001", "0x10020004"}));
+  now_us_ += 3600'000'000ull;  // an hour on: the event expired, the state did not
+  EXPECT_EQ(Codes(1), std::vector<std::string>{"0x10020004"});
+  Record("amdgpu 0000:03:00.0: amdgpu: GPU reset(2) succeeded!", now_us_ - 1);
+  EXPECT_TRUE(Codes(1).empty());
+  // Xid 79 is a state: it outlives the event window.
+  Record("NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus.", now_us_);
+  now_us_ += 3600'000'000ull;
+  EXPECT_EQ(Codes(0), std::vector<std::string>{"0x10DE004F"});
+}
+
+TEST_F(KmsgSamplerTest, OtherDevicesUserRecordsAndUnmatchedLinesDoNotRaise) {
+  Record("NVRM: Xid (PCI:0000:99:00): 79, GPU has fallen off the bus.", now_us_);  // not XDM's
+  Record("NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus.", now_us_, /*user=*/1);
+  Record("amdgpu 0000:03:00.0: amdgpu: SMU driver if version not matched", now_us_);
+  sampler_->HandleRecord("garbage without a prefix");
+  EXPECT_TRUE(Codes(0).empty());
+  EXPECT_TRUE(Codes(1).empty());
+  EXPECT_EQ(Metric("xpu_kmsg_unmatched_records_total", {{"driver", "amdgpu"}}), 1);
+  EXPECT_EQ(Metric("xpu_kmsg_malformed_records_total"), 1);
+  // Only XDM's devices are in the view, each once.
+  sampler_->Publish();
+  EXPECT_EQ(registry_.KmsgDevices().size(), 2u);
+}
+
+TEST_F(KmsgSamplerTest, StateIsBounded) {
+  // Codes per device: one more distinct Xid than fits is dropped and counted.
+  const std::string dev = "NVRM: Xid (PCI:0000:ff:1f): ";
+  for (int xid = 1; xid <= static_cast<int>(kMaxKmsgCodesPerDevice) + 1; ++xid)
+    Record(dev + std::to_string(xid) + ", x", now_us_);
+  EXPECT_EQ(Metric("xpu_kmsg_dropped_total"), 1);
+  Record(dev + "1, again", now_us_);  // a code it holds still counts
+  EXPECT_EQ(Metric("xpu_kmsg_dropped_total"), 1);
+  // Devices: that one and as many more as fit; the rest are dropped.
+  for (size_t i = 0; i < kMaxKmsgDevices + 10; ++i) {
+    char addr[32];
+    std::snprintf(addr, sizeof addr, "%04zx:%02zx:00", i / 256, i % 256);
+    Record(std::string("NVRM: Xid (PCI:") + addr + "): 79, gone", now_us_);
+  }
+  EXPECT_EQ(Metric("xpu_kmsg_dropped_total"), 1 + 11);
+}
+
+// The record file: records appended while the sampler follows it, a
+// dictionary line, and a record split across two writes.
+TEST(KmsgFileTest, FollowsAFileOfRecords) {
+  xpu::testing::TempDir dir;
+  const std::string path = dir.File("kmsg");
+  std::ofstream(path) << "3,1,10,-;first\n SUBSYSTEM=pci\n DEVICE=+pci:0000:03:00.0\n";
+  std::unique_ptr<KmsgSource> src;
+  ASSERT_TRUE(OpenKmsgFile(path, &src).ok());
+  std::string rec;
+  ASSERT_TRUE(src->Next(&rec, std::chrono::milliseconds(500)).ok());
+  EXPECT_EQ(rec, "3,1,10,-;first\n SUBSYSTEM=pci\n DEVICE=+pci:0000:03:00.0\n");
+  EXPECT_EQ(src->Next(&rec, std::chrono::milliseconds(50)).code(), Status::Code::kUnavailable);
+  {
+    std::ofstream out(path, std::ios::app);
+    out << "3,2,20,-;sec" << std::flush;
+    out << "ond\n4,3,30,-;third\n";
+  }
+  ASSERT_TRUE(src->Next(&rec, std::chrono::milliseconds(500)).ok());
+  EXPECT_EQ(rec, "3,2,20,-;second\n");
+  ASSERT_TRUE(src->Next(&rec, std::chrono::milliseconds(500)).ok());
+  EXPECT_EQ(rec, "4,3,30,-;third\n");
+  EXPECT_EQ(OpenKmsgFile(dir.File("absent"), &src).code(), Status::Code::kIoError);
+}
+
+}  // namespace
+}  // namespace xpu::hal
