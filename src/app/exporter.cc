@@ -122,11 +122,15 @@ Status Exporter::BuildHal(const Config& cfg, const LoadedFiles& files,
     }
   }
   // auto: where the kernel log can be read (CAP_SYSLOG under dmesg_restrict).
-  if (hal_sel.kmsg || (hal_sel.automatic && hal::KmsgReadable(cfg.hal.kmsg_path))) {
+  const bool kmsg_readable = hal_sel.automatic && hal::KmsgReadable(cfg.hal.kmsg_path);
+  if (hal_sel.automatic && !kmsg_readable)
+    spdlog::info("HAL kmsg backend off: {} cannot be read (--hal=kmsg would retry)",
+                 cfg.hal.kmsg_path);
+  if (hal_sel.kmsg || kmsg_readable) {
     spdlog::info("HAL backend kmsg at {}", cfg.hal.kmsg_path);
     *kmsg = std::make_unique<hal::KmsgSampler>(
         hal::KmsgSampler::Options{cfg.hal.kmsg_path, cfg.hal.kmsg_user_records, cfg.hal.interval},
-        files.kmsg, faults, &devices_, part_metrics_.kmsg.get());
+        files.kmsg, faults, &devices_, part_metrics_.kmsg.get(), &exemplars_);
   }
   return Status::Ok();
 }
@@ -469,11 +473,12 @@ void Exporter::SwapParts(Replacement* next, std::shared_ptr<const Config> cfg,
     next->pci->SeedFaultState(old_pci->fault_state());
     next->pci->SeedTracker(old_pci->tracker_state());
   }
+  // The same log: the new sampler goes on after the old one's last record.
+  if (next->kmsg && old_kmsg && next->kmsg->options().path == old_kmsg->options().path)
+    next->kmsg->Seed(old_kmsg->state());
   if (next->hal_changed) {
     if (!next->hal) devices_.SetHalDevices({});
     if (!next->pci) devices_.SetPciDevices({});
-    // A new kmsg sampler reads the ring from its start again: its counts
-    // are the same records' (not doubled), its view replaces this one.
     if (!next->kmsg) devices_.SetKmsgDevices(std::nullopt);
   }
   if (next->pods_changed && !next->pods) devices_.SetPodAssignments({});
@@ -717,6 +722,13 @@ StatusReport Exporter::Report() {
     if (d.uuid.empty()) d.uuid = h.uuid;
     d.hal_healthy = h.healthy;
     d.faults = std::move(h.faults);
+  }
+  for (store::KmsgDeviceView& k : devices_.KmsgDevices()) {
+    DeviceReport& d = device(k.minor);
+    int worst = 0;
+    for (const store::ActiveFault& f : k.faults) worst = std::max(worst, f.level);
+    d.kmsg_healthy = worst < store::kUnhealthyFaultLevel;
+    d.kmsg_faults = std::move(k.faults);
   }
   for (const store::PodAssignment& p : devices_.PodAssignments()) {
     for (auto& [minor, d] : devices) {

@@ -100,16 +100,22 @@ Json DeviceJson(const DeviceReport& d) {
   o["minor"] = d.minor;
   o["uuid"] = d.uuid;
   o["model"] = d.model;
-  o["health"] = {{"xdm", OrNull(d.xdm_healthy)}, {"hal", OrNull(d.hal_healthy)}};
+  o["health"] = {{"xdm", OrNull(d.xdm_healthy)},
+                 {"hal", OrNull(d.hal_healthy)},
+                 {"kmsg", OrNull(d.kmsg_healthy)}};
   o["faults"] = Json::array();
-  for (const store::ActiveFault& f : d.faults) {
-    o["faults"].push_back({{"code", f.code},
-                           {"name", f.name},
-                           {"level", f.level_name},
-                           {"levelValue", f.level},
-                           {"description", f.description},
-                           {"action", f.action},
-                           {"known", f.known}});
+  for (const auto& [source, faults] :
+       {std::pair{"hal", &d.faults}, std::pair{"kmsg", &d.kmsg_faults}}) {
+    for (const store::ActiveFault& f : *faults) {
+      o["faults"].push_back({{"code", f.code},
+                             {"name", f.name},
+                             {"level", f.level_name},
+                             {"levelValue", f.level},
+                             {"description", f.description},
+                             {"action", f.action},
+                             {"known", f.known},
+                             {"source", source}});
+    }
   }
   o["secondsSinceSample"] = OrNull(d.seconds_since_sample);
   o["utilization"] = OrNull(d.utilization);
@@ -146,6 +152,10 @@ std::string DeviceRow(const DeviceReport& d) {
   for (const store::ActiveFault& f : d.faults) {
     if (!faults.empty()) faults += "; ";
     faults += f.code + " " + f.name + " [" + f.level_name + "]: " + f.action;
+  }
+  for (const store::ActiveFault& f : d.kmsg_faults) {
+    if (!faults.empty()) faults += "; ";
+    faults += f.code + " " + f.name + " [" + f.level_name + ", kernel log]: " + f.action;
   }
   std::string pods;
   for (const store::PodAssignment& p : d.pods) {

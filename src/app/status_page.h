@@ -18,7 +18,9 @@ struct DeviceReport {
   std::string model;
   std::optional<bool> xdm_healthy;
   std::optional<bool> hal_healthy;
-  std::vector<store::ActiveFault> faults;
+  std::optional<bool> kmsg_healthy;             // the kernel log's (the kmsg backend), when it runs
+  std::vector<store::ActiveFault> faults;       // the HAL's (sysfs and pci backends)
+  std::vector<store::ActiveFault> kmsg_faults;  // the kernel log's
   std::optional<double> seconds_since_sample;
   std::optional<double> utilization;  // ratio
   std::optional<double> memory_used_bytes;

@@ -26,8 +26,7 @@ FaultEvents::FaultEvents(std::shared_ptr<const FaultCatalog> catalog,
       exemplars_(exemplars),
       events_(prometheus::BuildCounter()
                   .Name("xpu_device_fault_events_total")
-                  .Help("Times a fault code was raised on a device (seen active after not being "
-                        "active), by code and catalog level.")
+                  .Help(store::kFaultEventsHelp)
                   .Register(*self_metrics)),
       unknown_codes_(prometheus::BuildCounter()
                          .Name("xpu_hal_unknown_fault_codes_total")
@@ -72,10 +71,15 @@ std::vector<store::ActiveFault> FaultEvents::Update(const std::string& key, cons
 }
 
 void FaultEvents::LeaveExemplar(const std::string& uuid, const store::LabelPairs& series) {
-  if (registry_ == nullptr || exemplars_ == nullptr || uuid.empty()) return;
+  if (registry_ != nullptr) LeaveFaultExemplar(*registry_, exemplars_, uuid, series);
+}
+
+void LeaveFaultExemplar(const store::DeviceRegistry& registry, store::ExemplarStore* exemplars,
+                        const std::string& uuid, const store::LabelPairs& series) {
+  if (exemplars == nullptr || uuid.empty()) return;
   // The first (in name order) of the containers holding the device.
   std::optional<store::PodAssignment> holder;
-  for (store::PodAssignment& p : registry_->PodAssignments()) {
+  for (store::PodAssignment& p : registry.PodAssignments()) {
     if (p.uuid == uuid && (!holder || p < *holder)) holder = std::move(p);
   }
   if (!holder) return;
@@ -86,7 +90,7 @@ void FaultEvents::LeaveExemplar(const std::string& uuid, const store::LabelPairs
       std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   // Over the 128-rune limit: without the container, then not at all.
   if (!store::ExemplarStore::Fits(e) && e.labels.size() > 2) e.labels.pop_back();
-  exemplars_->Set("xpu_device_fault_events_total", series, std::move(e));
+  exemplars->Set("xpu_device_fault_events_total", series, std::move(e));
 }
 
 std::set<std::string> FaultEvents::Previous(const std::string& key) const {

@@ -17,6 +17,13 @@
 
 namespace xpu::hal {
 
+// Leaves on `series` of xpu_device_fault_events_total an exemplar naming the
+// pod that holds device `uuid` now (the first container by name), if any
+// holds it (OpenMetrics; docs/http-api.md). Shared by FaultEvents and the
+// kmsg backend. Any thread.
+void LeaveFaultExemplar(const store::DeviceRegistry& registry, store::ExemplarStore* exemplars,
+                        const std::string& uuid, const store::LabelPairs& series);
+
 // What every HAL backend does with the fault codes it finds on a device,
 // sample after sample: looks them up in the fault catalog, counts each raise
 // (a code active now and not at the previous sample) in

@@ -51,7 +51,8 @@ std::string AddressAt(std::string_view s) {
   if (!IsHex(s.substr(0, 4)) || !IsHex(s.substr(5, 2)) || !IsHex(s.substr(8, 2))) return "";
   if (s.size() > 10 && std::isxdigit(static_cast<unsigned char>(s[10]))) return "";
   char function = '0';
-  if (s.size() >= 12 && s[10] == '.' && s[11] >= '0' && s[11] <= '7') {
+  if (s.size() >= 11 && s[10] == '.') {
+    if (s.size() < 12 || s[11] < '0' || s[11] > '7') return "";  // not a function
     if (s.size() > 12 && std::isxdigit(static_cast<unsigned char>(s[12]))) return "";
     function = s[11];
   }
@@ -83,7 +84,7 @@ Status ParseKmsgRecord(std::string_view raw, KmsgRecord* out) {
   const std::string_view flags = prefix.substr(0, prefix.find(','));
   if (flags.size() != 1 || (flags[0] != '-' && flags[0] != 'c' && flags[0] != '+'))
     return Status::InvalidArgument("record flags are not '-', 'c' or '+'");
-  if (fields[0] > 1023)  // facility (10 bits of the kernel's) and priority
+  if (fields[0] > 2047)  // the kernel's facility is 8 bits, then 3 of priority
     return Status::InvalidArgument("record level out of range");
   KmsgRecord r;
   r.facility = static_cast<int>(fields[0] >> 3);

@@ -63,12 +63,18 @@ Status ParsePattern(const YAML::Node& p, const std::string& origin, size_t i, Km
                                      "' (address and number are known)");
     }
   }
+  if (re->NumberOfCapturingGroups() > 7)
+    return Status::InvalidArgument(where + ": more than 7 capturing groups");
   k.regex = std::move(re);
   k.numbered = k.number_group != 0;
   if (k.effect == KmsgEffect::kFault) {
     const std::string code = NormalizeFaultCode(Scalar(p["code"]));
     if (code.empty()) return Status::InvalidArgument(where + ": code must be 1..8 hex digits");
     k.code = static_cast<uint32_t>(std::stoul(code, nullptr, 16));
+    if (k.numbered && (k.code & 0xFFFF) != 0)
+      return Status::InvalidArgument(where +
+                                     ": a numbered pattern's code ends in 0000 (the "
+                                     "number, up to 65535, is added to it)");
   } else if (p["code"]) {
     return Status::InvalidArgument(where + ": a " + Scalar(p["effect"]) + " pattern has no code");
   }
@@ -88,9 +94,9 @@ Status KmsgCatalog::Parse(const std::string& yaml_text, const std::string& origi
       return k;
     if (root["event_active_for"]) {
       auto d = ParseDuration(Scalar(root["event_active_for"]));
-      if (!d || d->count() <= 0 || *d > std::chrono::hours(24 * 7))
+      if (!d || *d < std::chrono::seconds(1) || *d > std::chrono::hours(24 * 7))
         return Status::InvalidArgument(yaml::Where(origin, root["event_active_for"]) +
-                                       ": event_active_for must be a duration up to 7d");
+                                       ": event_active_for must be a duration from 1s to 7d");
       cat->event_active_for_ = std::chrono::duration_cast<std::chrono::seconds>(*d);
     }
     for (const YAML::Node& d : root["drivers"]) {
@@ -157,11 +163,12 @@ std::optional<KmsgMatch> KmsgCatalog::Match(std::string_view text,
       if (p.numbered) {
         const re2::StringPiece num = groups[p.number_group];
         uint64_t v = 0;
+        bool digits = !num.empty();
         for (char c : num) {
-          if (c < '0' || c > '9' || v > 0xFFFF) return std::nullopt;  // not a number we map
-          v = v * 10 + static_cast<uint64_t>(c - '0');
+          if (c < '0' || c > '9' || v > 0xFFFF) digits = false;
+          if (digits) v = v * 10 + static_cast<uint64_t>(c - '0');
         }
-        if (num.empty() || v > 0xFFFF) return std::nullopt;
+        if (!digits || v > 0xFFFF) continue;  // not a number we map: the next pattern may
         code += v;
       }
       char buf[16];

@@ -31,7 +31,7 @@ enum class KmsgEffect {
 // number as (?P<number>...), which is added to `code` (NVIDIA's Xid).
 struct KmsgPattern {
   std::string name;
-  std::string driver;  // counts its unmatched records: nvidia, amdgpu, pcie
+  std::string driver;  // the driver it is for (nvidia, amdgpu, pcie): documentation
   std::shared_ptr<const RE2> regex;
   KmsgEffect effect = KmsgEffect::kFault;
   uint32_t code = 0;  // the base fault code (kFault)

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "common/file_util.h"
+#include "hal/fault_events.h"
 #include "hal/pci.h"
 
 namespace xpu::hal {
@@ -39,7 +40,14 @@ class DevKmsg : public KmsgSource {
       }
       if (n < 0 && errno == EPIPE) return Status::Exhausted("records overwritten before read");
       if (n < 0 && errno == EINTR) continue;
+      // A record larger than the buffer is skipped by the kernel: one bad
+      // record, not a broken source.
+      if (n < 0 && errno == EINVAL) return Status::InvalidArgument("record over the read buffer");
       if (n < 0 && errno != EAGAIN) return Status::IoError(path_ + ": " + ErrnoText(errno));
+      if (n == 0) {  // not /dev/kmsg's behaviour (a FIFO, /dev/null): no busy loop
+        std::this_thread::sleep_for(wait);
+        break;
+      }
       if (tries == 1) break;
       pollfd p{fd_, POLLIN, 0};
       if (poll(&p, 1, static_cast<int>(wait.count())) <= 0) break;
@@ -68,8 +76,9 @@ class KmsgFile : public KmsgSource {
       if (n < 0 && errno != EINTR) return Status::IoError(path_ + ": " + ErrnoText(errno));
       if (n > 0) {
         pending_.append(buf, static_cast<size_t>(n));
-        if (pending_.size() > 4 * kKmsgMaxRecord && pending_.find('\n') == std::string::npos)
-          pending_.clear();  // a line longer than any record: dropped, not held
+        // More than any record can be without a whole one in it: dropped,
+        // not held (what follows is parsed, and counted if malformed).
+        if (pending_.size() > 4 * kKmsgMaxRecord) pending_.clear();
         continue;
       }
       if (n == 0 && TakeRecord(record, /*at_end=*/true)) return Status::Ok();
@@ -127,12 +136,14 @@ bool KmsgReadable(const std::string& path) {
 KmsgSampler::KmsgSampler(Options options, std::shared_ptr<const KmsgCatalog> catalog,
                          std::shared_ptr<const FaultCatalog> faults,
                          store::DeviceRegistry* registry, prometheus::Registry* self_metrics,
-                         std::function<uint64_t()> now_us)
+                         store::ExemplarStore* exemplars, std::function<uint64_t()> now_us)
     : options_(std::move(options)),
       catalog_(std::move(catalog)),
       faults_(std::move(faults)),
       registry_(registry),
+      exemplars_(exemplars),
       now_us_(now_us ? std::move(now_us) : MonotonicUs),
+      started_us_(now_us_()),
       up_gauge_(prometheus::BuildGauge()
                     .Name("xpu_kmsg_up")
                     .Help("Whether the kernel log (--hal.kmsg.path) could be read at the last try.")
@@ -174,12 +185,23 @@ void KmsgSampler::Start() {
 
 void KmsgSampler::Stop() { worker_.Stop(); }
 
+void KmsgSampler::Seed(State s) {
+  devices_ = std::move(s.devices);
+  last_sequence_ = s.last_sequence;
+  caught_up_ = true;  // the predecessor's view is whole already
+}
+
 void KmsgSampler::HandleRecord(std::string_view raw) {
   KmsgRecord r;
   if (!ParseKmsgRecord(raw, &r).ok()) {
     malformed_.Increment();
     return;
   }
+  if (last_sequence_ && r.sequence <= *last_sequence_) return;  // counted already
+  last_sequence_ = r.sequence;
+  // A record stamped after now (a record file from another boot) is taken
+  // as written now, so it cannot stay active for longer than its window.
+  r.timestamp_us = std::min(r.timestamp_us, now_us_());
   if (r.facility != 0 && !options_.user_records) return;  // not the kernel's own
   std::string dict_device;
   if (auto d = r.dict.find("DEVICE"); d != r.dict.end() && d->second.rfind("+pci:", 0) == 0)
@@ -203,17 +225,16 @@ void KmsgSampler::HandleRecord(std::string_view raw) {
   Device& dev = it->second;
   switch (m->pattern->effect) {
     case KmsgEffect::kFault: {
-      auto code = dev.codes.find(m->code);
-      if (code == dev.codes.end()) {
-        if (dev.codes.size() >= kMaxKmsgCodesPerDevice) {
-          dropped_.Increment();
-          return;
-        }
-        code = dev.codes.emplace(m->code, Active{}).first;
+      // The codes a device has had (its event series) are bounded too.
+      if (dev.events.count(m->code) == 0 && dev.events.size() >= kMaxKmsgCodesPerDevice) {
+        dropped_.Increment();
+        return;
       }
+      auto code = dev.codes.try_emplace(m->code).first;
       code->second.last_us = std::max(code->second.last_us, r.timestamp_us);
       code->second.state = catalog_->IsState(m->code);
       ++dev.events[m->code];
+      if (r.timestamp_us >= started_us_) dev.fresh.insert(m->code);
       records_.Add({{"pattern", m->pattern->name}}).Increment();
       break;
     }
@@ -243,6 +264,7 @@ void KmsgSampler::Publish() {
   for (const store::DeviceInfo& d : registry_->Devices()) {
     store::KmsgDeviceView v;
     v.bus_id = CanonicalPciAddress(d.bus_id);
+    if (v.bus_id.empty()) continue;  // no address to join the log's records to: no kmsg series
     v.minor = d.minor;
     v.uuid = d.uuid;
     auto it = v.bus_id.empty() ? devices_.end() : devices_.find(v.bus_id);
@@ -250,7 +272,17 @@ void KmsgSampler::Publish() {
       view.push_back(std::move(v));
       continue;
     }
-    const Device& dev = it->second;
+    Device& dev = it->second;
+    for (const std::string& code : dev.fresh) {
+      const FaultInfo info = faults_->Lookup(code);
+      LeaveFaultExemplar(*registry_, exemplars_, d.uuid,
+                         {{"minor", std::to_string(d.minor)},
+                          {"uuid", d.uuid},
+                          {"code", info.code},
+                          {"level", LevelName(info.level)},
+                          {"source", "kmsg"}});
+    }
+    dev.fresh.clear();
     for (const auto& [code, active] : dev.codes) {
       const FaultInfo info = faults_->Lookup(code);
       v.faults.push_back({info.code, info.name, static_cast<int>(info.level), LevelName(info.level),
@@ -278,6 +310,8 @@ void KmsgSampler::Loop() {
       if (!s.ok()) {
         if (said_.Raise("open"))
           spdlog::warn("kmsg: {}; kernel-log faults are not read", s.message());
+        caught_up_ = true;  // nothing more comes for now: what is known goes out, expiring
+        Publish();
         if (!worker_.SleepFor(options_.interval)) break;
         continue;
       }
@@ -293,13 +327,18 @@ void KmsgSampler::Loop() {
       HandleRecord(raw);
     } else if (s.code() == Status::Code::kExhausted) {
       overwritten_.Increment();
+    } else if (s.code() == Status::Code::kInvalidArgument) {
+      malformed_.Increment();
+    } else if (s.code() == Status::Code::kUnavailable) {
+      caught_up_ = true;  // the ring is read to its end
     } else if (s.code() == Status::Code::kIoError) {
       spdlog::warn("kmsg: {}", s.message());
-      source.reset();
+      source.reset();  // reopened after an interval; records read already are skipped
       up_.store(false);
       up_gauge_.Set(0);
+      if (!worker_.SleepFor(options_.interval)) break;
     }
-    if (std::chrono::steady_clock::now() >= next_publish) {
+    if (caught_up_ && std::chrono::steady_clock::now() >= next_publish) {
       Publish();
       next_publish = std::chrono::steady_clock::now() + options_.interval;
     }

@@ -10,6 +10,8 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
+#include <set>
 #include <string>
 
 #include "common/status.h"
@@ -18,6 +20,7 @@
 #include "hal/kmsg.h"
 #include "hal/kmsg_catalog.h"
 #include "store/device_registry.h"
+#include "store/exemplars.h"
 
 namespace xpu::hal {
 
@@ -63,7 +66,7 @@ class KmsgSampler {
   };
   KmsgSampler(Options options, std::shared_ptr<const KmsgCatalog> catalog,
               std::shared_ptr<const FaultCatalog> faults, store::DeviceRegistry* registry,
-              prometheus::Registry* self_metrics,
+              prometheus::Registry* self_metrics, store::ExemplarStore* exemplars = nullptr,
               std::function<uint64_t()> now_us = nullptr);  // CLOCK_MONOTONIC, in us
   ~KmsgSampler();
   KmsgSampler(const KmsgSampler&) = delete;
@@ -76,13 +79,13 @@ class KmsgSampler {
   const Options& options() const { return options_; }
   const std::shared_ptr<const KmsgCatalog>& catalog() const { return catalog_; }
 
-  // One record as read from the source.
+  // One record as read from the source. A record at or below the last
+  // sequence number handled was counted already (the source reopened, or a
+  // rebuilt sampler reads the ring again): skipped.
   void HandleRecord(std::string_view raw);
   // Expires events and hands the view to the registry.
   void Publish();
 
- private:
-  void Loop();
   struct Active {
     uint64_t last_us = 0;  // the record's kernel time
     bool state = false;
@@ -90,13 +93,30 @@ class KmsgSampler {
   struct Device {
     std::map<std::string, Active> codes;
     std::map<std::string, uint64_t> events;  // fault records, by code
+    // Codes with a record written since the sampler started (not replayed
+    // from the ring): their raise leaves an exemplar naming the pod.
+    std::set<std::string> fresh;
   };
+  // What a reload's new sampler takes over from the old one (after Stop,
+  // before Start): the devices' codes and counts and the last record read,
+  // so the ring it reads again is neither counted twice nor lost.
+  struct State {
+    std::map<std::string, Device> devices;
+    std::optional<uint64_t> last_sequence;
+  };
+  State state() const { return State{devices_, last_sequence_}; }
+  void Seed(State s);
+
+ private:
+  void Loop();
 
   const Options options_;
   const std::shared_ptr<const KmsgCatalog> catalog_;
   const std::shared_ptr<const FaultCatalog> faults_;
   store::DeviceRegistry* const registry_;
+  store::ExemplarStore* const exemplars_;
   const std::function<uint64_t()> now_us_;
+  const uint64_t started_us_;
   prometheus::Gauge& up_gauge_;
   prometheus::Family<prometheus::Counter>& records_;
   prometheus::Family<prometheus::Counter>& unmatched_;
@@ -106,6 +126,11 @@ class KmsgSampler {
   std::atomic<bool> up_{false};
   // Sampler-thread state.
   std::map<std::string, Device> devices_;  // by PCI address; at most kMaxKmsgDevices
+  std::optional<uint64_t> last_sequence_;  // of the last record handled
+  // The view goes out once the ring has been read to its end (or the source
+  // is unusable, or a predecessor's state was seeded): until then it would
+  // show counts and states not yet replayed.
+  bool caught_up_ = false;
   LogOnce said_;
   Worker worker_;
 };

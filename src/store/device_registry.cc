@@ -152,10 +152,11 @@ void DeviceRegistry::SetPciDevices(std::vector<PciDeviceView> devices) {
 
 void DeviceRegistry::SetKmsgDevices(std::optional<std::vector<KmsgDeviceView>> devices) {
   MutexLock lock(mu_);
-  if (devices) {
-    std::erase_if(*devices, [&](const KmsgDeviceView& d) {
-      return !filter_.empty() && filter_.count(d.minor) == 0;
-    });
+  if (devices && !filter_.empty()) {  // a subset chosen: only its devices
+    std::vector<KmsgDeviceView> chosen;
+    for (KmsgDeviceView& d : *devices)
+      if (filter_.count(d.minor) != 0) chosen.push_back(std::move(d));
+    devices = std::move(chosen);
   }
   kmsg_ = std::move(devices);
 }
@@ -195,10 +196,7 @@ struct DeviceRegistry::Families {
                 "A fault code the HAL reports active on a device, with its catalog level; "
                 "always 1 while active.");
   prometheus::MetricFamily events =
-      NewFamily("xpu_device_fault_events_total",
-                "Times a fault code was raised on a device (seen active after not being "
-                "active), by code and catalog level.",
-                prometheus::MetricType::Counter);
+      NewFamily("xpu_device_fault_events_total", kFaultEventsHelp, prometheus::MetricType::Counter);
   prometheus::MetricFamily level =
       NewFamily("xpu_device_fault_level",
                 "Most severe active fault level on a device (0 none, 1 retry_request, "

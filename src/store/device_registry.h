@@ -69,6 +69,12 @@ struct HalDeviceView {
   bool operator==(const HalDeviceView&) const = default;
 };
 
+// xpu_device_fault_events_total's help, for both of its writers (the HAL's
+// FaultEvents counters, the kmsg view's counts written here).
+inline constexpr const char* kFaultEventsHelp =
+    "Fault raises on a device, by code, catalog level and source: for hal a code seen active "
+    "after not being active, for kmsg a fault record in the kernel's log.";
+
 // The kernel log's view of one of XDM's devices (the kmsg backend, which
 // joins the records' PCI addresses to XDM's bus_id): the codes active now,
 // and how many fault records each code had since the oldest record the

@@ -55,7 +55,15 @@ record 3 "amdgpu $DEV1: amdgpu: SMU driver if version not matched"
 wait_for 10 has_metric 'xpu_kmsg_unmatched_records_total{driver="amdgpu"} [1-9]' || fail "unmatched not counted"
 check_families
 status=$(curl -sf "${URL%/metrics}/status")
-grep -q '"kmsg"' <<<"$status" || fail "/status does not name the kmsg backend: $status"
+python3 - "$status" <<'PY' || fail "/status does not show the kernel log's fault: $status"
+import json, sys
+s = json.loads(sys.argv[1])
+assert "kmsg" in s["hal"]["backend"], s["hal"]
+d0 = [d for d in s["devices"] if d["minor"] == 0][0]
+assert d0["health"]["kmsg"] is False, d0["health"]
+assert [(f["code"], f["source"]) for f in d0["faults"]] == [("0x10DE004F", "kmsg")], d0["faults"]
+PY
+curl -sf "${URL%/metrics}/" | grep -q "0x10DE004F.*kernel log" || fail "the landing page does not show it"
 
 # A restart reads the ring from its start: the same counts, neither lost
 # nor doubled, and the state still active.

@@ -15,7 +15,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static xpu::store::DeviceRegistry registry;
   static KmsgSampler sampler(KmsgSampler::Options{"", /*user_records=*/true},
                              KmsgCatalog::Builtin(), FaultCatalog::Builtin(), &registry, &metrics,
-                             [] { return uint64_t{1} << 40; });
+                             nullptr, [] { return uint64_t{1} << 40; });
   const std::string input = xpu::fuzz::AsString(data, size);
   KmsgRecord r;
   if (ParseKmsgRecord(input, &r).ok()) {

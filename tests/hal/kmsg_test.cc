@@ -159,7 +159,7 @@ TEST(KmsgCatalogTest, LinesThatAreNotFaultsMatchNothing) {
         "(Receiver ID)",
         "amdgpu 0000:03:00.0: amdgpu: 3 correctable hardware errors detected in umc block, no "
         "user action is needed.",
-        "NVRM: Xid (PCI:0000:3b:00): 999999, way too big",  // not a number we map
+        "NVRM: Xid (PCI:0000:3b:00): 70000, over 65535",  // not a number we map
         "e1000e 0000:00:1f.6 eno1: NIC Link is Up 1000 Mbps Full Duplex", ""}) {
     EXPECT_FALSE(cat->Match(line, "").has_value()) << line;
   }
@@ -178,6 +178,9 @@ TEST(KmsgCatalogTest, BadCatalogsAreRefusedWithWhere) {
       "patterns: [{name: a, driver: d, regex: '(?P<other>x)', code: 1}]",      // unknown group
       "patterns: [{name: a, regex: 'x', code: 1}]",                            // no driver
       "patterns: [{name: a, driver: d, regex: 'x', code: 1, extra: 2}]",       // unknown key
+      "patterns: [{name: a, driver: d, regex: '(?P<number>\\d+)', code: '0x10DE0001'}]",  // base
+      "patterns: [{name: a, driver: d, regex: '(a)(b)(c)(d)(e)(f)(g)(h)', code: 1}]",     // groups
+      "event_active_for: 500ms\npatterns: []",
       "event_active_for: 0s\npatterns: []",
       "states: [nothex]\npatterns: []",
       "drivers: [{name: n}]\npatterns: []",
@@ -212,7 +215,7 @@ class KmsgSamplerTest : public ::testing::Test {
     registry_.SetXdmDevices({a, b});
     sampler_ = std::make_unique<KmsgSampler>(KmsgSampler::Options{}, KmsgCatalog::Builtin(),
                                              FaultCatalog::Builtin(), &registry_, &metrics_,
-                                             [this] { return now_us_; });
+                                             &exemplars_, [this] { return now_us_; });
   }
   // A kernel record at `t_us`.
   void Record(const std::string& text, uint64_t t_us, int facility = 0) {
@@ -239,6 +242,7 @@ class KmsgSamplerTest : public ::testing::Test {
   uint64_t now_us_ = 1'000'000'000;  // 1000 s since boot
   uint64_t seq_ = 0;
   store::DeviceRegistry registry_;
+  store::ExemplarStore exemplars_;
   prometheus::Registry metrics_;
   std::unique_ptr<KmsgSampler> sampler_;
   std::vector<store::KmsgDeviceView> view_;
@@ -291,6 +295,100 @@ TEST_F(KmsgSamplerTest, OtherDevicesUserRecordsAndUnmatchedLinesDoNotRaise) {
   // Only XDM's devices are in the view, each once.
   sampler_->Publish();
   EXPECT_EQ(registry_.KmsgDevices().size(), 2u);
+}
+
+// A fault written after the sampler started leaves an exemplar naming the
+// pod holding the device; one replayed from the ring (older) does not, as
+// the pod holding it now may not be the one that held it then.
+TEST_F(KmsgSamplerTest, AFreshRecordNamesThePodHoldingTheDevice) {
+  store::PodAssignment p;
+  p.uuid = "GPU-b";
+  p.namespace_ = "ml";
+  p.pod = "train-0";
+  p.container = "main";
+  registry_.SetPodAssignments({p});
+  const store::LabelPairs series = {{"minor", "1"},
+                                    {"uuid", "GPU-b"},
+                                    {"code", "0x10020003"},
+                                    {"level", "reset_card"},
+                                    {"source", "kmsg"}};
+  Record("amdgpu 0000:03:00.0: amdgpu: 1 uncorrectable hardware errors detected in umc block",
+         now_us_ - 1);  // before the sampler started: replayed
+  sampler_->Publish();
+  EXPECT_FALSE(exemplars_.Find("xpu_device_fault_events_total", series).has_value());
+  Record("amdgpu 0000:03:00.0: amdgpu: 2 uncorrectable hardware errors detected in umc block",
+         now_us_ + 1);
+  sampler_->Publish();
+  auto e = exemplars_.Find("xpu_device_fault_events_total", series);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->labels,
+            (store::LabelPairs{{"namespace", "ml"}, {"pod", "train-0"}, {"container", "main"}}));
+}
+
+// A record the source hands out again (a reopened log, a rebuilt sampler
+// seeded with its predecessor's state) is not counted twice; a record
+// stamped in the future is taken as written now; a record whose text names
+// no address is placed by its DEVICE entry.
+TEST_F(KmsgSamplerTest, RecordsReadAgainAreCountedOnce) {
+  const std::string xid = "3,7,999000000,-;NVRM: Xid (PCI:0000:3b:00): 13, pid=1, x\n";
+  sampler_->HandleRecord(xid);
+  sampler_->HandleRecord(xid);  // the same sequence number again
+  ASSERT_EQ(Device(0).events.size(), 1u);
+  EXPECT_EQ(Device(0).events[0].count, 1u);
+  KmsgSampler next(KmsgSampler::Options{}, KmsgCatalog::Builtin(), FaultCatalog::Builtin(),
+                   &registry_, &metrics_, nullptr, [this] { return now_us_; });
+  next.Seed(sampler_->state());
+  next.HandleRecord(xid);  // the ring, read again from its start
+  next.HandleRecord("3,8,999000001,-;NVRM: Xid (PCI:0000:3b:00): 13, pid=2, y\n");
+  next.Publish();
+  for (const auto& v : registry_.KmsgDevices()) {
+    if (v.minor == 0) {
+      ASSERT_EQ(v.events.size(), 1u);
+      EXPECT_EQ(v.events[0].count, 2u);
+    }
+  }
+  // From the future: active for one window from now, not from then.
+  sampler_->HandleRecord("3,9,99999999999999,-;NVRM: Xid (PCI:0000:3b:00): 31, pid=3, z\n");
+  now_us_ += 600'000'001;
+  EXPECT_TRUE(Codes(0).empty());
+  // "[drm:amdgpu_job_timedout ...]" has no address: the DEVICE entry gives it.
+  sampler_->HandleRecord(
+      "3,10," + std::to_string(now_us_) +
+      ",-;[drm:amdgpu_job_timedout [amdgpu]] *ERROR* ring gfx timeout, signaled seq=1\n"
+      " SUBSYSTEM=pci\n DEVICE=+pci:0000:03:00.0\n");
+  EXPECT_EQ(Codes(1), std::vector<std::string>{"0x10020001"});
+}
+
+// effect: reset clears the event-like codes of its device, not its states.
+TEST(KmsgCatalogResetTest, AResetClearsEventsButNotStates) {
+  std::shared_ptr<const KmsgCatalog> cat;
+  ASSERT_TRUE(KmsgCatalog::Parse(R"(states: ["0x2"]
+patterns:
+  - {name: ev, driver: d, regex: 'ev (?P<address>\S+)', code: "0x1"}
+  - {name: st, driver: d, regex: 'st (?P<address>\S+)', code: "0x2"}
+  - {name: rs, driver: d, regex: 'rs (?P<address>\S+)', effect: reset}
+)",
+                                 "t.yml", &cat)
+                  .ok());
+  store::DeviceRegistry registry;
+  store::DeviceInfo a;
+  a.minor = 0;
+  a.uuid = "U0";
+  a.bus_id = "0000:01:00.0";
+  registry.SetXdmDevices({a});
+  prometheus::Registry metrics;
+  uint64_t now = 1'000'000'000;
+  KmsgSampler s(KmsgSampler::Options{}, cat, FaultCatalog::Builtin(), &registry, &metrics, nullptr,
+                [&] { return now; });
+  s.HandleRecord("3,1,999999000,-;ev 0000:01:00.0\n");
+  s.HandleRecord("3,2,999999001,-;st 0000:01:00.0\n");
+  s.HandleRecord("3,3,999999002,-;rs 0000:01:00.0\n");
+  s.Publish();
+  std::vector<std::string> codes;
+  const std::vector<store::KmsgDeviceView> view = registry.KmsgDevices();
+  ASSERT_EQ(view.size(), 1u);
+  for (const auto& f : view[0].faults) codes.push_back(f.code);
+  EXPECT_EQ(codes, std::vector<std::string>{"0x00000002"});
 }
 
 TEST_F(KmsgSamplerTest, StateIsBounded) {
