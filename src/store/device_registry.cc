@@ -256,24 +256,37 @@ void DeviceRegistry::WriteIdentityLocked(Families* f) const {
   }
 }
 
+namespace {
+
+// One device's active faults from `source` (fault_active, fault_level);
+// returns the worst level.
+int WriteDeviceFaults(prometheus::MetricFamily* active, prometheus::MetricFamily* level,
+                      const std::string& minor, const std::string& uuid,
+                      const std::vector<ActiveFault>& faults, const char* source) {
+  int worst = 0;
+  for (const ActiveFault& a : faults) {
+    active->metric.push_back(GaugeSample({{"minor", minor},
+                                          {"uuid", uuid},
+                                          {"code", a.code},
+                                          {"level", a.level_name},
+                                          {"source", source}},
+                                         1));
+    worst = std::max(worst, a.level);
+  }
+  level->metric.push_back(
+      GaugeSample({{"minor", minor}, {"uuid", uuid}, {"source", source}}, worst));
+  return worst;
+}
+
+}  // namespace
+
 void DeviceRegistry::WriteFaultsLocked(Families* f) const {
   for (const HalDeviceView& h : MergedHalLocked()) {
     const std::string minor = std::to_string(h.minor);
     if (h.healthy)
       f->health.metric.push_back(
           GaugeSample({{"minor", minor}, {"uuid", h.uuid}, {"source", "hal"}}, *h.healthy ? 1 : 0));
-    int worst = 0;
-    for (const ActiveFault& a : h.faults) {
-      f->active.metric.push_back(GaugeSample({{"minor", minor},
-                                              {"uuid", h.uuid},
-                                              {"code", a.code},
-                                              {"level", a.level_name},
-                                              {"source", "hal"}},
-                                             1));
-      worst = std::max(worst, a.level);
-    }
-    f->level.metric.push_back(
-        GaugeSample({{"minor", minor}, {"uuid", h.uuid}, {"source", "hal"}}, worst));
+    WriteDeviceFaults(&f->active, &f->level, minor, h.uuid, h.faults, "hal");
   }
 }
 
@@ -281,18 +294,7 @@ void DeviceRegistry::WriteKmsgLocked(Families* f) const {
   if (!kmsg_) return;
   for (const KmsgDeviceView& k : *kmsg_) {
     const std::string minor = std::to_string(k.minor);
-    int worst = 0;
-    for (const ActiveFault& a : k.faults) {
-      f->active.metric.push_back(GaugeSample({{"minor", minor},
-                                              {"uuid", k.uuid},
-                                              {"code", a.code},
-                                              {"level", a.level_name},
-                                              {"source", "kmsg"}},
-                                             1));
-      worst = std::max(worst, a.level);
-    }
-    f->level.metric.push_back(
-        GaugeSample({{"minor", minor}, {"uuid", k.uuid}, {"source", "kmsg"}}, worst));
+    const int worst = WriteDeviceFaults(&f->active, &f->level, minor, k.uuid, k.faults, "kmsg");
     f->health.metric.push_back(GaugeSample({{"minor", minor}, {"uuid", k.uuid}, {"source", "kmsg"}},
                                            worst < kUnhealthyFaultLevel));
     for (const KmsgDeviceView::Events& e : k.events) {
