@@ -9,11 +9,12 @@ source "$(dirname "$0")/lib.sh" "$1"
 
 start_sim sim --interval 100ms
 start_exporter sim
-# Series of the store: the device-labelled ones, less the registry's and the
-# data age (which stay through any stall).
+# Series of the store: the device-labelled ones, less the registry's (identity,
+# health and the HAL's and the kernel log's faults, which --hal=auto adds where
+# /dev/kmsg is readable) and the data age (which stay through any stall).
 data_series() {
   grep '^xpu_.*uuid=' <<<"$1" |
-    grep -cvE '^xpu_device_(info|topology_info|health|data_age_seconds)\{' || true
+    grep -cvE '^xpu_device_(info|topology_info|health|data_age_seconds|fault_active|fault_level|fault_events_total)\{' || true
 }
 all_there() { [ "$(data_series "$(scrape)")" -eq 288 ]; }  # 8 devices x 36 families
 wait_for 20 all_there || fail "expected 288 data series, got $(data_series "$(scrape)")"
