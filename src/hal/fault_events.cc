@@ -57,8 +57,7 @@ std::vector<store::ActiveFault> FaultEvents::Update(const std::string& key, cons
                      LevelName(info.level), info.action, HeldBack(held, "raises"));
       }
     }
-    out.push_back({info.code, info.name, static_cast<int>(info.level), LevelName(info.level),
-                   info.description, info.action, info.known});
+    out.push_back(ActiveFaultOf(info));
   }
   for (const std::string& code : before) {
     uint64_t held = 0;
@@ -68,6 +67,12 @@ std::vector<store::ActiveFault> FaultEvents::Update(const std::string& key, cons
   }
   now_[key] = codes;
   return out;
+}
+
+store::ActiveFault ActiveFaultOf(const FaultInfo& info) {
+  return {
+      info.code,   info.name, static_cast<int>(info.level), LevelName(info.level), info.description,
+      info.action, info.known};
 }
 
 void FaultEvents::LeaveExemplar(const std::string& uuid, const store::LabelPairs& series) {

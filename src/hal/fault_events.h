@@ -17,6 +17,9 @@
 
 namespace xpu::hal {
 
+// A catalog entry as the registry's views carry an active fault.
+store::ActiveFault ActiveFaultOf(const FaultInfo& info);
+
 // Leaves on `series` of xpu_device_fault_events_total an exemplar naming the
 // pod that holds device `uuid` now (the first container by name), if any
 // holds it (OpenMetrics; docs/http-api.md). Shared by FaultEvents and the

@@ -3,6 +3,8 @@
 #include <cctype>
 #include <charconv>
 
+#include "hal/pci.h"
+
 namespace xpu::hal {
 namespace {
 
@@ -50,17 +52,15 @@ std::string AddressAt(std::string_view s) {
   if (s.size() < 10 || s[4] != ':' || s[7] != ':') return "";
   if (!IsHex(s.substr(0, 4)) || !IsHex(s.substr(5, 2)) || !IsHex(s.substr(8, 2))) return "";
   if (s.size() > 10 && std::isxdigit(static_cast<unsigned char>(s[10]))) return "";
-  char function = '0';
+  std::string address(s.substr(0, 10));
   if (s.size() >= 11 && s[10] == '.') {
     if (s.size() < 12 || s[11] < '0' || s[11] > '7') return "";  // not a function
     if (s.size() > 12 && std::isxdigit(static_cast<unsigned char>(s[12]))) return "";
-    function = s[11];
+    address += s.substr(10, 2);
+  } else {
+    address += ".0";  // NVIDIA's form: function 0
   }
-  std::string out(s.substr(0, 10));
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  out.push_back('.');
-  out.push_back(function);
-  return out;
+  return CanonicalPciAddress(address);  // the one spelling the joins use
 }
 
 }  // namespace

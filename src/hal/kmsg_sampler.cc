@@ -284,9 +284,7 @@ void KmsgSampler::Publish() {
     }
     dev.fresh.clear();
     for (const auto& [code, active] : dev.codes) {
-      const FaultInfo info = faults_->Lookup(code);
-      v.faults.push_back({info.code, info.name, static_cast<int>(info.level), LevelName(info.level),
-                          info.description, info.action, info.known});
+      v.faults.push_back(ActiveFaultOf(faults_->Lookup(code)));
     }
     for (const auto& [code, count] : dev.events) {
       const FaultInfo info = faults_->Lookup(code);
