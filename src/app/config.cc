@@ -247,6 +247,14 @@ void AddKubernetesFlags(const Flags& f, Config* cfg) {
   f(Applier::kWatcher,
     AddDuration(app, "--kubernetes.node-interval", &cfg->kubernetes.node_interval,
                 "How often to read this node's object (HAMi's device register)"));
+  f(Applier::kWatcher,
+    app.add_flag("--kubernetes.node-condition", cfg->kubernetes.node_condition,
+                 "Keep the Node condition XpuDevicesHealthy from the devices' worst active "
+                 "fault (needs patch on nodes/status)"));
+  f(Applier::kWatcher,
+    app.add_flag("--kubernetes.events", cfg->kubernetes.events,
+                 "Post an Event on the Node per fault raise at restart_card or worse, "
+                 "rate-limited (needs create on events)"));
 }
 
 // Logging.
@@ -431,6 +439,11 @@ Status Validate(const Config& cfg, ParsedConfig* parsed) {
           "--kubernetes.api-server needs the node name (--kubernetes.node-name or NODE_NAME, "
           "read at start only): only this node's pods are watched");
   }
+  if ((cfg.kubernetes.node_condition || cfg.kubernetes.events) && api.empty())
+    return Status::InvalidArgument(std::string(cfg.kubernetes.node_condition
+                                                   ? "--kubernetes.node-condition"
+                                                   : "--kubernetes.events") +
+                                   " needs the API server (--kubernetes.api-server is empty)");
   if (Status s =
           kubelet::DraRule::Make(cfg.kubelet.dra_drivers, cfg.kubelet.dra_device_names, &p.dra);
       !s.ok())

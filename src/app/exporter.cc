@@ -29,11 +29,14 @@ struct Exporter::ReloadJob {
 // set with a null part switches that part off.
 struct Exporter::Replacement {
   bool hal_changed = false, pods_changed = false, watcher_changed = false;
+  // The reporter names the HAL backends that run: rebuilt with them too.
+  bool reporter_changed = false;
   std::unique_ptr<hal::HalSampler> hal;
   std::unique_ptr<hal::PciSampler> pci;
   std::unique_ptr<hal::KmsgSampler> kmsg;
   std::unique_ptr<kubelet::PodMapper> pods;
   std::unique_ptr<kubernetes::PodWatcher> watcher;
+  std::unique_ptr<kubernetes::NodeReporter> reporter;
   std::vector<Applier> applied;  // the appliers that ran
 };
 
@@ -62,6 +65,7 @@ Exporter::InForce Exporter::in_force() const {
   f.kmsg_part = kmsg_.get();
   f.pods_part = pods_.get();
   f.watcher_part = watcher_.get();
+  f.reporter_part = reporter_.get();
   if (hal_) {
     f.hal_interval = hal_->interval();
     f.hal_root = hal_->backend_root();
@@ -81,6 +85,10 @@ Exporter::InForce Exporter::in_force() const {
   if (watcher_) {
     f.watcher = watcher_->options();
     f.watcher_url = watcher_->base_url();
+  }
+  if (reporter_) {
+    f.reporter = reporter_->options();
+    f.reporter_kubernetes = reporter_->kubernetes();
   }
   return f;
 }
@@ -152,6 +160,23 @@ std::unique_ptr<kubernetes::PodWatcher> Exporter::BuildWatcher(const Config& cfg
                                                   &devices_, part_metrics_.apiserver.get());
 }
 
+std::unique_ptr<kubernetes::NodeReporter> Exporter::BuildReporter(
+    const Config& cfg, kubernetes::FaultSources sources) {
+  if (!cfg.kubernetes.node_condition && !cfg.kubernetes.events) return nullptr;
+  std::string why_off;
+  const std::string api = kubernetes::ResolveApiServer(cfg.kubernetes, &why_off);
+  if (api.empty()) {
+    spdlog::warn("kubernetes: no node condition or Events: {}", why_off);
+    return nullptr;
+  }
+  kubernetes::NodeReporter::Options o;
+  o.condition = cfg.kubernetes.node_condition;
+  o.events = cfg.kubernetes.events;
+  o.sources = sources;
+  return std::make_unique<kubernetes::NodeReporter>(cfg.kubernetes, o, api, &devices_,
+                                                    part_metrics_.apiserver.get());
+}
+
 void Exporter::PublishPartMetrics() {
   auto publish = [&](const char* name, bool on, std::shared_ptr<prometheus::Registry>* metrics) {
     if (on) {
@@ -166,7 +191,7 @@ void Exporter::PublishPartMetrics() {
   publish("pci", pci_ != nullptr, &part_metrics_.pci);
   publish("kmsg", kmsg_ != nullptr, &part_metrics_.kmsg);
   publish("kubelet", pods_ != nullptr, &part_metrics_.kubelet);
-  publish("apiserver", watcher_ != nullptr, &part_metrics_.apiserver);
+  publish("apiserver", watcher_ != nullptr || reporter_ != nullptr, &part_metrics_.apiserver);
 }
 
 void Exporter::ApplyIngest(const Config& cfg, const LoadedFiles& files) {
@@ -275,7 +300,9 @@ Status Exporter::Start() {
     if (Status s = BuildHal(cfg, files, &hal, &pci, &kmsg); !s.ok()) return s;
     std::unique_ptr<kubelet::PodMapper> pods = BuildPods(cfg);
     std::unique_ptr<kubernetes::PodWatcher> watcher = BuildWatcher(cfg);
-    built = Parts{hal.get(), pci.get(), kmsg.get(), pods.get(), watcher.get()};
+    std::unique_ptr<kubernetes::NodeReporter> reporter =
+        BuildReporter(cfg, {hal != nullptr, pci != nullptr, kmsg != nullptr});
+    built = Parts{hal.get(), pci.get(), kmsg.get(), pods.get(), watcher.get(), reporter.get()};
     MutexLock lock(parts_mu_);
     cfg_ = given;
     for (std::shared_ptr<const Config>& a : applied_) a = given;
@@ -285,6 +312,7 @@ Status Exporter::Start() {
     kmsg_ = std::move(kmsg);
     pods_ = std::move(pods);
     watcher_ = std::move(watcher);
+    reporter_ = std::move(reporter);
   }
   prometheus::BuildGauge()
       .Name("xpu_exporter_build_info")
@@ -323,6 +351,7 @@ Status Exporter::Start() {
   if (built.kmsg) built.kmsg->Start();
   if (built.pods) built.pods->Start();
   if (built.watcher) built.watcher->Start();
+  if (built.reporter) built.reporter->Start();
   {
     MutexLock lock(jobs_mu_);
     reloader_started_ = true;
@@ -429,6 +458,17 @@ void Exporter::RunReload(ReloadJob* job) {
     next.watcher = BuildWatcher(*fresh);
     next.applied.push_back(Applier::kWatcher);
   }
+  next.reporter_changed = next.watcher_changed || next.hal_changed;
+  if (next.reporter_changed) {
+    kubernetes::FaultSources sources;
+    if (next.hal_changed) {
+      sources = {next.hal != nullptr, next.pci != nullptr, next.kmsg != nullptr};
+    } else {
+      MutexLock lock(parts_mu_);
+      sources = {hal_ != nullptr, pci_ != nullptr, kmsg_ != nullptr};
+    }
+    next.reporter = BuildReporter(*fresh, sources);
+  }
   const std::string level = fresh->log_level;
   const size_t waiting = pending.size();
   for (const auto& [key, st] : pending)
@@ -452,6 +492,7 @@ void Exporter::SwapParts(Replacement* next, std::shared_ptr<const Config> cfg,
   std::unique_ptr<hal::KmsgSampler> old_kmsg;
   std::unique_ptr<kubelet::PodMapper> old_pods;
   std::unique_ptr<kubernetes::PodWatcher> old_watcher;
+  std::unique_ptr<kubernetes::NodeReporter> old_reporter;
   {
     MutexLock lock(parts_mu_);
     if (next->hal_changed) {
@@ -461,12 +502,16 @@ void Exporter::SwapParts(Replacement* next, std::shared_ptr<const Config> cfg,
     }
     if (next->pods_changed) old_pods = std::exchange(pods_, nullptr);
     if (next->watcher_changed) old_watcher = std::exchange(watcher_, nullptr);
+    if (next->reporter_changed) old_reporter = std::exchange(reporter_, nullptr);
   }
   if (old_hal) old_hal->Stop();
   if (old_pci) old_pci->Stop();
   if (old_kmsg) old_kmsg->Stop();
   if (old_pods) old_pods->Stop();
   if (old_watcher) old_watcher->Stop();
+  if (old_reporter) old_reporter->Stop();
+  // Raises the old reporter had not read yet go out from the new one.
+  if (next->reporter && old_reporter) next->reporter->SeedCursor(old_reporter->cursor());
   // Faults that stay active are not raised again by the new samplers.
   if (next->hal && old_hal) next->hal->SeedFaultState(old_hal->fault_state());
   if (next->pci && old_pci) {
@@ -492,6 +537,7 @@ void Exporter::SwapParts(Replacement* next, std::shared_ptr<const Config> cfg,
   if (next->kmsg) next->kmsg->Start();
   if (next->pods) next->pods->Start();
   if (next->watcher) next->watcher->Start();
+  if (next->reporter) next->reporter->Start();
 
   MutexLock lock(parts_mu_);
   if (next->hal_changed) {
@@ -501,6 +547,7 @@ void Exporter::SwapParts(Replacement* next, std::shared_ptr<const Config> cfg,
   }
   if (next->pods_changed) pods_ = std::move(next->pods);
   if (next->watcher_changed) watcher_ = std::move(next->watcher);
+  if (next->reporter_changed) reporter_ = std::move(next->reporter);
   catalog_ = std::move(catalog);
   for (Applier a : next->applied) applied_[static_cast<int>(a)] = cfg;
   cfg_ = std::move(cfg);
@@ -528,13 +575,15 @@ void Exporter::Stop() {
   Parts parts;
   {
     MutexLock lock(parts_mu_);
-    parts = Parts{hal_.get(), pci_.get(), kmsg_.get(), pods_.get(), watcher_.get()};
+    parts =
+        Parts{hal_.get(), pci_.get(), kmsg_.get(), pods_.get(), watcher_.get(), reporter_.get()};
   }
   if (parts.hal) parts.hal->Stop();
   if (parts.pci) parts.pci->Stop();
   if (parts.kmsg) parts.kmsg->Stop();
   if (parts.pods) parts.pods->Stop();
   if (parts.watcher) parts.watcher->Stop();
+  if (parts.reporter) parts.reporter->Stop();
   if (web_) web_->Stop();
 }
 

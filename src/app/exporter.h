@@ -26,6 +26,7 @@
 #include "hal/pci_sampler.h"
 #include "http/web_server.h"
 #include "kubelet/pod_mapper.h"
+#include "kubernetes/node_reporter.h"
 #include "kubernetes/pod_watcher.h"
 #include "store/device_registry.h"
 #include "store/exemplars.h"
@@ -76,6 +77,7 @@ class Exporter {
     const void* kmsg_part = nullptr;
     const void* pods_part = nullptr;
     const void* watcher_part = nullptr;
+    const void* reporter_part = nullptr;
     std::optional<std::chrono::milliseconds> hal_interval;
     std::string hal_root;
     std::shared_ptr<const hal::FaultCatalog> hal_faults;
@@ -88,6 +90,8 @@ class Exporter {
     std::optional<kubelet::PodMapperOptions> pods;
     std::optional<kubernetes::KubernetesOptions> watcher;
     std::string watcher_url;
+    std::optional<kubernetes::NodeReporter::Options> reporter;
+    std::optional<kubernetes::KubernetesOptions> reporter_kubernetes;
     upstream::XdmClient::Settings ingest;
     std::shared_ptr<const catalog::Catalog> store_catalog;
     std::shared_ptr<const http::WebConfig> web_config;
@@ -112,6 +116,10 @@ class Exporter {
                   std::unique_ptr<hal::KmsgSampler>* kmsg);
   std::unique_ptr<kubelet::PodMapper> BuildPods(const Config& cfg);
   std::unique_ptr<kubernetes::PodWatcher> BuildWatcher(const Config& cfg);
+  // The Node's condition and Events, when asked for and an API server is
+  // used; `sources`: the HAL backends that will run beside it.
+  std::unique_ptr<kubernetes::NodeReporter> BuildReporter(const Config& cfg,
+                                                          kubernetes::FaultSources sources);
   // Which data is taken and shown: catalog, selection, devices, timing.
   void ApplyIngest(const Config& cfg, const LoadedFiles& files);
   void RecordReload(const Status& s);
@@ -163,6 +171,8 @@ class Exporter {
       XPU_GUARDED_BY(parts_mu_);  // null when the socket flag is empty
   std::unique_ptr<kubernetes::PodWatcher> watcher_
       XPU_GUARDED_BY(parts_mu_);  // null when no API server is used
+  std::unique_ptr<kubernetes::NodeReporter> reporter_
+      XPU_GUARDED_BY(parts_mu_);  // null unless asked for, with an API server
   std::unique_ptr<http::WebServer> web_;
   // Each part's self-metrics, on the page beside self_metrics_ while the
   // part runs (Exposer::SetPart): kept when a reload rebuilds the part (its
@@ -186,6 +196,7 @@ class Exporter {
     hal::KmsgSampler* kmsg = nullptr;
     kubelet::PodMapper* pods = nullptr;
     kubernetes::PodWatcher* watcher = nullptr;
+    kubernetes::NodeReporter* reporter = nullptr;
   };
   // Puts each part's metrics on the page, or takes them off (and starts a
   // fresh registry for it) when the part is off.

@@ -37,19 +37,25 @@ FaultEvents::FaultEvents(std::shared_ptr<const FaultCatalog> catalog,
 std::vector<store::ActiveFault> FaultEvents::Update(const std::string& key, const std::string& name,
                                                     const std::string& minor,
                                                     const std::string& uuid,
+                                                    const std::string& bus_id,
                                                     const std::set<std::string>& codes) {
   const std::set<std::string> before = Previous(key);
   std::vector<store::ActiveFault> out;
   for (const std::string& code : codes) {
     const FaultInfo info = catalog_->Lookup(code);
     if (before.count(code) == 0) {
-      const store::LabelPairs series = {{"minor", minor},
-                                        {"uuid", uuid},
-                                        {"code", info.code},
-                                        {"level", LevelName(info.level)},
-                                        {"source", "hal"}};
-      events_.Add({series.begin(), series.end()}).Increment();
-      LeaveExemplar(uuid, series);
+      events_
+          .Add({{"minor", minor},
+                {"uuid", uuid},
+                {"code", info.code},
+                {"level", LevelName(info.level)},
+                {"source", "hal"}})
+          .Increment();
+      if (registry_ != nullptr)
+        NoteRaise(
+            *registry_, exemplars_,
+            {"hal", minor, uuid, bus_id, ActiveFaultOf(info), std::chrono::system_clock::now()},
+            live_);
       if (!info.known) unknown_codes_.Increment();
       uint64_t held = 0;
       if (log_limit_.Allow("raise " + key + " " + info.code, LogLimiter::Clock::now(), &held)) {
@@ -75,27 +81,38 @@ store::ActiveFault ActiveFaultOf(const FaultInfo& info) {
       info.action, info.known};
 }
 
-void FaultEvents::LeaveExemplar(const std::string& uuid, const store::LabelPairs& series) {
-  if (registry_ != nullptr) LeaveFaultExemplar(*registry_, exemplars_, uuid, series);
-}
+namespace {
 
 void LeaveFaultExemplar(const store::DeviceRegistry& registry, store::ExemplarStore* exemplars,
-                        const std::string& uuid, const store::LabelPairs& series) {
-  if (exemplars == nullptr || uuid.empty()) return;
+                        const store::FaultRaise& raise) {
+  if (exemplars == nullptr || raise.uuid.empty()) return;
   // The first (in name order) of the containers holding the device.
   std::optional<store::PodAssignment> holder;
   for (store::PodAssignment& p : registry.PodAssignments()) {
-    if (p.uuid == uuid && (!holder || p < *holder)) holder = std::move(p);
+    if (p.uuid == raise.uuid && (!holder || p < *holder)) holder = std::move(p);
   }
   if (!holder) return;
   store::Exemplar e;
   e.labels = {{"namespace", holder->namespace_}, {"pod", holder->pod}};
   if (!holder->container.empty()) e.labels.emplace_back("container", holder->container);
-  e.timestamp =
-      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  e.timestamp = std::chrono::duration<double>(raise.at.time_since_epoch()).count();
   // Over the 128-rune limit: without the container, then not at all.
   if (!store::ExemplarStore::Fits(e) && e.labels.size() > 2) e.labels.pop_back();
-  exemplars->Set("xpu_device_fault_events_total", series, std::move(e));
+  exemplars->Set("xpu_device_fault_events_total",
+                 {{"minor", raise.minor},
+                  {"uuid", raise.uuid},
+                  {"code", raise.fault.code},
+                  {"level", raise.fault.level_name},
+                  {"source", raise.source}},
+                 std::move(e));
+}
+
+}  // namespace
+
+void NoteRaise(const store::DeviceRegistry& registry, store::ExemplarStore* exemplars,
+               store::FaultRaise raise, bool live) {
+  LeaveFaultExemplar(registry, exemplars, raise);
+  if (live) registry.raises().Add(std::move(raise));
 }
 
 std::set<std::string> FaultEvents::Previous(const std::string& key) const {
@@ -106,6 +123,7 @@ std::set<std::string> FaultEvents::Previous(const std::string& key) const {
 void FaultEvents::EndSample() {
   active_ = std::move(now_);
   now_.clear();
+  live_ = true;
 }
 
 }  // namespace xpu::hal

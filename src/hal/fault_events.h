@@ -20,12 +20,14 @@ namespace xpu::hal {
 // A catalog entry as the registry's views carry an active fault.
 store::ActiveFault ActiveFaultOf(const FaultInfo& info);
 
-// Leaves on `series` of xpu_device_fault_events_total an exemplar naming the
-// pod that holds device `uuid` now (the first container by name), if any
-// holds it (OpenMetrics; docs/http-api.md). Shared by FaultEvents and the
-// kmsg backend. Any thread.
-void LeaveFaultExemplar(const store::DeviceRegistry& registry, store::ExemplarStore* exemplars,
-                        const std::string& uuid, const store::LabelPairs& series);
+// What every backend does with a raise it counts: leaves on its
+// xpu_device_fault_events_total series an exemplar naming the pod that
+// holds the device now (the first container by name), if any holds it
+// (OpenMetrics; docs/http-api.md), and, when `live` (it happened while the
+// exporter watched), adds it to the registry's raises (the Node's Events).
+// Shared by FaultEvents and the kmsg backend. Any thread.
+void NoteRaise(const store::DeviceRegistry& registry, store::ExemplarStore* exemplars,
+               store::FaultRaise raise, bool live);
 
 // What every HAL backend does with the fault codes it finds on a device,
 // sample after sample: looks them up in the fault catalog, counts each raise
@@ -44,9 +46,13 @@ class FaultEvents {
               store::ExemplarStore* exemplars = nullptr);
 
   // The catalog entries of `codes`, now active on the device known as `key`
-  // (a minor, a bus_id), labelled `minor` and `uuid`; `name` names it in logs.
+  // (a minor, a bus_id), labelled `minor` and `uuid`, at PCI address
+  // `bus_id` (may be empty); `name` names it in logs. Raises at the first
+  // sample (unless seeded) were there before the exporter looked: counted,
+  // but not live (store::FaultRaise).
   std::vector<store::ActiveFault> Update(const std::string& key, const std::string& name,
                                          const std::string& minor, const std::string& uuid,
+                                         const std::string& bus_id,
                                          const std::set<std::string>& codes);
   // The codes active on `key` at the previous sample.
   std::set<std::string> Previous(const std::string& key) const;
@@ -58,12 +64,13 @@ class FaultEvents {
   // active from counting as raised again.
   using State = std::map<std::string, std::set<std::string>>;
   const State& state() const { return active_; }
-  void Seed(State state) { active_ = std::move(state); }
+  void Seed(State state) {
+    active_ = std::move(state);
+    live_ = true;
+  }
   const std::shared_ptr<const FaultCatalog>& catalog() const { return catalog_; }
 
  private:
-  void LeaveExemplar(const std::string& uuid, const store::LabelPairs& series);
-
   const std::shared_ptr<const FaultCatalog> catalog_;
   const store::DeviceRegistry* const registry_;
   store::ExemplarStore* const exemplars_;
@@ -72,6 +79,7 @@ class FaultEvents {
   LogLimiter log_limit_;  // raises and clears of a flapping code: a line a minute
   std::map<std::string, std::set<std::string>> active_;  // previous sample
   std::map<std::string, std::set<std::string>> now_;     // this sample so far
+  bool live_ = false;  // a sample ended, or a predecessor's state was seeded
 };
 
 }  // namespace xpu::hal

@@ -99,7 +99,7 @@ void HalSampler::SampleOnce() {
       Warn("faults" + minor, "device " + minor + ": " + fs.message());
       active = faults_.Previous(minor);
     }
-    v.faults = faults_.Update(minor, "device " + minor, minor, v.uuid, active);
+    v.faults = faults_.Update(minor, "device " + minor, minor, v.uuid, "", active);
     views.push_back(std::move(v));
   }
   faults_.EndSample();

@@ -275,12 +275,10 @@ void KmsgSampler::Publish() {
     Device& dev = it->second;
     for (const std::string& code : dev.fresh) {
       const FaultInfo info = faults_->Lookup(code);
-      LeaveFaultExemplar(*registry_, exemplars_, d.uuid,
-                         {{"minor", std::to_string(d.minor)},
-                          {"uuid", d.uuid},
-                          {"code", info.code},
-                          {"level", LevelName(info.level)},
-                          {"source", "kmsg"}});
+      NoteRaise(*registry_, exemplars_,
+                {"kmsg", std::to_string(d.minor), d.uuid, v.bus_id, ActiveFaultOf(info),
+                 std::chrono::system_clock::now()},
+                /*live=*/true);
     }
     dev.fresh.clear();
     for (const auto& [code, active] : dev.codes) {

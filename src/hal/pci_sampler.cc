@@ -137,7 +137,7 @@ bool PciSampler::SampleOnce() {
   std::vector<store::PciDeviceView> views = tracker_.Update(scan, registry_->Devices());
   for (store::PciDeviceView& v : views) {
     const std::vector<std::string> codes = DerivePciFaults(v);
-    v.faults = faults_.Update(v.bus_id, "PCI device " + v.bus_id, v.minor, v.uuid,
+    v.faults = faults_.Update(v.bus_id, "PCI device " + v.bus_id, v.minor, v.uuid, v.bus_id,
                               {codes.begin(), codes.end()});
   }
   faults_.EndSample();

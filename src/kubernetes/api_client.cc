@@ -6,6 +6,7 @@
 #include <mutex>
 
 #include "common/file_util.h"
+#include "common/label.h"
 
 namespace xpu::kubernetes {
 namespace {
@@ -27,6 +28,10 @@ struct Transfer {
   const std::function<void(long)>* on_status = nullptr;
   long status = 0;
   std::string limit_error;  // set when a cap was hit
+  // Send: the method and what it sends; null for a GET.
+  const std::string* method = nullptr;
+  const std::string* content_type = nullptr;
+  const std::string* request_body = nullptr;
 };
 
 size_t OnData(char* ptr, size_t size, size_t n, void* user) {
@@ -81,6 +86,16 @@ size_t OnHeader(char* ptr, size_t size, size_t n, void* user) {
 
 }  // namespace
 
+std::string Describe(const HttpResult& r, const std::string& needs) {
+  if (!r.error.empty()) return r.error;
+  std::string body = r.body.substr(0, 200);
+  SanitizeLabelValue(&body, 200);
+  std::string hint;
+  if (r.status == 401) hint = " (the service-account token was refused)";
+  if (r.status == 403) hint = " (RBAC must allow " + needs + ")";
+  return "HTTP " + std::to_string(r.status) + hint + ": " + body;
+}
+
 ApiClient::ApiClient(std::string base_url, std::string token_file, std::string ca_file,
                      bool insecure_http)
     : base_url_(std::move(base_url)),
@@ -130,6 +145,8 @@ HttpResult Perform(const std::string& url, const std::string& token_file,
   headers = curl_slist_append(headers, "Accept: application/json");
   const std::string auth = "Authorization: Bearer " + token;
   if (!token.empty()) headers = curl_slist_append(headers, auth.c_str());
+  const std::string type = t->content_type ? "Content-Type: " + *t->content_type : "";
+  if (!type.empty()) headers = curl_slist_append(headers, type.c_str());
   std::unique_ptr<curl_slist, decltype(&curl_slist_free_all)> hold(headers, &curl_slist_free_all);
   char err[CURL_ERROR_SIZE] = {0};
   curl_easy_setopt(c, CURLOPT_URL, url.c_str());
@@ -140,6 +157,12 @@ HttpResult Perform(const std::string& url, const std::string& token_file,
   curl_easy_setopt(c, CURLOPT_TIMEOUT, static_cast<long>(timeout.count()));
   curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, insecure_http ? "https,http" : "https");
   curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
+  if (t->method != nullptr) {
+    curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, t->method->c_str());
+    curl_easy_setopt(c, CURLOPT_POSTFIELDS, t->request_body->data());
+    curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE,
+                     static_cast<curl_off_t>(t->request_body->size()));
+  }
   if (!ca_file.empty()) curl_easy_setopt(c, CURLOPT_CAINFO, ca_file.c_str());
   curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, &OnData);
   curl_easy_setopt(c, CURLOPT_WRITEDATA, t);
@@ -170,6 +193,19 @@ HttpResult ApiClient::Get(const std::string& path, size_t max_bytes, std::chrono
   Transfer t;
   t.max = max_bytes;
   t.stop = &stop;
+  return Perform(base_url_ + path, token_file_, ca_file_, insecure_http_, timeout, &t);
+}
+
+HttpResult ApiClient::Send(const std::string& method, const std::string& path,
+                           const std::string& content_type, const std::string& body,
+                           size_t max_bytes, std::chrono::seconds timeout,
+                           const std::function<bool()>& stop) const {
+  Transfer t;
+  t.max = max_bytes;
+  t.stop = &stop;
+  t.method = &method;
+  t.content_type = &content_type;
+  t.request_body = &body;
   return Perform(base_url_ + path, token_file_, ca_file_, insecure_http_, timeout, &t);
 }
 

@@ -15,7 +15,11 @@ struct HttpResult {
   bool ok() const { return error.empty() && status == 200; }
 };
 
-// HTTPS GETs to the Kubernetes API server with libcurl: the bearer token
+// A failed answer for the log: the error, or the status and the start of the
+// body; a 403 says that RBAC must allow `needs` ("get nodes").
+std::string Describe(const HttpResult& r, const std::string& needs);
+
+// HTTPS requests to the Kubernetes API server with libcurl: the bearer token
 // re-read from `token_file` on every request (projected service-account
 // tokens rotate), the server checked against `ca_file`. Only https:// is
 // spoken unless `insecure_http` (then plain http:// too, token included):
@@ -31,6 +35,12 @@ class ApiClient {
   // second, so a hung server cannot hold a shutdown longer than that).
   HttpResult Get(const std::string& path, size_t max_bytes, std::chrono::seconds timeout,
                  const std::function<bool()>& stop) const;
+
+  // `method` (PATCH, POST) base_url + path with `body` of `content_type`;
+  // the answer as Get's.
+  HttpResult Send(const std::string& method, const std::string& path,
+                  const std::string& content_type, const std::string& body, size_t max_bytes,
+                  std::chrono::seconds timeout, const std::function<bool()>& stop) const;
 
   // A watch: GET base_url + path and call on_line with each newline-ended
   // line as it arrives (each at most max_line bytes, else an error). Ends

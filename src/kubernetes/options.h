@@ -29,8 +29,15 @@ struct KubernetesOptions {
   // the clear. Off: only https:// is used, and the token never leaves over
   // anything else.
   bool insecure_http = false;
-  // How often to read this node's object (HAMi's device register).
+  // How often to read this node's object (HAMi's device register; the
+  // condition and the uid the Events name).
   std::chrono::milliseconds node_interval{60000};
+  // Device health handed to Kubernetes (docs/kubernetes.md, "Device health
+  // on the Node"), each off by default: the Node condition XpuDevicesHealthy
+  // (--kubernetes.node-condition), and an Event on the Node per fault raise
+  // at restart_card or worse (--kubernetes.events).
+  bool node_condition = false;
+  bool events = false;
   bool operator==(const KubernetesOptions&) const = default;
 };
 

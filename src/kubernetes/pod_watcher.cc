@@ -29,16 +29,6 @@ const std::string* StringAt(const Json& j, const char* a, const char* b) {
   return o[b].get_ptr<const std::string*>();
 }
 
-std::string Describe(const HttpResult& r) {
-  if (!r.error.empty()) return r.error;
-  std::string body = r.body.substr(0, 200);
-  SanitizeLabelValue(&body, 200);
-  std::string hint;
-  if (r.status == 401) hint = " (the service-account token was refused)";
-  if (r.status == 403) hint = " (RBAC must allow get/list/watch pods and get nodes)";
-  return "HTTP " + std::to_string(r.status) + hint + ": " + body;
-}
-
 }  // namespace
 
 namespace {
@@ -73,7 +63,9 @@ bool KeptPath(const std::string& path) {
 
 }  // namespace
 
-Json ParseKept(std::string_view text) {
+Json ParseKept(std::string_view text) { return ParseKeeping(text, KeptPath); }
+
+Json ParseKeeping(std::string_view text, bool (*kept)(const std::string& path)) {
   // The callback sees every container open (even inside a discarded
   // value) and every key with the depth of its container, so the object
   // path is kept here by depth; arrays add a level but no key.
@@ -99,7 +91,7 @@ Json ParseKept(std::string_view text) {
           if (!path.empty()) path += '.';
           path += keys[i];
         }
-        return KeptPath(path);
+        return kept(path);
       }
       default:
         return true;
@@ -310,7 +302,8 @@ void PodWatcher::Failed(const std::string& what, const HttpResult& r) {
   collectors_.Record(what == "node" ? "apiserver_node" : "apiserver_pods", false,
                      Clock::duration::zero());
   if (said_.Raise(what + ":" + std::to_string(r.status)))
-    spdlog::warn("kubernetes: {} failed: {}", what, Describe(r));
+    spdlog::warn("kubernetes: {} failed: {}", what,
+                 Describe(r, "get/list/watch pods and get nodes"));
 }
 
 void PodWatcher::Recovered(const std::string& what) {

@@ -62,6 +62,10 @@ Status ParsePod(const nlohmann::json& pod, const LabelFilter& labels, PodRecord*
 // is never built into the DOM. A discarded (invalid) value when the text is
 // not JSON.
 nlohmann::json ParseKept(std::string_view text);
+// The same parse with another choice of fields: `kept` is asked of each
+// object key's path ("a.b.c", array levels skipped) and keeps the value
+// when it says yes, asking again of the keys inside it.
+nlohmann::json ParseKeeping(std::string_view text, bool (*kept)(const std::string& path));
 
 // The HAMi device register of a Node object (JSON); `bad` counts
 // annotations that did not parse.

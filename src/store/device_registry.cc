@@ -75,6 +75,12 @@ void DeviceRegistry::SetHalDevices(std::vector<HalDeviceView> devices) {
   MutexLock lock(mu_);
   KeepChosen(filter_, &devices);
   hal_ = std::move(devices);
+  ++views_set_.hal;
+}
+
+DeviceRegistry::FaultViewsSet DeviceRegistry::fault_views_set() const {
+  MutexLock lock(mu_);
+  return views_set_;
 }
 
 std::vector<HalDeviceView> DeviceRegistry::HalDevices() const {
@@ -148,6 +154,7 @@ void DeviceRegistry::SetPciDevices(std::vector<PciDeviceView> devices) {
   MutexLock lock(mu_);
   KeepChosen(filter_, &devices);
   pci_ = std::move(devices);
+  if (known_) ++views_set_.pci;
 }
 
 void DeviceRegistry::SetKmsgDevices(std::optional<std::vector<KmsgDeviceView>> devices) {
@@ -158,6 +165,7 @@ void DeviceRegistry::SetKmsgDevices(std::optional<std::vector<KmsgDeviceView>> d
       if (filter_.count(d.minor) != 0) chosen.push_back(std::move(d));
     devices = std::move(chosen);
   }
+  if (devices && known_) ++views_set_.kmsg;
   kmsg_ = std::move(devices);
 }
 

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "common/mutex.h"
+#include "store/faults.h"
 
 namespace xpu::store {
 
@@ -42,23 +43,6 @@ struct DeviceInfo {
   std::string topology_error;  // non-empty when the topology JSON was unusable
   bool operator==(const DeviceInfo&) const = default;
 };
-
-// One active fault as the HAL sees it, with its catalog entry.
-struct ActiveFault {
-  std::string code;
-  std::string name;
-  int level = 0;           // position on the ladder (docs/hal.md)
-  std::string level_name;  // "reset_card"...
-  std::string description;
-  std::string action;
-  bool known = true;
-  bool operator==(const ActiveFault&) const = default;
-};
-
-// A device with an active fault at this level or above (restart_card) is
-// unhealthy from the HAL's side, as the Ascend device plugin derives health
-// from its fault levels: card-level action is needed.
-inline constexpr int kUnhealthyFaultLevel = 3;
 
 // One device as the HAL sampled it.
 struct HalDeviceView {
@@ -222,6 +206,19 @@ class DeviceRegistry : public prometheus::Collectable {
   // nullopt (the backend off): no kmsg series.
   void SetKmsgDevices(std::optional<std::vector<KmsgDeviceView>> devices);
   std::vector<KmsgDeviceView> KmsgDevices() const;
+  // How often each fault view has been set since the registry was made (the
+  // kmsg one with a view, not nullopt): a reader of the node's health
+  // (kubernetes::NodeReporter) waits for the backends that run to have
+  // spoken before it says anything. The pci and kmsg views join their
+  // devices to XDM's list, so they count only once that list is known; the
+  // second such view was certainly built from it.
+  struct FaultViewsSet {
+    uint64_t hal = 0, pci = 0, kmsg = 0;
+  };
+  FaultViewsSet fault_views_set() const;
+  // The raises the backends saw happen (not the ones found at start), for
+  // readers that act on each. Any thread.
+  FaultRaises& raises() const { return raises_; }
   // Replaces the kubelet's view of which containers hold which devices.
   void SetPodAssignments(std::vector<PodAssignment> pods);
   std::vector<PodAssignment> PodAssignments() const;
@@ -243,6 +240,8 @@ class DeviceRegistry : public prometheus::Collectable {
   std::vector<PodAssignment> pods_ XPU_GUARDED_BY(mu_);
   std::vector<PciDeviceView> pci_ XPU_GUARDED_BY(mu_);
   std::optional<std::vector<KmsgDeviceView>> kmsg_ XPU_GUARDED_BY(mu_);  // nullopt: backend off
+  FaultViewsSet views_set_ XPU_GUARDED_BY(mu_);
+  mutable FaultRaises raises_;  // its own lock; not part of the registry's state
   std::map<std::pair<std::string, std::string>, std::vector<std::pair<std::string, std::string>>>
       pod_labels_ XPU_GUARDED_BY(mu_);  // (namespace, pod) -> labels
   std::vector<ContainerQuota> quotas_ XPU_GUARDED_BY(mu_);

@@ -442,6 +442,17 @@ void ExpectPartsHold(const Exporter::InForce& f, const Config& cfg) {
     EXPECT_TRUE(*f.watcher == cfg.kubernetes);
     EXPECT_EQ(f.watcher_url, cfg.kubernetes.api_server);
   }
+  EXPECT_EQ(f.reporter.has_value(), !cfg.kubernetes.api_server.empty() &&
+                                        (cfg.kubernetes.node_condition || cfg.kubernetes.events));
+  if (f.reporter) {
+    EXPECT_TRUE(*f.reporter_kubernetes == cfg.kubernetes);
+    EXPECT_EQ(f.reporter->condition, cfg.kubernetes.node_condition);
+    EXPECT_EQ(f.reporter->events, cfg.kubernetes.events);
+    // It names the backends that run.
+    EXPECT_TRUE(f.reporter->sources ==
+                (kubernetes::FaultSources{f.hal_interval.has_value(), f.pci_interval.has_value(),
+                                          f.kmsg.has_value()}));
+  }
   ASSERT_NE(f.ingest.ingest, nullptr);
   const upstream::XdmClient::IngestRules& rules = *f.ingest.ingest;
   EXPECT_EQ(f.ingest.interval, cfg.xdm.interval);
@@ -492,6 +503,7 @@ TEST(ExporterReloadTest, EveryFlagIsAppliedByItsPartOrWaitsForARestart) {
       {"kubelet.pod-resources-socket", dir.File("kubelet.sock")},
       {"kubernetes.api-server", "https://127.0.0.1:1"},
       {"kubernetes.node-name", "node-a"},
+      {"kubernetes.node-condition", "true"},
   };
   // Each key's new value, as YAML and as /config shows it.
   struct Change {
@@ -546,6 +558,8 @@ TEST(ExporterReloadTest, EveryFlagIsAppliedByItsPartOrWaitsForARestart) {
       {"kubernetes.ca-file", {dir.File("ca.crt"), {dir.File("ca.crt")}}},
       {"kubernetes.pod-labels", {"['app']", {"app"}}},
       {"kubernetes.node-interval", {"7s", {"7s"}}},
+      {"kubernetes.node-condition", {"false", {""}}},  // a flag off reads back empty
+      {"kubernetes.events", {"true", {"true"}}},
       {"log.level", {"debug", {"debug"}}},
       {"log.format", {"json", {"json"}}},
   };
@@ -621,6 +635,9 @@ TEST(ExporterReloadTest, EveryFlagIsAppliedByItsPartOrWaitsForARestart) {
     }
     if (by != Applier::kWatcher) {
       EXPECT_EQ(parts_after.watcher_part, parts_before.watcher_part);
+    }
+    if (by != Applier::kWatcher && by != Applier::kHal) {  // it names the HAL's backends
+      EXPECT_EQ(parts_after.reporter_part, parts_before.reporter_part);
     }
     for (Applier other : {Applier::kWebConfig, Applier::kHal, Applier::kPods, Applier::kWatcher}) {
       if (other != by) {

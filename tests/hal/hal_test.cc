@@ -230,8 +230,8 @@ TEST(FaultEventsTest, RaiseLeavesThePodHoldingTheDeviceAsExemplar) {
   a.container = b.container = "main";
   registry.SetPodAssignments({a, b});
   FaultEvents events(FaultCatalog::Builtin(), &metrics, &registry, &exemplars);
-  events.Update("1", "xpu1", "1", "U1", {"0x80E18400"});
-  events.Update("2", "xpu2", "2", "U2", {"0x80E18400"});  // nobody holds it
+  events.Update("1", "xpu1", "1", "U1", "", {"0x80E18400"});
+  events.Update("2", "xpu2", "2", "U2", "", {"0x80E18400"});  // nobody holds it
   events.EndSample();
   const store::LabelPairs series = {{"minor", "1"},
                                     {"uuid", "U1"},
@@ -252,13 +252,70 @@ TEST(FaultEventsTest, RaiseLeavesThePodHoldingTheDeviceAsExemplar) {
   a.pod = std::string(100, 'p');
   a.container = std::string(20, 'c');
   registry.SetPodAssignments({a});
-  events.Update("1", "xpu1", "1", "U1", {});
+  events.Update("1", "xpu1", "1", "U1", "", {});
   events.EndSample();
-  events.Update("1", "xpu1", "1", "U1", {"0x80E18400"});
+  events.Update("1", "xpu1", "1", "U1", "", {"0x80E18400"});
   e = exemplars.Find("xpu_device_fault_events_total", series);
   ASSERT_TRUE(e.has_value());
   EXPECT_EQ(e->labels.size(), 2u);
   EXPECT_EQ(e->labels[1].second, a.pod);
+}
+
+// What a backend found active at its first sample was there before the
+// exporter looked: counted, but no live raise (the Node's Events). A raise
+// after a sample, or after a reload's seeding, is live, with its catalog
+// entry and address.
+TEST(FaultEventsTest, OnlyRaisesAfterTheFirstSampleAreLive) {
+  store::DeviceRegistry registry;
+  prometheus::Registry metrics;
+  FaultEvents events(FaultCatalog::Builtin(), &metrics, &registry);
+  uint64_t cursor = registry.raises().end();
+  events.Update("1", "xpu1", "1", "U1", "0000:3b:00.0", {"0x80E18400"});
+  events.EndSample();
+  EXPECT_TRUE(registry.raises().Since(&cursor).empty());
+  EXPECT_EQ(xpu::testing::MetricValue(metrics, "xpu_device_fault_events_total",
+                                      {{"minor", "1"}, {"code", "0x80E18400"}}),
+            1);
+  events.Update("1", "xpu1", "1", "U1", "0000:3b:00.0", {"0x80E18400", "0x80CB8001"});
+  events.EndSample();
+  std::vector<store::FaultRaise> raised = registry.raises().Since(&cursor);
+  ASSERT_EQ(raised.size(), 1u);
+  EXPECT_EQ(raised[0].source, "hal");
+  EXPECT_EQ(raised[0].minor, "1");
+  EXPECT_EQ(raised[0].uuid, "U1");
+  EXPECT_EQ(raised[0].bus_id, "0000:3b:00.0");
+  EXPECT_EQ(raised[0].fault.code, "0x80CB8001");
+  EXPECT_EQ(raised[0].fault.level_name, "isolate_card");
+
+  FaultEvents rebuilt(FaultCatalog::Builtin(), &metrics, &registry);
+  rebuilt.Seed(events.state());
+  rebuilt.Update("1", "xpu1", "1", "U1", "", {"0x80E18400", "0x80CB8001", "0x80E01801"});
+  ASSERT_EQ(registry.raises().Since(&cursor).size(), 1u);
+}
+
+// Readers of the raises each keep a cursor; one that falls behind the ring
+// learns how many it lost and goes on from the oldest kept.
+TEST(FaultRaisesTest, ReadersKeepTheirPlaceAndLearnWhatTheyLost) {
+  store::FaultRaises raises;
+  uint64_t a = raises.end(), b = raises.end();
+  for (int i = 0; i < 3; ++i) raises.Add({"hal", std::to_string(i), "", "", {}, {}});
+  uint64_t lost = 9;
+  std::vector<store::FaultRaise> got = raises.Since(&a, &lost);
+  ASSERT_EQ(got.size(), 3u);
+  EXPECT_EQ(got[0].minor, "0");
+  EXPECT_EQ(got[2].minor, "2");
+  EXPECT_EQ(lost, 0u);
+  EXPECT_TRUE(raises.Since(&a, &lost).empty());
+  const size_t extra = store::FaultRaises::kCapacity + 7;
+  for (size_t i = 3; i < 3 + extra; ++i) raises.Add({"hal", std::to_string(i), "", "", {}, {}});
+  got = raises.Since(&b, &lost);
+  EXPECT_EQ(lost, 3 + extra - store::FaultRaises::kCapacity);
+  ASSERT_EQ(got.size(), store::FaultRaises::kCapacity);
+  EXPECT_EQ(got.front().minor, std::to_string(3 + extra - store::FaultRaises::kCapacity));
+  EXPECT_EQ(got.back().minor, std::to_string(2 + extra));
+  got = raises.Since(&a, &lost);
+  EXPECT_EQ(lost, 7u);
+  EXPECT_EQ(got.size(), store::FaultRaises::kCapacity);
 }
 
 std::ostringstream log_;  // FaultEventsTest's captured log
@@ -272,9 +329,9 @@ TEST(FaultEventsTest, FlappingCodeIsLoggedOnceAMinuteAndCountedEveryTime) {
   prometheus::Registry metrics;
   FaultEvents events(FaultCatalog::Builtin(), &metrics);
   for (int i = 0; i < 50; ++i) {
-    events.Update("1", "xpu1", "1", "U1", {"0x80E18400"});
+    events.Update("1", "xpu1", "1", "U1", "", {"0x80E18400"});
     events.EndSample();
-    events.Update("1", "xpu1", "1", "U1", {});
+    events.Update("1", "xpu1", "1", "U1", "", {});
     events.EndSample();
   }
   spdlog::set_default_logger(old);

@@ -312,10 +312,12 @@ TEST_F(KmsgSamplerTest, AFreshRecordNamesThePodHoldingTheDevice) {
                                     {"code", "0x10020003"},
                                     {"level", "reset_card"},
                                     {"source", "kmsg"}};
+  uint64_t cursor = registry_.raises().end();
   Record("amdgpu 0000:03:00.0: amdgpu: 1 uncorrectable hardware errors detected in umc block",
          now_us_ - 1);  // before the sampler started: replayed
   sampler_->Publish();
   EXPECT_FALSE(exemplars_.Find("xpu_device_fault_events_total", series).has_value());
+  EXPECT_TRUE(registry_.raises().Since(&cursor).empty()) << "a replayed record is no live raise";
   Record("amdgpu 0000:03:00.0: amdgpu: 2 uncorrectable hardware errors detected in umc block",
          now_us_ + 1);
   sampler_->Publish();
@@ -323,6 +325,14 @@ TEST_F(KmsgSamplerTest, AFreshRecordNamesThePodHoldingTheDevice) {
   ASSERT_TRUE(e.has_value());
   EXPECT_EQ(e->labels,
             (store::LabelPairs{{"namespace", "ml"}, {"pod", "train-0"}, {"container", "main"}}));
+  // A fresh record is a live raise (the Node's Events), with its address.
+  std::vector<store::FaultRaise> raised = registry_.raises().Since(&cursor);
+  ASSERT_EQ(raised.size(), 1u);
+  EXPECT_EQ(raised[0].source, "kmsg");
+  EXPECT_EQ(raised[0].minor, "1");
+  EXPECT_EQ(raised[0].bus_id, "0000:03:00.0");
+  EXPECT_EQ(raised[0].fault.code, "0x10020003");
+  EXPECT_EQ(raised[0].fault.level_name, "reset_card");
 }
 
 // A record the source hands out again (a reopened log, a rebuilt sampler

@@ -1,69 +1,23 @@
 // PodWatcher's own threads against the stand-in API server
-// (tests/support/fake_apiserver.py over HTTPS, run as a child process), so
+// (tests/support/fake_apiserver.py over HTTPS, run as a child process:
+// FakeApiServer), so
 // that the sanitizer builds see the watch and node threads publishing while
 // this thread reads the registry, and Stop() ending a live watch. The
 // protocol cases (410, breaks, 401/403) are in tests/e2e/kubernetes_test.sh.
 #include <gtest/gtest.h>
 #include <prometheus/text_serializer.h>
-#include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
 
 #include <chrono>
-#include <fstream>
 
+#include "kubernetes/fake_apiserver.h"
 #include "kubernetes/pod_watcher.h"
 #include "support/test_util.h"
-
-extern char** environ;
 
 namespace xpu::kubernetes {
 namespace {
 
 using xpu::testing::RunCommand;
 using xpu::testing::WaitFor;
-
-class FakeApiServer {
- public:
-  explicit FakeApiServer(const xpu::testing::TempDir& dir) : dir_(dir) {
-    const std::string d = dir.path();
-    RunCommand("cd " + d +
-               " && openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.crt -days 2 "
-               "-subj /CN=ca 2>/dev/null && openssl req -newkey rsa:2048 -nodes -keyout srv.key "
-               "-out srv.csr -subj /CN=kubernetes 2>/dev/null && printf "
-               "'subjectAltName=IP:127.0.0.1\\n' >srv.ext && openssl x509 -req -in srv.csr -CA "
-               "ca.crt -CAkey ca.key -CAcreateserial -out srv.crt -days 2 -extfile srv.ext "
-               "2>/dev/null");
-    std::ofstream(dir.File("token")) << "tok\n";
-    const std::string script = std::string(XPU_SOURCE_DIR) + "/tests/support/fake_apiserver.py";
-    const std::string cmd = "exec python3 " + script + " " + d + "/srv.crt " + d +
-                            "/srv.key tok >" + d + "/api.out 2>" + d + "/api.err";
-    const char* argv[] = {"/bin/sh", "-c", cmd.c_str(), nullptr};
-    if (posix_spawn(&pid_, "/bin/sh", nullptr, nullptr, const_cast<char**>(argv), environ) != 0)
-      pid_ = -1;
-    WaitFor([&] { return xpu::testing::ReadFile(dir.File("api.out")).find("port=") == 0; },
-            std::chrono::seconds(10));
-    const std::string out = xpu::testing::ReadFile(dir.File("api.out"));
-    if (out.rfind("port=", 0) == 0) url_ = "https://127.0.0.1:" + out.substr(5, out.find('\n') - 5);
-  }
-  ~FakeApiServer() {
-    if (pid_ > 0) {
-      kill(pid_, SIGTERM);
-      waitpid(pid_, nullptr, 0);
-    }
-  }
-  const std::string& url() const { return url_; }
-  void Control(const std::string& method, const std::string& path, const std::string& body) {
-    std::ofstream(dir_.File("body.json")) << body;
-    RunCommand("curl -sfk -X" + method + " " + url_ + "/control/" + path + " --data-binary @" +
-               dir_.File("body.json"));
-  }
-
- private:
-  const xpu::testing::TempDir& dir_;
-  pid_t pid_ = -1;
-  std::string url_;
-};
 
 std::string Page(const store::DeviceRegistry& reg) {
   return prometheus::TextSerializer().Serialize(reg.Collect());

@@ -314,5 +314,24 @@ TEST(DeviceRegistryTest, ExposesInfoTopologyAndXdmHealth) {
   EXPECT_EQ(fams[2].metric[0].gauge.value, 0);
 }
 
+// The fault views' counts that the Node's condition waits on: the pci and
+// kmsg views join to XDM's list and count only once it is known; the sysfs
+// view counts at once; the kmsg view switched off (nullopt) does not count.
+TEST(DeviceRegistryTest, FaultViewsCountOnlyOnceTheyCanJoinXdmsList) {
+  DeviceRegistry r;
+  r.SetHalDevices({});
+  r.SetPciDevices({});
+  r.SetKmsgDevices(std::vector<KmsgDeviceView>{});
+  EXPECT_EQ(r.fault_views_set().hal, 1u);
+  EXPECT_EQ(r.fault_views_set().pci, 0u);
+  EXPECT_EQ(r.fault_views_set().kmsg, 0u);
+  r.SetXdmDevices({});
+  r.SetPciDevices({});
+  r.SetKmsgDevices(std::vector<KmsgDeviceView>{});
+  r.SetKmsgDevices(std::nullopt);
+  EXPECT_EQ(r.fault_views_set().pci, 1u);
+  EXPECT_EQ(r.fault_views_set().kmsg, 1u);
+}
+
 }  // namespace
 }  // namespace xpu::store

@@ -2,7 +2,8 @@
 """A stand-in for the Kubernetes API server, for the exporter's tests: the
 real list/watch protocol for pods (resourceVersion, chunked watch streams of
 JSON lines, bookmarks, ERROR 410 for an expired resourceVersion, limit and
-continue), GET of nodes, over HTTPS with bearer tokens.
+continue), GET of nodes, PATCH of a node's status (strategic merge of
+conditions by type) and POST of Events, over HTTPS with bearer tokens.
 
 Usage: fake_apiserver.py CERT KEY TOKEN   (prints "port=N" when listening)
 
@@ -12,8 +13,11 @@ Control (no token needed, under /control/):
   POST   /control/node          body: a Node object
   POST   /control/break         closes every open watch abruptly
   POST   /control/compact       every resourceVersion handed out so far expires
-  POST   /control/auth          body: {"status": 200|401|403}
+  POST   /control/auth          body: {"status": 200|401|403[, "methods": ["PATCH"...]]}
+                                (only those methods answer so; default all)
   GET    /control/requests      every API request's path, in order
+  GET    /control/patches       every accepted status patch, in order (bodies)
+  GET    /control/events        every Event created, in order (as stored)
 """
 import json
 import ssl
@@ -31,6 +35,9 @@ state = {
     "events": [],          # (rv, type, pod) in order
     "node": None,
     "auth": 200,
+    "auth_methods": None,  # None: every method
+    "patches": [],
+    "created": [],         # Events
     "breaks": 0,           # generation of /control/break
     "requests": [],
 }
@@ -85,7 +92,11 @@ class Handler(BaseHTTPRequestHandler):
                 state["compacted"] = state["rv"]
                 state["events"] = []
             elif url.path == "/control/auth":
-                state["auth"] = self.body()["status"]
+                body = self.body()
+                state["auth"] = body["status"]
+                state["auth_methods"] = body.get("methods")
+            elif url.path.startswith("/api/"):
+                return self.api_post(url)
             else:
                 return self.send_json(404, {})
             lock.notify_all()
@@ -105,20 +116,83 @@ class Handler(BaseHTTPRequestHandler):
         self.send_json(200, {"ok": True})
 
     # --- the API -----------------------------------------------------------
+    def refused(self, method):
+        """An answer for a request the token or RBAC refuses, else None."""
+        with lock:
+            state["requests"].append(method + " " + self.path if method != "GET" else self.path)
+            auth, methods = state["auth"], state["auth_methods"]
+        if self.headers.get("Authorization") != "Bearer " + TOKEN:
+            return 401, status(401, "Unauthorized", "Unauthorized")
+        if auth != 200 and (methods is None or method in methods):
+            return auth, status(auth, "Forbidden", "forbidden: User "
+                                "\"system:serviceaccount:xpu:xpu-exporter\" cannot " + method)
+        return None
+
+    def do_PATCH(self):
+        url = urllib.parse.urlparse(self.path)
+        bad = self.refused("PATCH")
+        if bad:
+            return self.send_json(*bad)
+        if not (url.path.startswith("/api/v1/nodes/") and url.path.endswith("/status")):
+            return self.send_json(404, status(404, "NotFound", "the server could not find it"))
+        if self.headers.get("Content-Type") != "application/strategic-merge-patch+json":
+            return self.send_json(415, status(415, "UnsupportedMediaType", "not a strategic merge patch"))
+        name = urllib.parse.unquote(url.path[len("/api/v1/nodes/"):-len("/status")])
+        patch = self.body()
+        with lock:
+            node = state["node"]
+            if node is None or node["metadata"]["name"] != name:
+                return self.send_json(404, status(404, "NotFound", f'nodes "{name}" not found'))
+            if set(patch) != {"status"} or set(patch["status"]) != {"conditions"}:
+                return self.send_json(422, status(422, "Invalid", "only status.conditions here"))
+            conds = node.setdefault("status", {}).setdefault("conditions", [])
+            for c in patch["status"]["conditions"]:
+                for field in ("type", "status", "reason", "message", "lastTransitionTime"):
+                    if not isinstance(c.get(field), str):
+                        return self.send_json(422, status(422, "Invalid", f"condition {field}"))
+                # Strategic merge: conditions merge by type.
+                conds[:] = [o for o in conds if o.get("type") != c["type"]] + [c]
+            state["patches"].append(patch)
+            bump(node)
+            lock.notify_all()
+            answer = node
+        self.send_json(200, answer)
+
+    def api_post(self, url):  # under lock (a reentrant one)
+        bad = self.refused("POST")
+        if bad:
+            return self.send_json(*bad)
+        if not (url.path.startswith("/api/v1/namespaces/") and url.path.endswith("/events")):
+            return self.send_json(404, status(404, "NotFound", "the server could not find it"))
+        ns = url.path[len("/api/v1/namespaces/"):-len("/events")]
+        ev = self.body()
+        meta = ev.get("metadata", {})
+        obj = ev.get("involvedObject", {})
+        if (ev.get("kind") != "Event" or meta.get("namespace", ns) != ns or ns != "default"
+                or not (meta.get("name") or meta.get("generateName"))
+                or obj.get("kind") != "Node" or not obj.get("name")
+                or ev.get("type") not in ("Normal", "Warning") or not ev.get("reason")
+                or len(ev.get("message", "")) > 1024 or not ev.get("firstTimestamp")):
+            return self.send_json(422, status(422, "Invalid", "not a valid Node event"))
+        if not meta.get("name"):
+            meta["name"] = meta["generateName"] + "%05x" % len(state["created"])
+        ev["metadata"] = meta
+        bump(ev)
+        state["created"].append(ev)
+        lock.notify_all()
+        self.send_json(201, ev)
+
     def do_GET(self):
         url = urllib.parse.urlparse(self.path)
-        if url.path == "/control/requests":
+        if url.path in ("/control/requests", "/control/patches", "/control/events"):
             with lock:
-                return self.send_json(200, state["requests"])
+                key = {"/control/requests": "requests", "/control/patches": "patches",
+                       "/control/events": "created"}[url.path]
+                return self.send_json(200, state[key])
         q = {k: v[0] for k, v in urllib.parse.parse_qs(url.query).items()}
-        with lock:
-            state["requests"].append(self.path)
-            auth = state["auth"]
-        if self.headers.get("Authorization") != "Bearer " + TOKEN:
-            return self.send_json(401, status(401, "Unauthorized", "Unauthorized"))
-        if auth != 200:
-            return self.send_json(auth, status(auth, "Forbidden", "pods is forbidden: User "
-                                  "\"system:serviceaccount:xpu:xpu-exporter\" cannot list"))
+        bad = self.refused("GET")
+        if bad:
+            return self.send_json(*bad)
         if url.path.startswith("/api/v1/nodes/"):
             name = urllib.parse.unquote(url.path[len("/api/v1/nodes/"):])
             with lock:

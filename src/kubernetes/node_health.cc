@@ -1,0 +1,225 @@
+#include "kubernetes/node_health.h"
+
+#include <algorithm>
+#include <ctime>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <tuple>
+
+#include "kubernetes/pod_watcher.h"
+
+namespace xpu::kubernetes {
+namespace {
+
+using Json = nlohmann::json;
+
+// One fault worth naming in the condition's message.
+struct Named {
+  int level = 0;
+  int32_t minor = 0;
+  std::string source, code, level_name, text;
+  bool operator<(const Named& o) const {
+    return std::tie(o.level, minor, source, code) < std::tie(level, o.minor, o.source, o.code);
+  }
+};
+
+std::string Describe(const std::string& minor, const std::string& bus_id,
+                     const store::ActiveFault& f, const std::string& source) {
+  std::string s = "xpu " + (minor.empty() ? std::string("?") : minor);
+  if (!bus_id.empty()) s += " (" + bus_id + ")";
+  s += ": " + f.code + " " + f.name + " [" + f.level_name + ", " + source + "]";
+  return s;
+}
+
+// Cut to kMaxMessageBytes, at a character boundary.
+std::string Cut(std::string s) {
+  if (s.size() <= kMaxMessageBytes) return s;
+  size_t n = kMaxMessageBytes - 3;
+  while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;
+  s.resize(n);
+  return s + "...";
+}
+
+std::string SourcesText(const FaultSources& s) {
+  std::string out;
+  for (const auto& [on, name] : {std::pair{s.hal, "sysfs"}, {s.pci, "pci"}, {s.kmsg, "kmsg"}}) {
+    if (!on) continue;
+    if (!out.empty()) out += ", ";
+    out += name;
+  }
+  return out;
+}
+
+bool KeptNodePath(const std::string& path) {
+  static const char* const kKept[] = {"metadata.uid", "metadata.name", "kind", "status.conditions"};
+  for (const char* k : kKept) {
+    const std::string_view kept(k);
+    // On the way to a kept field, the field, or anything inside it.
+    if (kept.substr(0, path.size()) == path &&
+        (kept.size() == path.size() || kept[path.size()] == '.'))
+      return true;
+    if (path.size() > kept.size() && path.compare(0, kept.size(), kept) == 0 &&
+        path[kept.size()] == '.')
+      return true;
+  }
+  return false;
+}
+
+const std::string* StringIn(const Json& j, const char* key) {
+  if (!j.is_object()) return nullptr;
+  auto it = j.find(key);
+  return it != j.end() && it->is_string() ? it->get_ptr<const std::string*>() : nullptr;
+}
+
+}  // namespace
+
+std::string ReasonOf(std::string_view level_name) {
+  std::string out;
+  bool upper = true;
+  for (char c : level_name) {
+    if (c == '_') {
+      upper = true;
+      continue;
+    }
+    out += upper ? static_cast<char>(std::toupper(static_cast<unsigned char>(c))) : c;
+    upper = false;
+  }
+  return out;
+}
+
+NodeCondition ConditionOf(const FaultSources& sources,
+                          const std::vector<store::DeviceInfo>& devices,
+                          const std::vector<store::HalDeviceView>& hal,
+                          const std::vector<store::KmsgDeviceView>& kmsg) {
+  if (!sources.any())
+    return {"Unknown", "NoFaultSource",
+            "no HAL backend reads the devices' faults (--hal): their health is not known here"};
+  std::map<int32_t, std::string> bus_of;
+  for (const store::DeviceInfo& d : devices) bus_of[d.minor] = d.bus_id;
+  std::vector<Named> named;
+  auto add = [&](int32_t minor, const std::string& bus_id, const store::ActiveFault& f,
+                 const std::string& source) {
+    if (f.level < store::kUnhealthyFaultLevel) return;
+    named.push_back({f.level, minor, source, f.code, f.level_name,
+                     Describe(std::to_string(minor), bus_id, f, source)});
+  };
+  for (const store::HalDeviceView& v : hal)
+    for (const store::ActiveFault& f : v.faults) add(v.minor, bus_of[v.minor], f, "hal");
+  for (const store::KmsgDeviceView& v : kmsg)
+    for (const store::ActiveFault& f : v.faults) add(v.minor, v.bus_id, f, "kmsg");
+  if (named.empty())
+    return {"True", "NoCardFaults",
+            "no active fault at restart_card or worse (sources: " + SourcesText(sources) + ")"};
+  std::sort(named.begin(), named.end());
+  std::map<int32_t, bool> sick;
+  for (const Named& n : named) sick[n.minor] = true;
+  std::string message = std::to_string(sick.size()) + " device(s) need card-level action: ";
+  size_t shown = 0;
+  for (const Named& n : named) {
+    const std::string rest =
+        "; and " + std::to_string(named.size() - shown) + " more";  // if this one does not fit
+    const std::string next = (shown == 0 ? "" : "; ") + n.text;
+    if (message.size() + next.size() + rest.size() > kMaxMessageBytes && shown > 0) {
+      message += rest;
+      break;
+    }
+    message += next;
+    ++shown;
+  }
+  return {"False", ReasonOf(named.front().level_name), Cut(std::move(message))};
+}
+
+std::string Rfc3339(std::chrono::system_clock::time_point t) {
+  const std::time_t s = std::chrono::system_clock::to_time_t(t);
+  std::tm tm{};
+  gmtime_r(&s, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+std::string ConditionPatch(const NodeCondition& c, std::string_view heartbeat,
+                           std::string_view transition) {
+  Json cond = {{"type", kConditionType},
+               {"status", c.status},
+               {"reason", c.reason},
+               {"message", c.message},
+               {"lastHeartbeatTime", heartbeat},
+               {"lastTransitionTime", transition}};
+  return Json{{"status", {{"conditions", Json::array({cond})}}}}.dump(
+      -1, ' ', false, Json::error_handler_t::replace);
+}
+
+Status ParseNodeFacts(std::string_view text, NodeFacts* out) {
+  const Json node = ParseKeeping(text, KeptNodePath);
+  const std::string* kind = StringIn(node, "kind");
+  if (!node.is_object() || (kind != nullptr && *kind != "Node") || !node.contains("metadata"))
+    return Status::InvalidArgument("not a Node object");
+  NodeFacts f;
+  if (const std::string* uid = StringIn(node["metadata"], "uid")) f.uid = *uid;
+  if (node.contains("status") && node["status"].is_object() &&
+      node["status"].contains("conditions") && node["status"]["conditions"].is_array()) {
+    for (const Json& c : node["status"]["conditions"]) {
+      const std::string* type = StringIn(c, "type");
+      if (type == nullptr || *type != kConditionType) continue;
+      NodeCondition nc;
+      for (auto [key, to] : {std::pair{"status", &nc.status},
+                             {"reason", &nc.reason},
+                             {"message", &nc.message},
+                             {"lastTransitionTime", &f.transition}})
+        if (const std::string* v = StringIn(c, key)) *to = *v;
+      f.condition = std::move(nc);
+    }
+  }
+  *out = std::move(f);
+  return Status::Ok();
+}
+
+std::string EventBody(const store::FaultRaise& raise, const std::string& node,
+                      const std::string& node_uid) {
+  const std::string when = Rfc3339(raise.at);
+  std::string message = Describe(raise.minor, raise.bus_id, raise.fault, raise.source) +
+                        (raise.uuid.empty() ? "" : " on " + raise.uuid) +
+                        (raise.fault.description.empty() ? "" : ". " + raise.fault.description) +
+                        (raise.fault.action.empty() ? "" : " Action: " + raise.fault.action);
+  // generateName: a prefix the API server completes (253 bytes at most in all).
+  const std::string prefix = node.substr(0, 200) + ".xpu-";
+  Json e = {{"apiVersion", "v1"},
+            {"kind", "Event"},
+            {"metadata", {{"generateName", prefix}, {"namespace", "default"}}},
+            {"involvedObject",
+             {{"apiVersion", "v1"},
+              {"kind", "Node"},
+              {"name", node},
+              {"uid", node_uid.empty() ? node : node_uid}}},
+            {"type", "Warning"},
+            {"reason", ReasonOf(raise.fault.level_name)},
+            {"message", Cut(std::move(message))},
+            {"source", {{"component", "xpu-exporter"}, {"host", node}}},
+            {"reportingComponent", "xpu-exporter"},
+            {"reportingInstance", node},
+            {"firstTimestamp", when},
+            {"lastTimestamp", when},
+            {"count", 1}};
+  return e.dump(-1, ' ', false, Json::error_handler_t::replace);
+}
+
+bool EventLimiter::Allow(Clock::time_point now) {
+  if (!since_) {
+    since_ = now;
+    tokens_ = burst_;
+  }
+  if (now > *since_ && refill_.count() > 0) {
+    const auto earned = (now - *since_) / refill_;
+    if (earned > 0) {
+      tokens_ = static_cast<int>(std::min<int64_t>(burst_, tokens_ + earned));
+      *since_ += earned * refill_;
+      if (tokens_ == burst_) since_ = now;  // a full bucket earns nothing more
+    }
+  }
+  if (tokens_ == 0) return false;
+  --tokens_;
+  return true;
+}
+
+}  // namespace xpu::kubernetes

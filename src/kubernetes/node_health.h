@@ -1,0 +1,111 @@
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+#include "store/device_registry.h"
+#include "store/faults.h"
+
+// What the Node says of its devices' health (docs/kubernetes.md, "Device
+// health on the Node"): the condition derived from the fault views, the
+// patch that sets it, the Node's own copy of it, and the Events that tell
+// of each raise. Pure functions and one small value class; NodeReporter does
+// the talking.
+namespace xpu::kubernetes {
+
+// The Node condition's type. True: no device has an active fault at
+// store::kUnhealthyFaultLevel (restart_card) or worse.
+inline constexpr const char* kConditionType = "XpuDevicesHealthy";
+// A condition's message and an Event's message are cut to this (the API
+// server's own limit on an event's note is 1 KiB).
+inline constexpr size_t kMaxMessageBytes = 1024;
+// The Events' rate limit, a token bucket over all of them: kEventBurst at
+// once, then one per kEventRefill. A raise beyond it gets no Event (it is
+// counted, and still on the page and in the condition).
+inline constexpr int kEventBurst = 10;
+inline constexpr std::chrono::seconds kEventRefill{30};
+// Events that were allowed but not yet accepted (the API server down):
+// beyond this many, the oldest is dropped (counted).
+inline constexpr size_t kMaxQueuedEvents = 64;
+
+// Which backends feed the fault views: the condition says Unknown when none
+// does, and waits for each that does to have published once.
+struct FaultSources {
+  bool hal = false;  // the sysfs backend
+  bool pci = false;
+  bool kmsg = false;
+  bool any() const { return hal || pci || kmsg; }
+  bool operator==(const FaultSources&) const = default;
+};
+
+struct NodeCondition {
+  std::string status;  // "True", "False", "Unknown"
+  std::string reason;  // CamelCase, as Kubernetes reasons are
+  std::string message;
+  bool operator==(const NodeCondition&) const = default;
+};
+
+// A ladder level's name as a reason: "isolate_card" -> "IsolateCard".
+std::string ReasonOf(std::string_view level_name);
+
+// The condition the views give. False when a device has an active fault at
+// restart_card or worse, from any source: reason the worst level's, message
+// those faults, worst first ("xpu 3 (0000:3b:00.0): 0x10DE004F Xid 79 ...
+// [isolate_card, kmsg]"), cut to kMaxMessageBytes with how many more. True
+// otherwise; Unknown when no source runs. `devices` (XDM's list) gives the
+// PCI addresses. The same views give the same text: it is compared to
+// decide whether to patch.
+NodeCondition ConditionOf(const FaultSources& sources,
+                          const std::vector<store::DeviceInfo>& devices,
+                          const std::vector<store::HalDeviceView>& hal,
+                          const std::vector<store::KmsgDeviceView>& kmsg);
+
+// Seconds since the epoch as Kubernetes writes times: "2026-12-01T21:32:18Z".
+std::string Rfc3339(std::chrono::system_clock::time_point t);
+
+// The strategic-merge patch of the Node's status that sets the condition
+// (conditions merge by type: the others are left alone).
+std::string ConditionPatch(const NodeCondition& c, std::string_view heartbeat,
+                           std::string_view transition);
+
+// What the exporter reads of its Node: its uid (the Events' involvedObject)
+// and its copy of the condition, with the time that copy last changed status.
+struct NodeFacts {
+  std::string uid;
+  std::optional<NodeCondition> condition;
+  std::string transition;  // its lastTransitionTime, as written
+};
+// From a Node object (JSON), keeping only those fields (ParseKeeping).
+// InvalidArgument when it is no Node.
+Status ParseNodeFacts(std::string_view text, NodeFacts* out);
+
+// The core/v1 Event, in the "default" namespace as the kubelet's Node
+// events are, that tells of `raise` on `node` (uid `node_uid`; the name
+// when unknown): type Warning, reason the level's (ReasonOf), source
+// xpu-exporter on the node, the message naming device, code, meaning,
+// source and action.
+std::string EventBody(const store::FaultRaise& raise, const std::string& node,
+                      const std::string& node_uid);
+
+// The Events' token bucket (kEventBurst, kEventRefill). Not thread-safe:
+// the reporter's thread.
+class EventLimiter {
+ public:
+  using Clock = std::chrono::steady_clock;
+  EventLimiter(int burst, Clock::duration refill) : burst_(burst), refill_(refill) {}
+  // Takes a token if there is one at `now` (times never go back).
+  bool Allow(Clock::time_point now);
+
+ private:
+  const int burst_;
+  const Clock::duration refill_;
+  std::optional<Clock::time_point> since_;  // tokens_ counted up to here
+  int tokens_ = 0;
+};
+
+}  // namespace xpu::kubernetes

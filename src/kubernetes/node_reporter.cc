@@ -1,0 +1,215 @@
+#include "kubernetes/node_reporter.h"
+
+#include <spdlog/spdlog.h>
+
+#include <random>
+#include <stdexcept>
+
+#include "kubernetes/pod_watcher.h"
+
+namespace xpu::kubernetes {
+namespace {
+
+constexpr std::chrono::seconds kRequestTimeout{30};
+constexpr std::chrono::seconds kTick{1};     // how often the views are read
+constexpr size_t kMaxAnswerBytes = 1 << 20;  // a patch's or an event's answer
+
+Backoff MakeBackoff() {
+  return Backoff(std::chrono::seconds(1), 2.0, std::chrono::seconds(30), 0.2,
+                 [gen = std::mt19937_64(std::random_device{}())]() mutable {
+                   return std::uniform_real_distribution<double>(0, 1)(gen);
+                 });
+}
+
+// An answer that retrying cannot change: the object is refused as it is.
+bool Refused(const HttpResult& r) {
+  return r.error.empty() && (r.status == 400 || r.status == 404 || r.status == 422);
+}
+
+bool Created(const HttpResult& r) {
+  return r.error.empty() && (r.status == 200 || r.status == 201);
+}
+
+}  // namespace
+
+NodeReporter::NodeReporter(const KubernetesOptions& kubernetes, Options options,
+                           std::string base_url, const store::DeviceRegistry* registry,
+                           prometheus::Registry* self_metrics)
+    : kubernetes_(kubernetes),
+      options_(options),
+      base_url_(std::move(base_url)),
+      registry_(registry),
+      patches_(prometheus::BuildCounter()
+                   .Name("xpu_kubernetes_node_condition_patches_total")
+                   .Help("Patches of the Node's XpuDevicesHealthy condition, by result: ok, or "
+                         "error (retried with backoff).")
+                   .Register(*self_metrics)),
+      synced_(prometheus::BuildGauge()
+                  .Name("xpu_kubernetes_node_condition_synced")
+                  .Help("Whether the Node carries the XpuDevicesHealthy condition the fault "
+                        "views give: 1 yes, 0 not yet or a patch is failing.")
+                  .Register(*self_metrics)
+                  .Add({})),
+      events_(prometheus::BuildCounter()
+                  .Name("xpu_kubernetes_events_total")
+                  .Help("Node Events for fault raises at restart_card or worse, by result: sent, "
+                        "error (a failed post, retried), suppressed (over the rate limit) or "
+                        "dropped (refused, or lost while the API server was unreachable).")
+                  .Register(*self_metrics)),
+      cursor_(registry->raises().end()),
+      patch_backoff_(MakeBackoff()),
+      event_backoff_(MakeBackoff()),
+      read_backoff_(MakeBackoff()),
+      limiter_(options_.event_burst, options_.event_refill) {
+  if (kubernetes_.node_name.empty())
+    throw std::invalid_argument("the Node's condition and Events need the node name");
+  if (options_.condition)
+    for (const char* r : {"ok", "error"}) patches_.Add({{"result", r}});
+  if (options_.events)
+    for (const char* r : {"sent", "error", "suppressed", "dropped"}) events_.Add({{"result", r}});
+}
+
+NodeReporter::~NodeReporter() { Stop(); }
+
+void NodeReporter::Start() {
+  spdlog::info("kubernetes: {}{}{} on node {}", options_.condition ? "node condition " : "",
+               options_.condition ? kConditionType : "",
+               options_.condition && options_.events ? " and Events"
+               : options_.events                     ? "Events"
+                                                     : "",
+               kubernetes_.node_name);
+  worker_.Start([this] { Loop(); });
+}
+
+void NodeReporter::Stop() { worker_.Stop(); }
+
+void NodeReporter::Said(const std::string& what, bool ok, const HttpResult& r) {
+  if (ok) {
+    if (said_.ClearPrefix(what + ":") > 0) spdlog::info("kubernetes: {} works again", what);
+    return;
+  }
+  if (said_.Raise(what + ":" + std::to_string(r.status)))
+    spdlog::warn(
+        "kubernetes: {} failed: {}", what,
+        Describe(r, what == "events" ? "create events" : "get nodes and patch nodes/status"));
+}
+
+bool NodeReporter::Settled(Clock::time_point now) const {
+  if (now - started_ >= options_.settle_limit) return true;
+  const store::DeviceRegistry::FaultViewsSet set = registry_->fault_views_set();
+  const FaultSources& s = options_.sources;
+  return (!s.hal || set.hal >= 1) && (!s.pci || set.pci >= 2) && (!s.kmsg || set.kmsg >= 2);
+}
+
+void NodeReporter::ReadNode(const ApiClient& api) {
+  const std::function<bool()> stopping = [this] { return worker_.stopping(); };
+  HttpResult r = api.Get("/api/v1/nodes/" + ApiClient::Escape(kubernetes_.node_name), kMaxNodeBytes,
+                         kRequestTimeout, stopping);
+  const Clock::time_point now = Clock::now();
+  NodeFacts facts;
+  if (r.ok()) {
+    if (Status s = ParseNodeFacts(r.body, &facts); !s.ok())
+      r = HttpResult{r.status, {}, s.message()};
+  }
+  Said("node read", r.ok(), r);
+  if (!r.ok()) {
+    next_read_ = now + read_backoff_.Next();
+    return;
+  }
+  read_backoff_.Reset();
+  next_read_ = now + kubernetes_.node_interval;
+  node_uid_ = std::move(facts.uid);
+  on_node_ = std::move(facts.condition);
+  on_node_transition_ = std::move(facts.transition);
+}
+
+void NodeReporter::SyncCondition(const ApiClient& api, Clock::time_point now) {
+  const NodeCondition want = ConditionOf(options_.sources, registry_->Devices(),
+                                         registry_->HalDevices(), registry_->KmsgDevices());
+  if (on_node_ == want) {
+    synced_.Set(1);
+    return;
+  }
+  if (now < next_patch_) return;
+  const std::string heartbeat = Rfc3339(std::chrono::system_clock::now());
+  // The status kept: the time it last changed stays.
+  const std::string transition =
+      on_node_ && on_node_->status == want.status && !on_node_transition_.empty()
+          ? on_node_transition_
+          : heartbeat;
+  const std::function<bool()> stopping = [this] { return worker_.stopping(); };
+  const HttpResult r = api.Send(
+      "PATCH", "/api/v1/nodes/" + ApiClient::Escape(kubernetes_.node_name) + "/status",
+      "application/strategic-merge-patch+json", ConditionPatch(want, heartbeat, transition),
+      kMaxAnswerBytes, kRequestTimeout, stopping);
+  if (worker_.stopping()) return;
+  Said("node condition", r.ok(), r);
+  if (!r.ok()) {
+    patches_.Add({{"result", "error"}}).Increment();
+    synced_.Set(0);
+    next_patch_ = now + patch_backoff_.Next();
+    return;
+  }
+  patches_.Add({{"result", "ok"}}).Increment();
+  patch_backoff_.Reset();
+  spdlog::info("kubernetes: node condition {} is {} ({}): {}", kConditionType, want.status,
+               want.reason, want.message);
+  on_node_ = want;
+  on_node_transition_ = transition;
+  synced_.Set(1);
+}
+
+void NodeReporter::TakeRaises(Clock::time_point now) {
+  uint64_t lost = 0;
+  std::vector<store::FaultRaise> raises = registry_->raises().Since(&cursor_, &lost);
+  if (lost > 0) events_.Add({{"result", "dropped"}}).Increment(static_cast<double>(lost));
+  for (store::FaultRaise& r : raises) {
+    if (r.fault.level < store::kUnhealthyFaultLevel) continue;
+    if (!limiter_.Allow(now)) {
+      events_.Add({{"result", "suppressed"}}).Increment();
+      continue;
+    }
+    queued_.push_back(std::move(r));
+    if (queued_.size() > kMaxQueuedEvents) {
+      queued_.pop_front();
+      events_.Add({{"result", "dropped"}}).Increment();
+    }
+  }
+}
+
+void NodeReporter::SendEvents(const ApiClient& api, Clock::time_point now) {
+  const std::function<bool()> stopping = [this] { return worker_.stopping(); };
+  while (!queued_.empty() && now >= next_event_ && !worker_.stopping()) {
+    const HttpResult r = api.Send("POST", "/api/v1/namespaces/default/events", "application/json",
+                                  EventBody(queued_.front(), kubernetes_.node_name, node_uid_),
+                                  kMaxAnswerBytes, kRequestTimeout, stopping);
+    if (worker_.stopping()) return;
+    Said("events", Created(r), r);
+    if (Created(r) || Refused(r)) {
+      events_.Add({{"result", Created(r) ? "sent" : "dropped"}}).Increment();
+      queued_.pop_front();
+      event_backoff_.Reset();
+      continue;
+    }
+    events_.Add({{"result", "error"}}).Increment();
+    next_event_ = now + event_backoff_.Next();
+  }
+}
+
+void NodeReporter::Loop() {
+  const ApiClient api(base_url_, kubernetes_.token_file, kubernetes_.ca_file,
+                      kubernetes_.insecure_http);
+  started_ = Clock::now();
+  next_read_ = next_patch_ = next_event_ = started_;
+  do {
+    if (Clock::now() >= next_read_) ReadNode(api);
+    const Clock::time_point now = Clock::now();
+    if (options_.condition && Settled(now)) SyncCondition(api, now);
+    if (options_.events) {
+      TakeRaises(now);
+      SendEvents(api, now);
+    }
+  } while (worker_.SleepFor(kTick));
+}
+
+}  // namespace xpu::kubernetes

@@ -1,0 +1,96 @@
+#pragma once
+
+#include <prometheus/counter.h>
+#include <prometheus/gauge.h>
+#include <prometheus/registry.h>
+
+#include <chrono>
+#include <deque>
+#include <optional>
+#include <string>
+
+#include "common/backoff.h"
+#include "common/worker.h"
+#include "kubernetes/api_client.h"
+#include "kubernetes/node_health.h"
+#include "kubernetes/options.h"
+#include "store/device_registry.h"
+
+namespace xpu::kubernetes {
+
+// Hands the devices' health to Kubernetes (docs/kubernetes.md, "Device
+// health on the Node"), both opt-in: with `condition`, keeps the Node
+// condition XpuDevicesHealthy as the fault views say (ConditionOf), patched
+// on the Node's status only when what the Node carries differs; with
+// `events`, posts one Event on the Node per live raise at restart_card or
+// worse, through EventLimiter. It reads the registry once a second and its
+// Node every node_interval (its uid, and its copy of the condition, so a
+// restart patches nothing that is already right and a condition someone
+// else changed is set back). A failing call is retried with backoff and
+// counted. Owns its thread: Start()/Stop() from the owning thread; the
+// rest is the thread's. Its metrics are thread-safe.
+class NodeReporter {
+ public:
+  struct Options {
+    bool condition = false;
+    bool events = false;
+    FaultSources sources;  // which backends run (ConditionOf; what to wait for)
+    // How long the first condition waits for the running backends to have
+    // published once (a backend that never does must not hold it for ever).
+    std::chrono::milliseconds settle_limit{120000};
+    // The Events' token bucket (node_health.h).
+    int event_burst = kEventBurst;
+    std::chrono::seconds event_refill = kEventRefill;
+    bool operator==(const Options&) const = default;
+  };
+  // `kubernetes` gives the node, the credentials and node_interval. Throws
+  // std::invalid_argument without a node name.
+  NodeReporter(const KubernetesOptions& kubernetes, Options options, std::string base_url,
+               const store::DeviceRegistry* registry, prometheus::Registry* self_metrics);
+  ~NodeReporter();
+  NodeReporter(const NodeReporter&) = delete;
+  NodeReporter& operator=(const NodeReporter&) = delete;
+
+  // The raises cursor starts where a predecessor's stopped (a reload), or
+  // at the newest raise. Before Start.
+  void SeedCursor(uint64_t cursor) { cursor_ = cursor; }
+  uint64_t cursor() const { return cursor_; }  // after Stop
+  void Start();
+  void Stop();
+  // What it was built with. Any thread, while it lives.
+  const Options& options() const { return options_; }
+  const KubernetesOptions& kubernetes() const { return kubernetes_; }
+  const std::string& base_url() const { return base_url_; }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  void Loop();
+  void ReadNode(const ApiClient& api);
+  void SyncCondition(const ApiClient& api, Clock::time_point now);
+  void TakeRaises(Clock::time_point now);
+  void SendEvents(const ApiClient& api, Clock::time_point now);
+  bool Settled(Clock::time_point now) const;
+  void Said(const std::string& what, bool ok, const HttpResult& r);
+
+  const KubernetesOptions kubernetes_;
+  const Options options_;
+  const std::string base_url_;
+  const store::DeviceRegistry* const registry_;
+  prometheus::Family<prometheus::Counter>& patches_;
+  prometheus::Gauge& synced_;
+  prometheus::Family<prometheus::Counter>& events_;
+  LogOnce said_;
+  // The thread's state.
+  uint64_t cursor_ = 0;
+  Clock::time_point started_;
+  std::string node_uid_;                  // from the last read; empty until one worked
+  std::optional<NodeCondition> on_node_;  // what the Node carries, as far as we know
+  std::string on_node_transition_;        // its lastTransitionTime
+  Clock::time_point next_read_, next_patch_, next_event_;
+  Backoff patch_backoff_, event_backoff_, read_backoff_;
+  EventLimiter limiter_;
+  std::deque<store::FaultRaise> queued_;  // allowed, not yet accepted
+  Worker worker_;
+};
+
+}  // namespace xpu::kubernetes

@@ -1,0 +1,26 @@
+#include "store/faults.h"
+
+namespace xpu::store {
+
+void FaultRaises::Add(FaultRaise raise) {
+  MutexLock lock(mu_);
+  ring_.push_back(std::move(raise));
+  if (ring_.size() > kCapacity) ring_.pop_front();
+  ++next_;
+}
+
+uint64_t FaultRaises::end() const {
+  MutexLock lock(mu_);
+  return next_;
+}
+
+std::vector<FaultRaise> FaultRaises::Since(uint64_t* cursor, uint64_t* lost) const {
+  MutexLock lock(mu_);
+  const uint64_t oldest = next_ - ring_.size();  // the cursor of ring_.front()
+  if (lost != nullptr) *lost = *cursor < oldest ? oldest - *cursor : 0;
+  const uint64_t from = std::max(std::min(*cursor, next_), oldest);
+  *cursor = next_;
+  return {ring_.begin() + static_cast<std::ptrdiff_t>(from - oldest), ring_.end()};
+}
+
+}  // namespace xpu::store

@@ -1,0 +1,65 @@
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <string>
+#include <vector>
+
+#include "common/mutex.h"
+
+namespace xpu::store {
+
+// One active fault as the HAL sees it, with its catalog entry.
+struct ActiveFault {
+  std::string code;
+  std::string name;
+  int level = 0;           // position on the ladder (docs/hal.md)
+  std::string level_name;  // "reset_card"...
+  std::string description;
+  std::string action;
+  bool known = true;
+  bool operator==(const ActiveFault&) const = default;
+};
+
+// A device with an active fault at this level or above (restart_card) is
+// unhealthy from the HAL's side, as the Ascend device plugin derives health
+// from its fault levels: card-level action is needed.
+inline constexpr int kUnhealthyFaultLevel = 3;
+
+// One fault raise as it happened: a code that became active on a device
+// while the exporter watched (not one found active at a backend's first
+// sample, nor a record replayed from the kernel's ring at start).
+struct FaultRaise {
+  std::string source;  // "hal", "kmsg"
+  std::string minor;   // XDM's minor and uuid; empty when not joined
+  std::string uuid;
+  std::string bus_id;  // the PCI address, when the source knows it
+  ActiveFault fault;
+  std::chrono::system_clock::time_point at;
+  bool operator==(const FaultRaise&) const = default;
+};
+
+// The last kCapacity raises, for readers that act on each (the Node's
+// Events: kubernetes::NodeReporter), each with a cursor of its own, so that
+// a reader rebuilt by a reload goes on where its predecessor stopped or at
+// the newest. A reader that falls more than kCapacity behind is told how
+// many it lost. Thread-safe: the samplers add, readers read.
+class FaultRaises {
+ public:
+  static constexpr size_t kCapacity = 256;
+
+  void Add(FaultRaise raise);
+  // The cursor just past the newest raise: a new reader's start.
+  uint64_t end() const;
+  // The raises after `*cursor`, oldest first; moves `*cursor` past them.
+  // `*lost` (may be null): how many after it were overwritten unread.
+  std::vector<FaultRaise> Since(uint64_t* cursor, uint64_t* lost = nullptr) const;
+
+ private:
+  mutable Mutex mu_;
+  std::deque<FaultRaise> ring_ XPU_GUARDED_BY(mu_);  // the newest kCapacity
+  uint64_t next_ XPU_GUARDED_BY(mu_) = 0;            // the cursor after the newest
+};
+
+}  // namespace xpu::store

@@ -1,0 +1,160 @@
+#!/usr/bin/env bash
+# Device health handed to Kubernetes, end to end: xdm-sim's devices, faults
+# from the sysfs backend (xdm-sim's tree) and the kernel log (a file of
+# records in the kernel's format: the real /dev/kmsg is e2e_kmsg's), and the
+# stand-in API server (tests/support/fake_apiserver.py: HTTPS, a bearer
+# token, strategic-merge patches of the Node's status, Events). The Node
+# condition XpuDevicesHealthy follows the worst active level and is patched
+# only when it changes; each raise at restart_card or worse makes one Event
+# on the Node; a restarted exporter patches and posts nothing it already
+# did; the only writes are the Node's status and Events in "default".
+source "$(dirname "$0")/lib.sh" "$1"
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$TMP"
+openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.crt -days 2 -subj "/CN=k8s-ca" 2>/dev/null
+openssl req -newkey rsa:2048 -nodes -keyout srv.key -out srv.csr -subj "/CN=kubernetes" 2>/dev/null
+printf 'subjectAltName=IP:127.0.0.1\n' >srv.ext
+openssl x509 -req -in srv.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out srv.crt -days 2 -extfile srv.ext 2>/dev/null
+echo "t0ken" >token
+python3 "$ROOT/tests/support/fake_apiserver.py" srv.crt srv.key t0ken >api.out 2>api.err &
+PIDS+=($!)
+wait_for 10 grep -q "port=" api.out || fail "fake API server did not start: $(cat api.err)"
+API="https://127.0.0.1:$(sed -n 's/port=//p' api.out)"
+api() { curl -sfk -X"$1" "$API/control/$2" ${3:+-d "$3"} >/dev/null || fail "control $1 $2"; }
+api POST node '{"metadata":{"name":"node-a","uid":"8d3f-node-a"},"status":{"conditions":[{"type":"Ready","status":"True","reason":"KubeletReady","message":"ok","lastTransitionTime":"2026-01-01T00:00:00Z"}]}}'
+# count KIND [PYTHON-FILTER]: how many patches or events the server took.
+count() { curl -sfk "$API/control/$1" | python3 -c "import json,sys; print(len([x for x in json.load(sys.stdin) if ${2:-True}]))"; }
+last() { curl -sfk "$API/control/$1" | python3 -c "import json,sys; x=json.load(sys.stdin)[-1]; print(json.dumps(x.get('status',{}).get('conditions',[x])[0]))"; }
+
+start_sim sim --interval 200ms --hal-root "$TMP/hal"
+: >kmsg.records
+SEQ=0
+record() {  # record TEXT: one record at level 3, stamped now
+  SEQ=$((SEQ + 1))
+  printf '11,%d,%s,-;%s\n' "$SEQ" "$(awk '{printf "%.0f", $1 * 1000000}' /proc/uptime)" "$1" >>kmsg.records
+}
+flags=(--collector.interval 200ms --hal sysfs,kmsg --hal.root "$TMP/hal" --hal.interval 200ms
+  --hal.kmsg.path "$TMP/kmsg.records" --hal.kmsg.user-records
+  --kubernetes.api-server "$API" --kubernetes.ca-file "$TMP/ca.crt" --kubernetes.token-file "$TMP/token"
+  --kubernetes.node-name node-a --kubernetes.node-interval 300ms
+  --kubernetes.node-condition --kubernetes.events)
+start_exporter sim "${flags[@]}"
+
+wait_for 15 bash -c "[ \$(curl -sfk $API/control/patches | python3 -c 'import json,sys; print(len(json.load(sys.stdin)))') -ge 1 ]" ||
+  fail "no condition patched: $(grep kubernetes "$TMP/exporter.log" | tail -5)"
+last patches | python3 -c '
+import json, sys
+c = json.load(sys.stdin)
+assert c["type"] == "XpuDevicesHealthy" and c["status"] == "True" and c["reason"] == "NoCardFaults", c
+assert "sysfs, kmsg" in c["message"], c
+' || fail "first condition: $(last patches)"
+wait_for 10 has_metric 'xpu_kubernetes_node_condition_synced 1' || fail "not synced"
+[ "$(count patches)" = 1 ] || fail "more than one patch for one state"
+
+# A reset_card fault from the sysfs backend on minor 2: False, one Event.
+curl -sf -XPOST "$CONTROL/control/fault" -d '{"minor":2,"code":"0x80E18400"}' >/dev/null
+wait_for 10 bash -c "[ \"\$(curl -sfk $API/control/patches | python3 -c 'import json,sys; print(json.load(sys.stdin)[-1][\"status\"][\"conditions\"][0][\"status\"])')\" = False ]" ||
+  fail "condition not False after a reset_card fault: $(last patches)"
+last patches | python3 -c '
+import json, sys
+c = json.load(sys.stdin)
+assert c["reason"] == "ResetCard", c
+assert c["message"].startswith("1 device(s) need card-level action: xpu 2 ") and "0x80E18400" in c["message"] and "[reset_card, hal]" in c["message"], c
+' || fail "False condition: $(last patches)"
+wait_for 10 bash -c "[ \$(curl -sfk $API/control/events | python3 -c 'import json,sys; print(len(json.load(sys.stdin)))') -ge 1 ]" ||
+  fail "no Event for the raise: $(grep kubernetes "$TMP/exporter.log" | tail -5)"
+curl -sfk "$API/control/events" | python3 -c '
+import json, sys
+e = json.load(sys.stdin)
+assert len(e) == 1, e
+e = e[0]
+assert e["involvedObject"] == {"apiVersion": "v1", "kind": "Node", "name": "node-a", "uid": "8d3f-node-a"}, e
+assert e["type"] == "Warning" and e["reason"] == "ResetCard" and e["source"]["component"] == "xpu-exporter", e
+assert "xpu 2" in e["message"] and "0x80E18400" in e["message"] and "Action:" in e["message"], e
+' || fail "the Event: $(curl -sfk "$API/control/events")"
+
+# The kernel log: Xid 79 (isolate_card) on minor 1, then an Xid 13
+# (restart_job at most: no Event, no change to the condition's text).
+record "NVRM: Xid (PCI:0000:20:00): 79, pid=1, name=e2e, GPU has fallen off the bus."
+wait_for 10 bash -c "curl -sfk $API/control/patches | grep -q IsolateCard" || fail "Xid 79 not in the condition: $(last patches)"
+last patches | python3 -c '
+import json, sys
+c = json.load(sys.stdin)
+m = c["message"]
+assert c["status"] == "False" and m.startswith("2 device(s)"), c
+assert m.index("[isolate_card, kmsg]") < m.index("[reset_card, hal]"), m
+assert "xpu 1 (0000:20:00.0): 0x10DE004F" in m, m
+' || fail "condition with both sources: $(last patches)"
+wait_for 10 bash -c "[ \$(curl -sfk $API/control/events | python3 -c 'import json,sys; print(len(json.load(sys.stdin)))') -ge 2 ]" ||
+  fail "no Event for Xid 79"
+[ "$(count events 'x["reason"] == "IsolateCard"')" = 1 ] || fail "Xid 79's Event: $(curl -sfk "$API/control/events")"
+PATCHES=$(count patches)
+record "NVRM: Xid (PCI:0000:20:00): 13, pid=2, name=e2e, Graphics SM Warp Exception"
+wait_for 10 has_metric 'xpu_device_fault_events_total{minor="1",uuid="[^"]*",code="0x10DE000D",level="[a-z_]*",source="kmsg"} 1' ||
+  fail "Xid 13 not counted"
+sleep_until_reads() {  # waits until the exporter read the Node N more times
+  local n0
+  n0=$(curl -sfk "$API/control/requests" | python3 -c 'import json,sys; print(sum(p == "/api/v1/nodes/node-a" for p in json.load(sys.stdin)))')
+  wait_for 15 bash -c "[ \$(curl -sfk $API/control/requests | python3 -c 'import json,sys; print(sum(p == \"/api/v1/nodes/node-a\" for p in json.load(sys.stdin)))') -ge $((n0 + $1)) ]" ||
+    fail "the exporter stopped reading its Node"
+}
+sleep_until_reads 3
+[ "$(count patches)" = "$PATCHES" ] || fail "a lesser fault changed the condition: $(last patches)"
+[ "$(count events)" = 2 ] || fail "a lesser fault made an Event: $(curl -sfk "$API/control/events")"
+
+# Cleared on the sysfs side: the message changes (the kernel's Xid 79
+# stays until the device is seen healthy), no Event.
+curl -sf -XDELETE "$CONTROL/control/fault?minor=2" >/dev/null
+wait_for 10 bash -c "! curl -sfk $API/control/patches | python3 -c 'import json,sys; c=json.load(sys.stdin)[-1][\"status\"][\"conditions\"][0]; sys.exit(\"reset_card\" not in c[\"message\"])'" ||
+  fail "the cleared fault is still named: $(last patches)"
+last patches | python3 -c '
+import json, sys
+c = json.load(sys.stdin)
+assert c["status"] == "False" and c["message"].startswith("1 device(s)"), c
+' || fail "after the clear: $(last patches)"
+TRANSITION=$(last patches | python3 -c 'import json,sys; print(json.load(sys.stdin)["lastTransitionTime"])')
+has_metric 'xpu_kubernetes_events_total{result="sent"} 2' || fail "sent count"
+check_families
+scrape | promtool check metrics || fail "promtool"
+
+# A restart: the ring (the file) is read again and the fault found at the
+# first sample, but nothing new happened: no patch, no Event.
+PATCHES=$(count patches)
+kill "$EXP_PID"
+wait "$EXP_PID" 2>/dev/null
+start_exporter sim "${flags[@]}"
+wait_for 15 has_metric 'xpu_kubernetes_node_condition_synced 1' || fail "restarted exporter not synced"
+sleep_until_reads 3
+[ "$(count patches)" = "$PATCHES" ] || fail "a restart patched the unchanged condition: $(last patches)"
+[ "$(count events)" = 2 ] || fail "a restart posted Events again: $(curl -sfk "$API/control/events")"
+
+# A new card fault after the restart is live: an Event of its own. The
+# condition stays False, so its transition time stays.
+curl -sf -XPOST "$CONTROL/control/fault" -d '{"minor":3,"code":"0x80CB8001"}' >/dev/null
+wait_for 10 bash -c "[ \$(curl -sfk $API/control/events | python3 -c 'import json,sys; print(len(json.load(sys.stdin)))') -ge 3 ]" ||
+  fail "no Event after the restart"
+last patches | python3 -c '
+import json, sys
+c = json.load(sys.stdin)
+assert c["lastTransitionTime"] == "'"$TRANSITION"'", ("the status stayed False: its transition time stays", c)
+' || fail "transition time: $(last patches)"
+
+# Writes went only to this Node's status and to Events in "default".
+curl -sfk "$API/control/requests" | python3 -c '
+import json, sys
+for p in json.load(sys.stdin):
+    if p.startswith("PATCH "):
+        assert p == "PATCH /api/v1/nodes/node-a/status", p
+    elif p.startswith("POST "):
+        assert p == "POST /api/v1/namespaces/default/events", p
+    else:
+        assert p.startswith("/api/v1/nodes/node-a") or "fieldSelector=spec.nodeName%3Dnode-a" in p, p
+' || fail "a request outside this node's status and events"
+# The Ready condition someone else owns is untouched.
+curl -sfk "$API/control/patches" | python3 -c '
+import json, sys
+for p in json.load(sys.stdin):
+    assert [c["type"] for c in p["status"]["conditions"]] == ["XpuDevicesHealthy"], p
+' || fail "a patch touched another condition"
+kill -0 "$EXP_PID" || fail "exporter died"
+echo "node health test passed"
