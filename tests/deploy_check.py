@@ -16,8 +16,31 @@ root, exporter = sys.argv[1], sys.argv[2]
 help_text = subprocess.run([exporter, "--help"], capture_output=True, text=True).stdout
 errors = []
 docs = []
+by_file = {}
 for path in glob.glob(f"{root}/deploy/kubernetes/*.yaml"):
-    docs += [d for d in yaml.safe_load_all(open(path)) if d]
+    by_file[path.rsplit("/", 1)[1]] = [d for d in yaml.safe_load_all(open(path)) if d]
+    docs += by_file[path.rsplit("/", 1)[1]]
+
+
+def granted_to(sa, manifests):
+    """(namespace or "*", resource, verb) the service account `sa` gets from `manifests`."""
+    roles = {}
+    for d in manifests:
+        if d["kind"] in ("ClusterRole", "Role"):
+            roles[(d["kind"], d["metadata"]["name"])] = d
+    out = set()
+    for b in manifests:
+        if b["kind"] not in ("ClusterRoleBinding", "RoleBinding"):
+            continue
+        if not any(s["kind"] == "ServiceAccount" and s["name"] == sa for s in b["subjects"]):
+            continue
+        role = roles.get((b["roleRef"]["kind"], b["roleRef"]["name"]), {})
+        where = b["metadata"].get("namespace", "*") if b["kind"] == "RoleBinding" else "*"
+        for rule in role.get("rules", []):
+            for res in rule["resources"]:
+                for verb in rule["verbs"]:
+                    out.add((where, res, verb))
+    return out
 ds = [d for d in docs if d["kind"] == "DaemonSet"]
 if len(ds) != 1:
     errors.append(f"want one DaemonSet, found {len(ds)}")
@@ -42,18 +65,22 @@ else:
     if env.get("NODE_NAME", {}).get("valueFrom", {}).get("fieldRef", {}).get("fieldPath") != "spec.nodeName":
         errors.append("NODE_NAME is not set from the downward API's spec.nodeName")
     sa = ds[0]["spec"]["template"]["spec"].get("serviceAccountName")
-    bindings = [d for d in docs if d["kind"] == "ClusterRoleBinding"
-                and any(s["name"] == sa for s in d["subjects"])]
-    roles = {d["metadata"]["name"]: d for d in docs if d["kind"] == "ClusterRole"}
-    granted = set()
-    for b in bindings:
-        for rule in roles.get(b["roleRef"]["name"], {}).get("rules", []):
-            for res in rule["resources"]:
-                for verb in rule["verbs"]:
-                    granted.add((res, verb))
-    need = {("pods", "get"), ("pods", "list"), ("pods", "watch"), ("nodes", "get")}
+    # The base manifests read only; the opt-in file adds exactly what the
+    # Node condition and the Events write (docs/kubernetes.md).
+    granted = granted_to(sa, by_file["xpu-exporter.yaml"])
+    need = {("*", "pods", "get"), ("*", "pods", "list"), ("*", "pods", "watch"), ("*", "nodes", "get")}
     if granted != need:
         errors.append(f"the DaemonSet's service account has {sorted(granted)}, want exactly {sorted(need)}")
+    opt_in = f"{root}/deploy/kubernetes/opt-in/node-health.yaml"
+    extra = granted_to(sa, [d for d in yaml.safe_load_all(open(opt_in)) if d])
+    want_extra = {("*", "nodes/status", "patch"), ("default", "events", "create")}
+    if extra != want_extra:
+        errors.append(f"node-health.yaml grants {sorted(extra)}, want exactly {sorted(want_extra)}")
+    for flag in re.findall(r"--kubernetes\.[a-z-]+", open(opt_in).read()):
+        if not re.search(rf"(^|\s){re.escape(flag)}\b", help_text):
+            errors.append(f"node-health.yaml names an unknown flag {flag}")
+    if "--kubernetes.node-condition" in c["args"] or "--kubernetes.events" in c["args"]:
+        errors.append("the base DaemonSet turns on a write to the API server (opt-in only)")
     version = re.search(r"project\(xpu-exporter VERSION ([0-9.]+)", open(f"{root}/CMakeLists.txt").read())[1]
     if c["image"] != f"xpu-exporter:{version}":
         errors.append(f"image {c['image']} is not xpu-exporter:{version} (what ./x image builds)")
@@ -70,6 +97,21 @@ for d in docs:
         if not any(r.get("targetLabel") == "node" and r.get("sourceLabels") == ["__meta_kubernetes_pod_node_name"]
                    for r in relabels):
             errors.append("the ServiceMonitor does not set node from the pod's node name")
+# The chart: its write rules and flags only under their values, both off
+# by default (no helm here to render it: checked as text).
+chart = f"{root}/deploy/helm/xpu-exporter"
+values = yaml.safe_load(open(f"{chart}/values.yaml"))
+if values["kubernetes"].get("nodeCondition") is not False or values["kubernetes"].get("events") is not False:
+    errors.append("the chart's kubernetes.nodeCondition and kubernetes.events must default to false")
+for name, needle in (("rbac.yaml", "resources: [nodes/status]"), ("rbac.yaml", "resources: [events]"),
+                     ("daemonset.yaml", "- --kubernetes.node-condition"),
+                     ("daemonset.yaml", "- --kubernetes.events")):
+    text = open(f"{chart}/templates/{name}").read()
+    value = "nodeCondition" if "node" in needle else "events"
+    at = text.find(needle)
+    guard = text.rfind("{{- if .Values.kubernetes." + value + " }}", 0, at)
+    if at < 0 or guard < 0 or "{{- end }}" in text[guard:at]:
+        errors.append(f"chart {name}: {needle!r} is not under kubernetes.{value}")
 containerfile = open(f"{root}/deploy/container/Containerfile").read()
 if "USER 65532:65532" not in containerfile or "FROM scratch" not in containerfile:
     errors.append("the image's runtime stage is not FROM scratch with USER 65532")

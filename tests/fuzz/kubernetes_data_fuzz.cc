@@ -1,12 +1,18 @@
 // What the API server sends: a watch line (and the pod or node inside it)
-// through ParseEvent, ParsePod and ParseNodeShares, and the raw bytes as
-// HAMi annotation values. Checks the limits hold and labels stay escaped.
+// through ParseEvent, ParsePod and ParseNodeShares, the bytes as a Node read
+// back for its condition (ParseNodeFacts), and the raw bytes as HAMi
+// annotation values. Checks the limits hold, labels stay escaped, and what
+// the Node condition is compared and patched with survives a round trip.
+#include <algorithm>
+
 #include "exposition/text_format.h"
 #include "fuzz_util.h"
 #include "kubernetes/hami.h"
+#include "kubernetes/node_health.h"
 #include "kubernetes/pod_watcher.h"
 
 using namespace xpu::kubernetes;
+using Json = nlohmann::json;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view in(reinterpret_cast<const char*>(data), size);
@@ -56,6 +62,21 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (grants.size() > hami::kMaxContainers) abort();
     for (const auto& c : grants)
       if (c.size() > hami::kMaxDevicesPerContainer) abort();
+  }
+  NodeFacts facts;
+  if (ParseNodeFacts(in, &facts).ok() && facts.condition) {
+    // The condition read back, patched again: the same condition reads back.
+    Json node = {{"kind", "Node"}, {"metadata", {{"uid", facts.uid}}}};
+    node["status"] = Json::parse(ConditionPatch(*facts.condition, "t", facts.transition))["status"];
+    NodeFacts again;
+    if (!ParseNodeFacts(node.dump(-1, ' ', false, Json::error_handler_t::replace), &again).ok())
+      abort();
+    // (Text that is not UTF-8 is written with U+FFFD in its place.)
+    auto ascii = [](const std::string& t) {
+      return std::all_of(t.begin(), t.end(), [](char c) { return (c & 0x80) == 0; });
+    };
+    const NodeCondition& c = *facts.condition;
+    if (ascii(c.status) && ascii(c.reason) && ascii(c.message) && again.condition != c) abort();
   }
   std::vector<hami::Registered> devices;
   if (hami::ParseRegister(in, &devices).ok() && devices.size() > hami::kMaxNodeDevices) abort();
