@@ -6,21 +6,14 @@
 #include <ctime>
 #include <nlohmann/json.hpp>
 
+#include "common/duration.h"
+
 namespace xpu::app {
 namespace {
 
 using Json = nlohmann::ordered_json;
 
 constexpr double kBytesPerGiB = 1024.0 * 1024 * 1024;
-
-std::string Rfc3339(std::chrono::system_clock::time_point t) {
-  const std::time_t tt = std::chrono::system_clock::to_time_t(t);
-  std::tm tm{};
-  gmtime_r(&tt, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
 
 double Secs(std::chrono::steady_clock::duration d) {
   return std::chrono::duration<double>(d).count();

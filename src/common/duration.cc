@@ -3,6 +3,7 @@
 #include <array>
 #include <cctype>
 #include <cstdint>
+#include <ctime>
 #include <limits>
 
 namespace xpu {
@@ -69,6 +70,15 @@ std::string FormatDuration(std::chrono::milliseconds d) {
     }
   }
   return out;
+}
+
+std::string Rfc3339(std::chrono::system_clock::time_point t) {
+  const std::time_t tt = std::chrono::system_clock::to_time_t(t);
+  std::tm tm{};
+  gmtime_r(&tt, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
 }
 
 }  // namespace xpu

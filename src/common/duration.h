@@ -15,4 +15,8 @@ std::optional<std::chrono::milliseconds> ParseDuration(std::string_view text);
 // The inverse, shortest form: 1500ms -> "1s500ms", 60000ms -> "1m", 0 -> "0s".
 std::string FormatDuration(std::chrono::milliseconds d);
 
+// A time as Kubernetes and /status write one, to the second in UTC:
+// "2026-12-01T21:32:18Z".
+std::string Rfc3339(std::chrono::system_clock::time_point t);
+
 }  // namespace xpu

@@ -1,11 +1,11 @@
 #include "kubernetes/node_health.h"
 
 #include <algorithm>
-#include <ctime>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <tuple>
 
+#include "common/duration.h"
 #include "kubernetes/pod_watcher.h"
 
 namespace xpu::kubernetes {
@@ -127,15 +127,6 @@ NodeCondition ConditionOf(const FaultSources& sources,
     ++shown;
   }
   return {"False", ReasonOf(named.front().level_name), Cut(std::move(message))};
-}
-
-std::string Rfc3339(std::chrono::system_clock::time_point t) {
-  const std::time_t s = std::chrono::system_clock::to_time_t(t);
-  std::tm tm{};
-  gmtime_r(&s, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
 }
 
 std::string ConditionPatch(const NodeCondition& c, std::string_view heartbeat,

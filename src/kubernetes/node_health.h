@@ -65,9 +65,6 @@ NodeCondition ConditionOf(const FaultSources& sources,
                           const std::vector<store::HalDeviceView>& hal,
                           const std::vector<store::KmsgDeviceView>& kmsg);
 
-// Seconds since the epoch as Kubernetes writes times: "2026-12-01T21:32:18Z".
-std::string Rfc3339(std::chrono::system_clock::time_point t);
-
 // The strategic-merge patch of the Node's status that sets the condition
 // (conditions merge by type: the others are left alone).
 std::string ConditionPatch(const NodeCondition& c, std::string_view heartbeat,

@@ -5,6 +5,7 @@
 #include <random>
 #include <stdexcept>
 
+#include "common/duration.h"
 #include "kubernetes/pod_watcher.h"
 
 namespace xpu::kubernetes {

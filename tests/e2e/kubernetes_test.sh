@@ -8,18 +8,8 @@
 # 401/403 and an absent API server make a failing collector, never a crash;
 # no request ever asks for more than this node's pods.
 source "$(dirname "$0")/lib.sh" "$1"
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$TMP"
-openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.crt -days 2 -subj "/CN=k8s-ca" 2>/dev/null
-openssl req -newkey rsa:2048 -nodes -keyout srv.key -out srv.csr -subj "/CN=kubernetes" 2>/dev/null
-printf 'subjectAltName=IP:127.0.0.1,DNS:kubernetes.default.svc\n' >srv.ext
-openssl x509 -req -in srv.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out srv.crt -days 2 -extfile srv.ext 2>/dev/null
-echo "s3cret-token" >token
-python3 "$ROOT/tests/support/fake_apiserver.py" srv.crt srv.key s3cret-token >api.out 2>api.err &
-PIDS+=($!)
-wait_for 10 grep -q "port=" api.out || fail "fake API server did not start: $(cat api.err)"
-API="https://127.0.0.1:$(sed -n 's/port=//p' api.out)"
-api() { curl -sfk -X"$1" "$API/control/$2" ${3:+-d "$3"} >/dev/null || fail "control $1 $2"; }
+start_apiserver s3cret-token
 
 start_sim sim --interval 100ms --kubelet-socket "$TMP/kubelet.sock"
 # The stand-in kubelet names a pod "alloc-" + the allocation id's first 8.

@@ -81,3 +81,25 @@ wait_ms() {
   done
   echo $(( ($(date +%s%N) - start) / 1000000 ))
 }
+
+# start_apiserver TOKEN: the stand-in Kubernetes API server
+# (tests/support/fake_apiserver.py) over HTTPS, its certificate signed by a CA
+# of its own ($TMP/ca.crt), accepting TOKEN (also in $TMP/token). Sets API
+# (its URL); `api METHOD PATH [BODY]` calls its /control/ API.
+start_apiserver() {
+  (
+    cd "$TMP"
+    openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.crt -days 2 -subj "/CN=k8s-ca" 2>/dev/null
+    openssl req -newkey rsa:2048 -nodes -keyout srv.key -out srv.csr -subj "/CN=kubernetes" 2>/dev/null
+    printf 'subjectAltName=IP:127.0.0.1,DNS:kubernetes.default.svc\n' >srv.ext
+    openssl x509 -req -in srv.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out srv.crt -days 2 \
+      -extfile srv.ext 2>/dev/null
+  )
+  echo "$1" >"$TMP/token"
+  python3 "$E2E_DIR/../support/fake_apiserver.py" "$TMP/srv.crt" "$TMP/srv.key" "$1" \
+    >"$TMP/api.out" 2>"$TMP/api.err" &
+  PIDS+=($!)
+  wait_for 10 grep -q "port=" "$TMP/api.out" || fail "fake API server did not start: $(cat "$TMP/api.err")"
+  API="https://127.0.0.1:$(sed -n 's/port=//p' "$TMP/api.out")"
+}
+api() { curl -sfk -X"$1" "$API/control/$2" ${3:+-d "$3"} >/dev/null || fail "control $1 $2"; }

@@ -9,18 +9,8 @@
 # on the Node; a restarted exporter patches and posts nothing it already
 # did; the only writes are the Node's status and Events in "default".
 source "$(dirname "$0")/lib.sh" "$1"
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$TMP"
-openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.crt -days 2 -subj "/CN=k8s-ca" 2>/dev/null
-openssl req -newkey rsa:2048 -nodes -keyout srv.key -out srv.csr -subj "/CN=kubernetes" 2>/dev/null
-printf 'subjectAltName=IP:127.0.0.1\n' >srv.ext
-openssl x509 -req -in srv.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out srv.crt -days 2 -extfile srv.ext 2>/dev/null
-echo "t0ken" >token
-python3 "$ROOT/tests/support/fake_apiserver.py" srv.crt srv.key t0ken >api.out 2>api.err &
-PIDS+=($!)
-wait_for 10 grep -q "port=" api.out || fail "fake API server did not start: $(cat api.err)"
-API="https://127.0.0.1:$(sed -n 's/port=//p' api.out)"
-api() { curl -sfk -X"$1" "$API/control/$2" ${3:+-d "$3"} >/dev/null || fail "control $1 $2"; }
+start_apiserver t0ken
 api POST node '{"metadata":{"name":"node-a","uid":"8d3f-node-a"},"status":{"conditions":[{"type":"Ready","status":"True","reason":"KubeletReady","message":"ok","lastTransitionTime":"2026-01-01T00:00:00Z"}]}}'
 # count KIND [PYTHON-FILTER]: how many patches or events the server took.
 count() { curl -sfk "$API/control/$1" | python3 -c "import json,sys; print(len([x for x in json.load(sys.stdin) if ${2:-True}]))"; }

@@ -7,6 +7,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/duration.h"
+
 namespace xpu::kubernetes {
 namespace {
 
