@@ -22,7 +22,7 @@ for path in glob.glob(f"{root}/deploy/kubernetes/*.yaml"):
     docs += by_file[path.rsplit("/", 1)[1]]
 
 
-def granted_to(sa, manifests):
+def granted_to(sa, sa_ns, manifests):
     """(namespace or "*", resource, verb) the service account `sa` gets from `manifests`."""
     roles = {}
     for d in manifests:
@@ -32,7 +32,8 @@ def granted_to(sa, manifests):
     for b in manifests:
         if b["kind"] not in ("ClusterRoleBinding", "RoleBinding"):
             continue
-        if not any(s["kind"] == "ServiceAccount" and s["name"] == sa for s in b["subjects"]):
+        if not any(s["kind"] == "ServiceAccount" and s["name"] == sa and s.get("namespace") == sa_ns
+                   for s in b["subjects"]):
             continue
         role = roles.get((b["roleRef"]["kind"], b["roleRef"]["name"]), {})
         where = b["metadata"].get("namespace", "*") if b["kind"] == "RoleBinding" else "*"
@@ -67,12 +68,13 @@ else:
     sa = ds[0]["spec"]["template"]["spec"].get("serviceAccountName")
     # The base manifests read only; the opt-in file adds exactly what the
     # Node condition and the Events write (docs/kubernetes.md).
-    granted = granted_to(sa, by_file["xpu-exporter.yaml"])
+    sa_ns = ds[0]["metadata"]["namespace"]
+    granted = granted_to(sa, sa_ns, by_file["xpu-exporter.yaml"])
     need = {("*", "pods", "get"), ("*", "pods", "list"), ("*", "pods", "watch"), ("*", "nodes", "get")}
     if granted != need:
         errors.append(f"the DaemonSet's service account has {sorted(granted)}, want exactly {sorted(need)}")
     opt_in = f"{root}/deploy/kubernetes/opt-in/node-health.yaml"
-    extra = granted_to(sa, [d for d in yaml.safe_load_all(open(opt_in)) if d])
+    extra = granted_to(sa, sa_ns, [d for d in yaml.safe_load_all(open(opt_in)) if d])
     want_extra = {("*", "nodes/status", "patch"), ("default", "events", "create")}
     if extra != want_extra:
         errors.append(f"node-health.yaml grants {sorted(extra)}, want exactly {sorted(want_extra)}")

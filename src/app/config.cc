@@ -247,12 +247,12 @@ void AddKubernetesFlags(const Flags& f, Config* cfg) {
   f(Applier::kWatcher,
     AddDuration(app, "--kubernetes.node-interval", &cfg->kubernetes.node_interval,
                 "How often to read this node's object (HAMi's device register)"));
-  f(Applier::kWatcher,
-    app.add_flag("--kubernetes.node-condition", cfg->kubernetes.node_condition,
+  f(Applier::kNodeHealth,
+    app.add_flag("--kubernetes.node-condition", cfg->node_health.condition,
                  "Keep the Node condition XpuDevicesHealthy from the devices' worst active "
                  "fault (needs patch on nodes/status)"));
-  f(Applier::kWatcher,
-    app.add_flag("--kubernetes.events", cfg->kubernetes.events,
+  f(Applier::kNodeHealth,
+    app.add_flag("--kubernetes.events", cfg->node_health.events,
                  "Post an Event on the Node per fault raise at restart_card or worse, "
                  "rate-limited (needs create on events)"));
 }
@@ -439,8 +439,8 @@ Status Validate(const Config& cfg, ParsedConfig* parsed) {
           "--kubernetes.api-server needs the node name (--kubernetes.node-name or NODE_NAME, "
           "read at start only): only this node's pods are watched");
   }
-  if ((cfg.kubernetes.node_condition || cfg.kubernetes.events) && api.empty())
-    return Status::InvalidArgument(std::string(cfg.kubernetes.node_condition
+  if ((cfg.node_health.condition || cfg.node_health.events) && api.empty())
+    return Status::InvalidArgument(std::string(cfg.node_health.condition
                                                    ? "--kubernetes.node-condition"
                                                    : "--kubernetes.events") +
                                    " needs the API server (--kubernetes.api-server is empty)");
@@ -647,6 +647,8 @@ const char* ApplierName(Applier a) {
       return "kubelet";
     case Applier::kWatcher:
       return "apiserver";
+    case Applier::kNodeHealth:
+      return "nodehealth";
     case Applier::kLog:
       return "log";
   }

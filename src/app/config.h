@@ -71,6 +71,7 @@ struct Config {
   hal::HalOptions hal;
   kubelet::PodMapperOptions kubelet;
   kubernetes::KubernetesOptions kubernetes;
+  kubernetes::NodeHealthOptions node_health;
   std::string log_level = "info";
   std::string log_format = "logfmt";
   std::string config_file;        // --config.file (YAML of the flags)
@@ -107,7 +108,7 @@ Status Validate(const Config& cfg, ParsedConfig* parsed = nullptr);
 // applier where it is registered (config.cc), and a reload rebuilds or
 // re-applies exactly the appliers whose settings changed (docs/architecture.md,
 // "Reload"). kRestart: only a restart applies it.
-enum class Applier { kRestart, kWebConfig, kIngest, kHal, kPods, kWatcher, kLog };
+enum class Applier { kRestart, kWebConfig, kIngest, kHal, kPods, kWatcher, kNodeHealth, kLog };
 inline constexpr int kApplierCount = static_cast<int>(Applier::kLog) + 1;
 const char* ApplierName(Applier a);  // "restart", "web", "ingest", "hal", ...
 

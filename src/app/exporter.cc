@@ -162,7 +162,7 @@ std::unique_ptr<kubernetes::PodWatcher> Exporter::BuildWatcher(const Config& cfg
 
 std::unique_ptr<kubernetes::NodeReporter> Exporter::BuildReporter(
     const Config& cfg, kubernetes::FaultSources sources) {
-  if (!cfg.kubernetes.node_condition && !cfg.kubernetes.events) return nullptr;
+  if (!cfg.node_health.condition && !cfg.node_health.events) return nullptr;
   std::string why_off;
   const std::string api = kubernetes::ResolveApiServer(cfg.kubernetes, &why_off);
   if (api.empty()) {
@@ -170,11 +170,11 @@ std::unique_ptr<kubernetes::NodeReporter> Exporter::BuildReporter(
     return nullptr;
   }
   kubernetes::NodeReporter::Options o;
-  o.condition = cfg.kubernetes.node_condition;
-  o.events = cfg.kubernetes.events;
+  o.condition = cfg.node_health.condition;
+  o.events = cfg.node_health.events;
   o.sources = sources;
   return std::make_unique<kubernetes::NodeReporter>(cfg.kubernetes, o, api, &devices_,
-                                                    part_metrics_.apiserver.get());
+                                                    part_metrics_.nodehealth.get());
 }
 
 void Exporter::PublishPartMetrics() {
@@ -191,7 +191,8 @@ void Exporter::PublishPartMetrics() {
   publish("pci", pci_ != nullptr, &part_metrics_.pci);
   publish("kmsg", kmsg_ != nullptr, &part_metrics_.kmsg);
   publish("kubelet", pods_ != nullptr, &part_metrics_.kubelet);
-  publish("apiserver", watcher_ != nullptr || reporter_ != nullptr, &part_metrics_.apiserver);
+  publish("apiserver", watcher_ != nullptr, &part_metrics_.apiserver);
+  publish("nodehealth", reporter_ != nullptr, &part_metrics_.nodehealth);
 }
 
 void Exporter::ApplyIngest(const Config& cfg, const LoadedFiles& files) {
@@ -458,7 +459,14 @@ void Exporter::RunReload(ReloadJob* job) {
     next.watcher = BuildWatcher(*fresh);
     next.applied.push_back(Applier::kWatcher);
   }
-  next.reporter_changed = next.watcher_changed || next.hal_changed;
+  // The reporter names the HAL's backends and uses the API server's settings.
+  const bool node_health_changed = changed(Applier::kNodeHealth);
+  next.reporter_changed = next.watcher_changed || next.hal_changed || node_health_changed;
+  if (node_health_changed) next.applied.push_back(Applier::kNodeHealth);
+  // What it shows changes with what is on: a fresh registry, so that a
+  // condition switched off leaves no gauge behind.
+  if (!(running->node_health == fresh->node_health))
+    part_metrics_.nodehealth = std::make_shared<prometheus::Registry>();
   if (next.reporter_changed) {
     kubernetes::FaultSources sources;
     if (next.hal_changed) {
@@ -510,8 +518,11 @@ void Exporter::SwapParts(Replacement* next, std::shared_ptr<const Config> cfg,
   if (old_pods) old_pods->Stop();
   if (old_watcher) old_watcher->Stop();
   if (old_reporter) old_reporter->Stop();
-  // Raises the old reporter had not read yet go out from the new one.
-  if (next->reporter && old_reporter) next->reporter->SeedCursor(old_reporter->cursor());
+  // Raises the old reporter had not read or sent yet go out from the new
+  // one, under the same rate limit.
+  if (next->reporter && old_reporter && old_reporter->options().events &&
+      next->reporter->options().events)
+    next->reporter->Seed(old_reporter->handover());
   // Faults that stay active are not raised again by the new samplers.
   if (next->hal && old_hal) next->hal->SeedFaultState(old_hal->fault_state());
   if (next->pci && old_pci) {

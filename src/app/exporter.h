@@ -186,6 +186,7 @@ class Exporter {
     std::shared_ptr<prometheus::Registry> kmsg = std::make_shared<prometheus::Registry>();
     std::shared_ptr<prometheus::Registry> kubelet = std::make_shared<prometheus::Registry>();
     std::shared_ptr<prometheus::Registry> apiserver = std::make_shared<prometheus::Registry>();
+    std::shared_ptr<prometheus::Registry> nodehealth = std::make_shared<prometheus::Registry>();
   };
   PartMetrics part_metrics_;
   // The parts' pointers, taken under parts_mu_ to be used outside it where

@@ -280,7 +280,6 @@ void KmsgSampler::Publish() {
                  std::chrono::system_clock::now()},
                 /*live=*/true);
     }
-    dev.fresh.clear();
     for (const auto& [code, active] : dev.codes) {
       v.faults.push_back(ActiveFaultOf(faults_->Lookup(code)));
     }
@@ -290,6 +289,9 @@ void KmsgSampler::Publish() {
     }
     view.push_back(std::move(v));
   }
+  // A fresh record of a device XDM does not list (yet) raised nothing here:
+  // when it joins later, its raise is no longer news.
+  for (auto& [address, dev] : devices_) dev.fresh.clear();
   registry_->SetKmsgDevices(std::move(view));
 }
 

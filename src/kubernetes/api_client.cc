@@ -28,6 +28,7 @@ struct Transfer {
   const std::function<void(long)>* on_status = nullptr;
   long status = 0;
   std::string limit_error;  // set when a cap was hit
+  const std::string* user_agent = nullptr;
   // Send: the method and what it sends; null for a GET.
   const std::string* method = nullptr;
   const std::string* content_type = nullptr;
@@ -97,10 +98,11 @@ std::string Describe(const HttpResult& r, const std::string& needs) {
 }
 
 ApiClient::ApiClient(std::string base_url, std::string token_file, std::string ca_file,
-                     bool insecure_http)
+                     bool insecure_http, std::string user_agent)
     : base_url_(std::move(base_url)),
       token_file_(std::move(token_file)),
       ca_file_(std::move(ca_file)),
+      user_agent_(std::move(user_agent)),
       insecure_http_(insecure_http) {
   GlobalInit();
 }
@@ -157,6 +159,7 @@ HttpResult Perform(const std::string& url, const std::string& token_file,
   curl_easy_setopt(c, CURLOPT_TIMEOUT, static_cast<long>(timeout.count()));
   curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, insecure_http ? "https,http" : "https");
   curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
+  if (t->user_agent != nullptr) curl_easy_setopt(c, CURLOPT_USERAGENT, t->user_agent->c_str());
   if (t->method != nullptr) {
     curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, t->method->c_str());
     curl_easy_setopt(c, CURLOPT_POSTFIELDS, t->request_body->data());
@@ -193,6 +196,7 @@ HttpResult ApiClient::Get(const std::string& path, size_t max_bytes, std::chrono
   Transfer t;
   t.max = max_bytes;
   t.stop = &stop;
+  t.user_agent = &user_agent_;
   return Perform(base_url_ + path, token_file_, ca_file_, insecure_http_, timeout, &t);
 }
 
@@ -206,6 +210,7 @@ HttpResult ApiClient::Send(const std::string& method, const std::string& path,
   t.method = &method;
   t.content_type = &content_type;
   t.request_body = &body;
+  t.user_agent = &user_agent_;
   return Perform(base_url_ + path, token_file_, ca_file_, insecure_http_, timeout, &t);
 }
 
@@ -219,6 +224,7 @@ HttpResult ApiClient::Stream(const std::string& path, size_t max_line, std::chro
   t.streaming = true;
   t.on_line = &on_line;
   t.stop = &stop;
+  t.user_agent = &user_agent_;
   return Perform(base_url_ + path, token_file_, ca_file_, insecure_http_, timeout, &t);
 }
 

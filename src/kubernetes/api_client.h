@@ -27,8 +27,9 @@ std::string Describe(const HttpResult& r, const std::string& needs);
 // connection between calls; one instance per calling thread.
 class ApiClient {
  public:
+  // `user_agent` names the part in the API server's audit log.
   ApiClient(std::string base_url, std::string token_file, std::string ca_file,
-            bool insecure_http = false);
+            bool insecure_http = false, std::string user_agent = "xpu-exporter");
 
   // GET base_url + path; at most max_bytes of body (else an error). Gives
   // up, with an error, when `stop` returns true (checked about once a
@@ -58,7 +59,7 @@ class ApiClient {
   static std::string Escape(std::string_view s);
 
  private:
-  const std::string base_url_, token_file_, ca_file_;
+  const std::string base_url_, token_file_, ca_file_, user_agent_;
   const bool insecure_http_;
 };
 

@@ -1,11 +1,13 @@
 #include "kubernetes/node_health.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <tuple>
 
 #include "common/duration.h"
+#include "common/label.h"
 #include "kubernetes/pod_watcher.h"
 
 namespace xpu::kubernetes {
@@ -25,19 +27,19 @@ struct Named {
 
 std::string Describe(const std::string& minor, const std::string& bus_id,
                      const store::ActiveFault& f, const std::string& source) {
-  std::string s = "xpu " + (minor.empty() ? std::string("?") : minor);
-  if (!bus_id.empty()) s += " (" + bus_id + ")";
+  // A device only the pci backend sees has no minor: its address names it.
+  std::string s = minor.empty() ? "PCI device " + bus_id : "xpu " + minor;
+  if (!minor.empty() && !bus_id.empty()) s += " (" + bus_id + ")";
   s += ": " + f.code + " " + f.name + " [" + f.level_name + ", " + source + "]";
   return s;
 }
 
-// Cut to kMaxMessageBytes, at a character boundary.
+// Valid UTF-8 (what the Node will read back), cut to kMaxMessageBytes at a
+// character boundary.
 std::string Cut(std::string s) {
-  if (s.size() <= kMaxMessageBytes) return s;
-  size_t n = kMaxMessageBytes - 3;
-  while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;
-  s.resize(n);
-  return s + "...";
+  const bool longer = s.size() > kMaxMessageBytes;
+  SanitizeLabelValue(&s, longer ? kMaxMessageBytes - 3 : kMaxMessageBytes);
+  return longer ? s + "..." : s;
 }
 
 std::string SourcesText(const FaultSources& s) {
@@ -73,6 +75,15 @@ const std::string* StringIn(const Json& j, const char* key) {
 
 }  // namespace
 
+int SeverityOf(const NodeCondition& c) {
+  if (c.status != "False") return 0;
+  static const char* const kLadder[] = {"RestartCard", "ResetCard", "IsolateAfterJob",
+                                        "IsolateCard"};
+  for (int i = 0; i < 4; ++i)
+    if (c.reason == kLadder[i]) return store::kUnhealthyFaultLevel + i;
+  return store::kUnhealthyFaultLevel;  // False for a reason not ours: the least of them
+}
+
 std::string ReasonOf(std::string_view level_name) {
   std::string out;
   bool upper = true;
@@ -87,7 +98,7 @@ std::string ReasonOf(std::string_view level_name) {
   return out;
 }
 
-NodeCondition ConditionOf(const FaultSources& sources,
+NodeCondition ConditionOf(const FaultSources& sources, bool devices_known,
                           const std::vector<store::DeviceInfo>& devices,
                           const std::vector<store::HalDeviceView>& hal,
                           const std::vector<store::KmsgDeviceView>& kmsg) {
@@ -107,6 +118,12 @@ NodeCondition ConditionOf(const FaultSources& sources,
     for (const store::ActiveFault& f : v.faults) add(v.minor, bus_of[v.minor], f, "hal");
   for (const store::KmsgDeviceView& v : kmsg)
     for (const store::ActiveFault& f : v.faults) add(v.minor, v.bus_id, f, "kmsg");
+  // Without XDM's list the pci and kmsg views join nothing: their silence
+  // is no health.
+  if (named.empty() && !devices_known && (sources.pci || sources.kmsg))
+    return {"Unknown", "DeviceListUnknown",
+            "XDM's device list is not known yet: the kernel log's and the PCI files' faults "
+            "cannot be joined to devices"};
   if (named.empty())
     return {"True", "NoCardFaults",
             "no active fault at restart_card or worse (sources: " + SourcesText(sources) + ")"};
@@ -147,7 +164,9 @@ Status ParseNodeFacts(std::string_view text, NodeFacts* out) {
   if (!node.is_object() || (kind != nullptr && *kind != "Node") || !node.contains("metadata"))
     return Status::InvalidArgument("not a Node object");
   NodeFacts f;
-  if (const std::string* uid = StringIn(node["metadata"], "uid")) f.uid = *uid;
+  // A uid is a UUID; anything longer is not one to name in Events.
+  if (const std::string* uid = StringIn(node["metadata"], "uid"); uid && uid->size() <= 128)
+    f.uid = *uid;
   if (node.contains("status") && node["status"].is_object() &&
       node["status"].contains("conditions") && node["status"]["conditions"].is_array()) {
     for (const Json& c : node["status"]["conditions"]) {
@@ -173,11 +192,23 @@ std::string EventBody(const store::FaultRaise& raise, const std::string& node,
                         (raise.uuid.empty() ? "" : " on " + raise.uuid) +
                         (raise.fault.description.empty() ? "" : ". " + raise.fault.description) +
                         (raise.fault.action.empty() ? "" : " Action: " + raise.fault.action);
-  // generateName: a prefix the API server completes (253 bytes at most in all).
-  const std::string prefix = node.substr(0, 200) + ".xpu-";
+  // A name of its own, the same for the same raise: a post retried after an
+  // answer that was lost is refused (409), not a second Event. Node names
+  // are DNS subdomains of at most 253 bytes: 200 of them, a dot, "xpu-"
+  // and 16 hex digits fit.
+  uint64_t h = 1469598103934665603ULL;  // FNV-1a over what tells raises apart
+  const std::string key = raise.source + '\0' + raise.minor + '\0' + raise.bus_id + '\0' +
+                          raise.fault.code + '\0' +
+                          std::to_string(raise.at.time_since_epoch().count());
+  for (unsigned char c : key) h = (h ^ c) * 1099511628211ULL;
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+  std::string name = node.substr(0, 200);
+  while (!name.empty() && name.back() == '.') name.pop_back();
+  name += ".xpu-" + std::string(hex);
   Json e = {{"apiVersion", "v1"},
             {"kind", "Event"},
-            {"metadata", {{"generateName", prefix}, {"namespace", "default"}}},
+            {"metadata", {{"name", name}, {"namespace", "default"}}},
             {"involvedObject",
              {{"apiVersion", "v1"},
               {"kind", "Node"},

@@ -32,6 +32,10 @@ inline constexpr std::chrono::seconds kEventRefill{30};
 // Events that were allowed but not yet accepted (the API server down):
 // beyond this many, the oldest is dropped (counted).
 inline constexpr size_t kMaxQueuedEvents = 64;
+// A raise of the same code on the same device from the same source within
+// this long of the last one that got an Event gets none (counted): a
+// repeating driver line must not use up the budget of other faults.
+inline constexpr std::chrono::minutes kEventRepeatWindow{10};
 
 // Which backends feed the fault views: the condition says Unknown when none
 // does, and waits for each that does to have published once.
@@ -57,13 +61,22 @@ std::string ReasonOf(std::string_view level_name);
 // restart_card or worse, from any source: reason the worst level's, message
 // those faults, worst first ("xpu 3 (0000:3b:00.0): 0x10DE004F Xid 79 ...
 // [isolate_card, kmsg]"), cut to kMaxMessageBytes with how many more. True
-// otherwise; Unknown when no source runs. `devices` (XDM's list) gives the
+// otherwise; Unknown when no source runs, or when nothing is named and the
+// pci or kmsg views run while XDM's list is not known (`devices_known`:
+// they join nothing without it). `devices` (XDM's list) gives the
 // PCI addresses. The same views give the same text: it is compared to
 // decide whether to patch.
-NodeCondition ConditionOf(const FaultSources& sources,
+NodeCondition ConditionOf(const FaultSources& sources, bool devices_known,
                           const std::vector<store::DeviceInfo>& devices,
                           const std::vector<store::HalDeviceView>& hal,
                           const std::vector<store::KmsgDeviceView>& kmsg);
+
+// How bad a condition says the node is: 0 unless False, else the level of
+// its reason (3 for a reason not on the ladder). A change to a worse
+// condition is patched at once; any other waits until it has held
+// (NodeReporter::Options::recover_hold), so a flapping fault cannot patch
+// the Node over and over.
+int SeverityOf(const NodeCondition& c);
 
 // The strategic-merge patch of the Node's status that sets the condition
 // (conditions merge by type: the others are left alone).
@@ -83,8 +96,8 @@ Status ParseNodeFacts(std::string_view text, NodeFacts* out);
 
 // The core/v1 Event, in the "default" namespace as the kubelet's Node
 // events are, that tells of `raise` on `node` (uid `node_uid`; the name
-// when unknown): type Warning, reason the level's (ReasonOf), source
-// xpu-exporter on the node, the message naming device, code, meaning,
+// when unknown): named from the raise (the same raise, the same name), type Warning, reason the
+// level's (ReasonOf), source xpu-exporter on the node, the message naming device, code, meaning,
 // source and action.
 std::string EventBody(const store::FaultRaise& raise, const std::string& node,
                       const std::string& node_uid);
@@ -99,8 +112,8 @@ class EventLimiter {
   bool Allow(Clock::time_point now);
 
  private:
-  const int burst_;
-  const Clock::duration refill_;
+  int burst_;
+  Clock::duration refill_;
   std::optional<Clock::time_point> since_;  // tokens_ counted up to here
   int tokens_ = 0;
 };

@@ -12,8 +12,11 @@ namespace xpu::kubernetes {
 namespace {
 
 constexpr std::chrono::seconds kRequestTimeout{30};
-constexpr std::chrono::seconds kTick{1};     // how often the views are read
-constexpr size_t kMaxAnswerBytes = 1 << 20;  // a patch's or an event's answer
+constexpr std::chrono::seconds kTick{1};  // how often the views are read
+// A patch answers with the whole Node; a post with the Event.
+constexpr size_t kMaxAnswerBytes = kMaxNodeBytes;
+// How long one round may spend posting Events before the condition's turn.
+constexpr std::chrono::seconds kEventBudget{5};
 
 Backoff MakeBackoff() {
   return Backoff(std::chrono::seconds(1), 2.0, std::chrono::seconds(30), 0.2,
@@ -27,8 +30,13 @@ bool Refused(const HttpResult& r) {
   return r.error.empty() && (r.status == 400 || r.status == 404 || r.status == 422);
 }
 
+// 409: an Event of that name exists: a retry of one the server had taken.
 bool Created(const HttpResult& r) {
-  return r.error.empty() && (r.status == 200 || r.status == 201);
+  return r.error.empty() && (r.status == 200 || r.status == 201 || r.status == 409);
+}
+
+std::string EventKey(const store::FaultRaise& r) {
+  return r.source + '|' + r.minor + '|' + r.bus_id + '|' + r.fault.code;
 }
 
 }  // namespace
@@ -40,23 +48,6 @@ NodeReporter::NodeReporter(const KubernetesOptions& kubernetes, Options options,
       options_(options),
       base_url_(std::move(base_url)),
       registry_(registry),
-      patches_(prometheus::BuildCounter()
-                   .Name("xpu_kubernetes_node_condition_patches_total")
-                   .Help("Patches of the Node's XpuDevicesHealthy condition, by result: ok, or "
-                         "error (retried with backoff).")
-                   .Register(*self_metrics)),
-      synced_(prometheus::BuildGauge()
-                  .Name("xpu_kubernetes_node_condition_synced")
-                  .Help("Whether the Node carries the XpuDevicesHealthy condition the fault "
-                        "views give: 1 yes, 0 not yet or a patch is failing.")
-                  .Register(*self_metrics)
-                  .Add({})),
-      events_(prometheus::BuildCounter()
-                  .Name("xpu_kubernetes_events_total")
-                  .Help("Node Events for fault raises at restart_card or worse, by result: sent, "
-                        "error (a failed post, retried), suppressed (over the rate limit) or "
-                        "dropped (refused, or lost while the API server was unreachable).")
-                  .Register(*self_metrics)),
       cursor_(registry->raises().end()),
       patch_backoff_(MakeBackoff()),
       event_backoff_(MakeBackoff()),
@@ -64,13 +55,43 @@ NodeReporter::NodeReporter(const KubernetesOptions& kubernetes, Options options,
       limiter_(options_.event_burst, options_.event_refill) {
   if (kubernetes_.node_name.empty())
     throw std::invalid_argument("the Node's condition and Events need the node name");
-  if (options_.condition)
-    for (const char* r : {"ok", "error"}) patches_.Add({{"result", r}});
-  if (options_.events)
-    for (const char* r : {"sent", "error", "suppressed", "dropped"}) events_.Add({{"result", r}});
+  if (options_.condition) {
+    patches_ = &prometheus::BuildCounter()
+                    .Name("xpu_kubernetes_node_condition_patches_total")
+                    .Help(
+                        "Patches of the Node's XpuDevicesHealthy condition, by result: ok, or "
+                        "error (retried with backoff).")
+                    .Register(*self_metrics);
+    for (const char* r : {"ok", "error"}) patches_->Add({{"result", r}});
+    synced_ = &prometheus::BuildGauge()
+                   .Name("xpu_kubernetes_node_condition_synced")
+                   .Help(
+                       "Whether the Node carries the XpuDevicesHealthy condition the fault "
+                       "views give: 1 yes, 0 not yet or a patch is failing.")
+                   .Register(*self_metrics)
+                   .Add({});
+  }
+  if (options_.events) {
+    events_ = &prometheus::BuildCounter()
+                   .Name("xpu_kubernetes_events_total")
+                   .Help(
+                       "Node Events for fault raises at restart_card or worse, by result: sent, "
+                       "error (a failed post, retried), suppressed (a repeat of a device's code "
+                       "within 10 minutes, or over the rate limit) or dropped (refused, or "
+                       "lost while the API server was unreachable).")
+                   .Register(*self_metrics);
+    for (const char* r : {"sent", "error", "suppressed", "dropped"}) events_->Add({{"result", r}});
+  }
 }
 
 NodeReporter::~NodeReporter() { Stop(); }
+
+void NodeReporter::Seed(Handover h) {
+  cursor_ = h.cursor;
+  queued_ = std::move(h.queued);
+  limiter_ = h.limiter;
+  last_event_ = std::move(h.last_event);
+}
 
 void NodeReporter::Start() {
   spdlog::info("kubernetes: {}{}{} on node {}", options_.condition ? "node condition " : "",
@@ -79,6 +100,9 @@ void NodeReporter::Start() {
                : options_.events                     ? "Events"
                                                      : "",
                kubernetes_.node_name);
+  // Views published from here on count (Settled), before the thread runs.
+  started_ = Clock::now();
+  views_at_start_ = registry_->fault_views_set();
   worker_.Start([this] { Loop(); });
 }
 
@@ -89,23 +113,30 @@ void NodeReporter::Said(const std::string& what, bool ok, const HttpResult& r) {
     if (said_.ClearPrefix(what + ":") > 0) spdlog::info("kubernetes: {} works again", what);
     return;
   }
+  const char* needs = what == "events"           ? "create events in default"
+                      : what == "node condition" ? "patch nodes/status"
+                                                 : "get nodes";
   if (said_.Raise(what + ":" + std::to_string(r.status)))
-    spdlog::warn(
-        "kubernetes: {} failed: {}", what,
-        Describe(r, what == "events" ? "create events" : "get nodes and patch nodes/status"));
+    spdlog::warn("kubernetes: {} failed: {}", what, Describe(r, needs));
 }
 
 bool NodeReporter::Settled(Clock::time_point now) const {
   if (now - started_ >= options_.settle_limit) return true;
+  // Views published since this reporter started (a reload may have switched
+  // a backend on whose last view, from before, is gone), the pci and kmsg
+  // ones twice: the second was built after XDM's list was known.
   const store::DeviceRegistry::FaultViewsSet set = registry_->fault_views_set();
+  const store::DeviceRegistry::FaultViewsSet& base = views_at_start_;
   const FaultSources& s = options_.sources;
-  return (!s.hal || set.hal >= 1) && (!s.pci || set.pci >= 2) && (!s.kmsg || set.kmsg >= 2);
+  return (!s.hal || set.hal >= base.hal + 1) && (!s.pci || set.pci >= base.pci + 2) &&
+         (!s.kmsg || set.kmsg >= base.kmsg + 2);
 }
 
 void NodeReporter::ReadNode(const ApiClient& api) {
   const std::function<bool()> stopping = [this] { return worker_.stopping(); };
   HttpResult r = api.Get("/api/v1/nodes/" + ApiClient::Escape(kubernetes_.node_name), kMaxNodeBytes,
                          kRequestTimeout, stopping);
+  if (worker_.stopping()) return;
   const Clock::time_point now = Clock::now();
   NodeFacts facts;
   if (r.ok()) {
@@ -119,17 +150,32 @@ void NodeReporter::ReadNode(const ApiClient& api) {
   }
   read_backoff_.Reset();
   next_read_ = now + kubernetes_.node_interval;
+  read_once_ = true;
   node_uid_ = std::move(facts.uid);
   on_node_ = std::move(facts.condition);
   on_node_transition_ = std::move(facts.transition);
 }
 
 void NodeReporter::SyncCondition(const ApiClient& api, Clock::time_point now) {
-  const NodeCondition want = ConditionOf(options_.sources, registry_->Devices(),
-                                         registry_->HalDevices(), registry_->KmsgDevices());
+  const NodeCondition want =
+      ConditionOf(options_.sources, registry_->fault_views_set().devices_known,
+                  registry_->Devices(), registry_->HalDevices(), registry_->KmsgDevices());
   if (on_node_ == want) {
-    synced_.Set(1);
+    waiting_.reset();
+    synced_->Set(1);
     return;
+  }
+  // Not before the Node's own copy is known (a read failing at start must
+  // not reset its transition time), unless reads keep failing.
+  if (!read_once_ && now - started_ < options_.settle_limit) return;
+  // Worse: at once. Anything else once it has held: a flapping fault does
+  // not patch the Node over and over.
+  if (on_node_ && SeverityOf(want) <= SeverityOf(*on_node_)) {
+    if (waiting_ != want) {
+      waiting_ = want;
+      waiting_since_ = now;
+    }
+    if (now - waiting_since_ < options_.recover_hold) return;
   }
   if (now < next_patch_) return;
   const std::string heartbeat = Rfc3339(std::chrono::system_clock::now());
@@ -146,65 +192,74 @@ void NodeReporter::SyncCondition(const ApiClient& api, Clock::time_point now) {
   if (worker_.stopping()) return;
   Said("node condition", r.ok(), r);
   if (!r.ok()) {
-    patches_.Add({{"result", "error"}}).Increment();
-    synced_.Set(0);
+    synced_->Set(0);
+    patches_->Add({{"result", "error"}}).Increment();
     next_patch_ = now + patch_backoff_.Next();
     return;
   }
-  patches_.Add({{"result", "ok"}}).Increment();
   patch_backoff_.Reset();
   spdlog::info("kubernetes: node condition {} is {} ({}): {}", kConditionType, want.status,
                want.reason, want.message);
   on_node_ = want;
   on_node_transition_ = transition;
-  synced_.Set(1);
+  waiting_.reset();
+  synced_->Set(1);
+  patches_->Add({{"result", "ok"}}).Increment();
 }
 
 void NodeReporter::TakeRaises(Clock::time_point now) {
   uint64_t lost = 0;
   std::vector<store::FaultRaise> raises = registry_->raises().Since(&cursor_, &lost);
-  if (lost > 0) events_.Add({{"result", "dropped"}}).Increment(static_cast<double>(lost));
+  if (lost > 0) events_->Add({{"result", "dropped"}}).Increment(static_cast<double>(lost));
   for (store::FaultRaise& r : raises) {
     if (r.fault.level < store::kUnhealthyFaultLevel) continue;
-    if (!limiter_.Allow(now)) {
-      events_.Add({{"result", "suppressed"}}).Increment();
+    const std::string key = EventKey(r);
+    auto last = last_event_.find(key);
+    if ((last != last_event_.end() && now - last->second < kEventRepeatWindow) ||
+        !limiter_.Allow(now)) {
+      events_->Add({{"result", "suppressed"}}).Increment();
       continue;
     }
+    last_event_[key] = now;
     queued_.push_back(std::move(r));
     if (queued_.size() > kMaxQueuedEvents) {
       queued_.pop_front();
-      events_.Add({{"result", "dropped"}}).Increment();
+      events_->Add({{"result", "dropped"}}).Increment();
     }
   }
+  // Bounded: keys whose window has passed go once there are many.
+  if (last_event_.size() > 4096)
+    std::erase_if(last_event_, [&](const auto& e) { return now - e.second >= kEventRepeatWindow; });
 }
 
 void NodeReporter::SendEvents(const ApiClient& api, Clock::time_point now) {
   const std::function<bool()> stopping = [this] { return worker_.stopping(); };
-  while (!queued_.empty() && now >= next_event_ && !worker_.stopping()) {
+  while (!queued_.empty() && now >= next_event_ && !worker_.stopping() &&
+         Clock::now() - now < kEventBudget) {
     const HttpResult r = api.Send("POST", "/api/v1/namespaces/default/events", "application/json",
                                   EventBody(queued_.front(), kubernetes_.node_name, node_uid_),
                                   kMaxAnswerBytes, kRequestTimeout, stopping);
     if (worker_.stopping()) return;
     Said("events", Created(r), r);
     if (Created(r) || Refused(r)) {
-      events_.Add({{"result", Created(r) ? "sent" : "dropped"}}).Increment();
+      events_->Add({{"result", Created(r) ? "sent" : "dropped"}}).Increment();
       queued_.pop_front();
       event_backoff_.Reset();
       continue;
     }
-    events_.Add({{"result", "error"}}).Increment();
+    events_->Add({{"result", "error"}}).Increment();
     next_event_ = now + event_backoff_.Next();
   }
 }
 
 void NodeReporter::Loop() {
   const ApiClient api(base_url_, kubernetes_.token_file, kubernetes_.ca_file,
-                      kubernetes_.insecure_http);
-  started_ = Clock::now();
+                      kubernetes_.insecure_http, "xpu-exporter/node-health");
   next_read_ = next_patch_ = next_event_ = started_;
   do {
     if (Clock::now() >= next_read_) ReadNode(api);
     const Clock::time_point now = Clock::now();
+    // The condition first: Events may wait on a slow server, it may not.
     if (options_.condition && Settled(now)) SyncCondition(api, now);
     if (options_.events) {
       TakeRaises(now);

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <deque>
+#include <map>
 #include <optional>
 #include <string>
 
@@ -21,14 +22,16 @@ namespace xpu::kubernetes {
 // Hands the devices' health to Kubernetes (docs/kubernetes.md, "Device
 // health on the Node"), both opt-in: with `condition`, keeps the Node
 // condition XpuDevicesHealthy as the fault views say (ConditionOf), patched
-// on the Node's status only when what the Node carries differs; with
+// on the Node's status only when what the Node carries differs (a worse
+// condition at once, any other once it has held recover_hold); with
 // `events`, posts one Event on the Node per live raise at restart_card or
-// worse, through EventLimiter. It reads the registry once a second and its
-// Node every node_interval (its uid, and its copy of the condition, so a
-// restart patches nothing that is already right and a condition someone
-// else changed is set back). A failing call is retried with backoff and
-// counted. Owns its thread: Start()/Stop() from the owning thread; the
-// rest is the thread's. Its metrics are thread-safe.
+// worse, but one per device and code per kEventRepeatWindow, through
+// EventLimiter. It reads the registry once a second and its Node every
+// node_interval (its uid, and its copy of the condition, so a restart
+// patches nothing that is already right and a condition someone else
+// changed is set back). A failing call is retried with backoff and counted.
+// Owns its thread: Start()/Stop() from the owning thread; the rest is the
+// thread's. Its metrics are thread-safe.
 class NodeReporter {
  public:
   struct Options {
@@ -38,6 +41,9 @@ class NodeReporter {
     // How long the first condition waits for the running backends to have
     // published once (a backend that never does must not hold it for ever).
     std::chrono::milliseconds settle_limit{120000};
+    // A change to a condition no worse than the Node's is patched once it
+    // has held this long (SeverityOf).
+    std::chrono::milliseconds recover_hold{30000};
     // The Events' token bucket (node_health.h).
     int event_burst = kEventBurst;
     std::chrono::seconds event_refill = kEventRefill;
@@ -51,10 +57,19 @@ class NodeReporter {
   NodeReporter(const NodeReporter&) = delete;
   NodeReporter& operator=(const NodeReporter&) = delete;
 
-  // The raises cursor starts where a predecessor's stopped (a reload), or
-  // at the newest raise. Before Start.
-  void SeedCursor(uint64_t cursor) { cursor_ = cursor; }
-  uint64_t cursor() const { return cursor_; }  // after Stop
+  // What a reload's new reporter takes over from one that posted Events
+  // (after its Stop, before Start): where it stopped reading the raises,
+  // the Events allowed and not yet accepted, the rate limit's state and the
+  // last Event of each device and code. Without one, the new reporter
+  // starts at the newest raise with a full bucket.
+  struct Handover {
+    uint64_t cursor = 0;
+    std::deque<store::FaultRaise> queued;
+    EventLimiter limiter{kEventBurst, kEventRefill};
+    std::map<std::string, std::chrono::steady_clock::time_point> last_event;
+  };
+  Handover handover() const { return {cursor_, queued_, limiter_, last_event_}; }
+  void Seed(Handover h);
   void Start();
   void Stop();
   // What it was built with. Any thread, while it lives.
@@ -76,20 +91,28 @@ class NodeReporter {
   const Options options_;
   const std::string base_url_;
   const store::DeviceRegistry* const registry_;
-  prometheus::Family<prometheus::Counter>& patches_;
-  prometheus::Gauge& synced_;
-  prometheus::Family<prometheus::Counter>& events_;
+  // Only what is on is on the page (a condition never asked for is not
+  // "unsynced").
+  prometheus::Family<prometheus::Counter>* patches_ = nullptr;
+  prometheus::Gauge* synced_ = nullptr;
+  prometheus::Family<prometheus::Counter>* events_ = nullptr;
   LogOnce said_;
+  // Set by Start, before the thread runs.
+  Clock::time_point started_;
+  store::DeviceRegistry::FaultViewsSet views_at_start_;  // Settled waits for new views
   // The thread's state.
   uint64_t cursor_ = 0;
-  Clock::time_point started_;
+  bool read_once_ = false;                // a read of the Node worked
   std::string node_uid_;                  // from the last read; empty until one worked
   std::optional<NodeCondition> on_node_;  // what the Node carries, as far as we know
   std::string on_node_transition_;        // its lastTransitionTime
+  std::optional<NodeCondition> waiting_;  // a change that must hold before it is patched
+  Clock::time_point waiting_since_;
   Clock::time_point next_read_, next_patch_, next_event_;
   Backoff patch_backoff_, event_backoff_, read_backoff_;
   EventLimiter limiter_;
-  std::deque<store::FaultRaise> queued_;  // allowed, not yet accepted
+  std::deque<store::FaultRaise> queued_;                 // allowed, not yet accepted
+  std::map<std::string, Clock::time_point> last_event_;  // by source, device and code
   Worker worker_;
 };
 

@@ -32,13 +32,19 @@ struct KubernetesOptions {
   // How often to read this node's object (HAMi's device register; the
   // condition and the uid the Events name).
   std::chrono::milliseconds node_interval{60000};
-  // Device health handed to Kubernetes (docs/kubernetes.md, "Device health
-  // on the Node"), each off by default: the Node condition XpuDevicesHealthy
-  // (--kubernetes.node-condition), and an Event on the Node per fault raise
-  // at restart_card or worse (--kubernetes.events).
-  bool node_condition = false;
-  bool events = false;
   bool operator==(const KubernetesOptions&) const = default;
+};
+
+// Device health handed to Kubernetes (docs/kubernetes.md, "Device health on
+// the Node"), each off by default: the Node condition XpuDevicesHealthy
+// (--kubernetes.node-condition), and an Event on the Node per fault raise at
+// restart_card or worse (--kubernetes.events). Applied by their own part
+// (kubernetes::NodeReporter), which uses the API server KubernetesOptions
+// name.
+struct NodeHealthOptions {
+  bool condition = false;
+  bool events = false;
+  bool operator==(const NodeHealthOptions&) const = default;
 };
 
 }  // namespace xpu::kubernetes

@@ -21,6 +21,7 @@ constexpr std::chrono::seconds kRequestTimeout{30};
 // without this, a server that closes at once would be asked in a tight loop.
 constexpr std::chrono::seconds kShortestWatch{1};
 constexpr double kBytesPerMib = 1024.0 * 1024.0;
+constexpr const char* kUserAgent = "xpu-exporter/pod-watcher";
 
 const std::string* StringAt(const Json& j, const char* a, const char* b) {
   if (!j.is_object() || !j.contains(a) || !j[a].is_object()) return nullptr;
@@ -342,7 +343,8 @@ void PodWatcher::WatchLoop() {
 }
 
 bool PodWatcher::List() {
-  const ApiClient client(base_url_, options_.token_file, options_.ca_file, options_.insecure_http);
+  const ApiClient client(base_url_, options_.token_file, options_.ca_file, options_.insecure_http,
+                         kUserAgent);
   const std::function<bool()> stopping = [this] { return worker_.stopping(); };
   const auto t0 = Clock::now();
   std::map<std::pair<std::string, std::string>, PodRecord> pods;
@@ -397,7 +399,8 @@ bool PodWatcher::List() {
 }
 
 PodWatcher::WatchEnd PodWatcher::Watch() {
-  const ApiClient client(base_url_, options_.token_file, options_.ca_file, options_.insecure_http);
+  const ApiClient client(base_url_, options_.token_file, options_.ca_file, options_.insecure_http,
+                         kUserAgent);
   const std::string path = PodsPath() + "&watch=true&allowWatchBookmarks=true&resourceVersion=" +
                            ApiClient::Escape(resource_version_) +
                            "&timeoutSeconds=" + std::to_string(kWatchTimeoutSeconds);
@@ -476,7 +479,8 @@ void PodWatcher::Publish() {
 }
 
 void PodWatcher::NodeLoop() {
-  const ApiClient client(base_url_, options_.token_file, options_.ca_file, options_.insecure_http);
+  const ApiClient client(base_url_, options_.token_file, options_.ca_file, options_.insecure_http,
+                         kUserAgent);
   const std::function<bool()> stopping = [this] { return worker_.stopping(); };
   do {
     const auto t0 = Clock::now();

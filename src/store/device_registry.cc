@@ -80,7 +80,9 @@ void DeviceRegistry::SetHalDevices(std::vector<HalDeviceView> devices) {
 
 DeviceRegistry::FaultViewsSet DeviceRegistry::fault_views_set() const {
   MutexLock lock(mu_);
-  return views_set_;
+  FaultViewsSet set = views_set_;
+  set.devices_known = known_;
+  return set;
 }
 
 std::vector<HalDeviceView> DeviceRegistry::HalDevices() const {

@@ -214,6 +214,7 @@ class DeviceRegistry : public prometheus::Collectable {
   // second such view was certainly built from it.
   struct FaultViewsSet {
     uint64_t hal = 0, pci = 0, kmsg = 0;
+    bool devices_known = false;  // XDM's list has come
   };
   FaultViewsSet fault_views_set() const;
   // The raises the backends saw happen (not the ones found at start), for

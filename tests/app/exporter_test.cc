@@ -443,11 +443,11 @@ void ExpectPartsHold(const Exporter::InForce& f, const Config& cfg) {
     EXPECT_EQ(f.watcher_url, cfg.kubernetes.api_server);
   }
   EXPECT_EQ(f.reporter.has_value(), !cfg.kubernetes.api_server.empty() &&
-                                        (cfg.kubernetes.node_condition || cfg.kubernetes.events));
+                                        (cfg.node_health.condition || cfg.node_health.events));
   if (f.reporter) {
     EXPECT_TRUE(*f.reporter_kubernetes == cfg.kubernetes);
-    EXPECT_EQ(f.reporter->condition, cfg.kubernetes.node_condition);
-    EXPECT_EQ(f.reporter->events, cfg.kubernetes.events);
+    EXPECT_EQ(f.reporter->condition, cfg.node_health.condition);
+    EXPECT_EQ(f.reporter->events, cfg.node_health.events);
     // It names the backends that run.
     EXPECT_TRUE(f.reporter->sources ==
                 (kubernetes::FaultSources{f.hal_interval.has_value(), f.pci_interval.has_value(),
@@ -636,10 +636,12 @@ TEST(ExporterReloadTest, EveryFlagIsAppliedByItsPartOrWaitsForARestart) {
     if (by != Applier::kWatcher) {
       EXPECT_EQ(parts_after.watcher_part, parts_before.watcher_part);
     }
-    if (by != Applier::kWatcher && by != Applier::kHal) {  // it names the HAL's backends
+    // It names the HAL's backends and uses the API server's settings.
+    if (by != Applier::kWatcher && by != Applier::kHal && by != Applier::kNodeHealth) {
       EXPECT_EQ(parts_after.reporter_part, parts_before.reporter_part);
     }
-    for (Applier other : {Applier::kWebConfig, Applier::kHal, Applier::kPods, Applier::kWatcher}) {
+    for (Applier other : {Applier::kWebConfig, Applier::kHal, Applier::kPods, Applier::kWatcher,
+                          Applier::kNodeHealth}) {
       if (other != by) {
         EXPECT_EQ(exporter.applied(other), applied_before[static_cast<int>(other)])
             << ApplierName(other);

@@ -333,6 +333,23 @@ TEST_F(KmsgSamplerTest, AFreshRecordNamesThePodHoldingTheDevice) {
   EXPECT_EQ(raised[0].bus_id, "0000:03:00.0");
   EXPECT_EQ(raised[0].fault.code, "0x10020003");
   EXPECT_EQ(raised[0].fault.level_name, "reset_card");
+  // A fresh record of a device XDM does not list yet raises nothing, then
+  // or when the device joins later (it would be old news by then).
+  Record("NVRM: Xid (PCI:0000:5e:00): 79, pid=1, name=a, GPU has fallen off the bus.", now_us_ + 2);
+  sampler_->Publish();
+  store::DeviceInfo late;
+  late.minor = 7;
+  late.uuid = "GPU-late";
+  late.bus_id = "0000:5e:00.0";
+  std::vector<store::DeviceInfo> devices = registry_.Devices();
+  devices.push_back(late);
+  registry_.SetXdmDevices(devices);
+  sampler_->Publish();
+  EXPECT_TRUE(registry_.raises().Since(&cursor).empty());
+  bool active = false;
+  for (const store::KmsgDeviceView& v : registry_.KmsgDevices())
+    active |= v.minor == 7 && v.faults.size() == 1;
+  EXPECT_TRUE(active) << "the fault itself is on the page";
 }
 
 // A record the source hands out again (a reopened log, a rebuilt sampler

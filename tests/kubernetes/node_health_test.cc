@@ -39,7 +39,7 @@ TEST(NodeConditionTest, TrueWithoutCardFaultsFalseWithThemUnknownWithoutSources)
   hal[0].minor = 0;
   hal[1].minor = 1;
   hal[1].faults = {Fault("0x80E01801", 2, "restart_job")};  // below restart_card
-  NodeCondition c = ConditionOf(kAll, Devices(), hal, {});
+  NodeCondition c = ConditionOf(kAll, true, Devices(), hal, {});
   EXPECT_EQ(c.status, "True");
   EXPECT_EQ(c.reason, "NoCardFaults");
   EXPECT_EQ(c.message, "no active fault at restart_card or worse (sources: sysfs, pci, kmsg)");
@@ -49,7 +49,7 @@ TEST(NodeConditionTest, TrueWithoutCardFaultsFalseWithThemUnknownWithoutSources)
   kmsg[0].minor = 2;
   kmsg[0].bus_id = "0000:02:00.0";
   kmsg[0].faults = {Fault("0x10DE004F", 6, "isolate_card")};
-  c = ConditionOf(kAll, Devices(), hal, kmsg);
+  c = ConditionOf(kAll, true, Devices(), hal, kmsg);
   EXPECT_EQ(c.status, "False");
   EXPECT_EQ(c.reason, "IsolateCard");  // the worst level's
   // Worst first; the lesser fault is not named; addresses from XDM's list.
@@ -59,12 +59,19 @@ TEST(NodeConditionTest, TrueWithoutCardFaultsFalseWithThemUnknownWithoutSources)
             "fault_80E18400 [reset_card, hal]");
   // The same views in another order give the same text (it decides patches).
   std::reverse(hal.begin(), hal.end());
-  EXPECT_EQ(ConditionOf(kAll, Devices(), hal, kmsg), c);
+  EXPECT_EQ(ConditionOf(kAll, true, Devices(), hal, kmsg), c);
 
-  c = ConditionOf(FaultSources{}, Devices(), {}, {});
+  c = ConditionOf(FaultSources{}, true, Devices(), {}, {});
   EXPECT_EQ(c.status, "Unknown");
   EXPECT_EQ(c.reason, "NoFaultSource");
-  EXPECT_EQ(ConditionOf({false, false, true}, Devices(), {}, {}).message,
+  // XDM's list not known: the kernel log's silence is no health; a sysfs
+  // fault (keyed by minor, no join needed) still says False.
+  c = ConditionOf(kAll, false, {}, {}, {});
+  EXPECT_EQ(c.status, "Unknown");
+  EXPECT_EQ(c.reason, "DeviceListUnknown");
+  EXPECT_EQ(ConditionOf({true, false, false}, false, {}, {}, {}).status, "True");
+  EXPECT_EQ(ConditionOf(kAll, false, {}, hal, {}).status, "False");
+  EXPECT_EQ(ConditionOf({false, false, true}, true, Devices(), {}, {}).message,
             "no active fault at restart_card or worse (sources: kmsg)");
 }
 
@@ -75,7 +82,7 @@ TEST(NodeConditionTest, ALongListIsCutAndCounted) {
     hal[i].minor = i;
     hal[i].faults = {Fault("0x80E18400", 4, "reset_card")};
   }
-  const NodeCondition c = ConditionOf(kAll, {}, hal, {});
+  const NodeCondition c = ConditionOf(kAll, true, {}, hal, {});
   EXPECT_LE(c.message.size(), kMaxMessageBytes);
   EXPECT_EQ(c.message.rfind("500 device(s) need card-level action: xpu 0: 0x80E18400", 0), 0u)
       << c.message;
@@ -87,16 +94,22 @@ TEST(NodeConditionTest, ALongListIsCutAndCounted) {
   hal.resize(1);
   hal[0].faults[0].name = std::string(601, 'a');
   for (int i = 0; i < 300; ++i) hal[0].faults[0].name += "\xC3\xA9";  // é
-  const NodeCondition cut = ConditionOf(kAll, {}, hal, {});
+  const NodeCondition cut = ConditionOf(kAll, true, {}, hal, {});
   EXPECT_LE(cut.message.size(), kMaxMessageBytes);
   EXPECT_EQ(cut.message.substr(cut.message.size() - 5), "\xC3\xA9...");
   EXPECT_NO_THROW(Json(cut.message).dump()) << "cut inside a character";
 }
 
-TEST(NodeConditionTest, ReasonsAreTheLevelsInCamelCase) {
+TEST(NodeConditionTest, ReasonsAreTheLevelsInCamelCaseAndRankAsTheLadder) {
   EXPECT_EQ(ReasonOf("isolate_after_job"), "IsolateAfterJob");
   EXPECT_EQ(ReasonOf("restart_card"), "RestartCard");
   EXPECT_EQ(ReasonOf(""), "");
+  const char* ladder[] = {"restart_card", "reset_card", "isolate_after_job", "isolate_card"};
+  for (int i = 0; i < 4; ++i)
+    EXPECT_EQ(SeverityOf({"False", ReasonOf(ladder[i]), ""}), 3 + i) << ladder[i];
+  EXPECT_EQ(SeverityOf({"True", "NoCardFaults", ""}), 0);
+  EXPECT_EQ(SeverityOf({"Unknown", "NoFaultSource", ""}), 0);
+  EXPECT_EQ(SeverityOf({"False", "SetByHand", ""}), 3);
 }
 
 TEST(NodeConditionTest, PatchSetsOnlyThisConditionAndTheNodeReadsBack) {
@@ -121,16 +134,24 @@ TEST(NodeConditionTest, PatchSetsOnlyThisConditionAndTheNodeReadsBack) {
   EXPECT_EQ(*f.condition, c);
   EXPECT_EQ(f.transition, "2026-12-01T20:00:00Z");
   // Not a Node: refused, nothing kept.
-  for (const char* bad : {"", "[1]", "{\"kind\":\"Pod\",\"metadata\":{}}", "{\"kind\":\"Node\"}",
-                          "{\"metadata\":{\"uid\":1},\"status\":{\"conditions\":{}}}"}) {
+  for (const char* bad : {"", "[1]", "{\"kind\":\"Pod\",\"metadata\":{}}", "{\"kind\":\"Node\"}"}) {
     NodeFacts out;
     out.uid = "kept";
-    const Status s = ParseNodeFacts(bad, &out);
-    if (!s.ok())
-      EXPECT_EQ(out.uid, "kept") << bad;
-    else
-      EXPECT_TRUE(out.uid.empty() && !out.condition) << bad;
+    EXPECT_FALSE(ParseNodeFacts(bad, &out).ok()) << bad;
+    EXPECT_EQ(out.uid, "kept") << bad;
   }
+  // A Node with fields of the wrong types, or a uid too long to be one:
+  // what is usable is kept.
+  for (const char* odd : {"{\"metadata\":{\"uid\":1},\"status\":{\"conditions\":{}}}",
+                          "{\"metadata\":{},\"status\":{\"conditions\":[1,{\"type\":2}]}}"}) {
+    NodeFacts out;
+    ASSERT_TRUE(ParseNodeFacts(odd, &out).ok()) << odd;
+    EXPECT_TRUE(out.uid.empty() && !out.condition) << odd;
+  }
+  NodeFacts long_uid;
+  ASSERT_TRUE(
+      ParseNodeFacts("{\"metadata\":{\"uid\":\"" + std::string(200, 'u') + "\"}}", &long_uid).ok());
+  EXPECT_TRUE(long_uid.uid.empty());
   EXPECT_EQ(Rfc3339(std::chrono::system_clock::time_point(std::chrono::seconds(1796160738))),
             "2026-12-01T21:32:18Z");
 }
@@ -148,7 +169,14 @@ TEST(NodeEventTest, AnEventNamesTheNodeTheDeviceTheCodeAndTheAction) {
   const Json e = Json::parse(EventBody(r, "node-a", "u-1"));
   EXPECT_EQ(e["kind"], "Event");
   EXPECT_EQ(e["metadata"]["namespace"], "default");
-  EXPECT_EQ(e["metadata"]["generateName"], "node-a.xpu-");
+  // Named from the raise: the same raise (a retry) gets the same name, another one another.
+  const std::string name = e["metadata"]["name"];
+  EXPECT_EQ(name.rfind("node-a.xpu-", 0), 0u) << name;
+  EXPECT_EQ(name.size(), std::string("node-a.xpu-").size() + 16);
+  EXPECT_EQ(Json::parse(EventBody(r, "node-a", "u-1"))["metadata"]["name"], name);
+  store::FaultRaise later = r;
+  later.at += std::chrono::seconds(1);
+  EXPECT_NE(Json::parse(EventBody(later, "node-a", "u-1"))["metadata"]["name"], name);
   EXPECT_EQ(e["involvedObject"],
             Json::parse(R"({"apiVersion":"v1","kind":"Node","name":"node-a","uid":"u-1"})"));
   EXPECT_EQ(e["type"], "Warning");
@@ -162,14 +190,20 @@ TEST(NodeEventTest, AnEventNamesTheNodeTheDeviceTheCodeAndTheAction) {
   // Without the uid (no read of the Node worked yet), the name stands in,
   // as the kubelet's own Node events do.
   EXPECT_EQ(Json::parse(EventBody(r, "node-a", ""))["involvedObject"]["uid"], "node-a");
+  // A device only the pci backend sees is named by its address.
+  store::FaultRaise pci_only = r;
+  pci_only.minor = pci_only.uuid = "";
+  EXPECT_EQ(Json::parse(EventBody(pci_only, "node-a", "u-1"))["message"].get<std::string>().rfind(
+                "PCI device 0000:3b:00.0: 0x10DE004F", 0),
+            0u);
   r.fault.action = std::string(5000, 'x');
   EXPECT_LE(
       Json::parse(EventBody(r, std::string(300, 'n'), ""))["message"].get<std::string>().size(),
       kMaxMessageBytes);
-  EXPECT_LE(Json::parse(EventBody(r, std::string(300, 'n'), ""))["metadata"]["generateName"]
+  EXPECT_LE(Json::parse(EventBody(r, std::string(300, 'n'), ""))["metadata"]["name"]
                 .get<std::string>()
                 .size(),
-            248u);
+            253u);
 }
 
 TEST(EventLimiterTest, ABurstThenOnePerRefill) {

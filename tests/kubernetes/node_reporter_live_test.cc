@@ -48,7 +48,10 @@ class NodeReporterLiveTest : public ::testing::Test {
     o_.sources.hal = true;
     o_.event_burst = 5;
     o_.event_refill = std::chrono::hours(1);  // no refill within the test
+    o_.recover_hold = std::chrono::seconds(1);
   }
+  // The sysfs view, as its sampler publishes it (a reporter waits for one
+  // published after it started).
   void SetFaults(std::vector<store::ActiveFault> on_1) {
     std::vector<store::HalDeviceView> hal(2);
     hal[0].minor = 0;
@@ -56,29 +59,33 @@ class NodeReporterLiveTest : public ::testing::Test {
     hal[1].faults = std::move(on_1);
     registry_.SetHalDevices(hal);
   }
-  void Raise(const store::ActiveFault& f) {
-    registry_.raises().Add({"hal", "1", "U1", "0000:3b:00.0", f, std::chrono::system_clock::now()});
+  void Publish() { registry_.SetHalDevices(registry_.HalDevices()); }
+  void Raise(const store::ActiveFault& f, const std::string& minor = "1") {
+    registry_.raises().Add(
+        {"hal", minor, "U" + minor, "0000:3b:00.0", f, std::chrono::system_clock::now()});
   }
   std::unique_ptr<NodeReporter> Make() {
-    return std::make_unique<NodeReporter>(k_, o_, api_.url(), &registry_, &metrics_);
+    return std::make_unique<NodeReporter>(k_, o_, api_.url(), &registry_, metrics_now_);
   }
   Json Patches() { return api_.Recorded("patches"); }
   Json Events() { return api_.Recorded("events"); }
-  size_t NodeReads() {
+  size_t NodeReads() {  // one a round of the reporter (node_interval is shorter than a round)
     size_t n = 0;
-    for (const Json& p : api_.Recorded("requests")) n += p == "/api/v1/nodes/node-a";
+    for (const Json& p : api_.Recorded("agents"))
+      n += p[0] == "xpu-exporter/node-health" && p[1] == "/api/v1/nodes/node-a";
     return n;
   }
   Json Condition(const Json& patch) { return patch["status"]["conditions"][0]; }
   double Metric(const std::string& name, const std::string& result = "") {
-    if (result.empty()) return MetricValue(metrics_, name);
-    return MetricValue(metrics_, name, {{"result", result}});
+    if (result.empty()) return MetricValue(*metrics_now_, name);
+    return MetricValue(*metrics_now_, name, {{"result", result}});
   }
 
   xpu::testing::TempDir dir_;
   FakeApiServer api_{dir_};
   store::DeviceRegistry registry_;
-  prometheus::Registry metrics_;
+  prometheus::Registry metrics_, restarted_;
+  prometheus::Registry* metrics_now_ = &metrics_;  // the running reporter's
   KubernetesOptions k_;
   NodeReporter::Options o_;
 };
@@ -86,6 +93,7 @@ class NodeReporterLiveTest : public ::testing::Test {
 TEST_F(NodeReporterLiveTest, PatchesTheConditionOnlyWhenItChanges) {
   auto reporter = Make();
   reporter->Start();
+  Publish();
   ASSERT_TRUE(WaitFor([&] { return Patches().size() == 1; }, std::chrono::seconds(10)));
   EXPECT_EQ(Condition(Patches()[0])["status"], "True");
   EXPECT_EQ(Condition(Patches()[0])["type"], "XpuDevicesHealthy");
@@ -109,10 +117,15 @@ TEST_F(NodeReporterLiveTest, PatchesTheConditionOnlyWhenItChanges) {
   ASSERT_TRUE(WaitFor([&] { return NodeReads() >= reads2 + 3; }, std::chrono::seconds(10)));
   EXPECT_EQ(Patches().size(), 2u);
 
-  // A restart finds the Node right and patches nothing.
+  // A restart finds the Node right and patches nothing (once it has a
+  // view: it looks, as the synced gauge says).
   reporter->Stop();
+  metrics_now_ = &restarted_;  // its own metrics, as a new process has
   reporter = Make();
   reporter->Start();
+  Publish();
+  ASSERT_TRUE(WaitFor([&] { return Metric("xpu_kubernetes_node_condition_synced") == 1; },
+                      std::chrono::seconds(10)));
   const size_t reads3 = NodeReads();
   ASSERT_TRUE(WaitFor([&] { return NodeReads() >= reads3 + 3; }, std::chrono::seconds(10)));
   EXPECT_EQ(Patches().size(), 2u);
@@ -134,33 +147,38 @@ TEST_F(NodeReporterLiveTest, PatchesTheConditionOnlyWhenItChanges) {
   ASSERT_TRUE(
       WaitFor([&] { return Metric("xpu_kubernetes_node_condition_patches_total", "error") >= 1; },
               std::chrono::seconds(10)));
-  EXPECT_EQ(Metric("xpu_kubernetes_node_condition_synced"), 0);
+  EXPECT_TRUE(WaitFor([&] { return Metric("xpu_kubernetes_node_condition_synced") == 0; }));
   api_.Control("POST", "auth", R"({"status":200})");
   ASSERT_TRUE(WaitFor([&] { return Patches().size() == 4; }, std::chrono::seconds(40)));
   EXPECT_EQ(Condition(Patches()[3])["status"], "True");
   EXPECT_TRUE(WaitFor([&] { return Metric("xpu_kubernetes_node_condition_synced") == 1; }));
-  EXPECT_EQ(Metric("xpu_kubernetes_node_condition_patches_total", "ok"), 4);
+  EXPECT_EQ(Metric("xpu_kubernetes_node_condition_patches_total", "ok"), 2);  // since the restart
 
   const auto t0 = std::chrono::steady_clock::now();
   reporter->Stop();
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
 }
 
-// Until every backend that runs has published once, the condition waits:
-// a kernel log still being read must not make the Node look healthy.
+// Until every backend that runs has published since the reporter started
+// (the pci and kmsg views twice: the first may predate XDM's list), the
+// condition waits: a kernel log still being read must not make the Node
+// look healthy.
 TEST_F(NodeReporterLiveTest, TheConditionWaitsForTheBackendsToSpeak) {
   o_.sources.kmsg = true;
   o_.settle_limit = std::chrono::hours(1);
-  auto reporter = Make();
-  reporter->Start();
-  const size_t reads = NodeReads();
-  ASSERT_TRUE(WaitFor([&] { return NodeReads() >= reads + 3; }, std::chrono::seconds(10)));
-  EXPECT_EQ(Patches().size(), 0u);
   std::vector<store::KmsgDeviceView> kmsg(1);
   kmsg[0].minor = 1;
   kmsg[0].bus_id = "0000:3b:00.0";
   kmsg[0].faults = {Fault("0x10DE004F", 6, "isolate_card")};
-  registry_.SetKmsgDevices(kmsg);  // one view might have been built before XDM's list came
+  registry_.SetKmsgDevices(kmsg);  // before the start: an old view
+  registry_.SetKmsgDevices(kmsg);
+  auto reporter = Make();
+  reporter->Start();
+  Publish();
+  const size_t reads = NodeReads();
+  ASSERT_TRUE(WaitFor([&] { return NodeReads() >= reads + 3; }, std::chrono::seconds(10)));
+  EXPECT_EQ(Patches().size(), 0u);
+  registry_.SetKmsgDevices(kmsg);
   ASSERT_TRUE(WaitFor([&] { return NodeReads() >= reads + 6; }, std::chrono::seconds(10)));
   EXPECT_EQ(Patches().size(), 0u);
   registry_.SetKmsgDevices(kmsg);
@@ -171,33 +189,78 @@ TEST_F(NodeReporterLiveTest, TheConditionWaitsForTheBackendsToSpeak) {
   reporter->Stop();
 }
 
-TEST_F(NodeReporterLiveTest, PostsOneEventPerCardRaiseRetriedAndRateLimited) {
-  o_.condition = false;
+// A fault that comes and goes every round: False at once, then no patch
+// until the Node has been healthy for recover_hold.
+TEST_F(NodeReporterLiveTest, AFlappingFaultDoesNotPatchTheNodeOverAndOver) {
+  o_.recover_hold = std::chrono::seconds(4);
+  const std::vector<store::ActiveFault> bad = {Fault("0x80E18400", 4, "reset_card")};
+  SetFaults(bad);
   auto reporter = Make();
-  Raise(Fault("0x80CB8001", 6, "isolate_card"));  // before Start: not this reporter's
-  reporter->SeedCursor(registry_.raises().end());
   reporter->Start();
-  Raise(Fault("0x80E18400", 4, "reset_card"));
-  Raise(Fault("0x80E01801", 2, "restart_job"));  // below restart_card: no Event
+  Publish();
+  ASSERT_TRUE(WaitFor([&] { return Patches().size() == 1; }, std::chrono::seconds(10)));
+  EXPECT_EQ(Condition(Patches()[0])["status"], "False");
+  // One change a round (a read of the Node starts each), for eight rounds.
+  for (int i = 0; i < 8; ++i) {
+    const size_t reads = NodeReads();
+    SetFaults(i % 2 == 0 ? std::vector<store::ActiveFault>{} : bad);
+    ASSERT_TRUE(WaitFor([&] { return NodeReads() > reads; }, std::chrono::seconds(10)));
+  }
+  EXPECT_EQ(Patches().size(), 1u);
+  // Healthy for good: True once it has held.
+  SetFaults({});
+  ASSERT_TRUE(WaitFor([&] { return Patches().size() == 2; }, std::chrono::seconds(20)));
+  EXPECT_EQ(Condition(Patches()[1])["status"], "True");
+  // Worse again: at once (the next round, well inside the hold).
+  const size_t reads = NodeReads();
+  SetFaults(bad);
+  ASSERT_TRUE(WaitFor([&] { return Patches().size() == 3; }, std::chrono::seconds(10)));
+  EXPECT_LE(NodeReads(), reads + 2);
+  reporter->Stop();
+}
+
+TEST_F(NodeReporterLiveTest, PostsOneEventPerCardRaiseRetriedDeduplicatedAndRateLimited) {
+  o_.condition = false;
+  Raise(Fault("0x80CB8001", 6, "isolate_card"));  // before it was made: not its own
+  auto reporter = Make();
+  reporter->Start();
+  Raise(Fault("0x80E18400", 4, "reset_card"), "1");
+  Raise(Fault("0x80E01801", 2, "restart_job"), "2");  // below restart_card: no Event
   ASSERT_TRUE(WaitFor([&] { return Events().size() == 1; }, std::chrono::seconds(10)));
   Json e = Events()[0];
   EXPECT_EQ(e["reason"], "ResetCard");
   EXPECT_EQ(e["involvedObject"]["uid"], "u-1");  // read from the Node
   EXPECT_EQ(e["involvedObject"]["name"], "node-a");
-  EXPECT_NE(e["message"].get<std::string>().find("0x80E18400"), std::string::npos);
+  EXPECT_NE(e["message"].get<std::string>().find("xpu 1 (0000:3b:00.0): 0x80E18400"),
+            std::string::npos);
   EXPECT_EQ(Patches().size(), 0u) << "the condition was not asked for";
+  EXPECT_EQ(Metric("xpu_kubernetes_node_condition_synced"), -1)  // -1: no such series
+      << "no condition: no gauge to alert on";
 
-  // Refused for a while: retried, then sent.
+  // Refused for a while, and the reporter rebuilt meanwhile (a reload):
+  // the new one takes over the queued Event and sends it.
   api_.Control("POST", "auth", R"({"status":403,"methods":["POST"]})");
-  Raise(Fault("0x80E18400", 4, "reset_card"));
+  Raise(Fault("0x80E18400", 4, "reset_card"), "2");
   ASSERT_TRUE(WaitFor([&] { return Metric("xpu_kubernetes_events_total", "error") >= 1; },
                       std::chrono::seconds(10)));
+  reporter->Stop();
+  NodeReporter::Handover h = reporter->handover();
+  EXPECT_EQ(h.queued.size(), 1u);
+  reporter = Make();
+  reporter->Seed(std::move(h));
+  reporter->Start();
   api_.Control("POST", "auth", R"({"status":200})");
   ASSERT_TRUE(WaitFor([&] { return Events().size() == 2; }, std::chrono::seconds(40)));
+  EXPECT_NE(Events()[1]["message"].get<std::string>().find("xpu 2 "), std::string::npos);
 
-  // A storm: the burst's rest (5 - 2) goes out, the others are counted.
-  for (int i = 0; i < 6; ++i) Raise(Fault("0x80E18400", 4, "reset_card"));
-  ASSERT_TRUE(WaitFor([&] { return Metric("xpu_kubernetes_events_total", "suppressed") == 3; },
+  // The same code on the same device again, within the window: no Event.
+  Raise(Fault("0x80E18400", 4, "reset_card"), "1");
+  ASSERT_TRUE(WaitFor([&] { return Metric("xpu_kubernetes_events_total", "suppressed") == 1; },
+                      std::chrono::seconds(10)));
+  // A storm over six devices: the burst's rest (5 - 2) goes out, the
+  // others are counted.
+  for (int i = 10; i < 16; ++i) Raise(Fault("0x80E18400", 4, "reset_card"), std::to_string(i));
+  ASSERT_TRUE(WaitFor([&] { return Metric("xpu_kubernetes_events_total", "suppressed") == 4; },
                       std::chrono::seconds(10)));
   ASSERT_TRUE(WaitFor([&] { return Events().size() == 5; }, std::chrono::seconds(10)));
   EXPECT_EQ(Metric("xpu_kubernetes_events_total", "sent"), 5);

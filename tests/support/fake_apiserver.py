@@ -16,6 +16,7 @@ Control (no token needed, under /control/):
   POST   /control/auth          body: {"status": 200|401|403[, "methods": ["PATCH"...]]}
                                 (only those methods answer so; default all)
   GET    /control/requests      every API request's path, in order
+  GET    /control/agents        the same, as [User-Agent, path] pairs
   GET    /control/patches       every accepted status patch, in order (bodies)
   GET    /control/events        every Event created, in order (as stored)
 """
@@ -40,6 +41,7 @@ state = {
     "created": [],         # Events
     "breaks": 0,           # generation of /control/break
     "requests": [],
+    "agents": [],
 }
 
 
@@ -120,6 +122,7 @@ class Handler(BaseHTTPRequestHandler):
         """An answer for a request the token or RBAC refuses, else None."""
         with lock:
             state["requests"].append(method + " " + self.path if method != "GET" else self.path)
+            state["agents"].append([self.headers.get("User-Agent", ""), state["requests"][-1]])
             auth, methods = state["auth"], state["auth_methods"]
         if self.headers.get("Authorization") != "Bearer " + TOKEN:
             return 401, status(401, "Unauthorized", "Unauthorized")
@@ -176,6 +179,9 @@ class Handler(BaseHTTPRequestHandler):
             return self.send_json(422, status(422, "Invalid", "not a valid Node event"))
         if not meta.get("name"):
             meta["name"] = meta["generateName"] + "%05x" % len(state["created"])
+        if any(e["metadata"]["name"] == meta["name"] for e in state["created"]):
+            return self.send_json(409, status(409, "AlreadyExists",
+                                              f'events "{meta["name"]}" already exists'))
         ev["metadata"] = meta
         bump(ev)
         state["created"].append(ev)
@@ -184,10 +190,11 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_GET(self):
         url = urllib.parse.urlparse(self.path)
-        if url.path in ("/control/requests", "/control/patches", "/control/events"):
+        if url.path in ("/control/requests", "/control/patches", "/control/events",
+                        "/control/agents"):
             with lock:
                 key = {"/control/requests": "requests", "/control/patches": "patches",
-                       "/control/events": "created"}[url.path]
+                       "/control/events": "created", "/control/agents": "agents"}[url.path]
                 return self.send_json(200, state[key])
         q = {k: v[0] for k, v in urllib.parse.parse_qs(url.query).items()}
         bad = self.refused("GET")
