@@ -463,11 +463,12 @@ void Exporter::RunReload(ReloadJob* job) {
   const bool node_health_changed = changed(Applier::kNodeHealth);
   next.reporter_changed = next.watcher_changed || next.hal_changed || node_health_changed;
   if (node_health_changed) next.applied.push_back(Applier::kNodeHealth);
-  // What it shows changes with what is on: a fresh registry, so that a
-  // condition switched off leaves no gauge behind.
-  if (!(running->node_health == fresh->node_health))
-    part_metrics_.nodehealth = std::make_shared<prometheus::Registry>();
   if (next.reporter_changed) {
+    // What it shows changes with what is on: a fresh registry, so that a
+    // condition switched off leaves no gauge behind (the old reporter's
+    // registry stays on the page until it has stopped, in SwapParts).
+    if (!(running->node_health == fresh->node_health))
+      part_metrics_.nodehealth = std::make_shared<prometheus::Registry>();
     kubernetes::FaultSources sources;
     if (next.hal_changed) {
       sources = {next.hal != nullptr, next.pci != nullptr, next.kmsg != nullptr};
@@ -519,10 +520,8 @@ void Exporter::SwapParts(Replacement* next, std::shared_ptr<const Config> cfg,
   if (old_watcher) old_watcher->Stop();
   if (old_reporter) old_reporter->Stop();
   // Raises the old reporter had not read or sent yet go out from the new
-  // one, under the same rate limit.
-  if (next->reporter && old_reporter && old_reporter->options().events &&
-      next->reporter->options().events)
-    next->reporter->Seed(old_reporter->handover());
+  // one, under the same rate limit; what it knew of the Node stays known.
+  if (next->reporter && old_reporter) next->reporter->Seed(old_reporter->handover());
   // Faults that stay active are not raised again by the new samplers.
   if (next->hal && old_hal) next->hal->SeedFaultState(old_hal->fault_state());
   if (next->pci && old_pci) {

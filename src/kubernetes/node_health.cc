@@ -204,7 +204,8 @@ std::string EventBody(const store::FaultRaise& raise, const std::string& node,
   char hex[17];
   std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
   std::string name = node.substr(0, 200);
-  while (!name.empty() && name.back() == '.') name.pop_back();
+  // A label ends in a letter or digit.
+  while (!name.empty() && (name.back() == '.' || name.back() == '-')) name.pop_back();
   name += ".xpu-" + std::string(hex);
   Json e = {{"apiVersion", "v1"},
             {"kind", "Event"},

@@ -66,10 +66,12 @@ NodeReporter::NodeReporter(const KubernetesOptions& kubernetes, Options options,
     synced_ = &prometheus::BuildGauge()
                    .Name("xpu_kubernetes_node_condition_synced")
                    .Help(
-                       "Whether the Node carries the XpuDevicesHealthy condition the fault "
-                       "views give: 1 yes, 0 not yet or a patch is failing.")
+                       "Whether the Node's XpuDevicesHealthy condition is in step with the "
+                       "fault views: 1 yes (or a change that is not worse waits its 30 s), 0 "
+                       "not yet set or a patch is failing.")
                    .Register(*self_metrics)
                    .Add({});
+    synced_->Set(0);  // a registry kept over a reload may hold the last one's 1
   }
   if (options_.events) {
     events_ = &prometheus::BuildCounter()
@@ -86,11 +88,36 @@ NodeReporter::NodeReporter(const KubernetesOptions& kubernetes, Options options,
 
 NodeReporter::~NodeReporter() { Stop(); }
 
+NodeReporter::Handover NodeReporter::handover() const {
+  Handover h;
+  h.events = options_.events;
+  h.condition = options_.condition;
+  h.cursor = cursor_;
+  h.queued = queued_;
+  h.limiter = limiter_;
+  h.last_event = last_event_;
+  h.read_once = read_once_;
+  h.node_uid = node_uid_;
+  h.on_node = on_node_;
+  h.on_node_transition = on_node_transition_;
+  h.differs_since = differs_since_;
+  return h;
+}
+
 void NodeReporter::Seed(Handover h) {
-  cursor_ = h.cursor;
-  queued_ = std::move(h.queued);
-  limiter_ = h.limiter;
-  last_event_ = std::move(h.last_event);
+  if (h.events && options_.events) {
+    cursor_ = h.cursor;
+    queued_ = std::move(h.queued);
+    limiter_ = h.limiter;
+    last_event_ = std::move(h.last_event);
+  }
+  if (h.condition && options_.condition) {
+    read_once_ = h.read_once;
+    node_uid_ = std::move(h.node_uid);
+    on_node_ = std::move(h.on_node);
+    on_node_transition_ = std::move(h.on_node_transition);
+    differs_since_ = h.differs_since;
+  }
 }
 
 void NodeReporter::Start() {
@@ -161,22 +188,20 @@ void NodeReporter::SyncCondition(const ApiClient& api, Clock::time_point now) {
       ConditionOf(options_.sources, registry_->fault_views_set().devices_known,
                   registry_->Devices(), registry_->HalDevices(), registry_->KmsgDevices());
   if (on_node_ == want) {
-    waiting_.reset();
+    differs_since_.reset();
     synced_->Set(1);
     return;
   }
+  if (!differs_since_) differs_since_ = now;
   // Not before the Node's own copy is known (a read failing at start must
   // not reset its transition time), unless reads keep failing.
   if (!read_once_ && now - started_ < options_.settle_limit) return;
-  // Worse: at once. Anything else once it has held: a flapping fault does
-  // not patch the Node over and over.
-  if (on_node_ && SeverityOf(want) <= SeverityOf(*on_node_)) {
-    if (waiting_ != want) {
-      waiting_ = want;
-      waiting_since_ = now;
-    }
-    if (now - waiting_since_ < options_.recover_hold) return;
-  }
+  // Worse: at once. Anything else once the views have differed from the
+  // Node for recover_hold without a break (whatever they say meanwhile):
+  // a flapping fault does not patch the Node over and over, and a change
+  // that keeps changing is not held for ever.
+  const bool worse = !on_node_ || SeverityOf(want) > SeverityOf(*on_node_);
+  if (!worse && now - *differs_since_ < options_.recover_hold) return;
   if (now < next_patch_) return;
   const std::string heartbeat = Rfc3339(std::chrono::system_clock::now());
   // The status kept: the time it last changed stays.
@@ -202,7 +227,7 @@ void NodeReporter::SyncCondition(const ApiClient& api, Clock::time_point now) {
                want.reason, want.message);
   on_node_ = want;
   on_node_transition_ = transition;
-  waiting_.reset();
+  differs_since_.reset();
   synced_->Set(1);
   patches_->Add({{"result", "ok"}}).Increment();
 }
@@ -212,7 +237,9 @@ void NodeReporter::TakeRaises(Clock::time_point now) {
   std::vector<store::FaultRaise> raises = registry_->raises().Since(&cursor_, &lost);
   if (lost > 0) events_->Add({{"result", "dropped"}}).Increment(static_cast<double>(lost));
   for (store::FaultRaise& r : raises) {
-    if (r.fault.level < store::kUnhealthyFaultLevel) continue;
+    // Only devices XDM lists, as in the condition (a device only the pci
+    // backend sees is not joined to one).
+    if (r.fault.level < store::kUnhealthyFaultLevel || r.minor.empty()) continue;
     const std::string key = EventKey(r);
     auto last = last_event_.find(key);
     if ((last != last_event_.end() && now - last->second < kEventRepeatWindow) ||

@@ -57,18 +57,26 @@ class NodeReporter {
   NodeReporter(const NodeReporter&) = delete;
   NodeReporter& operator=(const NodeReporter&) = delete;
 
-  // What a reload's new reporter takes over from one that posted Events
-  // (after its Stop, before Start): where it stopped reading the raises,
-  // the Events allowed and not yet accepted, the rate limit's state and the
-  // last Event of each device and code. Without one, the new reporter
-  // starts at the newest raise with a full bucket.
+  // What a reload's new reporter takes over from the old one (after its
+  // Stop, before Start), each half only where both have that feature on.
+  // Events: where it stopped reading the raises, the Events allowed and not
+  // yet accepted, the rate limit's state and the last Event of each device
+  // and code (without them: the newest raise, a full bucket). The condition:
+  // what the Node carries and since when a change waits, so a reload
+  // neither restarts a hold nor waits for a read of the Node again.
   struct Handover {
+    bool events = false, condition = false;  // which half it carries
     uint64_t cursor = 0;
     std::deque<store::FaultRaise> queued;
     EventLimiter limiter{kEventBurst, kEventRefill};
     std::map<std::string, std::chrono::steady_clock::time_point> last_event;
+    bool read_once = false;
+    std::string node_uid;
+    std::optional<NodeCondition> on_node;
+    std::string on_node_transition;
+    std::optional<std::chrono::steady_clock::time_point> differs_since;
   };
-  Handover handover() const { return {cursor_, queued_, limiter_, last_event_}; }
+  Handover handover() const;
   void Seed(Handover h);
   void Start();
   void Stop();
@@ -106,8 +114,9 @@ class NodeReporter {
   std::string node_uid_;                  // from the last read; empty until one worked
   std::optional<NodeCondition> on_node_;  // what the Node carries, as far as we know
   std::string on_node_transition_;        // its lastTransitionTime
-  std::optional<NodeCondition> waiting_;  // a change that must hold before it is patched
-  Clock::time_point waiting_since_;
+  // Since when the views have said something else than the Node (a change
+  // that is not worse is patched once this is recover_hold old).
+  std::optional<Clock::time_point> differs_since_;
   Clock::time_point next_read_, next_patch_, next_event_;
   Backoff patch_backoff_, event_backoff_, read_backoff_;
   EventLimiter limiter_;
