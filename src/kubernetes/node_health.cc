@@ -54,16 +54,8 @@ std::string SourcesText(const FaultSources& s) {
 
 bool KeptNodePath(const std::string& path) {
   static const char* const kKept[] = {"metadata.uid", "metadata.name", "kind", "status.conditions"};
-  for (const char* k : kKept) {
-    const std::string_view kept(k);
-    // On the way to a kept field, the field, or anything inside it.
-    if (kept.substr(0, path.size()) == path &&
-        (kept.size() == path.size() || kept[path.size()] == '.'))
-      return true;
-    if (path.size() > kept.size() && path.compare(0, kept.size(), kept) == 0 &&
-        path[kept.size()] == '.')
-      return true;
-  }
+  for (const char* k : kKept)
+    if (OnPathTo(path, k, /*whole=*/true)) return true;
   return false;
 }
 

@@ -32,6 +32,14 @@ const std::string* StringAt(const Json& j, const char* a, const char* b) {
 
 }  // namespace
 
+bool OnPathTo(std::string_view path, std::string_view field, bool whole) {
+  if (field.substr(0, path.size()) == path &&
+      (field.size() == path.size() || field[path.size()] == '.'))
+    return true;
+  return whole && path.size() > field.size() && path.substr(0, field.size()) == field &&
+         path[field.size()] == '.';
+}
+
 namespace {
 
 // Whether the object-key path `path` (array levels skipped, "a.b.c") is one
@@ -49,13 +57,8 @@ bool KeptPath(const std::string& path) {
   for (const char* root : kRoots) {
     for (const char* leaf : kLeaves) {
       const std::string full = std::string(root) + leaf;
-      // On the way to a kept field, the field, or (labels, annotations)
-      // anything inside it.
-      if (full.compare(0, path.size(), path) == 0 &&
-          (full.size() == path.size() || full[path.size()] == '.'))
-        return true;
-      if (path.compare(0, full.size(), full) == 0 && path.size() > full.size() &&
-          path[full.size()] == '.' && (full.ends_with("labels") || full.ends_with("annotations")))
+      // Labels and annotations are kept whole.
+      if (OnPathTo(path, full, full.ends_with("labels") || full.ends_with("annotations")))
         return true;
     }
   }

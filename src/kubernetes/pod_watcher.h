@@ -66,6 +66,9 @@ nlohmann::json ParseKept(std::string_view text);
 // object key's path ("a.b.c", array levels skipped) and keeps the value
 // when it says yes, asking again of the keys inside it.
 nlohmann::json ParseKeeping(std::string_view text, bool (*kept)(const std::string& path));
+// For such a `kept`: whether the object-key path `path` leads to `field` or
+// is it ("a" and "a.b" for "a.b"), or, with `whole`, lies inside it.
+bool OnPathTo(std::string_view path, std::string_view field, bool whole);
 
 // The HAMi device register of a Node object (JSON); `bad` counts
 // annotations that did not parse.
