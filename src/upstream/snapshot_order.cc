@@ -10,11 +10,19 @@ SnapshotOrder::Verdict SnapshotOrder::Judge(int64_t ts, uint64_t seq, const Cloc
   if (have_) {
     if (ts == raw_timestamp_ms_ && seq == sequence_)
       return c.now - applied_ < c.fresh_window ? Verdict::kSame : Verdict::kRepeat;
-    // Timestamps first; the sequence breaks ties, and orders alone when
-    // either message has no timestamp.
-    const bool older = ts != 0 && timestamp_ms_ != 0
-                           ? ts < timestamp_ms_ || (ts == timestamp_ms_ && seq < sequence_)
-                           : seq < sequence_;
+    // Raw stamps against raw stamps, timestamps first; the sequence breaks
+    // ties, and orders alone when either message has no timestamp. A clamp
+    // of a future stamp here would let a late older snapshot from a daemon
+    // whose clock runs ahead compare as newer.
+    bool older = ts != 0 && raw_timestamp_ms_ != 0
+                     ? ts < raw_timestamp_ms_ || (ts == raw_timestamp_ms_ && seq < sequence_)
+                     : seq < sequence_;
+    // The last one was stamped in our future and this one is older by its
+    // stamp but newer by the daemon's own count: its clock was corrected,
+    // not a late message (which is older by both).
+    const int64_t ahead_limit = c.wall_ms + c.fresh_window.count();
+    if (older && ts != 0 && raw_timestamp_ms_ > ahead_limit && seq > sequence_ && sequence_ != 0)
+      older = false;
     // Nothing but older snapshots for stale-after: the daemon's own order
     // went back (a clock step, a restart not seen). Its new order is taken
     // rather than refusing it for good.
@@ -22,11 +30,6 @@ SnapshotOrder::Verdict SnapshotOrder::Judge(int64_t ts, uint64_t seq, const Cloc
   }
   have_ = true;
   raw_timestamp_ms_ = ts;
-  // A snapshot stamped in our future (the daemon's clock ahead) orders as
-  // if stamped now, plus an interval's skew: one such stamp must not hold
-  // back the correct ones that follow until stale-after has passed.
-  const int64_t ahead_limit = c.wall_ms + c.fresh_window.count();
-  timestamp_ms_ = ts > ahead_limit ? ahead_limit : ts;
   sequence_ = seq;
   applied_ = c.now;
   return Verdict::kApply;

@@ -12,8 +12,10 @@ namespace xpu::upstream {
 // by Forget() (ExporterGetStatus reports a new startTimeMs), by a newer
 // timestamp (a sequence that restarted), or, for a daemon whose clock or
 // sequence went back without saying so, once nothing but older snapshots has
-// come for stale-after. A stamp in the future orders as now (plus the fresh
-// window): a clock that ran ahead holds nothing back once corrected.
+// come for stale-after. Stamps are compared as sent, whatever our clock
+// says: a daemon whose clock runs ahead keeps its order. A clock that ran
+// ahead and was corrected (older by its stamp, newer by its sequence, after
+// a stamp in our future) holds nothing back.
 //
 // Pure: the clocks are arguments. Not thread-safe; XdmClient calls it under
 // its ingest lock.
@@ -43,8 +45,7 @@ class SnapshotOrder {
 
  private:
   bool have_ = false;
-  int64_t raw_timestamp_ms_ = 0;  // as sent, to know the same snapshot again
-  int64_t timestamp_ms_ = 0;      // as ordered: no later than now plus a window
+  int64_t raw_timestamp_ms_ = 0;  // as sent: ordered by, and the same snapshot known again
   uint64_t sequence_ = 0;
   std::chrono::steady_clock::time_point applied_{};  // when the last one was applied
 };

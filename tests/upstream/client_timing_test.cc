@@ -203,6 +203,35 @@ TEST_F(ClientTest, OlderSnapshotsOnTheStreamAndFromPollsNeverMoveACounterBack) {
   EXPECT_GT(Series(), 0u);  // the data still flows
 }
 
+// The same with the daemon's clock a minute ahead, then behind (stale-after
+// set past the skew, so a clock behind is not all expired): raw stamps are
+// compared with raw stamps, so no late older snapshot compares as newer.
+TEST_F(ClientTest, ADaemonClockAheadOrBehindNeverMovesACounterBack) {
+  for (const int skew : {60'000, -60'000}) {
+    ClientOptions o = DefaultOptions();
+    o.stale_after = std::chrono::seconds(120);
+    Begin(kInterval, o);
+    ASSERT_TRUE(WaitMode(Mode::kStream));
+    ASSERT_TRUE(WaitFor([&] { return Series() > 0; }));
+    const std::string body = R"({"enabled":true,"skew_ms":)" + std::to_string(skew) + "}";
+    ASSERT_EQ(HttpPost(Control("/control/reorder"), body).status, 200);
+    CounterWatch watch(store_.get());
+    const uint64_t until = sim_->signals().ticks() + 15;
+    int backwards = 0;
+    WaitFor(
+        [&] {
+          backwards += watch.Check();
+          return sim_->signals().ticks() >= until;
+        },
+        kInterval * 15 * 4);
+    EXPECT_EQ(backwards, 0) << "skew " << skew;
+    EXPECT_GT(Value(*registry_, "xpu_exporter_stale_messages_total", {{"reason", "out_of_order"}}),
+              0)
+        << "skew " << skew;
+    EXPECT_GT(watch.reads(), 100u);
+  }
+}
+
 TEST_F(ClientTest, ReturningDaemonIsStreamedAtOnceDespiteLongBackoff) {
   // A long backoff: without a shortcut the stream and ListAndWatch would
   // wait ~4-6 s after the daemon is back.

@@ -74,6 +74,32 @@ TEST_F(OrderTest, AClockThatRanAheadHoldsNothingBackOnceCorrected) {
   EXPECT_EQ(Judge(-5, 503), V::kExpired);                    // before 1970
 }
 
+// A daemon whose clock runs a minute ahead of ours, or behind, with a late
+// older snapshot after every third: not one older snapshot is applied (the
+// clamp of a future stamp once made every late one compare as newer).
+TEST_F(OrderTest, NoClockSkewLetsALateOlderSnapshotThrough) {
+  for (const int64_t skew : {60'000, -60'000, 150, 1'000, 0}) {
+    SnapshotOrder order;
+    int64_t now = 10'000;
+    uint64_t seq = 1;
+    std::vector<std::pair<int64_t, uint64_t>> sent;  // (stamp, sequence) as sent
+    auto judge = [&](int64_t ts, uint64_t s) {
+      return order.Judge(ts, s,
+                         {kEpoch + now, std::chrono::steady_clock::time_point(milliseconds(now)),
+                          milliseconds(120'000), milliseconds(150)});
+    };
+    for (int i = 0; i < 300; ++i, now += 100) {
+      const int64_t ts = kEpoch + now + skew;
+      EXPECT_EQ(judge(ts, seq), V::kApply) << "skew " << skew << " at " << i;
+      sent.emplace_back(ts, seq++);
+      if (i % 3 == 2) {  // a late one, up to two back
+        const auto& [old_ts, old_seq] = sent[sent.size() - 1 - static_cast<size_t>(1 + i % 2)];
+        EXPECT_EQ(judge(old_ts, old_seq), V::kOutOfOrder) << "skew " << skew << " at " << i;
+      }
+    }
+  }
+}
+
 TEST_F(OrderTest, AClockSteppedBackIsFollowedOnceItPassesTheLastStamp) {
   // Its clock stepped back 1 s and it restarted unseen (no startTimeMs
   // read): its snapshots are older than the last one applied for 1 s, then

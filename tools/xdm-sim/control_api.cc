@@ -192,6 +192,12 @@ bool ControlHandler::handlePost(CivetServer*, mg_connection* conn) {
     if (!body.contains("enabled") || !body["enabled"].is_boolean())
       return ReplyStatus(conn, xpu::Status::InvalidArgument("missing boolean field 'enabled'"));
     sim_->SetReorder(body["enabled"].get<bool>());
+    // Optional: the daemon's clock this many ms ahead (negative: behind).
+    if (body.contains("skew_ms")) {
+      if (!body["skew_ms"].is_number_integer())
+        return ReplyStatus(conn, xpu::Status::InvalidArgument("'skew_ms' must be an integer"));
+      sim_->SetClockSkew(body["skew_ms"].get<int64_t>());
+    }
   } else if (path == "/control/pci") {
     // What the kernel's PCI files say of a device: any of present,
     // driver_bound, power_state, link_width, max_link_width, link_speed,

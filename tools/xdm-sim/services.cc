@@ -161,6 +161,12 @@ class XdmService final : public api::XpuDeviceManagerService::Service {
  private:
   // Adds the freshness marker (--marker-id) stamped at send time.
   api::ExporterDataResponse Stamped(api::ExporterDataResponse resp) const {
+    // A daemon clock ahead of (or behind) ours: every stamp it sends.
+    if (const int64_t skew = sim_->clock_skew_ms(); skew != 0) {
+      if (resp.timestampms() != 0) resp.set_timestampms(resp.timestampms() + skew);
+      for (auto& s : *resp.mutable_datalist())
+        if (s.timestampms() != 0) s.set_timestampms(s.timestampms() + skew);
+    }
     if (sim_->options().marker_id == 0) return resp;
     auto* m = resp.add_datalist();
     m->set_minor(0);

@@ -136,6 +136,10 @@ class Simulator {
   // out; returns the older one to serve too (stream) or instead (poll), if
   // this is its turn.
   void SetReorder(bool on);
+  // Its clock this far ahead of the real one (behind when negative): every
+  // timestampMs it serves. Any thread.
+  void SetClockSkew(int64_t ms) { clock_skew_ms_.store(ms); }
+  int64_t clock_skew_ms() const { return clock_skew_ms_.load(); }
   std::optional<xdm::api::ExporterDataResponse> Older(const xdm::api::ExporterDataResponse& current,
                                                       bool poll);
   // DRA claims served by the stand-in kubelet beside the allocations.
@@ -151,6 +155,7 @@ class Simulator {
   Signals signals_;
   std::atomic<int> active_streams_{0};
   std::atomic<bool> replay_{false};
+  std::atomic<int64_t> clock_skew_ms_{0};
   Mutex reorder_mu_;
   bool reorder_ XPU_GUARDED_BY(reorder_mu_) = false;
   std::deque<xdm::api::ExporterDataResponse> served_ XPU_GUARDED_BY(reorder_mu_);
