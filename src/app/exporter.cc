@@ -532,9 +532,9 @@ void Exporter::SwapParts(Replacement* next, std::shared_ptr<const Config> cfg,
   if (next->kmsg && old_kmsg && next->kmsg->options().path == old_kmsg->options().path)
     next->kmsg->Seed(old_kmsg->state());
   if (next->hal_changed) {
-    if (!next->hal) devices_.SetHalDevices({});
-    if (!next->pci) devices_.SetPciDevices({});
-    if (!next->kmsg) devices_.SetKmsgDevices(std::nullopt);
+    if (!next->hal) devices_.CloseSource(store::DeviceRegistry::kSysfs);
+    if (!next->pci) devices_.CloseSource(store::DeviceRegistry::kPci);
+    if (!next->kmsg) devices_.CloseSource(store::DeviceRegistry::kKmsg);
   }
   if (next->pods_changed && !next->pods) devices_.SetPodAssignments({});
   if (next->watcher_changed && !next->watcher) {

@@ -30,6 +30,7 @@ HalSampler::HalSampler(std::unique_ptr<HalBackend> backend,
               exemplars) {
   if (!backend_) throw std::invalid_argument("HalSampler needs a backend");
   if (interval_.count() <= 0) throw std::invalid_argument("HAL interval must be > 0");
+  registry_->OpenSource(store::DeviceRegistry::kSysfs, interval_);
 }
 
 HalSampler::~HalSampler() { Stop(); }
@@ -68,7 +69,9 @@ void HalSampler::SampleOnce() {
     up_ = false;
     up_gauge_.Set(0);
     Warn("list", "cannot enumerate devices: " + s.message());
-    registry_->SetHalDevices({});
+    // Blind: its health goes at once, the rest of its view once stale.
+    registry_->SetSourceBlind(store::DeviceRegistry::kSysfs,
+                              "cannot enumerate devices: " + s.message());
     duration_.Set(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     return;
   }

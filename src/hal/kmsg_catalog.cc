@@ -46,6 +46,14 @@ Status ParsePattern(const YAML::Node& p, const std::string& origin, size_t i, Km
   if (regex.size() > kMaxKmsgPatternLength)
     return Status::InvalidArgument(where + ": regex longer than " +
                                    std::to_string(kMaxKmsgPatternLength) + " characters");
+  // A kernel line's author is known only from where its text starts (the
+  // driver's own prefix): a pattern found anywhere in the text would match
+  // a driver's words quoted inside another message (a file name in the
+  // kernel's NULL-argv exec warning, a process name in a segfault line).
+  if (regex[0] != '^' || (regex.size() > 1 && regex[1] == '.'))
+    return Status::InvalidArgument(where +
+                                   ": regex must be anchored at the start of the driver's own "
+                                   "message ('^NVRM: ...', '^amdgpu ...'), not '^.'");
   if (Status s = ParseEffect(p["effect"] ? Scalar(p["effect"]) : "fault", &k.effect); !s.ok())
     return Status::InvalidArgument(where + ": " + s.message());
   RE2::Options options;
@@ -146,7 +154,7 @@ std::optional<KmsgMatch> KmsgCatalog::Match(std::string_view text,
   for (const KmsgPattern& p : patterns_) {
     re2::StringPiece groups[8];
     const int n = 1 + std::max(p.address_group, p.number_group);
-    if (n > 8 || !p.regex->Match(input, 0, input.size(), RE2::UNANCHORED, groups, n)) continue;
+    if (n > 8 || !p.regex->Match(input, 0, input.size(), RE2::ANCHOR_START, groups, n)) continue;
     KmsgMatch m;
     m.pattern = &p;
     if (p.address_group != 0) {
@@ -155,6 +163,10 @@ std::optional<KmsgMatch> KmsgCatalog::Match(std::string_view text,
       std::string a(groups[p.address_group].data(), groups[p.address_group].size());
       if (a.find('.') == std::string::npos) a += ".0";
       m.address = CanonicalPciAddress(a);
+      // The kernel's own word on the device (dev_printk's DEVICE entry)
+      // must agree with the text's: a line about another device is not
+      // this one's fault.
+      if (!dict_device.empty() && m.address != dict_device) continue;
     }
     if (m.address.empty()) m.address = dict_device;
     if (m.address.empty()) m.address = NormalizePciAddress(text);

@@ -60,13 +60,18 @@ class DevKmsg : public KmsgSource {
   const int fd_;
 };
 
-// A file of records, followed as it grows: a record is a line not starting
-// with a space, with the indented lines after it.
+// A file of records, followed as it grows and across rotation, as tail -F
+// follows a file: a record is a line not starting with a space, with the
+// indented lines after it. At the end of what was written, the path is
+// looked at again: a new file there (another inode) is opened and read from
+// its start; the same file grown shorter (truncated) is read again from its
+// start. Each is a new generation. A path that is gone keeps the old file.
 class KmsgFile : public KmsgSource {
  public:
-  KmsgFile(std::string path, int fd) : path_(std::move(path)), fd_(fd) {}
+  KmsgFile(std::string path, int fd) : path_(std::move(path)), fd_(fd) { Identify(); }
   ~KmsgFile() override { close(fd_); }
   std::string name() const override { return path_; }
+  uint64_t generation() const override { return generation_; }
   Status Next(std::string* record, std::chrono::milliseconds wait) override {
     const auto until = std::chrono::steady_clock::now() + wait;
     for (;;) {
@@ -75,6 +80,7 @@ class KmsgFile : public KmsgSource {
       const ssize_t n = read(fd_, buf, sizeof buf);
       if (n < 0 && errno != EINTR) return Status::IoError(path_ + ": " + ErrnoText(errno));
       if (n > 0) {
+        offset_ += n;
         pending_.append(buf, static_cast<size_t>(n));
         // More than any record can be without a whole one in it: dropped,
         // not held (what follows is parsed, and counted if malformed).
@@ -82,6 +88,7 @@ class KmsgFile : public KmsgSource {
         continue;
       }
       if (n == 0 && TakeRecord(record, /*at_end=*/true)) return Status::Ok();
+      if (n == 0 && Rotated()) continue;
       if (std::chrono::steady_clock::now() >= until) return Status::Unavailable("no record");
       std::this_thread::sleep_for(std::chrono::milliseconds(20));  // a file has no poll()
     }
@@ -105,8 +112,42 @@ class KmsgFile : public KmsgSource {
     return true;
   }
 
+  void Identify() {
+    struct stat st {};
+    if (fstat(fd_, &st) == 0) {
+      dev_ = st.st_dev;
+      ino_ = st.st_ino;
+    }
+  }
+  // At the end of the file: whether the path now holds another file, or
+  // this one was truncated below what was read; either is read from its
+  // start.
+  bool Rotated() {
+    struct stat st {};
+    if (stat(path_.c_str(), &st) != 0) return false;  // gone: nothing new to read yet
+    if (st.st_dev != dev_ || st.st_ino != ino_) {
+      const int fd = open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+      if (fd < 0) return false;  // tried again at the next end
+      close(fd_);
+      fd_ = fd;
+      Identify();
+    } else if (st.st_size < offset_) {
+      if (lseek(fd_, 0, SEEK_SET) != 0) return false;
+    } else {
+      return false;
+    }
+    offset_ = 0;
+    pending_.clear();
+    ++generation_;
+    return true;
+  }
+
   const std::string path_;
-  const int fd_;
+  int fd_;
+  dev_t dev_ = 0;
+  ino_t ino_ = 0;
+  off_t offset_ = 0;  // read so far
+  uint64_t generation_ = 0;
   std::string pending_;
 };
 
@@ -175,7 +216,9 @@ KmsgSampler::KmsgSampler(Options options, std::shared_ptr<const KmsgCatalog> cat
                    .Help("Fault records dropped because the per-device state was full (devices "
                          "or codes).")
                    .Register(*self_metrics)
-                   .Add({})) {}
+                   .Add({})) {
+  registry_->OpenSource(store::DeviceRegistry::kKmsg, options_.interval);
+}
 
 KmsgSampler::~KmsgSampler() { Stop(); }
 
@@ -297,6 +340,7 @@ void KmsgSampler::Publish() {
 
 void KmsgSampler::Loop() {
   std::unique_ptr<KmsgSource> source;
+  uint64_t generation = 0;
   auto next_publish = std::chrono::steady_clock::now();
   while (!worker_.stopping()) {
     if (!source) {
@@ -308,12 +352,13 @@ void KmsgSampler::Loop() {
       if (!s.ok()) {
         if (said_.Raise("open"))
           spdlog::warn("kmsg: {}; kernel-log faults are not read", s.message());
-        caught_up_ = true;  // nothing more comes for now: what is known goes out, expiring
-        Publish();
+        // Blind: no view goes out, so the last one ages and is withdrawn.
+        registry_->SetSourceBlind(store::DeviceRegistry::kKmsg, s.message());
         if (!worker_.SleepFor(options_.interval)) break;
         continue;
       }
       if (said_.Clear("open")) spdlog::info("kmsg: reading {} again", options_.path);
+      generation = source->generation();
       spdlog::info("kmsg: reading the kernel log from {} (from its oldest record)", source->name());
     }
     std::string raw;
@@ -322,6 +367,12 @@ void KmsgSampler::Loop() {
     Status s = source->Next(&raw, std::max(std::chrono::milliseconds(0),
                                            std::min(wait, std::chrono::milliseconds(200))));
     if (s.ok()) {
+      // A rotated record file is read from its start as new: its numbering
+      // may start again.
+      if (source->generation() != generation) {
+        generation = source->generation();
+        last_sequence_.reset();
+      }
       HandleRecord(raw);
     } else if (s.code() == Status::Code::kExhausted) {
       overwritten_.Increment();
@@ -331,6 +382,7 @@ void KmsgSampler::Loop() {
       caught_up_ = true;  // the ring is read to its end
     } else if (s.code() == Status::Code::kIoError) {
       spdlog::warn("kmsg: {}", s.message());
+      registry_->SetSourceBlind(store::DeviceRegistry::kKmsg, s.message());
       source.reset();  // reopened after an interval; records read already are skipped
       up_.store(false);
       up_gauge_.Set(0);

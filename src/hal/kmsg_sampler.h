@@ -34,14 +34,19 @@ class KmsgSource {
   // IoError: the source is unusable.
   virtual Status Next(std::string* record, std::chrono::milliseconds wait) = 0;
   virtual std::string name() const = 0;
+  // Changes when the source starts over with other records (a record file
+  // rotated or truncated): their sequence numbers may start again.
+  virtual uint64_t generation() const { return 0; }
 };
 
 // /dev/kmsg (or another path with its semantics), read from the oldest
 // record the kernel still holds. IoError when it cannot be opened.
 Status OpenDevKmsg(const std::string& path, std::unique_ptr<KmsgSource>* out);
 // A file of records in the kernel's format, one per line ("6,12,3400,-;text"),
-// dictionary lines indented by one space after it, followed as it grows
-// (for nodes without a readable /dev/kmsg, and for tests).
+// dictionary lines indented by one space after it, followed as it grows and
+// as tail -F follows a file: replaced (a new inode at the path) or truncated,
+// it is read from its new start within one wait (for nodes without a
+// readable /dev/kmsg, fed by a forwarder, and for tests).
 Status OpenKmsgFile(const std::string& path, std::unique_ptr<KmsgSource>* out);
 // Whether `path` can be opened for reading now (--hal=auto's test: where
 // dmesg_restrict is set, /dev/kmsg needs CAP_SYSLOG).

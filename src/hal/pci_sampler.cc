@@ -106,6 +106,7 @@ PciSampler::PciSampler(PciScanner scanner, std::shared_ptr<const FaultCatalog> c
       faults_(std::move(catalog), fault_metrics != nullptr ? fault_metrics : self_metrics, registry,
               exemplars) {
   if (interval_.count() <= 0) throw std::invalid_argument("PCI interval must be > 0");
+  registry_->OpenSource(store::DeviceRegistry::kPci, interval_);
 }
 
 void PciSampler::Start() {
@@ -121,6 +122,7 @@ bool PciSampler::SampleOnce() {
   if (Status s = scanner_.Scan(&scan); !s.ok()) {
     up_.Set(0);
     up_state_ = false;
+    registry_->SetSourceBlind(store::DeviceRegistry::kPci, s.message());
     if (logged_.Raise("scan"))
       spdlog::warn("HAL pci: {} (logged once until it clears)", s.message());
     return false;

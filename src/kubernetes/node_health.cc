@@ -42,16 +42,6 @@ std::string Cut(std::string s) {
   return longer ? s + "..." : s;
 }
 
-std::string SourcesText(const FaultSources& s) {
-  std::string out;
-  for (const auto& [on, name] : {std::pair{s.hal, "sysfs"}, {s.pci, "pci"}, {s.kmsg, "kmsg"}}) {
-    if (!on) continue;
-    if (!out.empty()) out += ", ";
-    out += name;
-  }
-  return out;
-}
-
 bool KeptNodePath(const std::string& path) {
   static const char* const kKept[] = {"metadata.uid", "metadata.name", "kind", "status.conditions"};
   for (const char* k : kKept)
@@ -68,6 +58,7 @@ const std::string* StringIn(const Json& j, const char* key) {
 }  // namespace
 
 int SeverityOf(const NodeCondition& c) {
+  if (c.status == "Unknown") return 1;  // worse than True: a blind source never holds True
   if (c.status != "False") return 0;
   static const char* const kLadder[] = {"RestartCard", "ResetCard", "IsolateAfterJob",
                                         "IsolateCard"};
@@ -90,36 +81,30 @@ std::string ReasonOf(std::string_view level_name) {
   return out;
 }
 
-NodeCondition ConditionOf(const FaultSources& sources, bool devices_known,
-                          const std::vector<store::DeviceInfo>& devices,
-                          const std::vector<store::HalDeviceView>& hal,
-                          const std::vector<store::KmsgDeviceView>& kmsg) {
-  if (!sources.any())
-    return {"Unknown", "NoFaultSource",
-            "no HAL backend reads the devices' faults (--hal): their health is not known here"};
-  std::map<int32_t, std::string> bus_of;
-  for (const store::DeviceInfo& d : devices) bus_of[d.minor] = d.bus_id;
-  std::vector<Named> named;
-  auto add = [&](int32_t minor, const std::string& bus_id, const store::ActiveFault& f,
-                 const std::string& source) {
-    if (f.level < store::kUnhealthyFaultLevel) return;
-    named.push_back({f.level, minor, source, f.code, f.level_name,
-                     Describe(std::to_string(minor), bus_id, f, source)});
-  };
-  for (const store::HalDeviceView& v : hal)
-    for (const store::ActiveFault& f : v.faults) add(v.minor, bus_of[v.minor], f, "hal");
-  for (const store::KmsgDeviceView& v : kmsg)
-    for (const store::ActiveFault& f : v.faults) add(v.minor, v.bus_id, f, "kmsg");
-  // Without XDM's list the pci and kmsg views join nothing: their silence
-  // is no health.
-  if (named.empty() && !devices_known && (sources.pci || sources.kmsg))
-    return {"Unknown", "DeviceListUnknown",
-            "XDM's device list is not known yet: the kernel log's and the PCI files' faults "
-            "cannot be joined to devices"};
-  if (named.empty())
-    return {"True", "NoCardFaults",
-            "no active fault at restart_card or worse (sources: " + SourcesText(sources) + ")"};
-  std::sort(named.begin(), named.end());
+namespace {
+
+// What a source that cannot see says of itself, for the Unknown message.
+std::string NotSeeing(const store::SourceView& v) {
+  switch (v.sight) {
+    case store::Sight::kBlind:
+      return v.source + " cannot see (" + v.why + ")";
+    case store::Sight::kStale:
+      return v.source + " has no fresh view (its sampler stopped answering)";
+    default:
+      return v.source + " has not looked yet";
+  }
+}
+
+std::string ReasonOfSight(const store::SourceView& v) {
+  const char* what = v.sight == store::Sight::kBlind   ? "Blind"
+                     : v.sight == store::Sight::kStale ? "Stale"
+                                                       : "NotReady";
+  return ReasonOf(v.source) + what;
+}
+
+// The condition's message for the faults `named` (sorted, worst first):
+// as many as fit kMaxMessageBytes, and how many more.
+std::string FaultsMessage(const std::vector<Named>& named) {
   std::map<int32_t, bool> sick;
   for (const Named& n : named) sick[n.minor] = true;
   std::string message = std::to_string(sick.size()) + " device(s) need card-level action: ";
@@ -135,7 +120,82 @@ NodeCondition ConditionOf(const FaultSources& sources, bool devices_known,
     message += next;
     ++shown;
   }
-  return {"False", ReasonOf(named.front().level_name), Cut(std::move(message))};
+  return message;
+}
+
+}  // namespace
+
+NodeCondition ConditionOf(const std::vector<store::SourceView>& views, bool devices_known,
+                          const std::vector<store::DeviceInfo>& devices) {
+  if (views.empty())
+    return {"Unknown", "NoFaultSource",
+            "no HAL backend reads the devices' faults (--hal): their health is not known here"};
+  std::vector<const store::SourceView*> sorted;
+  sorted.reserve(views.size());
+  for (const store::SourceView& v : views) sorted.push_back(&v);
+  std::sort(sorted.begin(), sorted.end(),
+            [](const auto* a, const auto* b) { return a->source < b->source; });
+  std::map<int32_t, std::string> bus_of;
+  for (const store::DeviceInfo& d : devices) bus_of[d.minor] = d.bus_id;
+  // 1. A card-level fault that a source which sees shows: False, whatever
+  // its neighbours cannot see. A blind or stale source's faults are no
+  // evidence either way.
+  std::vector<Named> named;
+  for (const store::SourceView* v : sorted) {
+    if (v->sight != store::Sight::kSeeing) continue;
+    for (const store::SourceView::Device& d : v->devices) {
+      if (d.minor < 0) continue;  // not a device XDM lists: not ours to judge
+      const std::string bus = d.bus_id.empty() ? bus_of[d.minor] : d.bus_id;
+      for (const store::ActiveFault& f : d.faults) {
+        if (f.level < store::kUnhealthyFaultLevel) continue;
+        named.push_back({f.level, d.minor, v->source, f.code, f.level_name,
+                         Describe(std::to_string(d.minor), bus, f, v->source)});
+      }
+    }
+  }
+  if (!named.empty()) {
+    std::sort(named.begin(), named.end());
+    return {"False", ReasonOf(named.front().level_name), Cut(FaultsMessage(named))};
+  }
+  // 2. A source that cannot see: nothing can be said of health.
+  std::string blind;
+  std::string reason;
+  for (const store::SourceView* v : sorted) {
+    if (v->sight == store::Sight::kSeeing) continue;
+    if (reason.empty()) reason = ReasonOfSight(*v);
+    blind += (blind.empty() ? "" : "; ") + NotSeeing(*v);
+  }
+  if (!reason.empty()) return {"Unknown", reason, Cut("device health is not known: " + blind)};
+  // 3. Without XDM's list the pci and kmsg views join nothing: their
+  // silence is no health.
+  std::string joins;
+  for (const store::SourceView* v : sorted)
+    if (v->joins_device_list) joins += (joins.empty() ? "" : ", ") + v->source;
+  if (!devices_known && !joins.empty())
+    return {
+        "Unknown", "DeviceListUnknown",
+        "XDM's device list is not known yet: " + joins + " cannot join what it sees to devices"};
+  // 4. Every source must see every device XDM lists.
+  std::string unseen;
+  size_t missing = 0;
+  for (const store::SourceView* v : sorted) {
+    std::map<int32_t, bool> seen;
+    for (const store::SourceView::Device& d : v->devices) seen[d.minor] = true;
+    for (const store::DeviceInfo& d : devices) {
+      if (seen.count(d.minor) != 0) continue;
+      if (++missing <= 8)
+        unseen += (unseen.empty() ? "" : "; ") + v->source + " does not see xpu " +
+                  std::to_string(d.minor) + (d.bus_id.empty() ? "" : " (" + d.bus_id + ")");
+    }
+  }
+  if (missing > 0)
+    return {"Unknown", "DeviceNotSeen",
+            Cut(std::to_string(missing) + " device(s) XDM lists are not seen by every source: " +
+                unseen + (missing > 8 ? "; ..." : ""))};
+  std::string names;
+  for (const store::SourceView* v : sorted) names += (names.empty() ? "" : ", ") + v->source;
+  return {"True", "NoCardFaults",
+          "no active fault at restart_card or worse (sources: " + names + ")"};
 }
 
 std::string ConditionPatch(const NodeCondition& c, std::string_view heartbeat,

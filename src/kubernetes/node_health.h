@@ -57,22 +57,28 @@ struct NodeCondition {
 // A ladder level's name as a reason: "isolate_card" -> "IsolateCard".
 std::string ReasonOf(std::string_view level_name);
 
-// The condition the views give. False when a device has an active fault at
-// restart_card or worse, from any source: reason the worst level's, message
-// those faults, worst first ("xpu 3 (0000:3b:00.0): 0x10DE004F Xid 79 ...
-// [isolate_card, kmsg]"), cut to kMaxMessageBytes with how many more. True
-// otherwise; Unknown when no source runs, or when nothing is named and the
-// pci or kmsg views run while XDM's list is not known (`devices_known`:
-// they join nothing without it). `devices` (XDM's list) gives the
-// PCI addresses. The same views give the same text: it is compared to
-// decide whether to patch.
-NodeCondition ConditionOf(const FaultSources& sources, bool devices_known,
-                          const std::vector<store::DeviceInfo>& devices,
-                          const std::vector<store::HalDeviceView>& hal,
-                          const std::vector<store::KmsgDeviceView>& kmsg);
+// The condition the health sources' views give (docs/kubernetes.md, "The
+// health model"), in this order:
+// - False when a source that sees (store::Sight::kSeeing) shows an active
+//   fault at restart_card or worse on a device XDM lists: reason the worst
+//   level's, message those faults, worst first ("xpu 3 (0000:3b:00.0):
+//   0x10DE004F Xid 79 ... [isolate_card, kmsg]"), cut to kMaxMessageBytes
+//   with how many more. A blind neighbour does not hide it.
+// - Unknown when no source runs (NoFaultSource), when a source is blind,
+//   stale or has not looked yet (reason "<Source>Blind", "...Stale",
+//   "...NotReady", the first by name; the message names each), when a
+//   source that joins by XDM's list runs while that list is not known
+//   (`devices_known`; DeviceListUnknown), or when a device XDM lists
+//   (`devices`) is missing from a source's view (DeviceNotSeen).
+// - True otherwise: every source sees every listed device, and none shows
+//   a card-level fault.
+// A pure function: the same views give the same text (it is compared to
+// decide whether to patch), whatever their order.
+NodeCondition ConditionOf(const std::vector<store::SourceView>& views, bool devices_known,
+                          const std::vector<store::DeviceInfo>& devices);
 
-// How bad a condition says the node is: 0 unless False, else the level of
-// its reason (3 for a reason not on the ladder). A change to a worse
+// How bad a condition says the node is: 0 for True, 1 for Unknown, else
+// the level of its reason (3 for a reason not on the ladder). A change to a worse
 // condition is patched at once; any other waits until it has held
 // (NodeReporter::Options::recover_hold), so a flapping fault cannot patch
 // the Node over and over.

@@ -184,9 +184,8 @@ void NodeReporter::ReadNode(const ApiClient& api) {
 }
 
 void NodeReporter::SyncCondition(const ApiClient& api, Clock::time_point now) {
-  const NodeCondition want =
-      ConditionOf(options_.sources, registry_->fault_views_set().devices_known,
-                  registry_->Devices(), registry_->HalDevices(), registry_->KmsgDevices());
+  const NodeCondition want = ConditionOf(
+      registry_->SourceViews(), registry_->fault_views_set().devices_known, registry_->Devices());
   if (on_node_ == want) {
     differs_since_.reset();
     synced_->Set(1);

@@ -24,6 +24,17 @@ void KeepChosen(const std::set<int32_t>& chosen, std::vector<View>* views) {
   std::erase_if(*views, [&](const View& v) { return chosen.count(MinorOfView(v)) == 0; });
 }
 
+// The merged views in order, health following the worst active fault.
+std::vector<HalDeviceView> MergedOf(std::map<int32_t, HalDeviceView>* merged) {
+  std::vector<HalDeviceView> out;
+  for (auto& [minor, h] : *merged) {
+    for (const ActiveFault& f : h.faults)
+      if (h.healthy && f.level >= kUnhealthyFaultLevel) h.healthy = false;
+    out.push_back(std::move(h));
+  }
+  return out;
+}
+
 }  // namespace
 
 bool DeviceRegistry::SetXdmDevices(std::vector<DeviceInfo> devices) {
@@ -76,6 +87,81 @@ void DeviceRegistry::SetHalDevices(std::vector<HalDeviceView> devices) {
   KeepChosen(filter_, &devices);
   hal_ = std::move(devices);
   ++views_set_.hal;
+  SeenLocked(kSysfs);
+}
+
+void DeviceRegistry::SetClock(Clock clock) {
+  MutexLock lock(mu_);
+  clock_ = std::move(clock);
+}
+
+std::chrono::steady_clock::time_point DeviceRegistry::NowLocked() const {
+  return clock_ ? clock_() : std::chrono::steady_clock::now();
+}
+
+void DeviceRegistry::OpenSource(const std::string& source, std::chrono::milliseconds interval) {
+  MutexLock lock(mu_);
+  sources_[source].interval = interval;
+}
+
+void DeviceRegistry::SetSourceBlind(const std::string& source, std::string why) {
+  MutexLock lock(mu_);
+  SourceState& s = sources_[source];
+  s.blind = true;
+  s.why = std::move(why);
+}
+
+void DeviceRegistry::CloseSource(const std::string& source) {
+  MutexLock lock(mu_);
+  sources_.erase(source);
+  if (source == kSysfs) hal_.clear();
+  if (source == kPci) pci_.clear();
+  if (source == kKmsg) kmsg_.clear();
+}
+
+void DeviceRegistry::SeenLocked(const std::string& source) {
+  SourceState& s = sources_[source];
+  s.blind = false;
+  s.why.clear();
+  s.seen_at = NowLocked();
+}
+
+bool DeviceRegistry::FreshLocked(const std::string& source) const {
+  auto it = sources_.find(source);
+  if (it == sources_.end() || !it->second.seen_at) return false;
+  return NowLocked() - *it->second.seen_at <= kStaleIntervals * it->second.interval;
+}
+
+Sight DeviceRegistry::SightLocked(const std::string& source) const {
+  auto it = sources_.find(source);
+  if (it == sources_.end()) return Sight::kNotYet;
+  if (it->second.blind) return Sight::kBlind;
+  if (!it->second.seen_at) return Sight::kNotYet;
+  return FreshLocked(source) ? Sight::kSeeing : Sight::kStale;
+}
+
+std::vector<SourceView> DeviceRegistry::SourceViews() const {
+  MutexLock lock(mu_);
+  std::map<int32_t, std::string> bus_of;
+  for (const DeviceInfo& d : devices_) bus_of[d.minor] = d.bus_id;
+  std::vector<SourceView> out;
+  for (const auto& [name, state] : sources_) {
+    SourceView v;
+    v.source = name;
+    v.sight = SightLocked(name);
+    v.why = state.why;
+    v.joins_device_list = name != kSysfs;
+    if (name == kSysfs) {
+      for (const HalDeviceView& h : hal_) v.devices.push_back({h.minor, bus_of[h.minor], h.faults});
+    } else if (name == kPci) {
+      for (const PciDeviceView& p : pci_)
+        v.devices.push_back({p.minor.empty() ? -1 : std::stoi(p.minor), p.bus_id, p.faults});
+    } else if (name == kKmsg) {
+      for (const KmsgDeviceView& k : kmsg_) v.devices.push_back({k.minor, k.bus_id, k.faults});
+    }
+    out.push_back(std::move(v));
+  }
+  return out;
 }
 
 DeviceRegistry::FaultViewsSet DeviceRegistry::fault_views_set() const {
@@ -92,7 +178,9 @@ std::vector<HalDeviceView> DeviceRegistry::HalDevices() const {
 
 std::vector<HalDeviceView> DeviceRegistry::MergedHalLocked() const {
   std::map<int32_t, HalDeviceView> merged;
-  for (const HalDeviceView& h : hal_) merged[h.minor] = h;
+  if (FreshLocked(kSysfs))
+    for (const HalDeviceView& h : hal_) merged[h.minor] = h;
+  if (!FreshLocked(kPci)) return MergedOf(&merged);
   for (const PciDeviceView& p : pci_) {
     if (p.minor.empty()) continue;  // not joined to a device XDM lists
     const int32_t minor = std::stoi(p.minor);
@@ -107,13 +195,7 @@ std::vector<HalDeviceView> DeviceRegistry::MergedHalLocked() const {
       if (std::find(h.faults.begin(), h.faults.end(), f) == h.faults.end()) h.faults.push_back(f);
     }
   }
-  std::vector<HalDeviceView> out;
-  for (auto& [minor, h] : merged) {
-    for (const ActiveFault& f : h.faults)
-      if (h.healthy && f.level >= kUnhealthyFaultLevel) h.healthy = false;
-    out.push_back(std::move(h));
-  }
-  return out;
+  return MergedOf(&merged);
 }
 
 void DeviceRegistry::SetPodAssignments(std::vector<PodAssignment> pods) {
@@ -157,28 +239,31 @@ void DeviceRegistry::SetPciDevices(std::vector<PciDeviceView> devices) {
   KeepChosen(filter_, &devices);
   pci_ = std::move(devices);
   if (known_) ++views_set_.pci;
+  SeenLocked(kPci);
 }
 
 void DeviceRegistry::SetKmsgDevices(std::optional<std::vector<KmsgDeviceView>> devices) {
+  if (!devices) return CloseSource(kKmsg);
   MutexLock lock(mu_);
-  if (devices && !filter_.empty()) {  // a subset chosen: only its devices
+  if (!filter_.empty()) {  // a subset chosen: only its devices
     std::vector<KmsgDeviceView> chosen;
     for (KmsgDeviceView& d : *devices)
       if (filter_.count(d.minor) != 0) chosen.push_back(std::move(d));
     devices = std::move(chosen);
   }
-  if (devices && known_) ++views_set_.kmsg;
-  kmsg_ = std::move(devices);
+  if (known_) ++views_set_.kmsg;
+  kmsg_ = std::move(*devices);
+  SeenLocked(kKmsg);
 }
 
 std::vector<KmsgDeviceView> DeviceRegistry::KmsgDevices() const {
   MutexLock lock(mu_);
-  return kmsg_ ? *kmsg_ : std::vector<KmsgDeviceView>{};
+  return FreshLocked(kKmsg) ? kmsg_ : std::vector<KmsgDeviceView>{};
 }
 
 std::vector<PciDeviceView> DeviceRegistry::PciDevices() const {
   MutexLock lock(mu_);
-  return pci_;
+  return FreshLocked(kPci) ? pci_ : std::vector<PciDeviceView>{};
 }
 
 std::optional<double> PciDeviceView::capable_link_speed() const {
@@ -234,6 +319,14 @@ struct DeviceRegistry::Families {
                 "Share of the device's cores HAMi's device plugin shares out, 0..1.");
   prometheus::MetricFamily shared_health = NewFamily(
       "xpu_device_shared_healthy", "Whether HAMi's device plugin registered the device healthy.");
+  prometheus::MetricFamily source_up =
+      NewFamily("xpu_exporter_source_up",
+                "Whether a health source can see now: 1 its last view is fresh and its last try "
+                "read the hardware; 0 it is blind, its view stale, or none came yet (its device "
+                "health series are then withdrawn).");
+  prometheus::MetricFamily source_age =
+      NewFamily("xpu_exporter_source_view_age_seconds",
+                "How old a health source's last view is (absent before the first).");
 };
 
 void DeviceRegistry::WriteIdentityLocked(Families* f) const {
@@ -291,9 +384,14 @@ int WriteDeviceFaults(prometheus::MetricFamily* active, prometheus::MetricFamily
 }  // namespace
 
 void DeviceRegistry::WriteFaultsLocked(Families* f) const {
+  // The merged "hal" health says nothing while either of its sources that
+  // is open cannot see.
+  bool seeing = true;
+  for (const char* source : {kSysfs, kPci})
+    if (sources_.count(source) != 0 && SightLocked(source) != Sight::kSeeing) seeing = false;
   for (const HalDeviceView& h : MergedHalLocked()) {
     const std::string minor = std::to_string(h.minor);
-    if (h.healthy)
+    if (h.healthy && seeing)
       f->health.metric.push_back(
           GaugeSample({{"minor", minor}, {"uuid", h.uuid}, {"source", "hal"}}, *h.healthy ? 1 : 0));
     WriteDeviceFaults(&f->active, &f->level, minor, h.uuid, h.faults, "hal");
@@ -301,12 +399,14 @@ void DeviceRegistry::WriteFaultsLocked(Families* f) const {
 }
 
 void DeviceRegistry::WriteKmsgLocked(Families* f) const {
-  if (!kmsg_) return;
-  for (const KmsgDeviceView& k : *kmsg_) {
+  if (!FreshLocked(kKmsg)) return;
+  const bool seeing = SightLocked(kKmsg) == Sight::kSeeing;
+  for (const KmsgDeviceView& k : kmsg_) {
     const std::string minor = std::to_string(k.minor);
     const int worst = WriteDeviceFaults(&f->active, &f->level, minor, k.uuid, k.faults, "kmsg");
-    f->health.metric.push_back(GaugeSample({{"minor", minor}, {"uuid", k.uuid}, {"source", "kmsg"}},
-                                           worst < kUnhealthyFaultLevel));
+    if (seeing)
+      f->health.metric.push_back(GaugeSample(
+          {{"minor", minor}, {"uuid", k.uuid}, {"source", "kmsg"}}, worst < kUnhealthyFaultLevel));
     for (const KmsgDeviceView::Events& e : k.events) {
       f->events.metric.push_back(CounterSample({{"minor", minor},
                                                 {"uuid", k.uuid},
@@ -362,6 +462,17 @@ void DeviceRegistry::WriteSharesLocked(Families* f) const {
   }
 }
 
+void DeviceRegistry::WriteSourcesLocked(Families* f) const {
+  const auto now = NowLocked();
+  for (const auto& [name, state] : sources_) {
+    f->source_up.metric.push_back(
+        GaugeSample({{"source", name}}, SightLocked(name) == Sight::kSeeing ? 1 : 0));
+    if (state.seen_at)
+      f->source_age.metric.push_back(GaugeSample(
+          {{"source", name}}, std::chrono::duration<double>(now - *state.seen_at).count()));
+  }
+}
+
 std::vector<prometheus::MetricFamily> DeviceRegistry::Collect() const {
   MutexLock lock(mu_);
   Families f;
@@ -370,13 +481,15 @@ std::vector<prometheus::MetricFamily> DeviceRegistry::Collect() const {
   WriteKmsgLocked(&f);
   WritePodsLocked(&f);
   WriteSharesLocked(&f);
+  WriteSourcesLocked(&f);
   std::vector<prometheus::MetricFamily> out;
   for (prometheus::MetricFamily* family :
        {&f.pods, &f.mem_limit, &f.core_limit, &f.split, &f.shared_mem, &f.shared_cores,
-        &f.shared_health, &f.active, &f.events, &f.level, &f.info, &f.topo, &f.health}) {
+        &f.shared_health, &f.active, &f.events, &f.level, &f.info, &f.topo, &f.health, &f.source_up,
+        &f.source_age}) {
     if (!family->metric.empty()) out.push_back(std::move(*family));
   }
-  if (pci_writer_) {
+  if (pci_writer_ && FreshLocked(kPci)) {
     for (prometheus::MetricFamily& family : pci_writer_(pci_)) out.push_back(std::move(family));
   }
   return out;

@@ -3,6 +3,7 @@
 #include <prometheus/collectable.h>
 #include <prometheus/metric_family.h>
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -191,20 +192,45 @@ class DeviceRegistry : public prometheus::Collectable {
   // xpu_device_health{source="xdm"} is withdrawn: a dead daemon's last word
   // on health is not current truth. True until first set.
   void SetXdmLive(bool live);
-  // Replaces the HAL's view (sorted by minor).
+  // The health sources (docs/hal.md, "The health model"): "sysfs" (the
+  // HAL's views), "pci" and "kmsg". A sampler opens its source when it is
+  // built (nothing seen yet: kNotYet), then with each sample either sets
+  // its view (it sees) or says it is blind (the view it had ages). One rule
+  // for every source: a blind source's per-device health series are
+  // withdrawn at once, and a view older than kStaleIntervals of the
+  // source's interval is withdrawn whole (health, faults, its families).
+  // Opening an open source keeps its view (a reload's new sampler goes on);
+  // closing drops it. A view set on a source never opened opens it with
+  // a one-second interval.
+  static constexpr const char* kSysfs = "sysfs";
+  static constexpr const char* kPci = "pci";
+  static constexpr const char* kKmsg = "kmsg";
+  void OpenSource(const std::string& source, std::chrono::milliseconds interval);
+  void SetSourceBlind(const std::string& source, std::string why);
+  void CloseSource(const std::string& source);
+  // Each open source's view now, by name: what the Node condition judges.
+  std::vector<SourceView> SourceViews() const;
+  // The clock that ages views (tests); steady_clock::now by default.
+  using Clock = std::function<std::chrono::steady_clock::time_point()>;
+  void SetClock(Clock clock);
+
+  // Replaces the sysfs backend's view (sorted by minor): it sees.
   void SetHalDevices(std::vector<HalDeviceView> devices);
-  // The HAL's view as exported: the sysfs backend's devices, plus the pci
-  // backend's derived faults on the devices it joined to a minor (a device
-  // only the pci backend sees counts as healthy but for its faults), with
-  // health following the worst active fault (kUnhealthyFaultLevel).
+  // The HAL's fresh views as exported: the sysfs backend's devices, plus
+  // the pci backend's derived faults on the devices it joined to a minor (a
+  // device only the pci backend sees counts as healthy but for its faults),
+  // with health following the worst active fault (kUnhealthyFaultLevel).
+  // A stale view adds nothing.
   std::vector<HalDeviceView> HalDevices() const;
-  // Replaces the PCI backend's view (sorted by bus_id).
+  // Replaces the PCI backend's view (sorted by bus_id): it sees.
   void SetPciDevices(std::vector<PciDeviceView> devices);
+  // Empty while the view is stale.
   std::vector<PciDeviceView> PciDevices() const;
   // Replaces the kmsg backend's view (one entry per device it joined):
   // xpu_device_fault_*{source="kmsg"} and xpu_device_health{source="kmsg"}.
-  // nullopt (the backend off): no kmsg series.
+  // nullopt: the backend off (CloseSource).
   void SetKmsgDevices(std::optional<std::vector<KmsgDeviceView>> devices);
+  // Empty while the view is stale.
   std::vector<KmsgDeviceView> KmsgDevices() const;
   // How often each fault view has been set since the registry was made (the
   // kmsg one with a view, not nullopt): a reader of the node's health
@@ -240,7 +266,23 @@ class DeviceRegistry : public prometheus::Collectable {
   std::vector<HalDeviceView> hal_ XPU_GUARDED_BY(mu_);
   std::vector<PodAssignment> pods_ XPU_GUARDED_BY(mu_);
   std::vector<PciDeviceView> pci_ XPU_GUARDED_BY(mu_);
-  std::optional<std::vector<KmsgDeviceView>> kmsg_ XPU_GUARDED_BY(mu_);  // nullopt: backend off
+  std::vector<KmsgDeviceView> kmsg_ XPU_GUARDED_BY(mu_);
+  // What each open health source last said of itself.
+  struct SourceState {
+    std::chrono::milliseconds interval{1000};
+    bool blind = false;
+    std::string why;                                               // while blind
+    std::optional<std::chrono::steady_clock::time_point> seen_at;  // the last view
+  };
+  std::map<std::string, SourceState> sources_ XPU_GUARDED_BY(mu_);
+  Clock clock_ XPU_GUARDED_BY(mu_);
+  std::chrono::steady_clock::time_point NowLocked() const XPU_REQUIRES(mu_);
+  // The source's sight now; kNotYet for one not open.
+  Sight SightLocked(const std::string& source) const XPU_REQUIRES(mu_);
+  // Whether its last view is evidence: open, set, and not stale.
+  bool FreshLocked(const std::string& source) const XPU_REQUIRES(mu_);
+  // A view arrived: the source sees, as of now.
+  void SeenLocked(const std::string& source) XPU_REQUIRES(mu_);
   FaultViewsSet views_set_ XPU_GUARDED_BY(mu_);
   mutable FaultRaises raises_;  // its own lock; not part of the registry's state
   std::map<std::pair<std::string, std::string>, std::vector<std::pair<std::string, std::string>>>
@@ -257,6 +299,7 @@ class DeviceRegistry : public prometheus::Collectable {
   void WriteKmsgLocked(Families* f) const XPU_REQUIRES(mu_);
   void WritePodsLocked(Families* f) const XPU_REQUIRES(mu_);
   void WriteSharesLocked(Families* f) const XPU_REQUIRES(mu_);
+  void WriteSourcesLocked(Families* f) const XPU_REQUIRES(mu_);
   DevicesListener listener_;  // set before writers start
   PciFamilyWriter pci_writer_ XPU_GUARDED_BY(mu_);
   std::set<int32_t> filter_ XPU_GUARDED_BY(mu_);         // empty: every device

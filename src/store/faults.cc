@@ -2,6 +2,20 @@
 
 namespace xpu::store {
 
+const char* SightName(Sight s) {
+  switch (s) {
+    case Sight::kSeeing:
+      return "seeing";
+    case Sight::kBlind:
+      return "blind";
+    case Sight::kStale:
+      return "stale";
+    case Sight::kNotYet:
+      return "not_yet";
+  }
+  return "not_yet";
+}
+
 void FaultRaises::Add(FaultRaise raise) {
   MutexLock lock(mu_);
   ring_.push_back(std::move(raise));

@@ -27,6 +27,37 @@ struct ActiveFault {
 // from its fault levels: card-level action is needed.
 inline constexpr int kUnhealthyFaultLevel = 3;
 
+// Whether a health source can see now (docs/hal.md, "The health model").
+enum class Sight {
+  kSeeing,  // its last try read the hardware, and its view is fresh
+  kBlind,   // its last try could not read (the tree gone, the log not readable)
+  kStale,   // its last view is older than kStaleIntervals of its interval
+  kNotYet,  // no view yet since it started
+};
+// "seeing", "blind", "stale", "not_yet".
+const char* SightName(Sight s);
+// A view older than this many of its source's intervals is no evidence.
+inline constexpr int kStaleIntervals = 3;
+
+// One health source's view as the Node condition judges it: whether it can
+// see, why not, and the devices it sees with their active faults.
+struct SourceView {
+  std::string source;  // "sysfs", "pci", "kmsg"
+  Sight sight = Sight::kNotYet;
+  std::string why;  // when blind: what it could not do
+  // It sees devices only through XDM's list (joined by PCI address), so
+  // without that list it sees none.
+  bool joins_device_list = false;
+  struct Device {
+    int32_t minor = -1;  // -1: not joined to a device XDM lists
+    std::string bus_id;
+    std::vector<ActiveFault> faults;
+    bool operator==(const Device&) const = default;
+  };
+  std::vector<Device> devices;  // every device it sees now
+  bool operator==(const SourceView&) const = default;
+};
+
 // One fault raise as it happened: a code that became active on a device
 // while the exporter watched (not one found active at a backend's first
 // sample, nor a record replayed from the kernel's ring at start).

@@ -6,7 +6,7 @@
 # Regenerate: UPDATE_GOLDEN=1 ctest -R e2e_golden
 source "$(dirname "$0")/lib.sh" "$1"
 GOLDEN="$(cd "$(dirname "$0")/.." && pwd)/fixtures/e2e-output.txt"
-DROP='^(xpu_exporter_(http_[a-z_]*|build_info|collector_duration_seconds|collector_success\{collector="poll"\}|last_sample_timestamp_seconds|scrape_duration_seconds|config_last_reload_success_timestamp_seconds|stream_messages_total|poll_requests_total|poll_failures_total|stream_reconnects_total)|xpu_hal_sample_duration_seconds|xpu_device_data_age_seconds|process_)'
+DROP='^(xpu_exporter_(http_[a-z_]*|build_info|collector_duration_seconds|collector_success\{collector="poll"\}|last_sample_timestamp_seconds|scrape_duration_seconds|config_last_reload_success_timestamp_seconds|stream_messages_total|poll_requests_total|poll_failures_total|stream_reconnects_total)|xpu_hal_sample_duration_seconds|xpu_device_data_age_seconds|xpu_exporter_source_view_age_seconds\{|process_)'
 
 start_sim sim --seed 1 --frozen --interval 200ms --hal-root "$TMP/hal"
 # One active fault, raised before the exporter starts, so fault families show.

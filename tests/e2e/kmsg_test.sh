@@ -35,6 +35,9 @@ DEV1="$DOMAIN:20:00.0"
 flags=(--hal kmsg --hal.kmsg.path "$KMSG" --hal.kmsg.user-records --hal.interval 200ms
   --collector.interval 200ms)
 start_exporter sim "${flags[@]}"
+# The log is read (a blind one withdraws the health series: no 1 to see).
+wait_for 10 has_metric 'xpu_exporter_source_up{source="kmsg"} 1' ||
+  fail "the kernel log is not read: $(scrape | grep -E 'kmsg_up|source_up')"
 wait_for 10 has_metric 'xpu_device_health{minor="0",uuid="[^"]*",source="kmsg"} 1' ||
   fail "no kmsg health for minor 0: $(scrape | grep -E 'kmsg|health' | head)"
 

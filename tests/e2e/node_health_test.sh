@@ -31,12 +31,12 @@ rounds() {
 start_sim sim --interval 200ms --hal-root "$TMP/hal"
 : >kmsg.records
 SEQ=0
-record() {  # record TEXT: one record at level 3, stamped now
+record() {  # record TEXT: one kernel record (facility 0) at level 3, stamped now
   SEQ=$((SEQ + 1))
-  printf '11,%d,%s,-;%s\n' "$SEQ" "$(awk '{printf "%.0f", $1 * 1000000}' /proc/uptime)" "$1" >>kmsg.records
+  printf '3,%d,%s,-;%s\n' "$SEQ" "$(awk '{printf "%.0f", $1 * 1000000}' /proc/uptime)" "$1" >>kmsg.records
 }
 flags=(--collector.interval 200ms --hal sysfs,kmsg --hal.root "$TMP/hal" --hal.interval 200ms
-  --hal.kmsg.path "$TMP/kmsg.records" --hal.kmsg.user-records
+  --hal.kmsg.path "$TMP/kmsg.records"
   --kubernetes.api-server "$API" --kubernetes.ca-file "$TMP/ca.crt" --kubernetes.token-file "$TMP/token"
   --kubernetes.node-name node-a --kubernetes.node-interval 300ms
   --kubernetes.node-condition --kubernetes.events)
@@ -48,7 +48,7 @@ last patches | python3 -c '
 import json, sys
 c = json.load(sys.stdin)
 assert c["type"] == "XpuDevicesHealthy" and c["status"] == "True" and c["reason"] == "NoCardFaults", c
-assert "sysfs, kmsg" in c["message"], c
+assert "kmsg, sysfs" in c["message"], c
 ' || fail "first condition: $(last patches)"
 wait_for 10 has_metric 'xpu_kubernetes_node_condition_synced 1' || fail "not synced"
 rounds 3
@@ -62,7 +62,7 @@ last patches | python3 -c '
 import json, sys
 c = json.load(sys.stdin)
 assert c["reason"] == "ResetCard", c
-assert c["message"].startswith("1 device(s) need card-level action: xpu 2 ") and "0x80E18400" in c["message"] and "[reset_card, hal]" in c["message"], c
+assert c["message"].startswith("1 device(s) need card-level action: xpu 2 ") and "0x80E18400" in c["message"] and "[reset_card, sysfs]" in c["message"], c
 ' || fail "False condition: $(last patches)"
 wait_for 10 at_least events 1 ||
   fail "no Event for the raise: $(grep kubernetes "$TMP/exporter.log" | tail -5)"
@@ -85,7 +85,7 @@ import json, sys
 c = json.load(sys.stdin)
 m = c["message"]
 assert c["status"] == "False" and m.startswith("2 device(s)"), c
-assert m.index("[isolate_card, kmsg]") < m.index("[reset_card, hal]"), m
+assert m.index("[isolate_card, kmsg]") < m.index("[reset_card, sysfs]"), m
 assert "xpu 1 (0000:20:00.0): 0x10DE004F" in m, m
 ' || fail "condition with both sources: $(last patches)"
 wait_for 10 at_least events 2 ||

@@ -175,7 +175,7 @@ TEST_F(SysfsTreeTest, TooManyFaultCodesAreRefused) {
 
 // ---- the sampler ----
 
-double Value(const prometheus::Registry& r, const std::string& name,
+double Value(const prometheus::Collectable& r, const std::string& name,
              const std::map<std::string, std::string>& labels = {}) {
   return xpu::testing::MetricValue(r, name, labels);
 }
@@ -381,15 +381,43 @@ TEST_F(SamplerTest, BadHealthFileHidesHalHealthForThatDeviceOnly) {
   EXPECT_EQ(hal_health, 1);
 }
 
-TEST_F(SamplerTest, VanishedRootMeansHalDown) {
-  Device(0, "1\n", "");
+// The health model's one rule (docs/hal.md): a blind source's health
+// series go at once, never a 1; the rest of its view once it is stale.
+TEST_F(SamplerTest, VanishedRootMeansHalDownAndItsHealthIsWithdrawn) {
+  auto now = std::chrono::steady_clock::now();
+  registry_.SetClock([&now] { return now; });
+  Device(0, "1\n", "0x80E18400\n");  // reset_card
   sampler_->SampleOnce();
   EXPECT_TRUE(sampler_->up());
+  auto count = [&](const std::string& family, const std::string& source) {
+    int n = 0;
+    for (const auto& f : registry_.Collect())
+      if (f.name == family)
+        for (const auto& m : f.metric)
+          for (const auto& l : m.label)
+            if (l.name == "source" && l.value == source) ++n;
+    return n;
+  };
+  EXPECT_EQ(count("xpu_device_health", "hal"), 1);
+  EXPECT_EQ(Value(registry_, "xpu_exporter_source_up", {{"source", "sysfs"}}), 1);
   fs::remove_all(dir_.path());
   sampler_->SampleOnce();
   EXPECT_FALSE(sampler_->up());
   EXPECT_EQ(Value(metrics_, "xpu_hal_up"), 0);
+  EXPECT_EQ(count("xpu_device_health", "hal"), 0) << "a blind source's health stays on the page";
+  EXPECT_EQ(count("xpu_device_fault_active", "hal"), 1) << "the fault seen last, until stale";
+  EXPECT_EQ(Value(registry_, "xpu_exporter_source_up", {{"source", "sysfs"}}), 0);
+  ASSERT_EQ(registry_.SourceViews().size(), 1u);
+  EXPECT_EQ(registry_.SourceViews()[0].sight, store::Sight::kBlind);
+  now += store::kStaleIntervals * std::chrono::seconds(1) + std::chrono::milliseconds(1);
+  sampler_->SampleOnce();
+  EXPECT_EQ(count("xpu_device_fault_active", "hal"), 0) << "a stale view stays on the page";
   EXPECT_TRUE(registry_.HalDevices().empty());
+  // Back: seen again at once.
+  Device(0, "1\n", "");
+  sampler_->SampleOnce();
+  EXPECT_EQ(count("xpu_device_health", "hal"), 1);
+  EXPECT_EQ(registry_.SourceViews()[0].sight, store::Sight::kSeeing);
 }
 
 TEST_F(SamplerTest, FaultLevelIsTheWorstActive) {

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <prometheus/registry.h>
 
+#include <filesystem>
 #include <fstream>
 #include <thread>
 
@@ -171,20 +172,24 @@ TEST(KmsgCatalogTest, LinesThatAreNotFaultsMatchNothing) {
 TEST(KmsgCatalogTest, BadCatalogsAreRefusedWithWhere) {
   std::shared_ptr<const KmsgCatalog> c;
   const char* bad[] = {
-      "patterns: [{name: a, driver: d, regex: '(', code: '0x1'}]",             // bad regex
-      "patterns: [{name: a, driver: d, regex: 'x', code: 'zz'}]",              // bad code
-      "patterns: [{name: a, driver: d, regex: 'x'}]",                          // no code
-      "patterns: [{name: a, driver: d, regex: 'x', effect: reset, code: 1}]",  // code on reset
-      "patterns: [{name: a, driver: d, regex: '(?P<other>x)', code: 1}]",      // unknown group
-      "patterns: [{name: a, regex: 'x', code: 1}]",                            // no driver
-      "patterns: [{name: a, driver: d, regex: 'x', code: 1, extra: 2}]",       // unknown key
-      "patterns: [{name: a, driver: d, regex: '(?P<number>\\d+)', code: '0x10DE0001'}]",  // base
-      "patterns: [{name: a, driver: d, regex: '(a)(b)(c)(d)(e)(f)(g)(h)', code: 1}]",     // groups
+      "patterns: [{name: a, driver: d, regex: '^(', code: '0x1'}]",             // bad regex
+      "patterns: [{name: a, driver: d, regex: '^x', code: 'zz'}]",              // bad code
+      "patterns: [{name: a, driver: d, regex: '^x'}]",                          // no code
+      "patterns: [{name: a, driver: d, regex: '^x', effect: reset, code: 1}]",  // code on reset
+      "patterns: [{name: a, driver: d, regex: '^(?P<other>x)', code: 1}]",      // unknown group
+      "patterns: [{name: a, regex: '^x', code: 1}]",                            // no driver
+      "patterns: [{name: a, driver: d, regex: '^x', code: 1, extra: 2}]",       // unknown key
+      "patterns: [{name: a, driver: d, regex: '^(?P<number>\\d+)', code: '0x10DE0001'}]",  // base
+      "patterns: [{name: a, driver: d, regex: '^(a)(b)(c)(d)(e)(f)(g)(h)', code: 1}]",     // groups
       "event_active_for: 500ms\npatterns: []",
       "event_active_for: 0s\npatterns: []",
       "states: [nothex]\npatterns: []",
       "drivers: [{name: n}]\npatterns: []",
       "nothing: here",
+      // Not anchored at the driver's own prefix: a search anywhere in the text.
+      "patterns: [{name: a, driver: d, regex: 'NVRM: Xid', code: 1}]",
+      "patterns: [{name: a, driver: d, regex: '^.*NVRM: Xid', code: 1}]",
+      "patterns: [{name: a, driver: d, regex: '^.+NVRM: Xid', code: 1}]",
   };
   for (const char* text : bad) {
     Status s = KmsgCatalog::Parse(text, "k.yml", &c);
@@ -193,9 +198,9 @@ TEST(KmsgCatalogTest, BadCatalogsAreRefusedWithWhere) {
   }
   std::string many = "patterns:\n";
   for (size_t i = 0; i <= kMaxKmsgPatterns; ++i)
-    many += "  - {name: p, driver: d, regex: 'x', code: '0x1'}\n";
+    many += "  - {name: p, driver: d, regex: '^x', code: '0x1'}\n";
   EXPECT_FALSE(KmsgCatalog::Parse(many, "k.yml", &c).ok());
-  EXPECT_FALSE(KmsgCatalog::Parse("patterns: [{name: a, driver: d, regex: '" +
+  EXPECT_FALSE(KmsgCatalog::Parse("patterns: [{name: a, driver: d, regex: '^" +
                                       std::string(kMaxKmsgPatternLength + 1, 'a') + "', code: 1}]",
                                   "k.yml", &c)
                    .ok());
@@ -368,12 +373,11 @@ TEST_F(KmsgSamplerTest, RecordsReadAgainAreCountedOnce) {
   next.HandleRecord(xid);  // the ring, read again from its start
   next.HandleRecord("3,8,999000001,-;NVRM: Xid (PCI:0000:3b:00): 13, pid=2, y\n");
   next.Publish();
-  for (const auto& v : registry_.KmsgDevices()) {
-    if (v.minor == 0) {
-      ASSERT_EQ(v.events.size(), 1u);
-      EXPECT_EQ(v.events[0].count, 2u);
-    }
-  }
+  const std::vector<store::KmsgDeviceView> seen = registry_.KmsgDevices();
+  auto zero = std::find_if(seen.begin(), seen.end(), [](const auto& v) { return v.minor == 0; });
+  ASSERT_NE(zero, seen.end()) << "device 0 is not in the rebuilt sampler's view";
+  ASSERT_EQ(zero->events.size(), 1u);
+  EXPECT_EQ(zero->events[0].count, 2u);
   // From the future: active for one window from now, not from then.
   sampler_->HandleRecord("3,9,99999999999999,-;NVRM: Xid (PCI:0000:3b:00): 31, pid=3, z\n");
   now_us_ += 600'000'001;
@@ -386,14 +390,68 @@ TEST_F(KmsgSamplerTest, RecordsReadAgainAreCountedOnce) {
   EXPECT_EQ(Codes(1), std::vector<std::string>{"0x10020001"});
 }
 
+// Only the hardware can raise a fault: kernel lines whose text carries
+// words a user chose (a file name, a process name) shaped as a driver's
+// record, on the default kernel-only path (facility 0), raise nothing. The
+// kernel prints each of these itself: the NULL-argv exec warning (since
+// 5.18) with the caller's path, segfault and general-protection lines with
+// its process name (15 bytes), OOM-kill lines, and audit/AppArmor lines
+// with a path. And where the kernel names the device (dev_printk's DEVICE
+// entry), the text must name the same one.
+TEST_F(KmsgSamplerTest, KernelLinesWithUserChosenTextRaiseNothing) {
+  const std::string xid = "NVRM: Xid (PCI:0000:3b:00): 79, pid=1, GPU has fallen off the bus";
+  const std::string aer =
+      "nvidia 0000:3b:00.0: PCIe Bus Error: severity=Uncorrected (Fatal), type=Transaction Layer";
+  const std::string reset = "amdgpu 0000:03:00.0: amdgpu: GPU reset(1) failed";
+  const std::string ras =
+      "amdgpu 0000:03:00.0: amdgpu: 2 uncorrectable hardware errors detected in umc block";
+  std::vector<std::string> lines;
+  for (const std::string& shaped : {xid, aer, reset, ras}) {
+    lines.push_back("process 'f' launched '/tmp/a/" + shaped +
+                    "' with NULL argv: empty string added");
+    lines.push_back(
+        "audit: type=1400 audit(1700000000.123:42): apparmor=\"DENIED\" "
+        "operation=\"open\" profile=\"p\" name=\"/tmp/" +
+        shaped + "\" pid=4242 comm=\"cat\" requested_mask=\"r\"");
+    lines.push_back("Out of memory: Killed process 4242 (" + shaped.substr(0, 15) +
+                    ") total-vm:1kB, anon-rss:0kB, file-rss:0kB, shmem-rss:0kB, UID:0");
+    lines.push_back(
+        "oom-kill:constraint=CONSTRAINT_NONE,nodemask=(null),cpuset=/,"
+        "mems_allowed=0,global_oom,task_memcg=/,task=" +
+        shaped.substr(0, 15) + ",pid=4242,uid=0");
+    lines.push_back(shaped.substr(0, 15) +
+                    "[4242]: segfault at 0 ip 0000 sp 0000 error 4 in a[1+2]");
+    lines.push_back("traps: " + shaped.substr(0, 15) +
+                    "[4242] general protection fault ip:1 sp:2 error:0 in a[1+2]");
+    lines.push_back("Kernel panic - not syncing: " + shaped);  // quoted, not authored
+  }
+  uint64_t t = now_us_ - 1000;
+  for (const std::string& line : lines) Record(line, ++t);
+  // The driver's words, but the kernel attached another device to them.
+  sampler_->HandleRecord("3,900," + std::to_string(++t) + ",-;" + reset +
+                         "\n SUBSYSTEM=pci\n DEVICE=+pci:0000:3b:00.0\n");
+  sampler_->HandleRecord("3,901," + std::to_string(++t) + ",-;" + aer +
+                         "\n SUBSYSTEM=pci\n DEVICE=+pci:0000:03:00.0\n");
+  EXPECT_TRUE(Codes(0).empty()) << Codes(0).front();
+  EXPECT_TRUE(Codes(1).empty()) << Codes(1).front();
+  EXPECT_LE(Metric("xpu_kmsg_fault_records_total", {{"pattern", "nvidia_xid"}}), 0);  // -1: none
+  // The same words as the driver's own record raise at once: the test sees
+  // a raise when there is one.
+  seq_ = 1000;
+  Record(xid, ++t);
+  Record(reset, ++t);
+  EXPECT_EQ(Codes(0), std::vector<std::string>{"0x10DE004F"});
+  EXPECT_EQ(Codes(1), std::vector<std::string>{"0x10020004"});
+}
+
 // effect: reset clears the event-like codes of its device, not its states.
 TEST(KmsgCatalogResetTest, AResetClearsEventsButNotStates) {
   std::shared_ptr<const KmsgCatalog> cat;
   ASSERT_TRUE(KmsgCatalog::Parse(R"(states: ["0x2"]
 patterns:
-  - {name: ev, driver: d, regex: 'ev (?P<address>\S+)', code: "0x1"}
-  - {name: st, driver: d, regex: 'st (?P<address>\S+)', code: "0x2"}
-  - {name: rs, driver: d, regex: 'rs (?P<address>\S+)', effect: reset}
+  - {name: ev, driver: d, regex: '^ev (?P<address>\S+)', code: "0x1"}
+  - {name: st, driver: d, regex: '^st (?P<address>\S+)', code: "0x2"}
+  - {name: rs, driver: d, regex: '^rs (?P<address>\S+)', effect: reset}
 )",
                                  "t.yml", &cat)
                   .ok());
@@ -457,6 +515,41 @@ TEST(KmsgFileTest, FollowsAFileOfRecords) {
   ASSERT_TRUE(src->Next(&rec, std::chrono::milliseconds(500)).ok());
   EXPECT_EQ(rec, "4,3,30,-;third\n");
   EXPECT_EQ(OpenKmsgFile(dir.File("absent"), &src).code(), Status::Code::kIoError);
+}
+
+// Followed as tail -F follows a file: a forwarder that replaces the file
+// (a new inode at the path) or truncates it is read from the new start,
+// as a new generation (its sequence numbers may start again).
+TEST(KmsgFileTest, FollowsAFileAcrossReplacementAndTruncation) {
+  xpu::testing::TempDir dir;
+  const std::string path = dir.File("kmsg");
+  std::ofstream(path) << "3,1,10,-;one\n3,2,20,-;two\n";
+  std::unique_ptr<KmsgSource> src;
+  ASSERT_TRUE(OpenKmsgFile(path, &src).ok());
+  std::string rec;
+  ASSERT_TRUE(src->Next(&rec, std::chrono::milliseconds(500)).ok());
+  ASSERT_TRUE(src->Next(&rec, std::chrono::milliseconds(500)).ok());
+  EXPECT_EQ(rec, "3,2,20,-;two\n");
+  EXPECT_EQ(src->Next(&rec, std::chrono::milliseconds(50)).code(), Status::Code::kUnavailable);
+  const uint64_t first = src->generation();
+  // Replaced: written beside it and renamed over it, as logrotate does.
+  std::ofstream(dir.File("kmsg.new")) << "3,1,30,-;new one\n";
+  std::filesystem::rename(dir.File("kmsg.new"), path);
+  ASSERT_TRUE(src->Next(&rec, std::chrono::milliseconds(500)).ok());
+  EXPECT_EQ(rec, "3,1,30,-;new one\n");
+  EXPECT_NE(src->generation(), first);
+  const uint64_t second = src->generation();
+  // Truncated in place (copytruncate), then written again.
+  std::ofstream(path, std::ios::trunc) << "3,1,40,-;after\n";
+  ASSERT_TRUE(src->Next(&rec, std::chrono::milliseconds(500)).ok());
+  EXPECT_EQ(rec, "3,1,40,-;after\n");
+  EXPECT_NE(src->generation(), second);
+  // Gone: nothing, and no error (the forwarder may put it back).
+  std::filesystem::remove(path);
+  EXPECT_EQ(src->Next(&rec, std::chrono::milliseconds(50)).code(), Status::Code::kUnavailable);
+  std::ofstream(path) << "3,1,50,-;back\n";
+  ASSERT_TRUE(src->Next(&rec, std::chrono::milliseconds(500)).ok());
+  EXPECT_EQ(rec, "3,1,50,-;back\n");
 }
 
 }  // namespace

@@ -32,57 +32,165 @@ std::vector<store::DeviceInfo> Devices() {
   return d;
 }
 
-const FaultSources kAll{true, true, true};
+using store::Sight;
+using store::SourceView;
+
+// A source that sees, with `devices` (minor, faults), bus ids from Devices().
+SourceView View(const std::string& source, std::vector<SourceView::Device> devices = {},
+                Sight sight = Sight::kSeeing) {
+  SourceView v;
+  v.source = source;
+  v.sight = sight;
+  v.why = sight == Sight::kBlind ? "cannot open it" : "";
+  v.joins_device_list = source != "sysfs";
+  v.devices = std::move(devices);
+  return v;
+}
+
+// Every device of Devices(), with no fault.
+std::vector<SourceView::Device> All() {
+  std::vector<SourceView::Device> d;
+  for (const store::DeviceInfo& i : Devices()) d.push_back({i.minor, i.bus_id, {}});
+  return d;
+}
 
 TEST(NodeConditionTest, TrueWithoutCardFaultsFalseWithThemUnknownWithoutSources) {
-  std::vector<store::HalDeviceView> hal(2);
-  hal[0].minor = 0;
-  hal[1].minor = 1;
-  hal[1].faults = {Fault("0x80E01801", 2, "restart_job")};  // below restart_card
-  NodeCondition c = ConditionOf(kAll, true, Devices(), hal, {});
+  std::vector<SourceView> views = {View("sysfs", All()), View("pci", All()), View("kmsg", All())};
+  views[0].devices[1].faults = {Fault("0x80E01801", 2, "restart_job")};  // below restart_card
+  NodeCondition c = ConditionOf(views, true, Devices());
   EXPECT_EQ(c.status, "True");
   EXPECT_EQ(c.reason, "NoCardFaults");
-  EXPECT_EQ(c.message, "no active fault at restart_card or worse (sources: sysfs, pci, kmsg)");
+  EXPECT_EQ(c.message, "no active fault at restart_card or worse (sources: kmsg, pci, sysfs)");
 
-  hal[1].faults.push_back(Fault("0x80E18400", 4, "reset_card"));
-  std::vector<store::KmsgDeviceView> kmsg(1);
-  kmsg[0].minor = 2;
-  kmsg[0].bus_id = "0000:02:00.0";
-  kmsg[0].faults = {Fault("0x10DE004F", 6, "isolate_card")};
-  c = ConditionOf(kAll, true, Devices(), hal, kmsg);
+  views[0].devices[1].faults.push_back(Fault("0x80E18400", 4, "reset_card"));
+  views[2].devices[2].faults = {Fault("0x10DE004F", 6, "isolate_card")};
+  c = ConditionOf(views, true, Devices());
   EXPECT_EQ(c.status, "False");
   EXPECT_EQ(c.reason, "IsolateCard");  // the worst level's
-  // Worst first; the lesser fault is not named; addresses from XDM's list.
+  // Worst first; the lesser fault is not named; addresses from the views.
   EXPECT_EQ(c.message,
             "2 device(s) need card-level action: xpu 2 (0000:02:00.0): 0x10DE004F "
             "fault_10DE004F [isolate_card, kmsg]; xpu 1 (0000:01:00.0): 0x80E18400 "
-            "fault_80E18400 [reset_card, hal]");
+            "fault_80E18400 [reset_card, sysfs]");
   // The same views in another order give the same text (it decides patches).
-  std::reverse(hal.begin(), hal.end());
-  EXPECT_EQ(ConditionOf(kAll, true, Devices(), hal, kmsg), c);
+  std::reverse(views.begin(), views.end());
+  EXPECT_EQ(ConditionOf(views, true, Devices()), c);
 
-  c = ConditionOf(FaultSources{}, true, Devices(), {}, {});
+  c = ConditionOf({}, true, Devices());
   EXPECT_EQ(c.status, "Unknown");
   EXPECT_EQ(c.reason, "NoFaultSource");
   // XDM's list not known: the kernel log's silence is no health; a sysfs
   // fault (keyed by minor, no join needed) still says False.
-  c = ConditionOf(kAll, false, {}, {}, {});
+  c = ConditionOf({View("sysfs"), View("pci"), View("kmsg")}, false, {});
   EXPECT_EQ(c.status, "Unknown");
   EXPECT_EQ(c.reason, "DeviceListUnknown");
-  EXPECT_EQ(ConditionOf({true, false, false}, false, {}, {}, {}).status, "True");
-  EXPECT_EQ(ConditionOf(kAll, false, {}, hal, {}).status, "False");
-  EXPECT_EQ(ConditionOf({false, false, true}, true, Devices(), {}, {}).message,
+  EXPECT_EQ(ConditionOf({View("sysfs")}, false, {}).status, "True");
+  std::vector<SourceView::Device> sick = All();
+  sick[0].faults = {Fault("0x80E18400", 4, "reset_card")};
+  EXPECT_EQ(ConditionOf({View("sysfs", sick), View("kmsg")}, false, {}).status, "False");
+  EXPECT_EQ(ConditionOf({View("kmsg", All())}, true, Devices()).message,
             "no active fault at restart_card or worse (sources: kmsg)");
+}
+
+// The issue that made this model: the kernel log cannot be read, or the
+// sysfs tree went with a crashed driver, and the card had a reset_card
+// fault. Neither may read True; a source that sees still says False.
+TEST(NodeConditionTest, ABlindOrStaleSourceIsNeverTrueAndHidesNoFault) {
+  for (Sight sight : {Sight::kBlind, Sight::kStale, Sight::kNotYet}) {
+    const NodeCondition c = ConditionOf({View("kmsg", All(), sight)}, true, Devices());
+    EXPECT_EQ(c.status, "Unknown") << store::SightName(sight);
+    EXPECT_EQ(c.reason.rfind("Kmsg", 0), 0u) << c.reason;
+  }
+  std::vector<SourceView::Device> sick = All();
+  sick[1].faults = {Fault("0x80E18400", 4, "reset_card")};
+  // The blind source's own last faults are no evidence: Unknown, not True.
+  NodeCondition c = ConditionOf({View("sysfs", sick, Sight::kBlind)}, true, Devices());
+  EXPECT_EQ(c.status, "Unknown");
+  EXPECT_EQ(c.reason, "SysfsBlind");
+  EXPECT_EQ(c.message, "device health is not known: sysfs cannot see (cannot open it)");
+  // A blind neighbour does not hide a fault a seeing source shows.
+  c = ConditionOf({View("kmsg", All(), Sight::kBlind), View("sysfs", sick)}, true, Devices());
+  EXPECT_EQ(c.status, "False");
+  EXPECT_EQ(c.reason, "ResetCard");
+  // A listed device that a source does not see: Unknown.
+  std::vector<SourceView::Device> two = All();
+  two.pop_back();
+  c = ConditionOf({View("pci", two), View("sysfs", All())}, true, Devices());
+  EXPECT_EQ(c.status, "Unknown");
+  EXPECT_EQ(c.reason, "DeviceNotSeen");
+  EXPECT_EQ(c.message,
+            "1 device(s) XDM lists are not seen by every source: pci does not see xpu 2 "
+            "(0000:02:00.0)");
+}
+
+// Every combination for up to four sources and three devices, against the
+// rules written out once more, plainly: each source seeing, blind or stale;
+// each device with no fault, one below card level or one at it (shown by
+// the source of its index), listed by XDM or not, seen by the first source
+// or not.
+TEST(NodeConditionTest, EveryCombinationOfSightsFaultsAndListsFollowsTheRules) {
+  const char* names[] = {"sysfs", "pci", "kmsg", "nvml"};
+  const Sight sights[] = {Sight::kSeeing, Sight::kBlind, Sight::kStale};
+  size_t walked = 0;
+  for (int n = 1; n <= 4; ++n) {
+    int source_combos = 1;
+    for (int i = 0; i < n; ++i) source_combos *= 3;
+    for (int sc = 0; sc < source_combos; ++sc) {
+      for (int dc = 0; dc < 12 * 12 * 12; ++dc) {
+        std::vector<SourceView> views;
+        for (int i = 0, x = sc; i < n; ++i, x /= 3)
+          views.push_back(View(names[i], {}, sights[x % 3]));
+        std::vector<store::DeviceInfo> listed;
+        bool expect_false = false, any_not_seeing = false, unseen = false;
+        for (int i = 0; i < n; ++i) any_not_seeing |= views[i].sight != Sight::kSeeing;
+        for (int d = 0, x = dc; d < 3; ++d, x /= 12) {
+          const int fault = x % 3, is_listed = (x / 3) % 2, hidden = (x / 6) % 2;
+          const int shower = d % n;  // the source that shows its fault
+          store::DeviceInfo info;
+          info.minor = d;
+          info.bus_id = "0000:0" + std::to_string(d) + ":00.0";
+          if (is_listed) listed.push_back(info);
+          for (int i = 0; i < n; ++i) {
+            if (i == 0 && hidden) continue;
+            SourceView::Device dev{d, info.bus_id, {}};
+            if (i == shower && fault == 1) dev.faults = {Fault("0x00000001", 2, "restart_job")};
+            if (i == shower && fault == 2) dev.faults = {Fault("0x00000002", 4, "reset_card")};
+            views[i].devices.push_back(dev);
+          }
+          // Its card-level fault counts when shown by a source that sees it.
+          if (fault == 2 && !(shower == 0 && hidden) && views[shower].sight == Sight::kSeeing)
+            expect_false = true;
+          if (is_listed && hidden) unseen = true;
+        }
+        const NodeCondition c = ConditionOf(views, true, listed);
+        const std::string want = expect_false               ? "False"
+                                 : any_not_seeing || unseen ? "Unknown"
+                                                            : "True";
+        ++walked;
+        if (c.status != want) {
+          ADD_FAILURE() << n << " sources, combo " << sc << "/" << dc << ": " << c.status << " ("
+                        << c.reason << ": " << c.message << "), want " << want;
+          return;
+        }
+        // Never True where anything could not be seen.
+        if (any_not_seeing || unseen) {
+          ASSERT_NE(c.status, "True");
+        }
+      }
+    }
+  }
+  EXPECT_EQ(walked, (3u + 9u + 27u + 81u) * 1728u);
 }
 
 // Many faults: the message stays within the limit and says how many more.
 TEST(NodeConditionTest, ALongListIsCutAndCounted) {
-  std::vector<store::HalDeviceView> hal(500);
+  std::vector<SourceView::Device> many(500);
   for (int i = 0; i < 500; ++i) {
-    hal[i].minor = i;
-    hal[i].faults = {Fault("0x80E18400", 4, "reset_card")};
+    many[i].minor = i;
+    many[i].faults = {Fault("0x80E18400", 4, "reset_card")};
   }
-  const NodeCondition c = ConditionOf(kAll, true, {}, hal, {});
+  std::vector<SourceView> views = {View("sysfs", many)};
+  const NodeCondition c = ConditionOf(views, true, {});
   EXPECT_LE(c.message.size(), kMaxMessageBytes);
   EXPECT_EQ(c.message.rfind("500 device(s) need card-level action: xpu 0: 0x80E18400", 0), 0u)
       << c.message;
@@ -91,10 +199,11 @@ TEST(NodeConditionTest, ALongListIsCutAndCounted) {
   const size_t named = static_cast<size_t>(std::count(c.message.begin(), c.message.end(), '['));
   EXPECT_EQ(c.message.substr(more), "; and " + std::to_string(500 - named) + " more");
   // One huge name is cut at a character boundary.
-  hal.resize(1);
-  hal[0].faults[0].name = std::string(601, 'a');
-  for (int i = 0; i < 300; ++i) hal[0].faults[0].name += "\xC3\xA9";  // é
-  const NodeCondition cut = ConditionOf(kAll, true, {}, hal, {});
+  views[0].devices.resize(1);
+  std::string& name = views[0].devices[0].faults[0].name;
+  name = std::string(601, 'a');
+  for (int i = 0; i < 300; ++i) name += "\xC3\xA9";  // é
+  const NodeCondition cut = ConditionOf(views, true, {});
   EXPECT_LE(cut.message.size(), kMaxMessageBytes);
   EXPECT_EQ(cut.message.substr(cut.message.size() - 5), "\xC3\xA9...");
   EXPECT_NO_THROW(Json(cut.message).dump()) << "cut inside a character";
@@ -108,7 +217,9 @@ TEST(NodeConditionTest, ReasonsAreTheLevelsInCamelCaseAndRankAsTheLadder) {
   for (int i = 0; i < 4; ++i)
     EXPECT_EQ(SeverityOf({"False", ReasonOf(ladder[i]), ""}), 3 + i) << ladder[i];
   EXPECT_EQ(SeverityOf({"True", "NoCardFaults", ""}), 0);
-  EXPECT_EQ(SeverityOf({"Unknown", "NoFaultSource", ""}), 0);
+  // Unknown ranks above True: True to Unknown is patched at once, the way
+  // back waits its hold.
+  EXPECT_EQ(SeverityOf({"Unknown", "NoFaultSource", ""}), 1);
   EXPECT_EQ(SeverityOf({"False", "SetByHand", ""}), 3);
 }
 

@@ -39,6 +39,8 @@ class NodeReporterLiveTest : public ::testing::Test {
     devices[1].minor = 1;
     devices[1].bus_id = "0000:3b:00.0";
     registry_.SetXdmDevices(devices);
+    // No sampler republishes here: views stay fresh for the test's length.
+    registry_.OpenSource(store::DeviceRegistry::kSysfs, std::chrono::hours(1));
     SetFaults({});
     k_.node_name = "node-a";
     k_.token_file = dir_.File("token");
@@ -110,7 +112,7 @@ TEST_F(NodeReporterLiveTest, PatchesTheConditionOnlyWhenItChanges) {
   EXPECT_EQ(c["reason"], "IsolateCard");
   EXPECT_EQ(c["message"],
             "1 device(s) need card-level action: xpu 1 (0000:3b:00.0): 0x80CB8001 n0x80CB8001 "
-            "[isolate_card, hal]");
+            "[isolate_card, sysfs]");
   // A lesser fault going away changes nothing the condition says: no patch.
   SetFaults({Fault("0x80CB8001", 6, "isolate_card")});
   const size_t reads2 = NodeReads();
