@@ -194,6 +194,11 @@ void AddMetricsAndHalFlags(const Flags& f, Config* cfg) {
   f(Applier::kHal, app.add_option("--hal.kmsg.catalog", cfg->hal.kmsg_catalog_file,
                                   "Kernel-log catalog YAML replacing the built-in one")
                        ->check(CLI::ExistingFile));
+  f(Applier::kHal,
+    app.add_option("--hal.state-dir", cfg->hal.state_dir,
+                   "Directory (it must exist) where the kernel log's active states (Xid 79...) "
+                   "are kept across restarts, with the boot id; empty: not kept")
+        ->capture_default_str());
   f(Applier::kHal, app.add_flag("--hal.kmsg.user-records", cfg->hal.kmsg_user_records,
                                 "Also read records written from userspace (facility user), not "
                                 "only the kernel's own"));

@@ -137,7 +137,9 @@ Status Exporter::BuildHal(const Config& cfg, const LoadedFiles& files,
   if (hal_sel.kmsg || kmsg_readable) {
     spdlog::info("HAL backend kmsg at {}", cfg.hal.kmsg_path);
     *kmsg = std::make_unique<hal::KmsgSampler>(
-        hal::KmsgSampler::Options{cfg.hal.kmsg_path, cfg.hal.kmsg_user_records, cfg.hal.interval},
+        hal::KmsgSampler::Options{
+            cfg.hal.kmsg_path, cfg.hal.kmsg_user_records, cfg.hal.interval,
+            cfg.hal.state_dir.empty() ? "" : cfg.hal.state_dir + "/kmsg-states.json"},
         files.kmsg, faults, &devices_, part_metrics_.kmsg.get(), &exemplars_);
   }
   return Status::Ok();

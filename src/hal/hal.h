@@ -49,6 +49,9 @@ struct HalOptions {
   std::string kmsg_path = "/dev/kmsg";
   std::string kmsg_catalog_file;  // empty: the built-in kmsg_patterns.yaml
   bool kmsg_user_records = false;
+  // Where the kernel log's active states are kept across restarts
+  // (kmsg-states.json in it); empty: not kept.
+  std::string state_dir = "/var/lib/xpu-exporter";
 };
 
 // What --hal selects: "auto" (each backend that finds devices, and kmsg

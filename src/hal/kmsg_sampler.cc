@@ -13,6 +13,7 @@
 
 #include "common/file_util.h"
 #include "hal/fault_events.h"
+#include "hal/kmsg_state.h"
 #include "hal/pci.h"
 
 namespace xpu::hal {
@@ -216,8 +217,83 @@ KmsgSampler::KmsgSampler(Options options, std::shared_ptr<const KmsgCatalog> cat
                    .Help("Fault records dropped because the per-device state was full (devices "
                          "or codes).")
                    .Register(*self_metrics)
-                   .Add({})) {
+                   .Add({})),
+      state_errors_(prometheus::BuildCounter()
+                        .Name("xpu_kmsg_state_file_errors_total")
+                        .Help("Kernel-log state file (--hal.state-dir) failures, by op: read (a "
+                              "file refused as unreadable, corrupt or oversized; the exporter "
+                              "starts without it) or write (retried at the next change).")
+                        .Register(*self_metrics)) {
+  for (const char* op : {"read", "write"}) state_errors_.Add({{"op", op}});
   registry_->OpenSource(store::DeviceRegistry::kKmsg, options_.interval);
+}
+
+void KmsgSampler::RestoreStates() {
+  restored_ = true;
+  if (options_.state_file.empty()) return;
+  const size_t slash = options_.state_file.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : options_.state_file.substr(0, slash);
+  struct stat ds {};
+  if (!dir.empty() && (stat(dir.c_str(), &ds) != 0 || !S_ISDIR(ds.st_mode))) {
+    spdlog::info("kmsg: states are not kept across restarts: {} is not a directory", dir);
+    return;
+  }
+  boot_id_ = ReadBootId(options_.boot_id_path);
+  if (boot_id_.empty()) {
+    spdlog::warn("kmsg: no boot id at {}: states are not kept across restarts",
+                 options_.boot_id_path);
+    return;
+  }
+  struct stat st {};
+  if (stat(options_.state_file.c_str(), &st) != 0 && errno == ENOENT) return;  // a first run
+  std::string text;
+  KmsgSavedStates saved;
+  Status s = ReadTextFile(options_.state_file, "kmsg state file", &text, kMaxKmsgStateFileBytes);
+  if (s.ok()) s = ParseKmsgStates(text, &saved);
+  if (!s.ok()) {
+    state_errors_.Add({{"op", "read"}}).Increment();
+    spdlog::warn("kmsg: {}; starting without the kept states", s.message());
+    return;
+  }
+  if (saved.boot_id != boot_id_) {
+    spdlog::info("kmsg: the kept states are from another boot: cleared by the reboot");
+    unlink(options_.state_file.c_str());
+    return;
+  }
+  size_t restored = 0;
+  for (const auto& [address, codes] : saved.states) {
+    auto it = devices_.find(address);
+    if (it == devices_.end()) {
+      if (devices_.size() >= kMaxKmsgDevices) break;
+      it = devices_.emplace(address, Device{}).first;
+    }
+    for (const std::string& code : codes) {
+      if (it->second.codes.size() >= kMaxKmsgCodesPerDevice) break;
+      Active& a = it->second.codes[code];
+      a.last_us = std::max(a.last_us, now_us_());
+      a.state = true;
+      ++restored;
+    }
+  }
+  kept_ = saved.states;
+  spdlog::info("kmsg: {} state(s) kept from before the restart (until a healthy record)", restored);
+}
+
+void KmsgSampler::KeepStates() {
+  if (!restored_ || options_.state_file.empty() || boot_id_.empty()) return;
+  std::map<std::string, std::set<std::string>> now;
+  for (const auto& [address, dev] : devices_)
+    for (const auto& [code, active] : dev.codes)
+      if (active.state) now[address].insert(code);
+  if (kept_ && *kept_ == now) return;
+  if (Status s = WriteFileAtomically(options_.state_file, SerializeKmsgStates({boot_id_, now}));
+      !s.ok()) {
+    state_errors_.Add({{"op", "write"}}).Increment();
+    if (said_.Raise("state write")) spdlog::warn("kmsg: {} (retried at each change)", s.message());
+    return;
+  }
+  if (said_.Clear("state write")) spdlog::info("kmsg: the state file is written again");
+  kept_ = std::move(now);
 }
 
 KmsgSampler::~KmsgSampler() { Stop(); }
@@ -229,6 +305,10 @@ void KmsgSampler::Start() {
 void KmsgSampler::Stop() { worker_.Stop(); }
 
 void KmsgSampler::Seed(State s) {
+  // The predecessor consulted the file already; the next change (or the
+  // first Publish, kept_ unknown) writes it, to this sampler's path.
+  restored_ = s.restored;
+  boot_id_ = std::move(s.boot_id);
   devices_ = std::move(s.devices);
   last_sequence_ = s.last_sequence;
   caught_up_ = true;  // the predecessor's view is whole already
@@ -336,11 +416,13 @@ void KmsgSampler::Publish() {
   // when it joins later, its raise is no longer news.
   for (auto& [address, dev] : devices_) dev.fresh.clear();
   registry_->SetKmsgDevices(std::move(view));
+  KeepStates();
 }
 
 void KmsgSampler::Loop() {
   std::unique_ptr<KmsgSource> source;
   uint64_t generation = 0;
+  if (!restored_) RestoreStates();
   auto next_publish = std::chrono::steady_clock::now();
   while (!worker_.stopping()) {
     if (!source) {

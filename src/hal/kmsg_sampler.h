@@ -67,6 +67,11 @@ class KmsgSampler {
     std::string path = "/dev/kmsg";  // or a record file (a regular file)
     bool user_records = false;       // also records written from userspace (facility != 0)
     std::chrono::milliseconds interval{1000};  // how often the view is published
+    // Where the active states are kept across restarts (kmsg_state.h);
+    // empty: not kept. Its directory must exist (created by the systemd
+    // unit's StateDirectory=, the DaemonSet's hostPath).
+    std::string state_file;
+    std::string boot_id_path = "/proc/sys/kernel/random/boot_id";
     bool operator==(const Options&) const = default;
   };
   KmsgSampler(Options options, std::shared_ptr<const KmsgCatalog> catalog,
@@ -88,8 +93,15 @@ class KmsgSampler {
   // sequence number handled was counted already (the source reopened, or a
   // rebuilt sampler reads the ring again): skipped.
   void HandleRecord(std::string_view raw);
-  // Expires events and hands the view to the registry.
+  // Expires events and hands the view to the registry; keeps the active
+  // states in the state file when they changed since they were last kept
+  // (once RestoreStates has run).
   void Publish();
+  // Takes the states kept by the last run of this boot (a file of another
+  // boot is removed: the reboot was the remedy); a file that cannot be read
+  // or parsed is refused (logged, counted) and the sampler starts without
+  // it. The sampler thread calls it first; tests may.
+  void RestoreStates();
 
   struct Active {
     uint64_t last_us = 0;  // the record's kernel time
@@ -108,8 +120,12 @@ class KmsgSampler {
   struct State {
     std::map<std::string, Device> devices;
     std::optional<uint64_t> last_sequence;
+    // The state file as the predecessor left it (consulted already).
+    bool restored = false;
+    std::string boot_id;
+    std::optional<std::map<std::string, std::set<std::string>>> kept;
   };
-  State state() const { return State{devices_, last_sequence_}; }
+  State state() const { return State{devices_, last_sequence_, restored_, boot_id_, kept_}; }
   void Seed(State s);
 
  private:
@@ -128,6 +144,7 @@ class KmsgSampler {
   prometheus::Counter& overwritten_;
   prometheus::Counter& malformed_;
   prometheus::Counter& dropped_;
+  prometheus::Family<prometheus::Counter>& state_errors_;
   std::atomic<bool> up_{false};
   // Sampler-thread state.
   std::map<std::string, Device> devices_;  // by PCI address; at most kMaxKmsgDevices
@@ -136,6 +153,12 @@ class KmsgSampler {
   // is unusable, or a predecessor's state was seeded): until then it would
   // show counts and states not yet replayed.
   bool caught_up_ = false;
+  // The state file: this boot's id, whether it was consulted, and what it
+  // holds now (nullopt: not known, written at the next Publish).
+  std::string boot_id_;
+  bool restored_ = false;
+  std::optional<std::map<std::string, std::set<std::string>>> kept_;
+  void KeepStates();
   LogOnce said_;
   Worker worker_;
 };

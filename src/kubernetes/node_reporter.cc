@@ -154,9 +154,17 @@ bool NodeReporter::Settled(Clock::time_point now) const {
   // ones twice: the second was built after XDM's list was known.
   const store::DeviceRegistry::FaultViewsSet set = registry_->fault_views_set();
   const store::DeviceRegistry::FaultViewsSet& base = views_at_start_;
+  // A source that says it cannot see has spoken too: it is Unknown's reason.
+  std::map<std::string, store::Sight> sight;
+  for (const store::SourceView& v : registry_->SourceViews()) sight[v.source] = v.sight;
+  auto blind = [&](const char* source) {
+    auto it = sight.find(source);
+    return it != sight.end() && it->second == store::Sight::kBlind;
+  };
   const FaultSources& s = options_.sources;
-  return (!s.hal || set.hal >= base.hal + 1) && (!s.pci || set.pci >= base.pci + 2) &&
-         (!s.kmsg || set.kmsg >= base.kmsg + 2);
+  return (!s.hal || set.hal >= base.hal + 1 || blind(store::DeviceRegistry::kSysfs)) &&
+         (!s.pci || set.pci >= base.pci + 2 || blind(store::DeviceRegistry::kPci)) &&
+         (!s.kmsg || set.kmsg >= base.kmsg + 2 || blind(store::DeviceRegistry::kKmsg));
 }
 
 void NodeReporter::ReadNode(const ApiClient& api) {

@@ -427,8 +427,10 @@ void ExpectPartsHold(const Exporter::InForce& f, const Config& cfg) {
   }
   EXPECT_EQ(f.kmsg.has_value(), p.hal.kmsg);
   if (f.kmsg) {
-    EXPECT_TRUE(*f.kmsg == (hal::KmsgSampler::Options{cfg.hal.kmsg_path, cfg.hal.kmsg_user_records,
-                                                      cfg.hal.interval}));
+    EXPECT_TRUE(*f.kmsg ==
+                (hal::KmsgSampler::Options{
+                    cfg.hal.kmsg_path, cfg.hal.kmsg_user_records, cfg.hal.interval,
+                    cfg.hal.state_dir.empty() ? "" : cfg.hal.state_dir + "/kmsg-states.json"}));
     ASSERT_NE(f.kmsg_catalog, nullptr);
     // The test's catalog has no pattern; the built-in one has many.
     EXPECT_EQ(f.kmsg_catalog->patterns().empty(), !cfg.hal.kmsg_catalog_file.empty());
@@ -547,6 +549,7 @@ TEST(ExporterReloadTest, EveryFlagIsAppliedByItsPartOrWaitsForARestart) {
       {"hal.kmsg.path", {dir.File("other.records"), {dir.File("other.records")}}},
       {"hal.kmsg.catalog", {dir.File("kmsg.yml"), {dir.File("kmsg.yml")}}},
       {"hal.kmsg.user-records", {"true", {"true"}}},
+      {"hal.state-dir", {d, {d}}},
       {"kubelet.pod-resources-socket", {dir.File("pods.sock"), {dir.File("pods.sock")}}},
       {"kubelet.interval", {"7s", {"7s"}}},
       {"kubelet.dra.drivers", {"['gpu.example.com']", {"gpu.example.com"}}},

@@ -44,8 +44,12 @@ start_exporter() {
   # Emptied here, not by the background job's redirection: that may happen
   # after the wait below has read an earlier exporter's "listening" line.
   : >"$TMP/exporter.log"
+  # The kernel log's kept states stay with this test (a machine's
+  # /var/lib/xpu-exporter, where it exists, is not the tests').
+  local state=()
+  case " $* " in *" --hal.state-dir"*) ;; *) mkdir -p "$TMP/state"; state=(--hal.state-dir "$TMP/state") ;; esac
   "$EXPORTER" --web.listen-address 127.0.0.1:0 --xdm.endpoint "unix://$TMP/$name.sock" \
-    --controller.endpoint "unix://$TMP/$name-ctl.sock" "$@" 2>"$TMP/exporter.log" &
+    --controller.endpoint "unix://$TMP/$name-ctl.sock" "${state[@]}" "$@" 2>"$TMP/exporter.log" &
   EXP_PID=$!
   PIDS+=("$EXP_PID")
   wait_for 10 grep -q "listening on port" "$TMP/exporter.log" || fail "exporter did not start: $(cat "$TMP/exporter.log")"

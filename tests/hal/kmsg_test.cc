@@ -15,6 +15,7 @@
 #include "hal/fault_catalog.h"
 #include "hal/kmsg_catalog.h"
 #include "hal/kmsg_sampler.h"
+#include "hal/kmsg_state.h"
 #include "support/metrics_util.h"
 #include "support/test_util.h"
 
@@ -550,6 +551,122 @@ TEST(KmsgFileTest, FollowsAFileAcrossReplacementAndTruncation) {
   std::ofstream(path) << "3,1,50,-;back\n";
   ASSERT_TRUE(src->Next(&rec, std::chrono::milliseconds(500)).ok());
   EXPECT_EQ(rec, "3,1,50,-;back\n");
+}
+
+// The state file's format, and every way it can be wrong.
+TEST(KmsgStateTest, RoundTripsAndRefusesWhatIsNotAStateFile) {
+  KmsgSavedStates s{"0b4f7d3c-1", {{"0000:3b:00.0", {"0x10DE004F"}}, {"0000:03:00.0", {}}}};
+  KmsgSavedStates back;
+  ASSERT_TRUE(ParseKmsgStates(SerializeKmsgStates(s), &back).ok());
+  EXPECT_EQ(back, s);
+  std::string huge = R"({"version":1,"boot_id":"b","states":{},"pad":")";
+  huge += std::string(kMaxKmsgStateFileBytes, 'x') + "\"}";
+  std::string many = R"({"version":1,"boot_id":"b","states":{)";
+  for (size_t i = 0; i <= kMaxKmsgDevices; ++i) {
+    char a[32];
+    std::snprintf(a, sizeof a, "%s\"%04zx:00:00.0\":[]", i == 0 ? "" : ",", i);
+    many += a;
+  }
+  many += "}}";
+  for (const std::string& bad : std::vector<std::string>{
+           "", "{", "[]", "null", R"({"version":2,"boot_id":"b","states":{}})",
+           R"({"boot_id":"b","states":{}})", R"({"version":1,"boot_id":"","states":{}})",
+           R"({"version":1,"boot_id":7,"states":{}})", R"({"version":1,"boot_id":"b","states":[]})",
+           R"({"version":1,"boot_id":"b","states":{"3b:00.0":["0x10DE004F"]}})",  // not canonical
+           R"({"version":1,"boot_id":"b","states":{"0000:3b:00.0":["Xid 79"]}})",
+           R"({"version":1,"boot_id":"b","states":{"0000:3b:00.0":"0x10DE004F"}})",
+           R"({"version":1,"boot_id":"b","states":{"0000:3b:00.0":[79]}})", huge, many}) {
+    Status st = ParseKmsgStates(bad, &back);
+    EXPECT_EQ(st.code(), Status::Code::kInvalidArgument) << bad.substr(0, 80);
+    EXPECT_EQ(st.message().rfind("kmsg state file: ", 0), 0u) << st.message();
+  }
+}
+
+// What the ring forgets is remembered: an Xid 79 kept in the state file
+// outlives its record (a ring that wrapped, here a log without it) and the
+// exporter's restart; a file from another boot is cleared (the reboot is
+// Xid 79's remedy); a corrupt one is refused, counted, and the sampler
+// starts without it; a healthy record clears what was kept.
+TEST_F(KmsgSamplerTest, StatesOutliveTheRingWithinABootAndNotAcrossOne) {
+  xpu::testing::TempDir dir;
+  std::ofstream(dir.File("boot_id")) << "boot-1\n";
+  KmsgSampler::Options o;
+  o.state_file = dir.File("kmsg-states.json");
+  o.boot_id_path = dir.File("boot_id");
+  auto make = [&] {
+    return std::make_unique<KmsgSampler>(o, KmsgCatalog::Builtin(), FaultCatalog::Builtin(),
+                                         &registry_, &metrics_, nullptr,
+                                         [this] { return now_us_; });
+  };
+  sampler_ = make();
+  sampler_->RestoreStates();  // no file yet: a first run
+  Record("NVRM: Xid (PCI:0000:3b:00): 79, pid=1, GPU has fallen off the bus", now_us_ - 5);
+  Record("NVRM: Xid (PCI:0000:3b:00): 13, pid=2, Graphics SM Warp Exception", now_us_ - 4);
+  EXPECT_EQ(Codes(0).size(), 2u);  // Publish keeps the states
+  KmsgSavedStates kept;
+  std::string text = xpu::testing::ReadFile(o.state_file);
+  ASSERT_TRUE(ParseKmsgStates(text, &kept).ok()) << text;
+  EXPECT_EQ(kept, (KmsgSavedStates{"boot-1", {{"0000:3b:00.0", {"0x10DE004F"}}}}));
+  EXPECT_FALSE(std::filesystem::exists(o.state_file + ".tmp"));
+
+  // Restarted, the ring without the record: the state, not the event.
+  sampler_ = make();
+  sampler_->RestoreStates();
+  EXPECT_EQ(Codes(0), std::vector<std::string>{"0x10DE004F"});
+  EXPECT_TRUE(Device(0).events.empty()) << "a kept state is no new record";
+
+  // Another boot: cleared, and the file with it.
+  std::ofstream(dir.File("boot_id")) << "boot-2\n";
+  sampler_ = make();
+  sampler_->RestoreStates();
+  EXPECT_TRUE(Codes(0).empty());
+  ASSERT_TRUE(ParseKmsgStates(xpu::testing::ReadFile(o.state_file), &kept).ok());
+  EXPECT_EQ(kept, (KmsgSavedStates{"boot-2", {}})) << "the old boot's states are gone";
+
+  // Corrupt: refused with a count; the sampler starts without it.
+  std::ofstream(o.state_file) << "{\"version\":1,\"boot_id\":\"boot-2\",\"states\":{\"x\"";
+  sampler_ = make();
+  sampler_->RestoreStates();
+  EXPECT_TRUE(Codes(0).empty());
+  EXPECT_EQ(Metric("xpu_kmsg_state_file_errors_total", {{"op", "read"}}), 1);
+
+  // A healthy record clears the kept state, on disk too.
+  std::shared_ptr<const KmsgCatalog> cat;
+  ASSERT_TRUE(KmsgCatalog::Parse(R"(states: ["0x10DE004F"]
+patterns:
+  - {name: x, driver: nvidia, regex: '^NVRM: Xid \((?P<address>[0-9a-f:]+)\): (?P<number>\d+)', code: "0x10DE0000"}
+  - {name: ok, driver: nvidia, regex: '^NVRM: ok (?P<address>\S+)', effect: healthy}
+)",
+                                 "t.yml", &cat)
+                  .ok());
+  sampler_ = std::make_unique<KmsgSampler>(o, cat, FaultCatalog::Builtin(), &registry_, &metrics_,
+                                           nullptr, [this] { return now_us_; });
+  sampler_->RestoreStates();
+  Record("NVRM: Xid (0000:3b:00): 79", now_us_);
+  EXPECT_EQ(Codes(0), std::vector<std::string>{"0x10DE004F"});
+  Record("NVRM: ok 0000:3b:00.0", now_us_);
+  EXPECT_TRUE(Codes(0).empty());
+  ASSERT_TRUE(ParseKmsgStates(xpu::testing::ReadFile(o.state_file), &kept).ok());
+  EXPECT_TRUE(kept.states.empty());
+}
+
+// A directory that cannot be written: the write is counted and retried at
+// the next change, the sampler goes on.
+TEST_F(KmsgSamplerTest, AStateFileThatCannotBeWrittenIsCountedNotFatal) {
+  xpu::testing::TempDir dir;
+  std::ofstream(dir.File("boot_id")) << "boot-1\n";
+  KmsgSampler::Options o;
+  o.boot_id_path = dir.File("boot_id");
+  o.state_file = dir.File("sub") + "/kmsg-states.json";
+  std::filesystem::create_directory(dir.File("sub"));
+  sampler_ =
+      std::make_unique<KmsgSampler>(o, KmsgCatalog::Builtin(), FaultCatalog::Builtin(), &registry_,
+                                    &metrics_, nullptr, [this] { return now_us_; });
+  sampler_->RestoreStates();
+  std::filesystem::remove(dir.File("sub"));  // gone after the start
+  Record("NVRM: Xid (PCI:0000:3b:00): 79, pid=1, GPU has fallen off the bus", now_us_);
+  EXPECT_EQ(Codes(0), std::vector<std::string>{"0x10DE004F"});
+  EXPECT_EQ(Metric("xpu_kmsg_state_file_errors_total", {{"op", "write"}}), 1);
 }
 
 }  // namespace

@@ -409,6 +409,47 @@ TEST(PciFaultsTest, EveryDerivedCodeIsInTheBuiltinCatalog) {
     EXPECT_TRUE(catalog->Lookup(code).known) << code;
 }
 
+// A failed scan no longer freezes the last values (issue 32): the pci
+// source is blind at once (its share of the health withdrawn), and once its
+// last view is older than kStaleIntervals intervals the whole view goes:
+// link, AER and fault series, as every source's does.
+TEST_F(PciTreeTest, AFailedScanMakesTheSourceBlindAndItsViewGoesWhenStale) {
+  store::DeviceRegistry reg;
+  auto now = std::chrono::steady_clock::now();
+  reg.SetClock([&now] { return now; });
+  reg.SetPciFamilyWriter(PciFamilies);
+  NarrowGpuKnownToXdm(&reg);
+  prometheus::Registry self;
+  PciSampler sampler(PciScanner(dir_.path(), PciFilter()), FaultCatalog::Builtin(),
+                     std::chrono::milliseconds(1000), &reg, &self);
+  auto families = [&] {  // series by family; health only the HAL's
+    std::map<std::string, size_t> n;
+    for (const auto& f : reg.Collect())
+      for (const auto& m : f.metric)
+        if (f.name != "xpu_device_health" || m.label.back().value == "hal") ++n[f.name];
+    return n;
+  };
+  for (uint32_t i = 0; i < kNarrowSamplesForFault; ++i) ASSERT_TRUE(sampler.SampleOnce());
+  EXPECT_EQ(families()["xpu_device_health"], 1u);
+  EXPECT_GT(families()["xpu_pcie_link_width_lanes"], 0u);
+  EXPECT_EQ(families()["xpu_device_fault_active"], 1u);
+  fs::remove_all(dir_.path() + "/bus");
+  now += std::chrono::milliseconds(1000);
+  EXPECT_FALSE(sampler.SampleOnce());
+  EXPECT_EQ(families().count("xpu_device_health"), 0u) << "a blind source's health on the page";
+  EXPECT_GT(families()["xpu_pcie_link_width_lanes"], 0u) << "not stale yet";
+  EXPECT_EQ(xpu::testing::MetricValue(reg, "xpu_exporter_source_up", {{"source", "pci"}}), 0);
+  for (int i = 0; i < store::kStaleIntervals; ++i) {
+    now += std::chrono::milliseconds(1000);
+    EXPECT_FALSE(sampler.SampleOnce());
+  }
+  const auto stale = families();
+  EXPECT_EQ(stale.count("xpu_pcie_link_width_lanes"), 0u) << "the stale view's values froze";
+  EXPECT_EQ(stale.count("xpu_device_fault_active"), 0u);
+  EXPECT_TRUE(reg.PciDevices().empty());
+  EXPECT_TRUE(reg.HalDevices().empty());
+}
+
 TEST_F(PciTreeTest, DerivedFaultsReachTheHalViewAndMakeTheDeviceUnhealthy) {
   store::DeviceRegistry reg;
   NarrowGpuKnownToXdm(&reg);
