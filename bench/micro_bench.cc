@@ -250,6 +250,27 @@ void BM_ExposerPage(benchmark::State& state) {
     labels[d] = {info.uuid, info.model};
   }
   registry.SetXdmDevices(devices);
+  // The sysfs and kmsg backends' views, as a node with both has them (the
+  // health families, and the sources' own).
+  std::vector<xpu::store::HalDeviceView> hal_views;
+  std::vector<xpu::store::KmsgDeviceView> kmsg_views;
+  for (const xpu::store::DeviceInfo& d : devices) {
+    xpu::store::HalDeviceView h;
+    h.minor = d.minor;
+    h.uuid = d.uuid;
+    h.healthy = true;
+    hal_views.push_back(h);
+    xpu::store::KmsgDeviceView k;
+    k.minor = d.minor;
+    k.uuid = d.uuid;
+    k.bus_id = "0000:1" + std::to_string(d.minor) + ":00.0";
+    kmsg_views.push_back(k);
+  }
+  registry.OpenSource(xpu::store::DeviceRegistry::kSysfs,
+                      std::chrono::hours(1));  // fresh for the run
+  registry.OpenSource(xpu::store::DeviceRegistry::kKmsg, std::chrono::hours(1));
+  registry.SetHalDevices(hal_views);
+  registry.SetKmsgDevices(kmsg_views);
   store.SetDevices(labels);
   store.Apply(batch, Clock::now());
   prometheus::Registry self;

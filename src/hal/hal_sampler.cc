@@ -30,12 +30,14 @@ HalSampler::HalSampler(std::unique_ptr<HalBackend> backend,
               exemplars) {
   if (!backend_) throw std::invalid_argument("HalSampler needs a backend");
   if (interval_.count() <= 0) throw std::invalid_argument("HAL interval must be > 0");
-  registry_->OpenSource(store::DeviceRegistry::kSysfs, interval_);
 }
 
 HalSampler::~HalSampler() { Stop(); }
 
 void HalSampler::Start() {
+  // Opened here, not when built: a reload that fails after building the
+  // parts leaves the registry as it was.
+  registry_->OpenSource(store::DeviceRegistry::kSysfs, interval_);
   worker_.Start([this] { Loop(); });
 }
 
@@ -97,7 +99,10 @@ void HalSampler::SampleOnce() {
     if (fs.ok()) {
       logged_.Clear("faults" + minor);
     } else {
-      // Keep what was active: a torn read is not a recovery.
+      // Keep what was active: a torn read is not a recovery. Nor is it
+      // sight: no health for the device, and it counts as not seen.
+      v.faults_read = false;
+      v.healthy.reset();
       read_errors_.Add({{"minor", minor}}).Increment();
       Warn("faults" + minor, "device " + minor + ": " + fs.message());
       active = faults_.Previous(minor);

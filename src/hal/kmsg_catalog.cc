@@ -30,6 +30,34 @@ Status ParseEffect(const std::string& s, KmsgEffect* out) {
 
 std::string Scalar(const YAML::Node& n) { return n && n.IsScalar() ? n.as<std::string>() : ""; }
 
+// Whether `regex` starts with '^' and then (past group openers and flags)
+// an atom that cannot stand for a run of any text. Refused: no '^', '(?s',
+// or a first atom '.', '\s', '\W', '\D', '\C', '\p', '\P' or a class that
+// takes spaces ('[^...]', '[\s...]', '[ ...]'): each would reach a
+// driver's words quoted inside another kernel message.
+bool AnchoredAtTheDriver(const std::string& regex) {
+  if (regex.empty() || regex[0] != '^') return false;
+  size_t i = 1;
+  while (i < regex.size() && regex[i] == '(') {  // group openers and flags
+    ++i;
+    if (i < regex.size() && regex[i] == '?') {
+      const size_t end = regex.find_first_of(":)>", i);
+      if (end == std::string::npos) return false;
+      if (regex.compare(i, 2, "?P") == 0 && regex[end] == '>') {
+        i = end + 1;  // (?P<name>
+      } else {
+        if (regex.find('s', i) < end) return false;  // (?s: '.' takes newlines too
+        i = end + 1;
+      }
+    }
+  }
+  if (i >= regex.size()) return false;
+  const std::string_view rest(regex.data() + i, regex.size() - i);
+  for (const char* wild : {".", "\\s", "\\W", "\\D", "\\C", "\\p", "\\P", "[^", "[\\s", "[ "})
+    if (rest.substr(0, std::string_view(wild).size()) == wild) return false;
+  return true;
+}
+
 // One entry of `patterns`.
 Status ParsePattern(const YAML::Node& p, const std::string& origin, size_t i, KmsgPattern* out) {
   const std::string section = "patterns[" + std::to_string(i) + "]";
@@ -50,10 +78,11 @@ Status ParsePattern(const YAML::Node& p, const std::string& origin, size_t i, Km
   // driver's own prefix): a pattern found anywhere in the text would match
   // a driver's words quoted inside another message (a file name in the
   // kernel's NULL-argv exec warning, a process name in a segfault line).
-  if (regex[0] != '^' || (regex.size() > 1 && regex[1] == '.'))
+  if (!AnchoredAtTheDriver(regex))
     return Status::InvalidArgument(where +
                                    ": regex must be anchored at the start of the driver's own "
-                                   "message ('^NVRM: ...', '^amdgpu ...'), not '^.'");
+                                   "message ('^NVRM: ...', '^amdgpu ...'), with no wildcard "
+                                   "('.', '\\s', '[^...]') first");
   if (Status s = ParseEffect(p["effect"] ? Scalar(p["effect"]) : "fault", &k.effect); !s.ok())
     return Status::InvalidArgument(where + ": " + s.message());
   RE2::Options options;

@@ -218,14 +218,14 @@ KmsgSampler::KmsgSampler(Options options, std::shared_ptr<const KmsgCatalog> cat
                          "or codes).")
                    .Register(*self_metrics)
                    .Add({})),
-      state_errors_(prometheus::BuildCounter()
-                        .Name("xpu_kmsg_state_file_errors_total")
-                        .Help("Kernel-log state file (--hal.state-dir) failures, by op: read (a "
-                              "file refused as unreadable, corrupt or oversized; the exporter "
-                              "starts without it) or write (retried at the next change).")
-                        .Register(*self_metrics)) {
+      state_errors_(
+          prometheus::BuildCounter()
+              .Name("xpu_kmsg_state_file_errors_total")
+              .Help("Kernel-log state file (--hal.state-dir) failures, by op: read (a "
+                    "file refused as unreadable, corrupt or oversized; the exporter "
+                    "starts without it) or write (retried at each publish until it works).")
+              .Register(*self_metrics)) {
   for (const char* op : {"read", "write"}) state_errors_.Add({{"op", op}});
-  registry_->OpenSource(store::DeviceRegistry::kKmsg, options_.interval);
 }
 
 void KmsgSampler::RestoreStates() {
@@ -268,6 +268,8 @@ void KmsgSampler::RestoreStates() {
       it = devices_.emplace(address, Device{}).first;
     }
     for (const std::string& code : codes) {
+      if (!catalog_->IsState(code))
+        continue;  // no longer a state in this catalog: it would never clear
       if (it->second.codes.size() >= kMaxKmsgCodesPerDevice) break;
       Active& a = it->second.codes[code];
       a.last_us = std::max(a.last_us, now_us_());
@@ -289,7 +291,8 @@ void KmsgSampler::KeepStates() {
   if (Status s = WriteFileAtomically(options_.state_file, SerializeKmsgStates({boot_id_, now}));
       !s.ok()) {
     state_errors_.Add({{"op", "write"}}).Increment();
-    if (said_.Raise("state write")) spdlog::warn("kmsg: {} (retried at each change)", s.message());
+    if (said_.Raise("state write"))
+      spdlog::warn("kmsg: {} (retried at each publish until it works)", s.message());
     return;
   }
   if (said_.Clear("state write")) spdlog::info("kmsg: the state file is written again");
@@ -299,19 +302,25 @@ void KmsgSampler::KeepStates() {
 KmsgSampler::~KmsgSampler() { Stop(); }
 
 void KmsgSampler::Start() {
+  registry_->OpenSource(store::DeviceRegistry::kKmsg, options_.interval);  // as HalSampler::Start
   worker_.Start([this] { Loop(); });
 }
 
 void KmsgSampler::Stop() { worker_.Stop(); }
 
 void KmsgSampler::Seed(State s) {
-  // The predecessor consulted the file already; the next change (or the
-  // first Publish, kept_ unknown) writes it, to this sampler's path.
-  restored_ = s.restored;
-  boot_id_ = std::move(s.boot_id);
+  // The predecessor consulted the same file already: its boot id goes on,
+  // and the first Publish writes it again (kept_ unknown). Another file (a
+  // reload changed --hal.state-dir) is consulted by this sampler's Loop.
+  if (s.state_file == options_.state_file) {
+    restored_ = s.restored;
+    boot_id_ = std::move(s.boot_id);
+  }
+  // Caught up only if the predecessor was: a view out of a ring half
+  // replayed would show health not yet read.
+  caught_up_ = s.caught_up;
   devices_ = std::move(s.devices);
   last_sequence_ = s.last_sequence;
-  caught_up_ = true;  // the predecessor's view is whole already
 }
 
 void KmsgSampler::HandleRecord(std::string_view raw) {

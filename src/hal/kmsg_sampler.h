@@ -120,12 +120,15 @@ class KmsgSampler {
   struct State {
     std::map<std::string, Device> devices;
     std::optional<uint64_t> last_sequence;
-    // The state file as the predecessor left it (consulted already).
+    bool caught_up = false;  // the ring was read to its end
+    // The state file the predecessor used, and whether it consulted it.
+    std::string state_file;
     bool restored = false;
     std::string boot_id;
-    std::optional<std::map<std::string, std::set<std::string>>> kept;
   };
-  State state() const { return State{devices_, last_sequence_, restored_, boot_id_, kept_}; }
+  State state() const {
+    return State{devices_, last_sequence_, caught_up_, options_.state_file, restored_, boot_id_};
+  }
   void Seed(State s);
 
  private:

@@ -78,8 +78,11 @@ std::string ReadBootId(const std::string& path) {
 }
 
 Status WriteFileAtomically(const std::string& path, const std::string& content) {
-  const std::string tmp = path + ".tmp";
-  const int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  // Named for this process: two exporters on one host path (a rollout's
+  // old and new pod) never write into one temporary file.
+  const std::string tmp = path + ".tmp." + std::to_string(getpid());
+  unlink(tmp.c_str());  // one a crash of this pid's predecessor left
+  const int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (fd < 0) return Status::IoError("cannot write " + tmp + ": " + ErrnoText(errno));
   const bool written = WriteAll(fd, content) && fsync(fd) == 0;
   const int err = errno;

@@ -106,10 +106,10 @@ PciSampler::PciSampler(PciScanner scanner, std::shared_ptr<const FaultCatalog> c
       faults_(std::move(catalog), fault_metrics != nullptr ? fault_metrics : self_metrics, registry,
               exemplars) {
   if (interval_.count() <= 0) throw std::invalid_argument("PCI interval must be > 0");
-  registry_->OpenSource(store::DeviceRegistry::kPci, interval_);
 }
 
 void PciSampler::Start() {
+  registry_->OpenSource(store::DeviceRegistry::kPci, interval_);  // as HalSampler::Start
   worker_.Start([this] {
     do {
       SampleOnce();

@@ -58,7 +58,11 @@ const std::string* StringIn(const Json& j, const char* key) {
 }  // namespace
 
 int SeverityOf(const NodeCondition& c) {
-  if (c.status == "Unknown") return 1;  // worse than True: a blind source never holds True
+  // A device newly listed is missing from the views that join by XDM's list
+  // until their next sample: that Unknown waits its hold like a recovery, so
+  // a one-interval lag is never patched. Any other Unknown is worse than
+  // True: a blind source never holds True.
+  if (c.status == "Unknown") return c.reason == "DeviceNotSeen" ? 0 : 1;
   if (c.status != "False") return 0;
   static const char* const kLadder[] = {"RestartCard", "ResetCard", "IsolateAfterJob",
                                         "IsolateCard"};

@@ -60,7 +60,9 @@ std::string ReasonOf(std::string_view level_name);
 // The condition the health sources' views give (docs/kubernetes.md, "The
 // health model"), in this order:
 // - False when a source that sees (store::Sight::kSeeing) shows an active
-//   fault at restart_card or worse on a device XDM lists: reason the worst
+//   fault at restart_card or worse on a device with a minor (one XDM lists,
+//   or one of the sysfs tree's own; a PCI function not joined to XDM's
+//   list is not ours): reason the worst
 //   level's, message those faults, worst first ("xpu 3 (0000:3b:00.0):
 //   0x10DE004F Xid 79 ... [isolate_card, kmsg]"), cut to kMaxMessageBytes
 //   with how many more. A blind neighbour does not hide it.
@@ -77,8 +79,10 @@ std::string ReasonOf(std::string_view level_name);
 NodeCondition ConditionOf(const std::vector<store::SourceView>& views, bool devices_known,
                           const std::vector<store::DeviceInfo>& devices);
 
-// How bad a condition says the node is: 0 for True, 1 for Unknown, else
-// the level of its reason (3 for a reason not on the ladder). A change to a worse
+// How bad a condition says the node is: 0 for True (and for Unknown
+// because a listed device is not yet in a view, DeviceNotSeen: a view lags
+// a list that changed by one sample), 1 for any other Unknown, else the
+// level of its reason (3 for a reason not on the ladder). A change to a worse
 // condition is patched at once; any other waits until it has held
 // (NodeReporter::Options::recover_hold), so a flapping fault cannot patch
 // the Node over and over.

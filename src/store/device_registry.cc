@@ -152,7 +152,8 @@ std::vector<SourceView> DeviceRegistry::SourceViews() const {
     v.why = state.why;
     v.joins_device_list = name != kSysfs;
     if (name == kSysfs) {
-      for (const HalDeviceView& h : hal_) v.devices.push_back({h.minor, bus_of[h.minor], h.faults});
+      for (const HalDeviceView& h : hal_)  // a device whose faults could not be read is not seen
+        if (h.faults_read) v.devices.push_back({h.minor, bus_of[h.minor], h.faults});
     } else if (name == kPci) {
       for (const PciDeviceView& p : pci_)
         v.devices.push_back({p.minor.empty() ? -1 : std::stoi(p.minor), p.bus_id, p.faults});

@@ -51,6 +51,10 @@ struct HalDeviceView {
   std::string uuid;
   std::optional<bool> healthy;  // nullopt: health could not be read
   std::vector<ActiveFault> faults;
+  // false: the fault codes could not be read this sample (`faults` are the
+  // last ones read): the device is not seen (no health, and the Node
+  // condition counts it unseen).
+  bool faults_read = true;
   bool operator==(const HalDeviceView&) const = default;
 };
 

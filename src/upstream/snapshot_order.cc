@@ -23,6 +23,9 @@ SnapshotOrder::Verdict SnapshotOrder::Judge(int64_t ts, uint64_t seq, const Cloc
     const int64_t ahead_limit = c.wall_ms + c.fresh_window.count();
     if (older && ts != 0 && raw_timestamp_ms_ > ahead_limit && seq > sequence_ && sequence_ != 0)
       older = false;
+    // And the other way: stamped in our future, older by the daemon's
+    // count: a late message from before the correction, not a newer one.
+    if (!older && ts > ahead_limit && seq != 0 && sequence_ != 0 && seq < sequence_) older = true;
     // Nothing but older snapshots for stale-after: the daemon's own order
     // went back (a clock step, a restart not seen). Its new order is taken
     // rather than refusing it for good.

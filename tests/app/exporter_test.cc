@@ -500,6 +500,7 @@ TEST(ExporterReloadTest, EveryFlagIsAppliedByItsPartOrWaitsForARestart) {
       // Every part on, so that each setting's part can be read.
       {"hal", "sysfs,pci,kmsg"},
       {"hal.kmsg.path", dir.File("kmsg.records")},
+      {"hal.state-dir", dir.File("state")},  // not a machine's /var/lib/xpu-exporter
       {"hal.root", dir.File("hal")},
       {"hal.pci.sysfs-root", dir.File("sys")},
       {"kubelet.pod-resources-socket", dir.File("kubelet.sock")},

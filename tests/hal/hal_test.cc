@@ -420,6 +420,25 @@ TEST_F(SamplerTest, VanishedRootMeansHalDownAndItsHealthIsWithdrawn) {
   EXPECT_EQ(registry_.SourceViews()[0].sight, store::Sight::kSeeing);
 }
 
+// A device whose fault codes cannot be read is not seen: no health on the
+// page, and the Node condition's view leaves it out (DeviceNotSeen), even
+// when nothing was ever read from it.
+TEST_F(SamplerTest, ADeviceWhoseFaultsCannotBeReadIsNotSeen) {
+  Device(0, "1\n", "");
+  Device(1, "1\n", "");
+  fs::remove(fs::path(dir_.path()) / "xpu1/fault_codes");
+  fs::create_directory(fs::path(dir_.path()) / "xpu1/fault_codes");  // unreadable: a directory
+  sampler_->SampleOnce();
+  const auto views = registry_.SourceViews();
+  ASSERT_EQ(views.size(), 1u);
+  ASSERT_EQ(views[0].devices.size(), 1u);
+  EXPECT_EQ(views[0].devices[0].minor, 0);
+  int health = 0;
+  for (const auto& f : registry_.Collect())
+    if (f.name == "xpu_device_health") health += static_cast<int>(f.metric.size());
+  EXPECT_EQ(health, 1) << "device 1's health without its faults";
+}
+
 TEST_F(SamplerTest, FaultLevelIsTheWorstActive) {
   Device(0, "1\n", "0x80CB8000\n0x80C98000\n0x80CB8001\n");  // none, restart_job, isolate_card
   sampler_->SampleOnce();

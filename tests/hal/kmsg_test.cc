@@ -191,6 +191,13 @@ TEST(KmsgCatalogTest, BadCatalogsAreRefusedWithWhere) {
       "patterns: [{name: a, driver: d, regex: 'NVRM: Xid', code: 1}]",
       "patterns: [{name: a, driver: d, regex: '^.*NVRM: Xid', code: 1}]",
       "patterns: [{name: a, driver: d, regex: '^.+NVRM: Xid', code: 1}]",
+      "patterns: [{name: a, driver: d, regex: '^(.*)NVRM: Xid', code: 1}]",
+      "patterns: [{name: a, driver: d, regex: '^(?:(?P<address>.*))NVRM', code: 1}]",
+      "patterns: [{name: a, driver: d, regex: '^[\\s\\S]*NVRM: Xid', code: 1}]",
+      "patterns: [{name: a, driver: d, regex: '^[^;]*NVRM: Xid', code: 1}]",
+      "patterns: [{name: a, driver: d, regex: '^\\s*NVRM: Xid', code: 1}]",
+      "patterns: [{name: a, driver: d, regex: '^(?s).*NVRM: Xid', code: 1}]",
+      "patterns: [{name: a, driver: d, regex: '^\\C*NVRM: Xid', code: 1}]",
   };
   for (const char* text : bad) {
     Status s = KmsgCatalog::Parse(text, "k.yml", &c);
@@ -607,7 +614,8 @@ TEST_F(KmsgSamplerTest, StatesOutliveTheRingWithinABootAndNotAcrossOne) {
   std::string text = xpu::testing::ReadFile(o.state_file);
   ASSERT_TRUE(ParseKmsgStates(text, &kept).ok()) << text;
   EXPECT_EQ(kept, (KmsgSavedStates{"boot-1", {{"0000:3b:00.0", {"0x10DE004F"}}}}));
-  EXPECT_FALSE(std::filesystem::exists(o.state_file + ".tmp"));
+  for (const auto& e : std::filesystem::directory_iterator(dir.path()))
+    EXPECT_EQ(e.path().filename().string().find(".tmp"), std::string::npos) << e.path();
 
   // Restarted, the ring without the record: the state, not the event.
   sampler_ = make();
@@ -648,6 +656,33 @@ patterns:
   EXPECT_TRUE(Codes(0).empty());
   ASSERT_TRUE(ParseKmsgStates(xpu::testing::ReadFile(o.state_file), &kept).ok());
   EXPECT_TRUE(kept.states.empty());
+}
+
+// A reload's new sampler: caught up only if its predecessor was (a view out
+// of a half-replayed ring would show health not yet read), and the state
+// file consulted again when --hal.state-dir changed.
+TEST_F(KmsgSamplerTest, ASeededSamplerKeepsItsPredecessorsProgressAndItsOwnStateFile) {
+  xpu::testing::TempDir dir;
+  std::ofstream(dir.File("boot_id")) << "boot-1\n";
+  KmsgSavedStates other{"boot-1", {{"0000:3b:00.0", {"0x10DE004F"}}}};
+  std::filesystem::create_directory(dir.File("b"));
+  std::ofstream(dir.File("b/kmsg-states.json")) << SerializeKmsgStates(other);
+  KmsgSampler::Options o;
+  o.boot_id_path = dir.File("boot_id");
+  KmsgSampler::State half = sampler_->state();  // never caught up
+  EXPECT_FALSE(half.caught_up);
+  o.state_file = dir.File("b/kmsg-states.json");
+  KmsgSampler next(o, KmsgCatalog::Builtin(), FaultCatalog::Builtin(), &registry_, &metrics_,
+                   nullptr, [this] { return now_us_; });
+  next.Seed(half);
+  EXPECT_FALSE(next.state().caught_up);
+  EXPECT_FALSE(next.state().restored) << "another state file: consulted by this sampler";
+  next.RestoreStates();
+  next.Publish();
+  bool xid79 = false;
+  for (const auto& v : registry_.KmsgDevices())
+    for (const auto& f : v.faults) xid79 |= v.minor == 0 && f.code == "0x10DE004F";
+  EXPECT_TRUE(xid79) << "the new directory's kept state was not taken";
 }
 
 // A directory that cannot be written: the write is counted and retried at

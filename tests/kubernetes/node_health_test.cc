@@ -124,48 +124,55 @@ TEST(NodeConditionTest, ABlindOrStaleSourceIsNeverTrueAndHidesNoFault) {
 }
 
 // Every combination for up to four sources and three devices, against the
-// rules written out once more, plainly: each source seeing, blind or stale;
-// each device with no fault, one below card level or one at it (shown by
-// the source of its index), listed by XDM or not, seen by the first source
-// or not.
+// rules written out once more, plainly: each source seeing, blind, stale or
+// not yet (four sources: the first three); each device with no fault, one
+// below card level or one at it (shown by the source of its index), listed
+// by XDM or not, seen by the source after it or not; XDM's list known or
+// not.
 TEST(NodeConditionTest, EveryCombinationOfSightsFaultsAndListsFollowsTheRules) {
   const char* names[] = {"sysfs", "pci", "kmsg", "nvml"};
-  const Sight sights[] = {Sight::kSeeing, Sight::kBlind, Sight::kStale};
+  const Sight sights[] = {Sight::kSeeing, Sight::kBlind, Sight::kStale, Sight::kNotYet};
   size_t walked = 0;
   for (int n = 1; n <= 4; ++n) {
+    const int kinds = n == 4 ? 3 : 4;
     int source_combos = 1;
-    for (int i = 0; i < n; ++i) source_combos *= 3;
+    for (int i = 0; i < n; ++i) source_combos *= kinds;
     for (int sc = 0; sc < source_combos; ++sc) {
-      for (int dc = 0; dc < 12 * 12 * 12; ++dc) {
+      for (int dc = 0; dc < 12 * 12 * 12 * 2; ++dc) {
+        const bool known = dc % 2 == 0;
         std::vector<SourceView> views;
-        for (int i = 0, x = sc; i < n; ++i, x /= 3)
-          views.push_back(View(names[i], {}, sights[x % 3]));
+        for (int i = 0, x = sc; i < n; ++i, x /= kinds)
+          views.push_back(View(names[i], {}, sights[x % kinds]));
         std::vector<store::DeviceInfo> listed;
-        bool expect_false = false, any_not_seeing = false, unseen = false;
-        for (int i = 0; i < n; ++i) any_not_seeing |= views[i].sight != Sight::kSeeing;
-        for (int d = 0, x = dc; d < 3; ++d, x /= 12) {
+        bool expect_false = false, any_not_seeing = false, unseen = false, joins = false;
+        for (int i = 0; i < n; ++i) {
+          any_not_seeing |= views[i].sight != Sight::kSeeing;
+          joins |= views[i].joins_device_list;
+        }
+        for (int d = 0, x = dc / 2; d < 3; ++d, x /= 12) {
           const int fault = x % 3, is_listed = (x / 3) % 2, hidden = (x / 6) % 2;
-          const int shower = d % n;  // the source that shows its fault
+          const int shower = d % n;       // the source that shows its fault
+          const int hider = (d + 1) % n;  // the source that may not see it
           store::DeviceInfo info;
           info.minor = d;
           info.bus_id = "0000:0" + std::to_string(d) + ":00.0";
           if (is_listed) listed.push_back(info);
           for (int i = 0; i < n; ++i) {
-            if (i == 0 && hidden) continue;
+            if (i == hider && hidden) continue;
             SourceView::Device dev{d, info.bus_id, {}};
             if (i == shower && fault == 1) dev.faults = {Fault("0x00000001", 2, "restart_job")};
             if (i == shower && fault == 2) dev.faults = {Fault("0x00000002", 4, "reset_card")};
             views[i].devices.push_back(dev);
           }
           // Its card-level fault counts when shown by a source that sees it.
-          if (fault == 2 && !(shower == 0 && hidden) && views[shower].sight == Sight::kSeeing)
+          if (fault == 2 && !(shower == hider && hidden) && views[shower].sight == Sight::kSeeing)
             expect_false = true;
           if (is_listed && hidden) unseen = true;
         }
-        const NodeCondition c = ConditionOf(views, true, listed);
-        const std::string want = expect_false               ? "False"
-                                 : any_not_seeing || unseen ? "Unknown"
-                                                            : "True";
+        const NodeCondition c =
+            ConditionOf(views, known, known ? listed : std::vector<store::DeviceInfo>{});
+        const bool blind = any_not_seeing || (!known && joins) || (known && unseen);
+        const std::string want = expect_false ? "False" : blind ? "Unknown" : "True";
         ++walked;
         if (c.status != want) {
           ADD_FAILURE() << n << " sources, combo " << sc << "/" << dc << ": " << c.status << " ("
@@ -173,13 +180,21 @@ TEST(NodeConditionTest, EveryCombinationOfSightsFaultsAndListsFollowsTheRules) {
           return;
         }
         // Never True where anything could not be seen.
-        if (any_not_seeing || unseen) {
+        if (blind) {
           ASSERT_NE(c.status, "True");
         }
       }
     }
   }
-  EXPECT_EQ(walked, (3u + 9u + 27u + 81u) * 1728u);
+  EXPECT_EQ(walked, (4u + 16u + 64u + 81u) * 1728u * 2u);
+}
+
+// A source's view of a device that is not one XDM lists (minor -1: a PCI
+// function the pci backend does not join) judges nothing.
+TEST(NodeConditionTest, AFaultOnAnUnjoinedFunctionIsNotOurs) {
+  std::vector<SourceView::Device> d = All();
+  d.push_back({-1, "0000:99:00.0", {Fault("0xFD000001", 6, "isolate_card")}});
+  EXPECT_EQ(ConditionOf({View("pci", d)}, true, Devices()).status, "True");
 }
 
 // Many faults: the message stays within the limit and says how many more.
@@ -220,6 +235,8 @@ TEST(NodeConditionTest, ReasonsAreTheLevelsInCamelCaseAndRankAsTheLadder) {
   // Unknown ranks above True: True to Unknown is patched at once, the way
   // back waits its hold.
   EXPECT_EQ(SeverityOf({"Unknown", "NoFaultSource", ""}), 1);
+  EXPECT_EQ(SeverityOf({"Unknown", "KmsgBlind", ""}), 1);
+  EXPECT_EQ(SeverityOf({"Unknown", "DeviceNotSeen", ""}), 0);  // held: a view lags a new list
   EXPECT_EQ(SeverityOf({"False", "SetByHand", ""}), 3);
 }
 

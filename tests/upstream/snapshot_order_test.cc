@@ -71,7 +71,10 @@ TEST_F(OrderTest, AClockThatRanAheadHoldsNothingBackOnceCorrected) {
   t_ += 100;
   EXPECT_EQ(Judge(kEpoch + t_, 502), V::kApply);
   EXPECT_EQ(Judge(kEpoch + t_ - 100, 501), V::kOutOfOrder);  // late ones still refused
-  EXPECT_EQ(Judge(-5, 503), V::kExpired);                    // before 1970
+  // A late one from before the correction: newer by its stamp, older by
+  // the daemon's count.
+  EXPECT_EQ(Judge(kEpoch + t_ + 3'599'900, 499), V::kOutOfOrder);
+  EXPECT_EQ(Judge(-5, 503), V::kExpired);  // before 1970
 }
 
 // A daemon whose clock runs a minute ahead of ours, or behind, with a late
