@@ -59,6 +59,7 @@ void AddWebFlags(const Flags& f, Config* cfg) {
   CLI::App& app = f.app;
   app.set_version_flag("--version", std::string("xpu-exporter ") + kVersion);
   cfg->web.listen_addresses.clear();  // a repeatable option appends
+  cfg->web.probe_listen_addresses.clear();
   f(Applier::kRestart,
     app.add_option("--config.file", cfg->config_file,
                    "YAML file setting any of these flags by name (flags override it)"));
@@ -72,7 +73,14 @@ void AddWebFlags(const Flags& f, Config* cfg) {
     app.add_flag("--config.check", cfg->config_check,
                  "Validate the flags and every file they name, print the result, exit 0 or 2"));
   f(Applier::kRestart, app.add_flag("--web.probes-require-auth", cfg->web.protect_probes,
-                                    "Require basic auth on /-/healthy and /-/ready too"));
+                                    "Require basic auth on /-/healthy and /-/ready too "
+                                    "(on the main port; the probe listener has no auth)"));
+  f(Applier::kRestart,
+    app.add_option("--web.probe-listen-address", cfg->web.probe_listen_addresses,
+                   "Address of a listener of the probes' own, repeatable: /-/healthy and "
+                   "/-/ready answered off the HTTP workers, plain HTTP, no auth, whatever "
+                   "else is connected (default: none; the probes are answered on the main "
+                   "port too)"));
   f(Applier::kRestart, app.add_option("--web.listen-address", cfg->web.listen_addresses,
                                       std::string("Address to listen on, repeatable (default ") +
                                           kDefaultListenAddress + ")"));
@@ -86,8 +94,9 @@ void AddWebFlags(const Flags& f, Config* cfg) {
         ->capture_default_str());
   f(Applier::kRestart,
     app.add_option("--web.reserved-probe-connections", cfg->web.reserved_probe_workers,
-                   "HTTP workers on top of --web.max-connections that only /-/healthy and "
-                   "/-/ready use")
+                   "HTTP workers on top of --web.max-connections where a request that finds "
+                   "every slot taken waits briefly, then gets 503 (the name is older than "
+                   "--web.probe-listen-address)")
         ->check(CLI::Range(0, 64))
         ->capture_default_str());
   f(Applier::kRestart, AddDuration(app, "--web.head-timeout", &cfg->web.head_timeout,
@@ -411,6 +420,12 @@ Status Validate(const Config& cfg, ParsedConfig* parsed) {
     std::string civet;
     if (Status s = http::WebServer::ToCivetPort(a, &civet); !s.ok())
       return Status::InvalidArgument("--web.listen-address: " + s.message());
+  }
+  for (const std::string& a : cfg.web.probe_listen_addresses) {
+    std::string host;
+    int port = 0;
+    if (Status s = http::SplitListenAddress(a, &host, &port); !s.ok())
+      return Status::InvalidArgument("--web.probe-listen-address: " + s.message());
   }
   if (cfg.telemetry_path.empty() || cfg.telemetry_path[0] != '/' ||
       cfg.telemetry_path.find_first_of("?# ") != std::string::npos)

@@ -164,9 +164,10 @@ class WebServer::Metrics : public prometheus::Collectable {
   }
   // The civetweb context to read the load of; null before Start and once
   // Stop begins (the context is freed after).
-  void Serve(const mg_context* ctx) {
+  void Serve(const mg_context* ctx, const ProbeServer* probes) {
     MutexLock lock(ctx_mu_);
     ctx_ = ctx;
+    probes_ = probes;
   }
 
   std::vector<prometheus::MetricFamily> Collect() const override {
@@ -224,9 +225,11 @@ class WebServer::Metrics : public prometheus::Collectable {
       out.push_back(std::move(durations));
     }
     mg_server_load load{};
+    std::optional<ProbeServer::Counts> probes;
     {
       MutexLock lock(ctx_mu_);
       if (ctx_ == nullptr || mg_get_server_load(ctx_, &load) != 0) return out;
+      if (probes_ != nullptr) probes = probes_->counts();
     }
     auto gauge = [&out](const char* name, const char* help, double v) {
       MetricFamily f{name, help, MetricType::Gauge, {}};
@@ -261,6 +264,26 @@ class WebServer::Metrics : public prometheus::Collectable {
       cut.metric.push_back(std::move(m));
     }
     out.push_back(std::move(cut));
+    if (probes) {
+      MetricFamily closed{"xpu_exporter_http_probe_connections_closed_total",
+                          "Connections to the probe listener closed, by reason: answered, "
+                          "deadline (head or answer not done within 1 s), evicted (the "
+                          "oldest, for a new one, the table full), bad (not an HTTP request "
+                          "or a head over 4 KiB).",
+                          MetricType::Counter,
+                          {}};
+      for (const auto& [reason, n] :
+           {std::pair<const char*, uint64_t>{"answered", probes->answered},
+            {"bad", probes->bad},
+            {"deadline", probes->deadline},
+            {"evicted", probes->evicted}}) {
+        ClientMetric m;
+        m.label = {{"reason", reason}};
+        m.counter.value = static_cast<double>(n);
+        closed.metric.push_back(std::move(m));
+      }
+      out.push_back(std::move(closed));
+    }
     return out;
   }
 
@@ -281,22 +304,26 @@ class WebServer::Metrics : public prometheus::Collectable {
   uint64_t throttled_ XPU_GUARDED_BY(mu_) = 0;
   mutable Mutex ctx_mu_;
   const mg_context* ctx_ XPU_GUARDED_BY(ctx_mu_) = nullptr;
+  const ProbeServer* probes_ XPU_GUARDED_BY(ctx_mu_) = nullptr;
 };
 
-namespace {
+namespace {}  // namespace
 
-// The response deadline: X-Prometheus-Scrape-Timeout-Seconds when sent
-// (Prometheus gives up then anyway), up to max(flag, 120 s); else the flag.
-int ResponseDeadlineMs(const mg_connection* conn, std::chrono::milliseconds flag) {
-  const double cap_ms = std::max<double>(static_cast<double>(flag.count()), 120000.0);
-  if (const char* h = mg_get_header(conn, "X-Prometheus-Scrape-Timeout-Seconds")) {
+// The response deadline: the operator's flag, shortened to
+// X-Prometheus-Scrape-Timeout-Seconds when that is sent and shorter
+// (Prometheus gives up then anyway); a client can never lengthen it.
+int ResponseDeadlineMs(const char* scrape_timeout_header, std::chrono::milliseconds flag) {
+  const double flag_ms = static_cast<double>(flag.count());
+  if (scrape_timeout_header != nullptr) {
     char* end = nullptr;
-    const double seconds = std::strtod(h, &end);
-    if (end != h && std::isfinite(seconds) && seconds > 0)
-      return static_cast<int>(std::clamp(seconds * 1000.0, 1.0, cap_ms));
+    const double seconds = std::strtod(scrape_timeout_header, &end);
+    if (end != scrape_timeout_header && std::isfinite(seconds) && seconds > 0)
+      return static_cast<int>(std::clamp(seconds * 1000.0, 1.0, flag_ms));
   }
   return static_cast<int>(flag.count());
 }
+
+namespace {
 
 bool HeaderHasToken(const mg_connection* conn, const char* name, const char* token) {
   const char* v = mg_get_header(conn, name);
@@ -324,7 +351,9 @@ class WebServer::Dispatcher : public CivetHandler {
   bool Dispatch(mg_connection* conn) {
     const auto start = std::chrono::steady_clock::now();
     const WebOptions& opt = server_->options_;
-    mg_set_response_deadline(conn, ResponseDeadlineMs(conn, opt.response_timeout));
+    mg_set_response_deadline(
+        conn, ResponseDeadlineMs(mg_get_header(conn, "X-Prometheus-Scrape-Timeout-Seconds"),
+                                 opt.response_timeout));
     const mg_request_info* info = mg_get_request_info(conn);
     Request req;
     req.method = info->request_method ? info->request_method : "";
@@ -337,10 +366,21 @@ class WebServer::Dispatcher : public CivetHandler {
     const bool probe = opt.probe_paths.count(req.path) > 0;
     auto it = server_->routes_.find(req.path);
     const std::string& handler = it == server_->routes_.end() ? kOtherHandler : it->first;
-    // Capacity: requests other than the probes take at most max_connections
-    // workers; the reserved ones beyond are the probes' (AcquireSlot).
+    // Credentials first: a check waiting for a bcrypt run (BasicAuth) holds
+    // no slot, so a flood of wrong passwords cannot fill the slots that a
+    // valid client, once checked, needs.
+    const std::shared_ptr<const WebConfig> cfg = server_->config();
+    const bool needs_auth = cfg && !cfg->users.empty() && (opt.protect_probes || !probe);
+    const char* authz = mg_get_header(conn, "Authorization");
+    const BasicAuth::Result auth =
+        !needs_auth
+            ? BasicAuth::Result::kOk
+            : server_->auth_.Verify(cfg->users, authz ? authz : "", info->remote_addr, probe);
+    // Capacity: every request, the probes' included, takes one of
+    // max_connections slots (AcquireSlot); the probe listener is where the
+    // probes are answered whatever the load.
     std::list<Slot>::iterator slot;
-    const bool over = !probe && !AcquireSlot(conn, opt, &slot);
+    const bool over = !AcquireSlot(conn, opt, &slot);
     struct Release {
       Dispatcher* d;
       std::list<Slot>::iterator slot;
@@ -348,18 +388,14 @@ class WebServer::Dispatcher : public CivetHandler {
       ~Release() {
         if (held) d->ReleaseSlot(slot);
       }
-    } release{this, slot, !probe && !over};
+    } release{this, slot, !over};
     Response resp;
     bool gzip = false;
-    bool close = over;
+    // A keep-alive connection answers a bounded number of requests, so that
+    // pipelined requests whose answers are never read stop with it.
+    bool close = over || mg_get_connection_requests(conn) + 1 >= kMaxRequestsPerConnection;
     const bool body_unread = HasBody(conn);
     if (body_unread) close = true;
-    const std::shared_ptr<const WebConfig> cfg = server_->config();
-    const bool needs_auth = cfg && !cfg->users.empty() && (opt.protect_probes || !probe);
-    const char* authz = mg_get_header(conn, "Authorization");
-    const BasicAuth::Result auth =
-        over || !needs_auth ? BasicAuth::Result::kOk
-                            : server_->auth_.Verify(cfg->users, authz ? authz : "", probe);
     if (over) {
       resp = Response::Text(503, "503 server busy: every worker is in use; retry\n");
       resp.headers.emplace_back("Retry-After", "1");
@@ -404,7 +440,7 @@ class WebServer::Dispatcher : public CivetHandler {
     return true;
   }
 
-  // A request other than a probe in progress.
+  // A request in progress.
   struct Slot {
     mg_connection* conn;
     // When its answer began to be sent; unset while the handler computes
@@ -418,8 +454,8 @@ class WebServer::Dispatcher : public CivetHandler {
   // frees, the oldest response older than shed_after is cut (a slow
   // reader, shed so that this request, a scrape perhaps, is served) and it
   // waits a little more. Only the workers beyond the slots can wait, each
-  // for at most 100 ms (50 ms while connections queue, probes perhaps among
-  // them) plus 250 ms after a cut (in practice the cut one ends at once).
+  // for at most 100 ms (50 ms while connections queue) plus 250 ms after a
+  // cut (in practice the cut one ends at once).
   bool AcquireSlot(mg_connection* conn, const WebOptions& opt, std::list<Slot>::iterator* out) {
     const auto max = static_cast<size_t>(opt.max_connections);
     MutexLock lock(slots_mu_);
@@ -475,8 +511,8 @@ class WebServer::Dispatcher : public CivetHandler {
     }
     slots_cv_.NotifyOne();
   }
-  // Whether connections wait for a worker, or every worker but the probes'
-  // reserved ones holds a connection.
+  // Whether connections wait for a worker, or every worker but the spare
+  // ones holds a connection.
   static bool Pressed(const mg_connection* conn, const WebOptions& opt) {
     mg_server_load load{};
     if (mg_get_server_load(mg_get_context(conn), &load) != 0) return false;
@@ -528,13 +564,14 @@ class WebServer::Dispatcher : public CivetHandler {
   }
 
   static inline const std::string kOtherHandler = "other";
+  static constexpr int kMaxRequestsPerConnection = 100;
   static constexpr std::chrono::milliseconds kSlotWait{100};
   static constexpr std::chrono::milliseconds kQueuedWait{50};
   static constexpr std::chrono::milliseconds kShedWait{250};
   const WebServer* server_;
   Mutex slots_mu_;
   CondVar slots_cv_;
-  // Requests other than probes in progress, oldest first.
+  // Requests in progress, oldest first.
   std::list<Slot> slots_ XPU_GUARDED_BY(slots_mu_);
   int waiters_ XPU_GUARDED_BY(slots_mu_) = 0;  // requests waiting for a slot
 };
@@ -632,13 +669,15 @@ Status WebServer::Start() {
   const auto ms = [](std::chrono::milliseconds d) { return std::to_string(d.count()); };
   std::vector<std::string> opts = {
       "listening_ports", ports, "num_threads",
-      // The probes' reserved workers come on top (Dispatcher::AcquireSlot).
+      // The spare workers come on top (Dispatcher::AcquireSlot).
       std::to_string(options_.max_connections + std::max(0, options_.reserved_probe_workers)),
       "request_timeout_ms", std::to_string(options_.request_timeout_ms),
       // civetweb patch 0001: the head deadlines (docs/reliability.md).
       "request_header_timeout_ms", ms(options_.head_timeout), "request_header_busy_timeout_ms",
       ms(options_.busy_head_timeout), "keep_alive_timeout_ms", ms(options_.keep_alive_timeout),
-      "enable_keep_alive", "yes", "tcp_nodelay", "1",
+      // civetweb patch 0002: a slow reader gives its worker up under pressure.
+      "response_shed_timeout_ms", ms(options_.shed_after), "enable_keep_alive", "yes",
+      "tcp_nodelay", "1",
       // Nothing is served from disk: no document_root at all.
   };
   dispatcher_ = std::make_unique<Dispatcher>(this);
@@ -663,14 +702,50 @@ Status WebServer::Start() {
     spdlog::warn("cannot listen on IPv6 ({}); listening on IPv4 only: {}", e.what(), v4);
   }
   tls_listeners_ = tls;
-  metrics_->Serve(server_->getContext());
   server_->addHandler("/", dispatcher_.get());
+  if (!options_.probe_listen_addresses.empty()) {
+    if (Status s = StartProbes(); !s.ok()) {
+      Stop();
+      return s;
+    }
+  }
+  metrics_->Serve(server_->getContext(), probes_.get());
   return Status::Ok();
 }
 
+Status WebServer::StartProbes() {
+  std::map<std::string, ProbeServer::Route> routes;
+  for (const std::string& path : options_.probe_paths) {
+    auto it = routes_.find(path);
+    if (it == routes_.end()) continue;
+    const Handler& handler = it->second.handler;
+    routes[path] = [&handler, path] {
+      Request req;
+      req.method = "GET";
+      req.path = path;
+      Response r = handler(req);
+      return ProbeServer::Answer{r.status, r.shared_body ? *r.shared_body : std::move(r.body)};
+    };
+  }
+  ProbeServer::Options po;
+  po.listen_addresses = options_.probe_listen_addresses;
+  probes_ = std::make_unique<ProbeServer>(
+      po, std::move(routes),
+      [this] {
+        const std::shared_ptr<const WebConfig> cfg = config();
+        return cfg ? cfg->headers : std::vector<std::pair<std::string, std::string>>{};
+      },
+      [this](const std::string& path, int status, double seconds) {
+        metrics_->Observe(path, status, seconds);
+      });
+  return probes_->Start();
+}
+
 void WebServer::Stop() {
+  if (metrics_) metrics_->Serve(nullptr, nullptr);
+  if (probes_) probes_->Stop();
+  probes_.reset();
   if (!server_) return;
-  if (metrics_) metrics_->Serve(nullptr);
   CloseCivetServer(*server_);
   server_.reset();
 }
@@ -685,6 +760,10 @@ prometheus::Collectable* WebServer::metrics() const { return metrics_.get(); }
 
 std::vector<int> WebServer::ports() const {
   return server_ ? server_->getListeningPorts() : std::vector<int>{};
+}
+
+std::vector<int> WebServer::probe_ports() const {
+  return probes_ ? probes_->ports() : std::vector<int>{};
 }
 
 }  // namespace xpu::http

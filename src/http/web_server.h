@@ -13,6 +13,7 @@
 #include "common/mutex.h"
 #include "common/status.h"
 #include "http/basic_auth.h"
+#include "http/probe_server.h"
 #include "http/tls.h"
 #include "http/web_config.h"
 
@@ -66,13 +67,18 @@ using Handler = std::function<Response(const Request&)>;
 struct WebOptions {
   // Prometheus-style addresses: ":9445", "127.0.0.1:0".
   std::vector<std::string> listen_addresses;
-  // Requests other than the probes served at once (one civetweb worker
-  // each); one more waits briefly, may shed the longest-sending response
-  // (shed_after), else gets 503 (Dispatcher::AcquireSlot).
+  // Requests served at once (one civetweb worker each); one more waits
+  // briefly, may shed the longest-sending response (shed_after), else gets
+  // 503 (Dispatcher::AcquireSlot).
   int max_connections = 16;
-  // Workers on top of those that only the probe paths use (or a request
-  // waiting briefly for a slot).
+  // Workers on top of max_connections, where a request that finds every
+  // slot taken waits briefly for one or is answered 503 (rather than
+  // queueing unanswered). The flag's name is older than the probe listener.
   int reserved_probe_workers = 3;
+  // The probes' own listener (ProbeServer): "/-/healthy" and "/-/ready"
+  // answered off the worker pool. Empty: none (the probes are answered on
+  // the main port only, within its limits).
+  std::vector<std::string> probe_listen_addresses;
   int request_timeout_ms = 10000;  // civetweb's per-read/per-write wait
   // Deadline for a connection's TLS handshake plus request head (also for the
   // wait for the next request on a keep-alive connection), and the shorter
@@ -83,17 +89,21 @@ struct WebOptions {
   // Idle time allowed between two requests on a keep-alive connection.
   std::chrono::milliseconds keep_alive_timeout{2000};
   // Deadline for a whole response when the client sends no
-  // X-Prometheus-Scrape-Timeout-Seconds (that header, when sent, is used).
+  // X-Prometheus-Scrape-Timeout-Seconds (that header, when sent, can only
+  // shorten it).
   std::chrono::milliseconds response_timeout{30000};
   // A response older than this may be cut for a request that finds every
-  // slot taken (the oldest first: a slow reader is shed for a scrape).
+  // slot taken (the oldest first: a slow reader is shed for a scrape), and
+  // is cut while it waits for its reader and connections wait for a worker
+  // (civetweb patch 0002).
   std::chrono::milliseconds shed_after{1000};
   // Basic-auth password checks (bcrypt) running at once; more are refused
   // with 429 at once.
   int max_auth_checks = 2;
   std::shared_ptr<const WebConfig> web_config;  // TLS, basic auth, headers; may be null
-  // Paths exempt from basic auth (kubelet probes) unless protect_probes, and
-  // never refused for capacity.
+  // The probes' paths: exempt from basic auth unless protect_probes, and
+  // the paths the probe listener answers. On the main port they take a
+  // slot like any path.
   std::set<std::string> probe_paths;
   bool protect_probes = false;
 };
@@ -103,16 +113,20 @@ struct WebOptions {
 // Routes are added before Start(); handlers run on civetweb's worker threads
 // and must be thread-safe. Start()/Stop()/Reload() from the owning thread.
 //
-// Serving model (docs/reliability.md, "Serving"): civetweb gives each
-// connection a worker for its life. So that no client can keep the probes
-// from answering: the head (TLS handshake included) has a deadline inside
-// civetweb, short once half the workers wait for heads; each response has a
-// whole-response deadline; requests other than the probes use at most
-// max_connections workers and the probes have reserved_probe_workers more
-// (others wait up to 100 ms for a worker, then 503); keep-alive
-// ends ("Connection: close") whenever connections wait for a worker or the
-// pool is nearly full; bcrypt checks are capped (429 beyond). Owns its
-// metrics (xpu_exporter_http_*, metrics()).
+// Serving model (docs/reliability.md, "Serving"): the probes have a
+// listener of their own (ProbeServer, one thread reading every head off
+// non-blocking sockets), so no mix of clients of the main port can keep
+// them waiting. civetweb gives each main-port connection a worker for its
+// life, within limits: the head (TLS handshake included) has a deadline
+// inside civetweb, short once half the workers wait for heads, and cut
+// once it is older than busy_head_timeout while a connection waits for a
+// worker; each response has a whole-response deadline and is cut after
+// shed_after if it waits for its reader while connections wait; requests
+// use at most max_connections workers (one more waits up to 100 ms for a
+// slot, then 503); keep-alive ends ("Connection: close") whenever
+// connections wait for a worker, the pool is nearly full, or a connection
+// has had kMaxRequestsPerConnection; bcrypt checks are capped and shared
+// fairly (BasicAuth). Owns its metrics (xpu_exporter_http_*, metrics()).
 class WebServer {
  public:
   explicit WebServer(WebOptions options);
@@ -140,6 +154,9 @@ class WebServer {
   bool listening() const;
   // Bound ports, in the order of listen_addresses (after Start).
   std::vector<int> ports() const;
+  // The probe listener's bound ports, in the order of
+  // probe_listen_addresses (after Start; empty without one).
+  std::vector<int> probe_ports() const;
   // Request heads (TLS handshakes included) cut off at their deadline.
   uint64_t head_timeouts() const;
   // xpu_exporter_http_*: requests, durations, workers, connections cut or
@@ -152,6 +169,7 @@ class WebServer {
 
  private:
   class Dispatcher;
+  Status StartProbes();  // the probe listener, from Start
   class Metrics;
   struct RouteEntry {
     std::set<std::string> methods;
@@ -168,6 +186,12 @@ class WebServer {
   std::unique_ptr<Metrics> metrics_;
   std::unique_ptr<Dispatcher> dispatcher_;
   std::unique_ptr<CivetServer> server_;
+  std::unique_ptr<ProbeServer> probes_;
 };
+
+// The whole-response deadline in ms for a request that sent
+// X-Prometheus-Scrape-Timeout-Seconds as `scrape_timeout_header` (null: not
+// sent): the operator's `flag`, shortened by the header, never lengthened.
+int ResponseDeadlineMs(const char* scrape_timeout_header, std::chrono::milliseconds flag);
 
 }  // namespace xpu::http

@@ -165,6 +165,7 @@ TEST(ConfigTest, EveryFlagNamesWhoAppliesIt) {
     }
   }
   EXPECT_EQ(restart, (std::set<std::string>{"web.listen-address",
+                                            "web.probe-listen-address",
                                             "web.telemetry-path",
                                             "web.max-connections",
                                             "web.probes-require-auth",

@@ -522,6 +522,7 @@ TEST(ExporterReloadTest, EveryFlagIsAppliedByItsPartOrWaitsForARestart) {
       {"web.telemetry-path", {"/m", {"/m"}}},
       {"web.max-connections", {"9", {"9"}}},
       {"web.reserved-probe-connections", {"5", {"5"}}},
+      {"web.probe-listen-address", {"127.0.0.1:1", {"127.0.0.1:1"}}},
       {"web.head-timeout", {"7s", {"7s"}}},
       {"web.keep-alive-timeout", {"7s", {"7s"}}},
       {"web.response-timeout", {"7s", {"7s"}}},

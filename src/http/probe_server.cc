@@ -1,0 +1,420 @@
+#include "http/probe_server.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <spdlog/spdlog.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <array>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <list>
+#include <string_view>
+
+namespace xpu::http {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr size_t kMaxHead = 4096;
+constexpr size_t kMaxDrain = 64 * 1024;  // dropped after the head, then closed
+constexpr int kMaxAcceptsPerWake = 64;   // then the heads already in get read
+
+const char* ReasonPhrase(int status) {
+  switch (status) {
+    case 200:
+      return "OK";
+    case 400:
+      return "Bad Request";
+    case 404:
+      return "Not Found";
+    case 405:
+      return "Method Not Allowed";
+    case 431:
+      return "Request Header Fields Too Large";
+    case 503:
+      return "Service Unavailable";
+    default:
+      return "Status";
+  }
+}
+
+void CloseFd(int fd) {
+  if (fd >= 0) ::close(fd);
+}
+
+}  // namespace
+
+Status SplitListenAddress(const std::string& address, std::string* host, int* port) {
+  const size_t colon = address.rfind(':');
+  if (colon == std::string::npos)
+    return Status::InvalidArgument("listen address '" + address + "' lacks :port");
+  std::string h = address.substr(0, colon);
+  const std::string p = address.substr(colon + 1);
+  if (p.empty() || p.size() > 5 || p.find_first_not_of("0123456789") != std::string::npos ||
+      std::stoi(p) > 65535)
+    return Status::InvalidArgument("listen address '" + address + "': bad port '" + p + "'");
+  if (h.size() >= 2 && h.front() == '[' && h.back() == ']') {
+    h = h.substr(1, h.size() - 2);
+  } else if (h.find(':') != std::string::npos) {
+    return Status::InvalidArgument("listen address '" + address +
+                                   "': an IPv6 address needs brackets, e.g. [::1]:9446");
+  }
+  *host = h;
+  *port = std::stoi(p);
+  return Status::Ok();
+}
+
+// The loop: owns the listening sockets, the epoll set, the connections.
+// Built and bound on the owner thread (Start); Run on the loop thread; Wake
+// from the owner; counts() from any thread.
+class ProbeServer::Loop {
+ public:
+  Loop(const Options& options, std::map<std::string, Route> routes, Headers headers,
+       Observe observe)
+      : options_(options),
+        routes_(std::move(routes)),
+        headers_(std::move(headers)),
+        observe_(std::move(observe)) {}
+  ~Loop() {
+    for (Conn& c : conns_) CloseFd(c.fd);
+    for (int fd : listeners_) CloseFd(fd);
+    CloseFd(wake_);
+    CloseFd(epoll_);
+  }
+
+  Status Bind() {
+    epoll_ = epoll_create1(EPOLL_CLOEXEC);
+    wake_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (epoll_ < 0 || wake_ < 0) return Status::IoError(std::string("epoll: ") + strerror(errno));
+    Watch(wake_, EPOLLIN, &wake_);
+    for (const std::string& a : options_.listen_addresses) {
+      int fd = -1;
+      if (Status s = Listen(a, &fd); !s.ok()) return s;
+      listeners_.push_back(fd);
+      Watch(fd, EPOLLIN, &listeners_.back());
+    }
+    if (listeners_.empty()) return Status::InvalidArgument("no probe listen address");
+    return Status::Ok();
+  }
+
+  std::vector<int> Ports() const {
+    std::vector<int> out;
+    for (int fd : listeners_) {
+      sockaddr_storage sa{};
+      socklen_t len = sizeof sa;
+      getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len);
+      out.push_back(ntohs(sa.ss_family == AF_INET6
+                              ? reinterpret_cast<sockaddr_in6*>(&sa)->sin6_port
+                              : reinterpret_cast<sockaddr_in*>(&sa)->sin_port));
+    }
+    return out;
+  }
+
+  void Run() {
+    std::array<epoll_event, 64> events;
+    while (!stop_.load(std::memory_order_acquire)) {
+      const int n = epoll_wait(epoll_, events.data(), static_cast<int>(events.size()), WaitMs());
+      if (n < 0 && errno != EINTR) {
+        spdlog::error("probe listener: epoll_wait: {}", strerror(errno));
+        return;
+      }
+      for (int i = 0; i < n; ++i) {
+        void* tag = events[i].data.ptr;
+        if (tag == &wake_) continue;
+        if (IsListener(tag)) {
+          Accept(*static_cast<int*>(tag));
+        } else {
+          Service(*static_cast<std::list<Conn>::iterator*>(tag));
+        }
+      }
+      Expire();
+      for (const ConnIt it : dead_) conns_.erase(it);
+      dead_.clear();
+    }
+  }
+
+  void Wake() {
+    stop_.store(true, std::memory_order_release);
+    const uint64_t one = 1;
+    if (write(wake_, &one, sizeof one) < 0) {
+    }  // the loop also wakes at its next deadline
+  }
+
+  Counts counts() const {
+    Counts c;
+    c.answered = answered_.load(std::memory_order_relaxed);
+    c.deadline = deadline_.load(std::memory_order_relaxed);
+    c.evicted = evicted_.load(std::memory_order_relaxed);
+    c.bad = bad_.load(std::memory_order_relaxed);
+    return c;
+  }
+
+ private:
+  struct Conn {
+    int fd = -1;
+    Clock::time_point accepted;
+    std::string in;   // the head so far
+    std::string out;  // the answer, once the head is in
+    size_t sent = 0;
+    size_t drained = 0;     // bytes read and dropped after the head
+    bool answered = false;  // out is whole; after it is sent: drain to EOF
+    std::list<Conn>::iterator self;
+  };
+  using ConnIt = std::list<Conn>::iterator;
+
+  Status Listen(const std::string& address, int* out) {
+    std::string host;
+    int port = 0;
+    if (Status s = SplitListenAddress(address, &host, &port); !s.ok()) return s;
+    addrinfo hints{};
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+    addrinfo* res = nullptr;
+    const std::string service = std::to_string(port);
+    // Every interface: IPv6 and IPv4 on one socket, IPv4 alone where the
+    // kernel has no IPv6.
+    std::vector<std::string> tries =
+        host.empty() ? std::vector<std::string>{"::", "0.0.0.0"} : std::vector<std::string>{host};
+    std::string why;
+    for (const std::string& h : tries) {
+      if (int rc = getaddrinfo(h.c_str(), service.c_str(), &hints, &res); rc != 0) {
+        why = gai_strerror(rc);
+        continue;
+      }
+      const int fd = socket(res->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+      const int on = 1, off = 0;
+      bool ok = fd >= 0;
+      if (ok) {
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
+        if (res->ai_family == AF_INET6 && host.empty())
+          setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof off);
+        ok = bind(fd, res->ai_addr, res->ai_addrlen) == 0 && listen(fd, SOMAXCONN) == 0;
+      }
+      why = strerror(errno);
+      freeaddrinfo(res);
+      if (ok) {
+        *out = fd;
+        return Status::Ok();
+      }
+      CloseFd(fd);
+    }
+    return Status::IoError("cannot listen on " + address + " (probes): " + why);
+  }
+
+  void Watch(int fd, uint32_t events, void* tag) {
+    epoll_event ev{};
+    ev.events = events;
+    ev.data.ptr = tag;
+    epoll_ctl(epoll_, EPOLL_CTL_ADD, fd, &ev);
+  }
+  bool IsListener(const void* tag) const {
+    for (const int& fd : listeners_)
+      if (tag == &fd) return true;
+    return false;
+  }
+
+  // Until the oldest connection's deadline: connections live in accept
+  // order, all with the same deadline.
+  int WaitMs() const {
+    if (conns_.empty()) return -1;
+    const auto left = conns_.front().accepted + options_.deadline - Clock::now();
+    const auto ms = std::chrono::ceil<std::chrono::milliseconds>(left).count();
+    return ms <= 0 ? 0 : static_cast<int>(ms);
+  }
+
+  void Accept(int listener) {
+    for (int i = 0; i < kMaxAcceptsPerWake; ++i) {
+      const int fd = accept4(listener, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+      if (fd < 0) return;  // EAGAIN, or out of descriptors: the rest wait in the backlog
+      if (alive_ >= std::max<size_t>(1, options_.max_connections)) {
+        for (ConnIt oldest = conns_.begin(); oldest != conns_.end(); ++oldest) {
+          if (oldest->fd < 0) continue;
+          evicted_.fetch_add(1, std::memory_order_relaxed);
+          Kill(oldest);
+          break;
+        }
+      }
+      const int on = 1;
+      setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof on);
+      conns_.push_back(Conn{});
+      const ConnIt it = std::prev(conns_.end());
+      it->fd = fd;
+      it->accepted = Clock::now();
+      it->self = it;
+      ++alive_;
+      Watch(fd, EPOLLIN | EPOLLOUT | EPOLLET | EPOLLRDHUP, &it->self);
+      Service(it);  // the head is usually in with the connection
+    }
+  }
+
+  // Reads what came, answers once the head is whole, writes what fits.
+  void Service(ConnIt it) {
+    Conn& c = *it;
+    if (c.fd < 0) return;
+    char buf[2048];
+    for (;;) {
+      const ssize_t n = read(c.fd, buf, sizeof buf);
+      if (n > 0) {
+        if (c.answered) {
+          // A second request, or a body: never read as one, dropped up to
+          // a bound (a client that keeps sending is closed).
+          c.drained += static_cast<size_t>(n);
+          if (c.drained > kMaxDrain) return Kill(it);
+          continue;
+        }
+        c.in.append(buf, static_cast<size_t>(n));
+        if (c.in.size() > kMaxHead && c.in.find("\r\n\r\n") == std::string::npos) {
+          bad_.fetch_add(1, std::memory_order_relaxed);
+          Reply(&c, "", {431, "431 request head too large\n"}, false);
+        } else {
+          Parse(&c);
+        }
+        continue;
+      }
+      // The client closed (after reading its answer, usually) or failed.
+      if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) return Kill(it);
+      if (errno != EINTR) break;
+    }
+    Flush(it);
+  }
+
+  void Parse(Conn* c) {
+    size_t end = c->in.find("\r\n\r\n");
+    if (end == std::string::npos) end = c->in.find("\n\n");
+    if (end == std::string::npos) return;
+    const std::string_view head(c->in.data(), end);
+    const std::string_view line = head.substr(0, head.find_first_of("\r\n"));
+    const size_t sp1 = line.find(' ');
+    const size_t sp2 = sp1 == std::string_view::npos ? sp1 : line.find(' ', sp1 + 1);
+    if (sp2 == std::string_view::npos || line.substr(sp2 + 1).substr(0, 7) != "HTTP/1.") {
+      bad_.fetch_add(1, std::memory_order_relaxed);
+      Reply(c, "", {400, "400 bad request\n"}, false);
+      return;
+    }
+    const std::string method(line.substr(0, sp1));
+    std::string path(line.substr(sp1 + 1, sp2 - sp1 - 1));
+    if (const size_t q = path.find('?'); q != std::string::npos) path.resize(q);
+    const auto route = routes_.find(path);
+    if (route == routes_.end()) {
+      Reply(c, "other", {404, "404 page not found\n"}, method == "HEAD");
+    } else if (method != "GET" && method != "HEAD") {
+      Reply(c, path, {405, "405 method not allowed\n"}, false);
+    } else {
+      Reply(c, path, route->second(), method == "HEAD");
+    }
+  }
+
+  void Reply(Conn* c, const std::string& handler, const ProbeServer::Answer& a, bool head) {
+    std::string& out = c->out;
+    out.append("HTTP/1.1 ")
+        .append(std::to_string(a.status))
+        .append(" ")
+        .append(ReasonPhrase(a.status))
+        .append("\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: ")
+        .append(std::to_string(a.body.size()))
+        .append("\r\nConnection: close\r\n");
+    if (a.status == 405) out.append("Allow: GET, HEAD\r\n");
+    if (headers_) {
+      for (const auto& [k, v] : headers_()) out.append(k).append(": ").append(v).append("\r\n");
+    }
+    out.append("\r\n");
+    if (!head) out.append(a.body);
+    c->answered = true;
+    c->in.clear();
+    c->in.shrink_to_fit();
+    answered_.fetch_add(1, std::memory_order_relaxed);
+    if (observe_ && !handler.empty())
+      observe_(handler, a.status,
+               std::chrono::duration<double>(Clock::now() - c->accepted).count());
+  }
+
+  // Writes what the socket takes; once all is out, ends the sending side
+  // and waits (still within the deadline) for the client to close, so that
+  // unread pipelined bytes do not turn the close into a reset that loses
+  // the answer.
+  void Flush(ConnIt it) {
+    Conn& c = *it;
+    if (!c.answered || c.sent == c.out.size()) return;
+    while (c.sent < c.out.size()) {
+      const ssize_t n = send(c.fd, c.out.data() + c.sent, c.out.size() - c.sent, MSG_NOSIGNAL);
+      if (n > 0) {
+        c.sent += static_cast<size_t>(n);
+        continue;
+      }
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;  // EPOLLOUT resumes
+      return Kill(it);
+    }
+    shutdown(c.fd, SHUT_WR);
+  }
+
+  // Connections past their deadline (oldest first): the head never came
+  // whole, the answer was not read, or the client did not close.
+  void Expire() {
+    const auto now = Clock::now();
+    for (ConnIt it = conns_.begin(); it != conns_.end(); ++it) {
+      if (now - it->accepted < options_.deadline) break;
+      if (it->fd < 0) continue;
+      if (!(it->answered && it->sent == it->out.size()))
+        deadline_.fetch_add(1, std::memory_order_relaxed);
+      Kill(it);
+    }
+  }
+
+  // Closes the connection (which leaves the epoll set with it); its row
+  // goes at the end of the round, as later events of the round may name it.
+  void Kill(ConnIt it) {
+    if (it->fd < 0) return;
+    CloseFd(it->fd);
+    it->fd = -1;
+    --alive_;
+    dead_.push_back(it);
+  }
+
+  const Options& options_;
+  const std::map<std::string, Route> routes_;
+  const Headers headers_;
+  const Observe observe_;
+  int epoll_ = -1;
+  int wake_ = -1;
+  std::list<int> listeners_;  // stable addresses: the epoll tags
+  std::list<Conn> conns_;     // accept order
+  std::vector<ConnIt> dead_;  // closed this round, erased at its end
+  size_t alive_ = 0;          // conns_ with an open socket
+  std::atomic<bool> stop_{false};
+  std::atomic<uint64_t> answered_{0}, deadline_{0}, evicted_{0}, bad_{0};
+};
+
+ProbeServer::ProbeServer(Options options, std::map<std::string, Route> routes, Headers headers,
+                         Observe observe)
+    : options_(std::move(options)),
+      loop_(std::make_unique<Loop>(options_, std::move(routes), std::move(headers),
+                                   std::move(observe))) {}
+
+ProbeServer::~ProbeServer() { Stop(); }
+
+Status ProbeServer::Start() {
+  if (Status s = loop_->Bind(); !s.ok()) return s;
+  thread_ = std::thread([this] { loop_->Run(); });
+  return Status::Ok();
+}
+
+void ProbeServer::Stop() {
+  if (!thread_.joinable()) return;
+  loop_->Wake();
+  thread_.join();
+}
+
+std::vector<int> ProbeServer::ports() const { return loop_->Ports(); }
+
+ProbeServer::Counts ProbeServer::counts() const { return loop_->counts(); }
+
+}  // namespace xpu::http
