@@ -1,21 +1,33 @@
 #pragma once
 
+#include <chrono>
+#include <list>
 #include <map>
 #include <set>
 #include <string>
+#include <unordered_map>
 
 #include "common/mutex.h"
 
 namespace xpu::http {
 
 // Checks HTTP basic credentials against bcrypt hashes (exporter-toolkit's
-// basic_auth_users). bcrypt costs tens of milliseconds by design, so
-// credentials that verified are remembered (as a SHA-256 of user, password
-// and hash, at most 1024 of them) until Clear(); an unknown user still
-// costs one bcrypt, so timing does not reveal user names. At most
-// `max_checks` bcrypt runs happen at once: a request that would start one
-// more is throttled at once, without bcrypt (remembered credentials never
-// need a run, so a flood of wrong passwords cannot slow a known scraper).
+// basic_auth_users). bcrypt costs tens of milliseconds by design, so no
+// attacker may turn it against a valid client:
+// - credentials that verified are remembered (as a SHA-256 of user,
+//   password and hash, at most 1024) until Clear(), and so are credentials
+//   that failed: a flood repeating a wrong password costs no bcrypt after
+//   its first try;
+// - at most `max_checks` bcrypt runs happen at once; a check that finds them
+//   taken waits for one, at most kMaxWait, among at most kMaxWaiters (more
+//   are refused at once: kThrottled). A freed run goes to the waiter whose
+//   client address and user name have failed least lately, the newest
+//   among equals (adaptive LIFO: the flood's oldest tries give up), so a
+//   valid client is checked within about one run even while its own
+//   address floods wrong passwords for another user (for its own user name
+//   from its own address nothing tells it from the flood: it competes);
+// - an unknown user still costs one bcrypt, so timing does not reveal user
+//   names.
 // Thread-safe: called from every HTTP worker.
 class BasicAuth {
  public:
@@ -23,23 +35,51 @@ class BasicAuth {
   explicit BasicAuth(int max_checks = 2) : max_checks_(max_checks > 0 ? max_checks : 1) {}
 
   // Whether the Authorization header `authorization` names a user of `users`
-  // with the right password; kThrottled when it would need a bcrypt run and
-  // max_checks are running. Probes (--web.probes-require-auth) have one run
-  // of their own, so a flood elsewhere never throttles them.
+  // with the right password; kThrottled when it needed a bcrypt run and none
+  // came free in time. `client` is the peer's address (fairness). Probes
+  // (--web.probes-require-auth) have one run of their own.
   Result Verify(const std::map<std::string, std::string>& users, const std::string& authorization,
-                bool probe = false);
+                const std::string& client = "", bool probe = false);
   bool Check(const std::map<std::string, std::string>& users, const std::string& authorization) {
     return Verify(users, authorization) == Result::kOk;
   }
-  // Forgets what verified (the users changed).
+  // Forgets what verified or failed (the users changed).
   void Clear();
+  // Checks refused because no run came free in time (any thread).
+  uint64_t throttled() const;
+
+  static constexpr std::chrono::milliseconds kMaxWait{500};
+  static constexpr size_t kMaxWaiters = 64;
 
  private:
+  using Clock = std::chrono::steady_clock;
+  struct Waiter {
+    const std::string* client;  // its address (the waiting caller's)
+    uint64_t arrival;           // newer: larger
+    bool granted = false;
+  };
+  // Takes a bcrypt run for `client`, waiting as above; false: throttled.
+  bool Acquire(MutexLock& lock, const std::string& client) XPU_REQUIRES(mu_);
+  void Release(bool failed, const std::string& client) XPU_REQUIRES(mu_);
+  int FailuresOf(const std::string& client, Clock::time_point now) XPU_REQUIRES(mu_);
+
   const int max_checks_;
-  Mutex mu_;
+  mutable Mutex mu_;
+  CondVar granted_cv_;
   std::set<std::string> verified_ XPU_GUARDED_BY(mu_);
+  std::set<std::string> denied_ XPU_GUARDED_BY(mu_);
   int running_ XPU_GUARDED_BY(mu_) = 0;             // bcrypt runs now
   bool probe_running_ XPU_GUARDED_BY(mu_) = false;  // the probes' own run
+  std::list<Waiter> waiters_ XPU_GUARDED_BY(mu_);
+  uint64_t arrivals_ XPU_GUARDED_BY(mu_) = 0;
+  uint64_t throttled_ XPU_GUARDED_BY(mu_) = 0;
+  // Recent failures by client address (forgotten after a quiet minute; at
+  // most 4096 addresses).
+  struct Failures {
+    int count = 0;
+    Clock::time_point last;
+  };
+  std::unordered_map<std::string, Failures> failures_ XPU_GUARDED_BY(mu_);
 };
 
 }  // namespace xpu::http
