@@ -1,7 +1,8 @@
 // HTTP requests: the header parsers on their own (Accept-Encoding,
 // Authorization, listen addresses), and whole requests sent as raw bytes to a
-// real WebServer on loopback with basic auth on, whose answer must be a
-// well-formed status line or nothing.
+// real WebServer on loopback with basic auth on, and to its probe listener
+// (ProbeServer), whose answers must be well-formed or nothing (at most one
+// from the probe listener, which answers one request per connection).
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -35,6 +36,7 @@ xpu::http::WebServer* Server() {
       abort();
     o.web_config = cfg;
     o.probe_paths = {"/-/healthy"};
+    o.probe_listen_addresses = {"127.0.0.1:0"};
     auto* s = new xpu::http::WebServer(o);  // lives for the process
     auto ok = [](const xpu::http::Request&) {
       return xpu::http::Response{200, "text/plain", "ok\n", {}};
@@ -115,7 +117,8 @@ void CheckAnswers(const std::string& answer) {
     abort();
 }
 
-void SendRaw(int port, const std::string& request) {
+// Sends `request` and returns every byte of the answer (checked).
+std::string SendRaw(int port, const std::string& request) {
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_port = htons(static_cast<uint16_t>(port));
@@ -144,6 +147,7 @@ void SendRaw(int port, const std::string& request) {
   }
   close(fd);
   CheckAnswers(answer);
+  return answer;
 }
 
 }  // namespace
@@ -160,5 +164,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string civet;
   (void)xpu::http::WebServer::ToCivetPort(text, &civet);
   SendRaw(Server()->ports().at(0), text);
+  const std::string probe = SendRaw(Server()->probe_ports().at(0), text);
+  if (probe.find("HTTP/", 1) != std::string::npos) Bad("more than one probe answer", probe);
+  if (!probe.empty() && probe.find("Connection: close\r\n") == std::string::npos)
+    Bad("probe answer without Connection: close", probe);
   return 0;
 }

@@ -16,11 +16,14 @@ inline bool MakeCert(const std::string& dir, const std::string& name) {
   return std::system(cmd.c_str()) == 0;
 }
 
+// A web config serving `name`'s pair from `dir`, with `rest` (more
+// top-level keys) after it.
 inline std::shared_ptr<const WebConfig> TlsConfigFor(const std::string& dir,
-                                                     const std::string& name) {
+                                                     const std::string& name,
+                                                     const std::string& rest = "") {
   std::shared_ptr<const WebConfig> cfg;
   const Status s = WebConfig::Parse("tls_server_config:\n  cert_file: " + dir + "/" + name +
-                                        ".crt\n  key_file: " + dir + "/" + name + ".key\n",
+                                        ".crt\n  key_file: " + dir + "/" + name + ".key\n" + rest,
                                     "test", &cfg);
   return s.ok() ? cfg : nullptr;
 }
