@@ -53,6 +53,17 @@ else:
         errors.append("readiness probe is not /-/ready")
     if c["ports"][0]["containerPort"] != 9445:
         errors.append("container port is not 9445")
+    # The probes go to the probe listener (--web.probe-listen-address), the
+    # port named for them, so no client of the main port can make them wait.
+    ports = {p["name"]: p["containerPort"] for p in c["ports"]}
+    probe_args = [a for a in c["args"] if a.startswith("--web.probe-listen-address=")]
+    if not probe_args:
+        errors.append("no --web.probe-listen-address")
+    elif "probes" not in ports or not probe_args[0].endswith(":" + str(ports["probes"])):
+        errors.append("no container port 'probes' matching --web.probe-listen-address")
+    for kind in ("livenessProbe", "readinessProbe"):
+        if c[kind]["httpGet"]["port"] != "probes":
+            errors.append(f"{kind} does not use the probe listener's port")
     mounts = {m["mountPath"] for m in c["volumeMounts"]}
     if "/run/amp/eKitC/xdm/sockets" not in mounts:
         errors.append("XDM socket directory not mounted")
