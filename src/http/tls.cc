@@ -3,7 +3,9 @@
 #include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/ssl.h>
+#include <sys/stat.h>
 
+#include <cerrno>
 #include <memory>
 
 #include "common/file_util.h"
@@ -99,6 +101,26 @@ Status DigestTlsFiles(const TlsConfig& tls, std::string* out) {
   EVP_DigestFinal_ex(md.get(), digest, &len);
   out->assign(reinterpret_cast<const char*>(digest), len);
   return Status::Ok();
+}
+
+std::string TlsFilesSignature(const TlsConfig& tls) {
+  std::string out;
+  for (const std::string* path : {&tls.cert_file, &tls.key_file, &tls.client_ca_file}) {
+    if (path->empty()) continue;
+    struct stat st {};
+    if (stat(path->c_str(), &st) != 0) {
+      out += "!" + std::to_string(errno) + ";";
+      continue;
+    }
+    for (const long long v :
+         {static_cast<long long>(st.st_dev), static_cast<long long>(st.st_ino),
+          static_cast<long long>(st.st_size), static_cast<long long>(st.st_mtim.tv_sec),
+          static_cast<long long>(st.st_mtim.tv_nsec), static_cast<long long>(st.st_ctim.tv_sec),
+          static_cast<long long>(st.st_ctim.tv_nsec)})
+      out += std::to_string(v) + ",";
+    out += ";";
+  }
+  return out;
 }
 
 TlsContextSwitch::~TlsContextSwitch() {

@@ -25,6 +25,13 @@ Status CheckTls(const TlsConfig& tls);
 // a certificate rotated under the same path counts as a change.
 Status DigestTlsFiles(const TlsConfig& tls, std::string* out);
 
+// A cheap signature of the TLS files as they are now, no file read: for each
+// of the certificate, key and CA paths, the device, inode, size and change
+// times of what it leads to (symlinks followed, so a Kubernetes Secret's
+// `..data` swap, a rename onto it and a write in place all change it), or
+// the error of stat.
+std::string TlsFilesSignature(const TlsConfig& tls);
+
 // The TLS context every new handshake of a server takes. civetweb builds one
 // SSL_CTX at start; a reload builds a new one from the re-read files (Load)
 // and each later handshake moves its SSL onto it when its ClientHello

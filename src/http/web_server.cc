@@ -162,6 +162,15 @@ class WebServer::Metrics : public prometheus::Collectable {
     MutexLock lock(mu_);
     ++(throttled ? throttled_ : capacity_);
   }
+  void CertificateReload(bool ok) {
+    MutexLock lock(mu_);
+    ++(ok ? cert_loaded_ : cert_failed_);
+  }
+  // The certificate files are followed (TLS on): their counter is shown.
+  void FollowsCertificates() {
+    MutexLock lock(mu_);
+    certs_followed_ = true;
+  }
   // The civetweb context to read the load of; null before Start and once
   // Stop begins (the context is freed after).
   void Serve(const mg_context* ctx, const ProbeServer* probes) {
@@ -222,6 +231,22 @@ class WebServer::Metrics : public prometheus::Collectable {
       }
       out.push_back(std::move(requests));
       out.push_back(std::move(refused));
+      if (certs_followed_) {
+        MetricFamily certs{"xpu_exporter_tls_certificate_reloads_total",
+                           "Certificate files that changed on disk and were loaded for new "
+                           "handshakes without a reload, by result (failure: they did not "
+                           "load, the ones in force were kept).",
+                           MetricType::Counter,
+                           {}};
+        for (const auto& [result, n] : {std::pair<const char*, uint64_t>{"failure", cert_failed_},
+                                        {"success", cert_loaded_}}) {
+          ClientMetric m;
+          m.label = {{"result", result}};
+          m.counter.value = static_cast<double>(n);
+          certs.metric.push_back(std::move(m));
+        }
+        out.push_back(std::move(certs));
+      }
       out.push_back(std::move(durations));
     }
     mg_server_load load{};
@@ -302,6 +327,9 @@ class WebServer::Metrics : public prometheus::Collectable {
   std::map<std::string, PerHandler> handlers_ XPU_GUARDED_BY(mu_);  // never erased
   uint64_t capacity_ XPU_GUARDED_BY(mu_) = 0;
   uint64_t throttled_ XPU_GUARDED_BY(mu_) = 0;
+  uint64_t cert_loaded_ XPU_GUARDED_BY(mu_) = 0;
+  uint64_t cert_failed_ XPU_GUARDED_BY(mu_) = 0;
+  bool certs_followed_ XPU_GUARDED_BY(mu_) = false;
   mutable Mutex ctx_mu_;
   const mg_context* ctx_ XPU_GUARDED_BY(ctx_mu_) = nullptr;
   const ProbeServer* probes_ XPU_GUARDED_BY(ctx_mu_) = nullptr;
@@ -603,8 +631,12 @@ Status WebServer::Reload(const std::shared_ptr<const WebConfig>& config) {
     kept->tls = old ? old->tls : std::nullopt;
     apply = kept;
   } else if (config && config->tls && server_ && !(old && old->tls && *old->tls == *config->tls)) {
+    const std::string signature = TlsFilesSignature(*config->tls);
     if (Status s = tls_->Load(*config->tls); !s.ok())
       return Status::InvalidArgument("TLS: " + s.message() + "; kept the old TLS settings");
+    MutexLock lock(cert_mu_);
+    cert_signature_ = signature;
+    cert_failed_signature_.clear();
   }
   {
     MutexLock lock(config_mu_);
@@ -663,8 +695,11 @@ Status WebServer::Start() {
   }
   if (ports.empty()) return Status::InvalidArgument("no listen address");
   if (tls) {
+    const std::string signature = TlsFilesSignature(*cfg->tls);
     if (Status s = tls_->Load(*cfg->tls); !s.ok())
       return Status::InvalidArgument("TLS: " + s.message());
+    MutexLock lock(cert_mu_);
+    cert_signature_ = signature;
   }
   const auto ms = [](std::chrono::milliseconds d) { return std::to_string(d.count()); };
   std::vector<std::string> opts = {
@@ -710,7 +745,35 @@ Status WebServer::Start() {
     }
   }
   metrics_->Serve(server_->getContext(), probes_.get());
+  if (tls) {
+    metrics_->FollowsCertificates();
+    cert_watch_.Start([this] {
+      while (cert_watch_.SleepFor(kCertificatePoll)) FollowCertificates();
+    });
+  }
   return Status::Ok();
+}
+
+void WebServer::FollowCertificates() {
+  const std::shared_ptr<const WebConfig> cfg = config();
+  if (!cfg || !cfg->tls) return;
+  const std::string signature = TlsFilesSignature(*cfg->tls);
+  {
+    MutexLock lock(cert_mu_);
+    if (signature == cert_signature_ || signature == cert_failed_signature_) return;
+  }
+  const Status s = tls_->Load(*cfg->tls);
+  MutexLock lock(cert_mu_);
+  if (s.ok()) {
+    cert_signature_ = signature;
+    cert_failed_signature_.clear();
+    spdlog::info("TLS: the certificate files changed; new handshakes use them");
+  } else {
+    cert_failed_signature_ = signature;
+    spdlog::error("TLS: the certificate files changed but do not load; kept the ones in force: {}",
+                  s.message());
+  }
+  metrics_->CertificateReload(s.ok());
 }
 
 Status WebServer::StartProbes() {
@@ -742,6 +805,7 @@ Status WebServer::StartProbes() {
 }
 
 void WebServer::Stop() {
+  cert_watch_.Stop();
   if (metrics_) metrics_->Serve(nullptr, nullptr);
   if (probes_) probes_->Stop();
   probes_.reset();

@@ -12,6 +12,7 @@
 
 #include "common/mutex.h"
 #include "common/status.h"
+#include "common/worker.h"
 #include "http/basic_auth.h"
 #include "http/probe_server.h"
 #include "http/tls.h"
@@ -140,6 +141,12 @@ class WebServer {
 
   Status Start();
   void Stop();
+  // While TLS is on, a thread looks at the certificate, key and CA files
+  // every second (TlsFilesSignature: stat only) and loads them when they
+  // changed, as exporter-toolkit re-reads them per handshake: a rotated
+  // Secret is served to new handshakes within a second or two, no reload
+  // needed; a pair that does not load (half written, mismatched) keeps the
+  // one in force, counted and logged once until the files change again.
   // Applies a re-read web config (SIGHUP): auth and headers at once; new TLS
   // settings (also new contents under the same file names) are loaded into a
   // new TLS context that every later handshake uses; the listeners are never
@@ -169,7 +176,9 @@ class WebServer {
 
  private:
   class Dispatcher;
-  Status StartProbes();  // the probe listener, from Start
+  Status StartProbes();       // the probe listener, from Start
+  void FollowCertificates();  // the certificate watcher's round
+  static constexpr std::chrono::seconds kCertificatePoll{1};
   class Metrics;
   struct RouteEntry {
     std::set<std::string> methods;
@@ -187,6 +196,13 @@ class WebServer {
   std::unique_ptr<Dispatcher> dispatcher_;
   std::unique_ptr<CivetServer> server_;
   std::unique_ptr<ProbeServer> probes_;
+  // The certificate watcher (FollowCertificates) and what it last saw: the
+  // files' signature in force, and one that failed to load (not retried
+  // until the files change again).
+  Worker cert_watch_;
+  Mutex cert_mu_;
+  std::string cert_signature_ XPU_GUARDED_BY(cert_mu_);
+  std::string cert_failed_signature_ XPU_GUARDED_BY(cert_mu_);
 };
 
 // The whole-response deadline in ms for a request that sent

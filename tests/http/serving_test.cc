@@ -15,6 +15,8 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
+#include <ctime>
 #include <map>
 #include <memory>
 #include <string>
@@ -519,6 +521,74 @@ TEST_F(ServingTest, CertificateRotatesWithoutRestartingTheListener) {
   EXPECT_EQ(fingerprint(""), of_file("b"));
 }
 
+// A Kubernetes Secret rotated the way the kubelet rotates it (a new
+// timestamped directory, then the `..data` symlink swapped onto it): new
+// handshakes get the new certificate within 5 s, with no reload. A broken
+// pair (a new certificate with the old key) keeps the one in force and is
+// counted once; the next good pair, and a write in place, are served.
+TEST_F(ServingTest, CertificateFollowsItsFilesWithoutAReload) {
+  xpu::testing::TempDir dir;
+  const std::string d = dir.path();
+  for (const char* n : {"a", "b", "c"}) ASSERT_TRUE(MakeCert(d, n));
+  const auto sh = [](const std::string& cmd) {
+    return xpu::testing::RunCommand(cmd + " && echo ok");
+  };
+  // The kubelet's layout: tls.crt -> ..data/tls.crt, ..data -> ..<version>.
+  const auto publish = [&](const std::string& version, const std::string& crt,
+                           const std::string& key) {
+    return sh("mkdir " + d + "/.." + version + " && cp " + d + "/" + crt + ".crt " + d + "/.." +
+              version + "/tls.crt && cp " + d + "/" + key + ".key " + d + "/.." + version +
+              "/tls.key && ln -sfn .." + version + " " + d + "/..data_tmp && mv -T " + d +
+              "/..data_tmp " + d + "/..data");
+  };
+  ASSERT_EQ(publish("v1", "a", "a"), "ok\n");
+  ASSERT_EQ(sh("ln -s ..data/tls.crt " + d + "/tls.crt && ln -s ..data/tls.key " + d + "/tls.key"),
+            "ok\n");
+  std::shared_ptr<const WebConfig> cfg;
+  ASSERT_TRUE(WebConfig::Parse("tls_server_config:\n  cert_file: " + d +
+                                   "/tls.crt\n  key_file: " + d + "/tls.key\n",
+                               "test", &cfg)
+                  .ok());
+  Start(cfg);
+  const auto served = [&] {
+    return xpu::testing::RunCommand(
+        "echo | openssl s_client -connect 127.0.0.1:" + std::to_string(port_) +
+        " 2>/dev/null | openssl x509 -noout -fingerprint -sha256");
+  };
+  const auto of_file = [&](const std::string& name) {
+    return xpu::testing::RunCommand("openssl x509 -noout -fingerprint -sha256 -in " + d + "/" +
+                                    name + ".crt");
+  };
+  ASSERT_FALSE(of_file("a").empty());
+  EXPECT_EQ(served(), of_file("a"));
+  const auto reloads = [&](const char* result) {
+    return Sample(*server_, "xpu_exporter_tls_certificate_reloads_total", {{"result", result}});
+  };
+  EXPECT_EQ(reloads("success"), 0);
+
+  ASSERT_EQ(publish("v2", "b", "b"), "ok\n");
+  EXPECT_TRUE(
+      xpu::testing::WaitFor([&] { return served() == of_file("b"); }, std::chrono::seconds(5)));
+  EXPECT_EQ(reloads("success"), 1);
+
+  // A certificate without its key: refused, b still served, counted once.
+  ASSERT_EQ(publish("v3", "c", "b"), "ok\n");
+  ASSERT_TRUE(
+      xpu::testing::WaitFor([&] { return reloads("failure") >= 1; }, std::chrono::seconds(5)));
+  EXPECT_EQ(served(), of_file("b"));
+  EXPECT_EQ(reloads("failure"), 1);  // not retried while the files stay as they are
+
+  ASSERT_EQ(publish("v4", "c", "c"), "ok\n");
+  EXPECT_TRUE(
+      xpu::testing::WaitFor([&] { return served() == of_file("c"); }, std::chrono::seconds(5)));
+  // A write in place (no symlink swap), key first then certificate.
+  ASSERT_EQ(sh("cat " + d + "/a.key > " + d + "/..v4/tls.key && cat " + d + "/a.crt > " + d +
+               "/..v4/tls.crt"),
+            "ok\n");
+  EXPECT_TRUE(
+      xpu::testing::WaitFor([&] { return served() == of_file("a"); }, std::chrono::seconds(5)));
+}
+
 // --- Mixes of attackers (issue 37): every kind at once, plain and TLS, with
 // a probe of the probe listener every 250 ms for 10 s, each answered within
 // 1 s, and a scrape with credentials never seen before within 2 s.
@@ -671,6 +741,56 @@ TEST_P(ServingMixTest, PinnersAHandshakeFloodAndSlowReaders) {
   Attack(8, [big](const std::atomic<bool>& stop) { ReadSlowlyOver(big, "prom:s3cret", stop); });
   ASSERT_TRUE(Holds(12));
   ExpectProbesAndAScrape();
+}
+
+// A seeded random schedule of every attacker kind at once, for 30 s (the
+// slow tier runs it: `http_probe_mix`, XPU_PROBE_MIX_SECONDS): each round
+// starts a random attacker (pinner, idle-connection opener, pipeliner on
+// either port, handshake flooder, slow reader, wrong-password flooder) until
+// 48 run, while probes go every 250 ms; the same verdict as the mixes.
+TEST_P(ServingMixTest, SeededScheduleOfEveryAttackerKind) {
+  const char* seconds_env = std::getenv("XPU_PROBE_MIX_SECONDS");
+  if (seconds_env == nullptr) GTEST_SKIP() << "slow tier: set XPU_PROBE_MIX_SECONDS";
+  const int seconds = std::max(10, std::atoi(seconds_env));
+  const unsigned seed = static_cast<unsigned>(std::time(nullptr));
+  std::printf("seed %u\n", seed);
+  std::srand(seed);
+  const std::string nope = Url("/nope"), big = Url("/big"), metrics = Url("/metrics");
+  const int port = port_, probe_port = probe_port_;
+  for (int i = 0; i < 48; ++i) {
+    switch (std::rand() % 7) {
+      case 0:
+        Attack(1, [nope](const std::atomic<bool>& stop) { PinWithKeepAlive(nope, stop); });
+        break;
+      case 1:
+        Attack(1, [port, every = milliseconds(20 + std::rand() % 200)](
+                      const std::atomic<bool>& stop) { OpenIdleConnections(port, every, stop); });
+        break;
+      case 2:
+        Attack(1, [target = std::rand() % 2 ? port : probe_port](const std::atomic<bool>& stop) {
+          PipelineProbesNeverRead(target, stop);
+        });
+        break;
+      case 3:
+        Attack(1, [metrics](const std::atomic<bool>& stop) { HandshakeFlood(metrics, stop); });
+        break;
+      case 4:
+        Attack(1,
+               [big](const std::atomic<bool>& stop) { ReadSlowlyOver(big, "prom:s3cret", stop); });
+        break;
+      case 5:
+        Attack(1, [metrics, this](const std::atomic<bool>& stop) {
+          FloodWrongPasswords(metrics, "prom", &throttled_, stop);
+        });
+        break;
+      default:
+        Attack(1, [probe_port](const std::atomic<bool>& stop) {
+          OpenIdleConnections(probe_port, milliseconds(5), stop);
+        });
+        break;
+    }
+  }
+  ExpectProbesAndAScrape(seconds);
 }
 
 INSTANTIATE_TEST_SUITE_P(PlainAndTls, ServingMixTest, ::testing::Bool(),
