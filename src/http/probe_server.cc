@@ -18,14 +18,16 @@
 #include <list>
 #include <string_view>
 
+#include "common/file_util.h"
+
 namespace xpu::http {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 
 constexpr size_t kMaxHead = 4096;
-constexpr size_t kMaxDrain = 64 * 1024;  // dropped after the head, then closed
-constexpr int kMaxAcceptsPerWake = 64;   // then the heads already in get read
+constexpr size_t kMaxDrain = size_t{64} * 1024;  // dropped after the head, then closed
+constexpr int kMaxAcceptsPerWake = 64;           // then the heads already in get read
 
 const char* ReasonPhrase(int status) {
   switch (status) {
@@ -93,7 +95,7 @@ class ProbeServer::Loop {
   Status Bind() {
     epoll_ = epoll_create1(EPOLL_CLOEXEC);
     wake_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (epoll_ < 0 || wake_ < 0) return Status::IoError(std::string("epoll: ") + strerror(errno));
+    if (epoll_ < 0 || wake_ < 0) return Status::IoError("epoll: " + ErrnoText(errno));
     Watch(wake_, EPOLLIN, &wake_);
     for (const std::string& a : options_.listen_addresses) {
       int fd = -1;
@@ -123,7 +125,7 @@ class ProbeServer::Loop {
     while (!stop_.load(std::memory_order_acquire)) {
       const int n = epoll_wait(epoll_, events.data(), static_cast<int>(events.size()), WaitMs());
       if (n < 0 && errno != EINTR) {
-        spdlog::error("probe listener: epoll_wait: {}", strerror(errno));
+        spdlog::error("probe listener: epoll_wait: {}", ErrnoText(errno));
         return;
       }
       for (int i = 0; i < n; ++i) {
@@ -198,7 +200,7 @@ class ProbeServer::Loop {
           setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof off);
         ok = bind(fd, res->ai_addr, res->ai_addrlen) == 0 && listen(fd, SOMAXCONN) == 0;
       }
-      why = strerror(errno);
+      why = ErrnoText(errno);
       freeaddrinfo(res);
       if (ok) {
         *out = fd;

@@ -231,22 +231,7 @@ class WebServer::Metrics : public prometheus::Collectable {
       }
       out.push_back(std::move(requests));
       out.push_back(std::move(refused));
-      if (certs_followed_) {
-        MetricFamily certs{"xpu_exporter_tls_certificate_reloads_total",
-                           "Certificate files that changed on disk and were loaded for new "
-                           "handshakes without a reload, by result (failure: they did not "
-                           "load, the ones in force were kept).",
-                           MetricType::Counter,
-                           {}};
-        for (const auto& [result, n] : {std::pair<const char*, uint64_t>{"failure", cert_failed_},
-                                        {"success", cert_loaded_}}) {
-          ClientMetric m;
-          m.label = {{"result", result}};
-          m.counter.value = static_cast<double>(n);
-          certs.metric.push_back(std::move(m));
-        }
-        out.push_back(std::move(certs));
-      }
+      if (certs_followed_) out.push_back(CertificatesLocked());
       out.push_back(std::move(durations));
     }
     mg_server_load load{};
@@ -289,30 +274,55 @@ class WebServer::Metrics : public prometheus::Collectable {
       cut.metric.push_back(std::move(m));
     }
     out.push_back(std::move(cut));
-    if (probes) {
-      MetricFamily closed{"xpu_exporter_http_probe_connections_closed_total",
-                          "Connections to the probe listener closed, by reason: answered, "
-                          "deadline (head or answer not done within 1 s), evicted (the "
-                          "oldest, for a new one, the table full), bad (not an HTTP request "
-                          "or a head over 4 KiB).",
-                          MetricType::Counter,
-                          {}};
-      for (const auto& [reason, n] :
-           {std::pair<const char*, uint64_t>{"answered", probes->answered},
-            {"bad", probes->bad},
-            {"deadline", probes->deadline},
-            {"evicted", probes->evicted}}) {
-        ClientMetric m;
-        m.label = {{"reason", reason}};
-        m.counter.value = static_cast<double>(n);
-        closed.metric.push_back(std::move(m));
-      }
-      out.push_back(std::move(closed));
-    }
+    if (probes) out.push_back(ProbeFamily(*probes));
     return out;
   }
 
  private:
+  // xpu_exporter_tls_certificate_reloads_total.
+  prometheus::MetricFamily CertificatesLocked() const XPU_REQUIRES(mu_) {
+    using prometheus::ClientMetric;
+    using prometheus::MetricFamily;
+    using prometheus::MetricType;
+    MetricFamily certs{"xpu_exporter_tls_certificate_reloads_total",
+                       "Certificate files that changed on disk and were loaded for new "
+                       "handshakes without a reload, by result (failure: they did not "
+                       "load, the ones in force were kept).",
+                       MetricType::Counter,
+                       {}};
+    for (const auto& [result, n] :
+         {std::pair<const char*, uint64_t>{"failure", cert_failed_}, {"success", cert_loaded_}}) {
+      ClientMetric m;
+      m.label = {{"result", result}};
+      m.counter.value = static_cast<double>(n);
+      certs.metric.push_back(std::move(m));
+    }
+    return certs;
+  }
+  // xpu_exporter_http_probe_connections_closed_total.
+  static prometheus::MetricFamily ProbeFamily(const ProbeServer::Counts& probes) {
+    using prometheus::ClientMetric;
+    using prometheus::MetricFamily;
+    using prometheus::MetricType;
+    MetricFamily closed{"xpu_exporter_http_probe_connections_closed_total",
+                        "Connections to the probe listener closed, by reason: answered, "
+                        "deadline (head or answer not done within 1 s), evicted (the "
+                        "oldest, for a new one, the table full), bad (not an HTTP request "
+                        "or a head over 4 KiB).",
+                        MetricType::Counter,
+                        {}};
+    for (const auto& [reason, n] : {std::pair<const char*, uint64_t>{"answered", probes.answered},
+                                    {"bad", probes.bad},
+                                    {"deadline", probes.deadline},
+                                    {"evicted", probes.evicted}}) {
+      ClientMetric m;
+      m.label = {{"reason", reason}};
+      m.counter.value = static_cast<double>(n);
+      closed.metric.push_back(std::move(m));
+    }
+    return closed;
+  }
+
   // From a probe's answer (well under 1 ms) to a scrape cut at its deadline;
   // few, as every handler asked for carries them on the page.
   static constexpr std::array<double, 7> kBounds = {0.001, 0.005, 0.025, 0.1, 0.5, 2.5, 10};
@@ -787,7 +797,9 @@ Status WebServer::StartProbes() {
       req.method = "GET";
       req.path = path;
       Response r = handler(req);
-      return ProbeServer::Answer{r.status, r.shared_body ? *r.shared_body : std::move(r.body)};
+      ProbeServer::Answer a{r.status, std::move(r.body)};
+      if (r.shared_body) a.body = *r.shared_body;
+      return a;
     };
   }
   ProbeServer::Options po;
