@@ -16,6 +16,7 @@ TMP=$(mktemp -d /tmp/xpu-callgrind.XXXXXX)
 PIDS=()
 cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$TMP"; }
 trap cleanup EXIT
+[ -n "${KEEP:-}" ] && trap 'for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; cp "$TMP"/cg.out* "$KEEP"/ 2>/dev/null; rm -rf "$TMP"' EXIT
 "$BUILD/tools/xdm-sim/xdm-sim" --socket "$TMP/x.sock" --controller-socket "$TMP/c.sock" \
   --control-address "" >"$TMP/sim.log" 2>&1 &
 PIDS+=($!)

@@ -54,6 +54,10 @@ int main(int argc, char** argv) {
   for (int p : exporter.ports()) where += (where.empty() ? "" : ", ") + std::to_string(p);
   spdlog::info("xpu-exporter {} listening on port(s) {}, metrics at {}, upstream {}", xpu::kVersion,
                where, cfg.telemetry_path, cfg.xdm.xdm_endpoint);
+  std::string probes;
+  for (int p : exporter.probe_ports()) probes += (probes.empty() ? "" : ", ") + std::to_string(p);
+  if (!probes.empty())
+    spdlog::info("probes (/-/healthy, /-/ready) answered on their own port(s) {}", probes);
   int sig = 0;
   for (;;) {
     sigwait(&stop, &sig);

@@ -39,8 +39,22 @@ http_server_config:
 basic_auth_users:
   prometheus: '$HASH'
 YML
-start_exporter sim --web.config.file web.yml --collector.interval 200ms
+start_exporter sim --web.config.file web.yml --collector.interval 200ms \
+  --web.probe-listen-address 127.0.0.1:0
 U=${URL/http:/https:}
+# The probes' own listener: plain HTTP, no auth, only the two probes.
+wait_for 10 grep -q "probes (/-/healthy, /-/ready) answered on their own port" "$TMP/exporter.log" ||
+  fail "no probe listener: $(cat "$TMP/exporter.log")"
+P="http://127.0.0.1:$(grep -o 'on their own port(s) [0-9]*' "$TMP/exporter.log" | awk '{print $5}')"
+expect 200 "/-/healthy on the probe listener" "$P/-/healthy"
+wait_for 10 bash -c "[ \$(curl -s -o /dev/null -w '%{http_code}' $P/-/ready) = 200 ]" ||
+  fail "/-/ready not 200 on the probe listener"
+expect 404 "/metrics is not on the probe listener" "$P/metrics"
+page=$(curl -s --cacert ca.crt -u 'prometheus:open sesame' "$U/metrics")
+grep -q '^xpu_exporter_http_probe_connections_closed_total{reason="answered"} [1-9]' <<<"$page" ||
+  fail "probe listener's answers not counted"
+grep -q '^xpu_exporter_tls_certificate_reloads_total{result="success"} 0' <<<"$page" ||
+  fail "certificate reloads not shown"
 expect 000 "plain HTTP to the TLS port" "$URL/-/healthy"
 for path in /metrics /status /config / /nope; do
   expect 401 "$path without credentials" --cacert ca.crt "$U$path"
