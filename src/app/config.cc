@@ -109,7 +109,7 @@ void AddWebFlags(const Flags& f, Config* cfg) {
                                    "X-Prometheus-Scrape-Timeout-Seconds"));
   f(Applier::kRestart,
     app.add_option("--web.max-auth-checks", cfg->web.max_auth_checks,
-                   "Basic-auth password checks (bcrypt) at once; more are answered 429")
+                   "Basic-auth password checks (bcrypt) at once; more wait up to 500 ms, then 429")
         ->check(CLI::Range(1, 64))
         ->capture_default_str());
 }

@@ -60,9 +60,7 @@ class Exporter {
 
   std::vector<int> ports() const { return web_ ? web_->ports() : std::vector<int>{}; }
   // The probe listener's bound ports (--web.probe-listen-address; may be none).
-  std::vector<int> probe_ports() const {
-    return web_ ? web_->probe_ports() : std::vector<int>{};
-  }
+  std::vector<int> probe_ports() const { return web_ ? web_->probe_ports() : std::vector<int>{}; }
   bool listening() const { return web_ && web_->listening(); }
   upstream::XdmClient* client() { return client_.get(); }
   // The configuration in force: the start's, then each good reload's.

@@ -49,41 +49,61 @@ int BasicAuth::FailuresOf(const std::string& client, Clock::time_point now) {
   return it->second.count;
 }
 
-bool BasicAuth::Acquire(MutexLock& lock, const std::string& client) {
-  if (running_ < max_checks_ && waiters_.empty()) {
+bool BasicAuth::Acquire(MutexLock& lock, const std::string& who, const std::string& address) {
+  if (running_ < max_checks_ && pending_ == 0) {
     ++running_;
     return true;
   }
-  if (waiters_.size() >= kMaxWaiters) return false;
-  const auto now = Clock::now();
-  auto me = waiters_.insert(waiters_.end(), Waiter{&client, ++arrivals_});
-  const auto deadline = now + kMaxWait;
-  while (!me->granted) {
-    if (!granted_cv_.WaitUntil(lock, deadline) && !me->granted) break;
+  if (pending_ >= max_waiters_) {
+    // The oldest waiter gives its place to this one (adaptive LIFO).
+    for (Waiter& w : waiters_) {
+      if (w.granted || w.displaced) continue;
+      w.displaced = true;
+      --pending_;
+      granted_cv_.NotifyAll();
+      break;
+    }
+  }
+  const auto deadline = Clock::now() + kMaxWait;
+  auto me = waiters_.insert(waiters_.end(), Waiter{&who, &address, ++arrivals_});
+  ++pending_;
+  while (!me->granted && !me->displaced) {
+    if (!granted_cv_.WaitUntil(lock, deadline)) break;
   }
   const bool got = me->granted;  // Release counted the run for it
+  if (!me->granted && !me->displaced) --pending_;
   waiters_.erase(me);
   return got;
 }
 
-void BasicAuth::Release(bool failed, const std::string& client) {
-  if (failed) {
-    if (failures_.size() >= kMaxClients && failures_.count(client) == 0) failures_.clear();
-    Failures& f = failures_[client];
-    f.count = Clock::now() - f.last > kFailureMemory ? 1 : f.count + 1;
-    f.last = Clock::now();
+void BasicAuth::NoteFailure(const std::string& key, Clock::time_point now) {
+  if (failures_.size() >= kMaxClients && failures_.count(key) == 0) {
+    // Drop the quiet keys first; only if none is quiet, start over.
+    for (auto it = failures_.begin(); it != failures_.end();)
+      it = now - it->second.last > kFailureMemory ? failures_.erase(it) : std::next(it);
+    if (failures_.size() >= kMaxClients) failures_.clear();
   }
-  // The run goes to the waiter whose address failed least lately (as of
-  // now), the newest first.
+  Failures& f = failures_[key];
+  f.count = now - f.last > kFailureMemory ? 1 : f.count + 1;
+  f.last = now;
+}
+
+void BasicAuth::Release(bool failed, const std::string& who, const std::string& address) {
   const auto now = Clock::now();
+  if (failed) {
+    NoteFailure(who, now);
+    NoteFailure(address, now);
+  }
+  // The run goes to the waiter whose address and user failed least lately
+  // (as of now), then whose address did, the newest first.
   Waiter* next = nullptr;
-  int next_failures = 0;
+  std::pair<int, int> next_rank;
   for (Waiter& w : waiters_) {
-    if (w.granted) continue;
-    const int f = FailuresOf(*w.client, now);
-    if (next == nullptr || f < next_failures || (f == next_failures && w.arrival > next->arrival)) {
+    if (w.granted || w.displaced) continue;
+    const std::pair<int, int> rank{FailuresOf(*w.who, now), FailuresOf(*w.address, now)};
+    if (next == nullptr || rank < next_rank || (rank == next_rank && w.arrival > next->arrival)) {
       next = &w;
-      next_failures = f;
+      next_rank = rank;
     }
   }
   if (next == nullptr) {
@@ -91,6 +111,7 @@ void BasicAuth::Release(bool failed, const std::string& client) {
     return;
   }
   next->granted = true;  // the run passes on: running_ stays
+  --pending_;
   granted_cv_.NotifyAll();
 }
 
@@ -106,6 +127,7 @@ BasicAuth::Result BasicAuth::Verify(const std::map<std::string, std::string>& us
   // Failures are scored per address and user name: a flood for one user
   // does not push back another user's first check from the same address.
   const std::string who = client + '\0' + user;
+  const std::string address = client + '\0';
   {
     MutexLock lock(mu_);
     if (verified_.count(key)) return known ? Result::kOk : Result::kDenied;
@@ -113,7 +135,7 @@ BasicAuth::Result BasicAuth::Verify(const std::map<std::string, std::string>& us
     if (probe) {
       if (probe_running_) return Result::kThrottled;
       probe_running_ = true;
-    } else if (!Acquire(lock, who)) {
+    } else if (!Acquire(lock, who, address)) {
       ++throttled_;
       return Result::kThrottled;
     }
@@ -126,7 +148,7 @@ BasicAuth::Result BasicAuth::Verify(const std::map<std::string, std::string>& us
   if (probe) {
     probe_running_ = false;
   } else {
-    Release(!ok, who);
+    Release(!ok, who, address);
   }
   Remember(ok ? &verified_ : &denied_, key);
   return ok ? Result::kOk : Result::kDenied;

@@ -19,20 +19,25 @@ namespace xpu::http {
 //   that failed: a flood repeating a wrong password costs no bcrypt after
 //   its first try;
 // - at most `max_checks` bcrypt runs happen at once; a check that finds them
-//   taken waits for one, at most kMaxWait, among at most kMaxWaiters (more
-//   are refused at once: kThrottled). A freed run goes to the waiter whose
-//   client address and user name have failed least lately, the newest
-//   among equals (adaptive LIFO: the flood's oldest tries give up), so a
-//   valid client is checked within about one run even while its own
-//   address floods wrong passwords for another user (for its own user name
-//   from its own address nothing tells it from the flood: it competes);
+//   taken waits for one, at most kMaxWait, among at most `max_waiters`
+//   (each wait holds an HTTP worker: fewer than the workers, so a flood
+//   cannot park them all); a newcomer that finds them all waiting takes
+//   the place of the oldest, which is refused (kThrottled). A freed run goes
+//   to the waiter whose client address and user name have failed least
+//   lately, then whose address has, the newest among equals (adaptive LIFO:
+//   the flood's oldest tries give up), so a valid client is checked within
+//   about one run even while its own address floods wrong passwords (for
+//   its own user name from its own address nothing tells it from the
+//   flood: it competes);
 // - an unknown user still costs one bcrypt, so timing does not reveal user
 //   names.
 // Thread-safe: called from every HTTP worker.
 class BasicAuth {
  public:
   enum class [[nodiscard]] Result{kOk, kDenied, kThrottled};
-  explicit BasicAuth(int max_checks = 2) : max_checks_(max_checks > 0 ? max_checks : 1) {}
+  explicit BasicAuth(int max_checks = 2, int max_waiters = 15)
+      : max_checks_(max_checks > 0 ? max_checks : 1),
+        max_waiters_(static_cast<size_t>(max_waiters > 0 ? max_waiters : 1)) {}
 
   // Whether the Authorization header `authorization` names a user of `users`
   // with the right password; kThrottled when it needed a bcrypt run and none
@@ -49,21 +54,25 @@ class BasicAuth {
   uint64_t throttled() const;
 
   static constexpr std::chrono::milliseconds kMaxWait{500};
-  static constexpr size_t kMaxWaiters = 64;
 
  private:
   using Clock = std::chrono::steady_clock;
   struct Waiter {
-    const std::string* client;  // its address (the waiting caller's)
-    uint64_t arrival;           // newer: larger
-    bool granted = false;
+    const std::string* who;      // address and user name (the caller's)
+    const std::string* address;  // address alone
+    uint64_t arrival;            // newer: larger
+    bool granted = false;        // a run passed on to it
+    bool displaced = false;      // refused for a newer waiter
   };
-  // Takes a bcrypt run for `client`, waiting as above; false: throttled.
-  bool Acquire(MutexLock& lock, const std::string& client) XPU_REQUIRES(mu_);
-  void Release(bool failed, const std::string& client) XPU_REQUIRES(mu_);
+  // Takes a bcrypt run, waiting as above; false: throttled.
+  bool Acquire(MutexLock& lock, const std::string& who, const std::string& address)
+      XPU_REQUIRES(mu_);
+  void Release(bool failed, const std::string& who, const std::string& address) XPU_REQUIRES(mu_);
+  void NoteFailure(const std::string& key, Clock::time_point now) XPU_REQUIRES(mu_);
   int FailuresOf(const std::string& client, Clock::time_point now) XPU_REQUIRES(mu_);
 
   const int max_checks_;
+  const size_t max_waiters_;
   mutable Mutex mu_;
   CondVar granted_cv_;
   std::set<std::string> verified_ XPU_GUARDED_BY(mu_);
@@ -71,10 +80,11 @@ class BasicAuth {
   int running_ XPU_GUARDED_BY(mu_) = 0;             // bcrypt runs now
   bool probe_running_ XPU_GUARDED_BY(mu_) = false;  // the probes' own run
   std::list<Waiter> waiters_ XPU_GUARDED_BY(mu_);
+  size_t pending_ XPU_GUARDED_BY(mu_) = 0;  // waiters neither granted nor displaced
   uint64_t arrivals_ XPU_GUARDED_BY(mu_) = 0;
   uint64_t throttled_ XPU_GUARDED_BY(mu_) = 0;
-  // Recent failures by client address (forgotten after a quiet minute; at
-  // most 4096 addresses).
+  // Recent failures by address and user name, and by address (forgotten
+  // after a quiet minute; at most 4096 keys, the quiet ones dropped first).
   struct Failures {
     int count = 0;
     Clock::time_point last;

@@ -152,10 +152,11 @@ class ProbeServer::Loop {
 
   Counts counts() const {
     Counts c;
-    c.answered = answered_.load(std::memory_order_relaxed);
-    c.deadline = deadline_.load(std::memory_order_relaxed);
-    c.evicted = evicted_.load(std::memory_order_relaxed);
-    c.bad = bad_.load(std::memory_order_relaxed);
+    c.answered = counts_[kAnswered].load(std::memory_order_relaxed);
+    c.deadline = counts_[kDeadline].load(std::memory_order_relaxed);
+    c.evicted = counts_[kEvicted].load(std::memory_order_relaxed);
+    c.bad = counts_[kBad].load(std::memory_order_relaxed);
+    c.closed = counts_[kClosed].load(std::memory_order_relaxed);
     return c;
   }
 
@@ -168,6 +169,7 @@ class ProbeServer::Loop {
     size_t sent = 0;
     size_t drained = 0;     // bytes read and dropped after the head
     bool answered = false;  // out is whole; after it is sent: drain to EOF
+    bool bad = false;       // the answer is 400 or 431
     std::list<Conn>::iterator self;
   };
   using ConnIt = std::list<Conn>::iterator;
@@ -226,8 +228,11 @@ class ProbeServer::Loop {
   // Until the oldest connection's deadline: connections live in accept
   // order, all with the same deadline.
   int WaitMs() const {
-    if (conns_.empty()) return -1;
-    const auto left = conns_.front().accepted + options_.deadline - Clock::now();
+    if (conns_.empty() && !paused_) return -1;
+    const auto next = conns_.empty() ? resume_at_
+                      : paused_ ? std::min(resume_at_, conns_.front().accepted + options_.deadline)
+                                : conns_.front().accepted + options_.deadline;
+    const auto left = next - Clock::now();
     const auto ms = std::chrono::ceil<std::chrono::milliseconds>(left).count();
     return ms <= 0 ? 0 : static_cast<int>(ms);
   }
@@ -235,15 +240,14 @@ class ProbeServer::Loop {
   void Accept(int listener) {
     for (int i = 0; i < kMaxAcceptsPerWake; ++i) {
       const int fd = accept4(listener, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-      if (fd < 0) return;  // EAGAIN, or out of descriptors: the rest wait in the backlog
-      if (alive_ >= std::max<size_t>(1, options_.max_connections)) {
-        for (ConnIt oldest = conns_.begin(); oldest != conns_.end(); ++oldest) {
-          if (oldest->fd < 0) continue;
-          evicted_.fetch_add(1, std::memory_order_relaxed);
-          Kill(oldest);
-          break;
-        }
+      if (fd < 0) {
+        // Out of descriptors: the oldest connection makes room; with none
+        // to drop, the listeners rest until the next deadline (a level-
+        // triggered listener would wake the loop again at once).
+        if ((errno == EMFILE || errno == ENFILE) && !EvictOldest()) PauseListeners();
+        return;  // EAGAIN: the rest wait in the backlog
       }
+      if (alive_ >= std::max<size_t>(1, options_.max_connections)) EvictOldest();
       const int on = 1;
       setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof on);
       conns_.push_back(Conn{});
@@ -269,20 +273,30 @@ class ProbeServer::Loop {
           // A second request, or a body: never read as one, dropped up to
           // a bound (a client that keeps sending is closed).
           c.drained += static_cast<size_t>(n);
-          if (c.drained > kMaxDrain) return Kill(it);
+          if (c.drained > kMaxDrain) return Kill(it, Sent(c) ? Outcome(c) : kBad);
           continue;
         }
         c.in.append(buf, static_cast<size_t>(n));
         if (c.in.size() > kMaxHead && c.in.find("\r\n\r\n") == std::string::npos) {
-          bad_.fetch_add(1, std::memory_order_relaxed);
+          c.bad = true;
           Reply(&c, "", {431, "431 request head too large\n"}, false);
         } else {
           Parse(&c);
         }
         continue;
       }
-      // The client closed (after reading its answer, usually) or failed.
-      if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) return Kill(it);
+      if (n == 0) {
+        // The client closed its side: after reading its answer, usually;
+        // or with its request (a half-close), which is still answered.
+        if (c.answered && !Sent(c)) {
+          Flush(it);
+          if (c.fd >= 0 && Sent(c)) Kill(it, Outcome(c));
+          return;  // else EPOLLOUT resumes the answer, within the deadline
+        }
+        return Kill(it, c.answered ? Outcome(c) : kClosed);
+      }
+      if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+        return Kill(it, c.answered && Sent(c) ? Outcome(c) : kClosed);
       if (errno != EINTR) break;
     }
     Flush(it);
@@ -297,7 +311,7 @@ class ProbeServer::Loop {
     const size_t sp1 = line.find(' ');
     const size_t sp2 = sp1 == std::string_view::npos ? sp1 : line.find(' ', sp1 + 1);
     if (sp2 == std::string_view::npos || line.substr(sp2 + 1).substr(0, 7) != "HTTP/1.") {
-      bad_.fetch_add(1, std::memory_order_relaxed);
+      c->bad = true;
       Reply(c, "", {400, "400 bad request\n"}, false);
       return;
     }
@@ -332,7 +346,6 @@ class ProbeServer::Loop {
     c->answered = true;
     c->in.clear();
     c->in.shrink_to_fit();
-    answered_.fetch_add(1, std::memory_order_relaxed);
     if (observe_ && !handler.empty())
       observe_(handler, a.status,
                std::chrono::duration<double>(Clock::now() - c->accepted).count());
@@ -344,7 +357,7 @@ class ProbeServer::Loop {
   // the answer.
   void Flush(ConnIt it) {
     Conn& c = *it;
-    if (!c.answered || c.sent == c.out.size()) return;
+    if (c.fd < 0 || !c.answered || c.sent == c.out.size()) return;
     while (c.sent < c.out.size()) {
       const ssize_t n = send(c.fd, c.out.data() + c.sent, c.out.size() - c.sent, MSG_NOSIGNAL);
       if (n > 0) {
@@ -353,7 +366,7 @@ class ProbeServer::Loop {
       }
       if (n < 0 && errno == EINTR) continue;
       if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;  // EPOLLOUT resumes
-      return Kill(it);
+      return Kill(it, kClosed);
     }
     shutdown(c.fd, SHUT_WR);
   }
@@ -365,16 +378,45 @@ class ProbeServer::Loop {
     for (ConnIt it = conns_.begin(); it != conns_.end(); ++it) {
       if (now - it->accepted < options_.deadline) break;
       if (it->fd < 0) continue;
-      if (!(it->answered && it->sent == it->out.size()))
-        deadline_.fetch_add(1, std::memory_order_relaxed);
-      Kill(it);
+      // An answer all sent whose client has not closed yet was answered.
+      Kill(it, it->answered && Sent(*it) ? Outcome(*it) : kDeadline);
     }
+    if (paused_ && Clock::now() >= resume_at_) ResumeListeners();
   }
 
-  // Closes the connection (which leaves the epoll set with it); its row
-  // goes at the end of the round, as later events of the round may name it.
-  void Kill(ConnIt it) {
+  enum Reason { kAnswered, kBad, kDeadline, kEvicted, kClosed, kReasons };
+  static bool Sent(const Conn& c) { return c.answered && c.sent == c.out.size(); }
+  static Reason Outcome(const Conn& c) { return c.bad ? kBad : kAnswered; }
+
+  // Drops the oldest open connection for a new one; false if none is open.
+  bool EvictOldest() {
+    for (ConnIt oldest = conns_.begin(); oldest != conns_.end(); ++oldest) {
+      if (oldest->fd < 0) continue;
+      Kill(oldest, Sent(*oldest) ? Outcome(*oldest) : kEvicted);
+      return true;
+    }
+    return false;
+  }
+  void PauseListeners() {
+    for (const int fd : listeners_) epoll_ctl(epoll_, EPOLL_CTL_DEL, fd, nullptr);
+    paused_ = true;
+    resume_at_ = Clock::now() + std::chrono::milliseconds(100);
+    spdlog::warn("probe listener: out of file descriptors; accepting again in 100 ms");
+  }
+  void ResumeListeners() {
+    for (int& fd : listeners_) Watch(fd, EPOLLIN, &fd);
+    paused_ = false;
+  }
+
+  // Closes the connection, counted once by `why`; its row goes at the end
+  // of the round, as later events of the round may name it. Removed from
+  // the epoll set first: a descriptor shared with a child (fork before
+  // exec) would keep its registration, and its events would name a row
+  // already gone.
+  void Kill(ConnIt it, Reason why) {
     if (it->fd < 0) return;
+    counts_[why].fetch_add(1, std::memory_order_relaxed);
+    epoll_ctl(epoll_, EPOLL_CTL_DEL, it->fd, nullptr);
     CloseFd(it->fd);
     it->fd = -1;
     --alive_;
@@ -392,7 +434,9 @@ class ProbeServer::Loop {
   std::vector<ConnIt> dead_;  // closed this round, erased at its end
   size_t alive_ = 0;          // conns_ with an open socket
   std::atomic<bool> stop_{false};
-  std::atomic<uint64_t> answered_{0}, deadline_{0}, evicted_{0}, bad_{0};
+  bool paused_ = false;  // the listeners are out of the epoll set (no descriptors)
+  Clock::time_point resume_at_;
+  std::array<std::atomic<uint64_t>, kReasons> counts_{};
 };
 
 ProbeServer::ProbeServer(Options options, std::map<std::string, Route> routes, Headers headers,

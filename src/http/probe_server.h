@@ -44,12 +44,13 @@ class ProbeServer {
   };
   using Route = std::function<Answer()>;
   using Observe = std::function<void(const std::string& path, int status, double seconds)>;
-  // Why connections were closed unanswered: counted for the metrics.
+  // How connections ended, one reason each: counted for the metrics.
   struct Counts {
-    uint64_t answered = 0;
+    uint64_t answered = 0;  // their answer all sent
     uint64_t deadline = 0;  // head or answer not done within the deadline
-    uint64_t evicted = 0;   // dropped for a newer one (the table was full)
-    uint64_t bad = 0;       // not an HTTP request, or a head over 4 KiB
+    uint64_t evicted = 0;   // dropped for a newer one (the table full, or no descriptors)
+    uint64_t bad = 0;       // answered 400 or 431: not an HTTP request, or a head over 4 KiB
+    uint64_t closed = 0;    // the client closed or failed before its answer was out
   };
 
   // Header lines every answer carries (the web config's, which a reload

@@ -218,8 +218,8 @@ class WebServer::Metrics : public prometheus::Collectable {
       MetricFamily refused{"xpu_exporter_http_requests_refused_total",
                            "Requests answered without their handler: capacity (503, "
                            "--web.max-connections requests in progress, none freed after a "
-                           "short wait) or auth_throttle (429, too many password checks at "
-                           "once).",
+                           "short wait) or auth_throttle (429, no password check free within "
+                           "500 ms, or displaced by a newer waiting one).",
                            MetricType::Counter,
                            {}};
       for (const auto& [reason, n] : {std::pair<const char*, uint64_t>{"auth_throttle", throttled_},
@@ -305,14 +305,15 @@ class WebServer::Metrics : public prometheus::Collectable {
     using prometheus::MetricFamily;
     using prometheus::MetricType;
     MetricFamily closed{"xpu_exporter_http_probe_connections_closed_total",
-                        "Connections to the probe listener closed, by reason: answered, "
-                        "deadline (head or answer not done within 1 s), evicted (the "
-                        "oldest, for a new one, the table full), bad (not an HTTP request "
-                        "or a head over 4 KiB).",
+                        "Connections to the probe listener, by how they ended: answered, "
+                        "bad (answered 400 or 431), deadline (head or answer not done within "
+                        "1 s), evicted (the oldest, dropped for a new one), closed (by the "
+                        "client before its answer was out).",
                         MetricType::Counter,
                         {}};
     for (const auto& [reason, n] : {std::pair<const char*, uint64_t>{"answered", probes.answered},
                                     {"bad", probes.bad},
+                                    {"closed", probes.closed},
                                     {"deadline", probes.deadline},
                                     {"evicted", probes.evicted}}) {
       ClientMetric m;
@@ -356,7 +357,7 @@ int ResponseDeadlineMs(const char* scrape_timeout_header, std::chrono::milliseco
     char* end = nullptr;
     const double seconds = std::strtod(scrape_timeout_header, &end);
     if (end != scrape_timeout_header && std::isfinite(seconds) && seconds > 0)
-      return static_cast<int>(std::clamp(seconds * 1000.0, 1.0, flag_ms));
+      return static_cast<int>(std::min(flag_ms, std::max(1.0, seconds * 1000.0)));
   }
   return static_cast<int>(flag.count());
 }
@@ -439,7 +440,7 @@ class WebServer::Dispatcher : public CivetHandler {
       resp.headers.emplace_back("Retry-After", "1");
       server_->metrics_->Refused(/*throttled=*/false);
     } else if (auth == BasicAuth::Result::kThrottled) {
-      resp = Response::Text(429, "429 too many password checks at once; retry\n");
+      resp = Response::Text(429, "429 too many password checks; retry\n");
       resp.headers.emplace_back("Retry-After", "1");
       close = true;
       server_->metrics_->Refused(/*throttled=*/true);
@@ -617,7 +618,11 @@ class WebServer::Dispatcher : public CivetHandler {
 WebServer::WebServer(WebOptions options)
     : options_(std::move(options)),
       config_(options_.web_config),
-      auth_(options_.max_auth_checks),
+      // Waiting checks hold workers: fewer than those beyond the bcrypt runs
+      // and two more, so a flood of wrong passwords never parks them all.
+      auth_(options_.max_auth_checks,
+            std::max(1, options_.max_connections + std::max(0, options_.reserved_probe_workers) -
+                            options_.max_auth_checks - 2)),
       tls_(std::make_unique<TlsContextSwitch>()),
       metrics_(std::make_unique<Metrics>()) {}
 
@@ -631,6 +636,9 @@ bool WebServer::NeedsRestart(const std::shared_ptr<const WebConfig>& config) con
 }
 
 Status WebServer::Reload(const std::shared_ptr<const WebConfig>& config) {
+  // Held to the end: the certificate watcher must not load the old config's
+  // files over the new ones between the load and the swap below.
+  MutexLock certs(cert_mu_);
   std::shared_ptr<const WebConfig> old = this->config();
   const bool tls_now = server_ ? tls_listeners_ : (old && old->tls);
   std::shared_ptr<const WebConfig> apply = config;
@@ -644,7 +652,6 @@ Status WebServer::Reload(const std::shared_ptr<const WebConfig>& config) {
     const std::string signature = TlsFilesSignature(*config->tls);
     if (Status s = tls_->Load(*config->tls); !s.ok())
       return Status::InvalidArgument("TLS: " + s.message() + "; kept the old TLS settings");
-    MutexLock lock(cert_mu_);
     cert_signature_ = signature;
     cert_failed_signature_.clear();
   }
@@ -765,15 +772,16 @@ Status WebServer::Start() {
 }
 
 void WebServer::FollowCertificates() {
+  MutexLock lock(cert_mu_);  // a reload's load and swap are one step to us
   const std::shared_ptr<const WebConfig> cfg = config();
   if (!cfg || !cfg->tls) return;
   const std::string signature = TlsFilesSignature(*cfg->tls);
-  {
-    MutexLock lock(cert_mu_);
-    if (signature == cert_signature_ || signature == cert_failed_signature_) return;
-  }
+  if (signature == cert_signature_ || signature == cert_failed_signature_) return;
   const Status s = tls_->Load(*cfg->tls);
-  MutexLock lock(cert_mu_);
+  // Files that changed while they were read (a swap between the stats of
+  // the certificate and the key): the next round reads them again, so one
+  // change is judged, and counted, once.
+  if (TlsFilesSignature(*cfg->tls) != signature) return;
   if (s.ok()) {
     cert_signature_ = signature;
     cert_failed_signature_.clear();

@@ -198,7 +198,9 @@ class WebServer {
   std::unique_ptr<ProbeServer> probes_;
   // The certificate watcher (FollowCertificates) and what it last saw: the
   // files' signature in force, and one that failed to load (not retried
-  // until the files change again).
+  // until the files change again). cert_mu_ is held across a load and the
+  // config swap (Reload) or the config read (the watcher); taken before
+  // config_mu_, never after.
   Worker cert_watch_;
   Mutex cert_mu_;
   std::string cert_signature_ XPU_GUARDED_BY(cert_mu_);
