@@ -12,6 +12,10 @@ namespace xpu::http {
 // "*;q=1"); a q of 0 refuses it.
 bool AcceptsGzip(const std::string& accept_encoding);
 
+// The reason phrase of an HTTP status the server answers with ("Status" for
+// one it does not know).
+const char* ReasonPhrase(int status);
+
 // The content codings /metrics serves.
 enum class ContentCoding { kIdentity, kGzip, kZstd };
 

@@ -19,6 +19,7 @@
 #include <string_view>
 
 #include "common/file_util.h"
+#include "http/headers.h"
 
 namespace xpu::http {
 namespace {
@@ -28,25 +29,6 @@ using Clock = std::chrono::steady_clock;
 constexpr size_t kMaxHead = 4096;
 constexpr size_t kMaxDrain = size_t{64} * 1024;  // dropped after the head, then closed
 constexpr int kMaxAcceptsPerWake = 64;           // then the heads already in get read
-
-const char* ReasonPhrase(int status) {
-  switch (status) {
-    case 200:
-      return "OK";
-    case 400:
-      return "Bad Request";
-    case 404:
-      return "Not Found";
-    case 405:
-      return "Method Not Allowed";
-    case 431:
-      return "Request Header Fields Too Large";
-    case 503:
-      return "Service Unavailable";
-    default:
-      return "Status";
-  }
-}
 
 void CloseFd(int fd) {
   if (fd >= 0) ::close(fd);

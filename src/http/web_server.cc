@@ -25,36 +25,6 @@
 #include "http/tls.h"
 
 namespace xpu::http {
-namespace {
-
-const char* Reason(int status) {
-  switch (status) {
-    case 200:
-      return "OK";
-    case 204:
-      return "No Content";
-    case 400:
-      return "Bad Request";
-    case 401:
-      return "Unauthorized";
-    case 404:
-      return "Not Found";
-    case 405:
-      return "Method Not Allowed";
-    case 413:
-      return "Payload Too Large";
-    case 429:
-      return "Too Many Requests";
-    case 500:
-      return "Internal Server Error";
-    case 503:
-      return "Service Unavailable";
-    default:
-      return "Status";
-  }
-}
-
-}  // namespace
 
 // Whether the request announces a body. No route reads one, so the body is
 // refused unread and the connection closed: civetweb would otherwise read
@@ -574,7 +544,7 @@ class WebServer::Dispatcher : public CivetHandler {
         resp.headers.emplace_back("Content-Encoding", "gzip");
       }
     }
-    std::string head = "HTTP/1.1 " + std::to_string(resp.status) + " " + Reason(resp.status) +
+    std::string head = "HTTP/1.1 " + std::to_string(resp.status) + " " + ReasonPhrase(resp.status) +
                        "\r\nContent-Type: " + resp.content_type + "\r\n";
     // HTTP/1.0 has no chunks: a stream goes to it unframed, ended by close.
     const char* version = mg_get_request_info(conn)->http_version;

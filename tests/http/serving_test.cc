@@ -188,15 +188,21 @@ class ServingTest : public ::testing::Test {
 // 20 ms: civetweb keeps a worker on a connection for its life, so 16 of
 // them held every worker. Under pressure each answer now ends with
 // "Connection: close" and the client queues again behind the probes.
-void PinWithKeepAlive(const std::string& url, const std::atomic<bool>& stop) {
+// A libcurl handle for `url` that takes any certificate and drops the body.
+CURL* AttackerCurl(const std::string& url, long timeout_ms) {
   CURL* c = curl_easy_init();
   curl_easy_setopt(c, CURLOPT_URL, url.c_str());
   curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 2000L);
+  curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, timeout_ms);
   curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 0L);
   curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 0L);
   curl_easy_setopt(
       c, CURLOPT_WRITEFUNCTION, +[](char*, size_t size, size_t n, void*) { return size * n; });
+  return c;
+}
+
+void PinWithKeepAlive(const std::string& url, const std::atomic<bool>& stop) {
+  CURL* c = AttackerCurl(url, 2000L);
   while (!stop) {
     curl_easy_perform(c);
     std::this_thread::sleep_for(milliseconds(20));  // the client's own pace
@@ -597,17 +603,10 @@ TEST_F(ServingTest, CertificateFollowsItsFilesWithoutAReload) {
 void ReadSlowlyOver(const std::string& url, const std::string& user_password,
                     const std::atomic<bool>& stop) {
   while (!stop) {
-    CURL* c = curl_easy_init();
-    curl_easy_setopt(c, CURLOPT_URL, url.c_str());
-    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 3000L);
-    curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 0L);
-    curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 0L);
+    CURL* c = AttackerCurl(url, 3000L);
     curl_easy_setopt(c, CURLOPT_BUFFERSIZE, 1024L);
     curl_easy_setopt(c, CURLOPT_MAX_RECV_SPEED_LARGE, static_cast<curl_off_t>(256));
     if (!user_password.empty()) curl_easy_setopt(c, CURLOPT_USERPWD, user_password.c_str());
-    curl_easy_setopt(
-        c, CURLOPT_WRITEFUNCTION, +[](char*, size_t size, size_t n, void*) { return size * n; });
     curl_easy_perform(c);
     curl_easy_cleanup(c);
   }
@@ -714,8 +713,12 @@ TEST_P(ServingMixTest, SlowReadersAndIdleConnectionsAtTenPerSecond) {
   const std::string big = Url("/big");
   Attack(16, [big](const std::atomic<bool>& stop) { ReadSlowlyOver(big, "prom:s3cret", stop); });
   const int port = port_;
-  Attack(16, [port](const std::atomic<bool>& stop) {
-    OpenIdleConnections(port, milliseconds(100), stop);
+  // Idle connections at 10 a second, as issue 37 measured (two openers).
+  // At 160 a second over TLS on two loaded cores the probes still pass (the
+  // listener), but a new main-port connection can wait over 2 s in the
+  // queue behind them: every idle one holds a worker 50-100 ms.
+  Attack(2, [port](const std::atomic<bool>& stop) {
+    OpenIdleConnections(port, milliseconds(200), stop);
   });
   ASSERT_TRUE(Holds(12));
   ExpectProbesAndAScrape();
@@ -736,8 +739,8 @@ TEST_P(ServingMixTest, PinnersAHandshakeFloodAndSlowReaders) {
   Attack(16, [nope](const std::atomic<bool>& stop) { PinWithKeepAlive(nope, stop); });
   Attack(8, [metrics](const std::atomic<bool>& stop) { HandshakeFlood(metrics, stop); });
   const int port = port_;
-  Attack(8, [port](const std::atomic<bool>& stop) {
-    OpenIdleConnections(port, milliseconds(50), stop);
+  Attack(2, [port](const std::atomic<bool>& stop) {
+    OpenIdleConnections(port, milliseconds(200), stop);
   });
   Attack(8, [big](const std::atomic<bool>& stop) { ReadSlowlyOver(big, "prom:s3cret", stop); });
   ASSERT_TRUE(Holds(12));
