@@ -54,17 +54,28 @@ bool BasicAuth::Acquire(MutexLock& lock, const std::string& who, const std::stri
     ++running_;
     return true;
   }
+  const auto now = Clock::now();
   if (pending_ >= max_waiters_) {
-    // The oldest waiter gives its place to this one (adaptive LIFO).
+    // The waiter Release would pick last (most failures, the oldest among
+    // equals) gives its place to this one, unless this one ranks lower
+    // still: then it is refused at once (adaptive LIFO).
+    const std::pair<int, int> mine{FailuresOf(who, now), FailuresOf(address, now)};
+    Waiter* worst = nullptr;
+    std::pair<int, int> worst_rank;
     for (Waiter& w : waiters_) {
       if (w.granted || w.displaced) continue;
-      w.displaced = true;
-      --pending_;
-      granted_cv_.NotifyAll();
-      break;
+      const std::pair<int, int> rank{FailuresOf(*w.who, now), FailuresOf(*w.address, now)};
+      if (worst == nullptr || rank > worst_rank) {  // the oldest first among equals
+        worst = &w;
+        worst_rank = rank;
+      }
     }
+    if (worst == nullptr || worst_rank < mine) return false;
+    worst->displaced = true;
+    --pending_;
+    granted_cv_.NotifyAll();
   }
-  const auto deadline = Clock::now() + kMaxWait;
+  const auto deadline = now + kMaxWait;
   auto me = waiters_.insert(waiters_.end(), Waiter{&who, &address, ++arrivals_});
   ++pending_;
   while (!me->granted && !me->displaced) {
@@ -126,8 +137,9 @@ BasicAuth::Result BasicAuth::Verify(const std::map<std::string, std::string>& us
   const std::string key = Sha256(user + '\0' + password + '\0' + hash);
   // Failures are scored per address and user name: a flood for one user
   // does not push back another user's first check from the same address.
-  const std::string who = client + '\0' + user;
-  const std::string address = client + '\0';
+  // The two keys differ even for an empty user name.
+  const std::string who = "u" + client + '\0' + user;
+  const std::string address = "a" + client;
   {
     MutexLock lock(mu_);
     if (verified_.count(key)) return known ? Result::kOk : Result::kDenied;

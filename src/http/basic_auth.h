@@ -22,7 +22,8 @@ namespace xpu::http {
 //   taken waits for one, at most kMaxWait, among at most `max_waiters`
 //   (each wait holds an HTTP worker: fewer than the workers, so a flood
 //   cannot park them all); a newcomer that finds them all waiting takes
-//   the place of the oldest, which is refused (kThrottled). A freed run goes
+//   the place of the one ranked last (below), which is refused (kThrottled),
+//   or is refused itself if it ranks lower still. A freed run goes
 //   to the waiter whose client address and user name have failed least
 //   lately, then whose address has, the newest among equals (adaptive LIFO:
 //   the flood's oldest tries give up), so a valid client is checked within

@@ -226,7 +226,9 @@ class ProbeServer::Loop {
         // Out of descriptors: the oldest connection makes room; with none
         // to drop, the listeners rest until the next deadline (a level-
         // triggered listener would wake the loop again at once).
-        if ((errno == EMFILE || errno == ENFILE) && !EvictOldest()) PauseListeners();
+        if ((errno == EMFILE || errno == ENFILE) && EvictOldest()) return;
+        if (errno == EMFILE || errno == ENFILE || errno == ENOMEM || errno == ENOBUFS)
+          PauseListeners();
         return;  // EAGAIN: the rest wait in the backlog
       }
       if (alive_ >= std::max<size_t>(1, options_.max_connections)) EvictOldest();
@@ -255,7 +257,10 @@ class ProbeServer::Loop {
           // A second request, or a body: never read as one, dropped up to
           // a bound (a client that keeps sending is closed).
           c.drained += static_cast<size_t>(n);
-          if (c.drained > kMaxDrain) return Kill(it, Sent(c) ? Outcome(c) : kBad);
+          if (c.drained > kMaxDrain) {
+            Flush(it);  // what the socket takes of the answer goes first
+            return Kill(it, Sent(c) ? Outcome(c) : kClosed);
+          }
           continue;
         }
         c.in.append(buf, static_cast<size_t>(n));
@@ -383,7 +388,11 @@ class ProbeServer::Loop {
     for (const int fd : listeners_) epoll_ctl(epoll_, EPOLL_CTL_DEL, fd, nullptr);
     paused_ = true;
     resume_at_ = Clock::now() + std::chrono::milliseconds(100);
-    spdlog::warn("probe listener: out of file descriptors; accepting again in 100 ms");
+    if (!pause_logged_) {
+      pause_logged_ = true;  // once: it may recur every 100 ms while it lasts
+      spdlog::warn("probe listener: cannot accept ({}); accepting again every 100 ms",
+                   ErrnoText(errno));
+    }
   }
   void ResumeListeners() {
     for (int& fd : listeners_) Watch(fd, EPOLLIN, &fd);
@@ -417,6 +426,7 @@ class ProbeServer::Loop {
   size_t alive_ = 0;          // conns_ with an open socket
   std::atomic<bool> stop_{false};
   bool paused_ = false;  // the listeners are out of the epoll set (no descriptors)
+  bool pause_logged_ = false;
   Clock::time_point resume_at_;
   std::array<std::atomic<uint64_t>, kReasons> counts_{};
 };

@@ -53,10 +53,12 @@ std::string Exchange(int port, const std::string& bytes, bool half_close) {
 
 class ProbeServerTest : public ::testing::Test {
  protected:
-  void Start(size_t max_connections = 256) {
+  void Start(size_t max_connections = 256,
+             std::chrono::milliseconds deadline = std::chrono::milliseconds(1000)) {
     ProbeServer::Options o;
     o.listen_addresses = {"127.0.0.1:0"};
     o.max_connections = max_connections;
+    o.deadline = deadline;
     server_ = std::make_unique<ProbeServer>(
         o,
         std::map<std::string, ProbeServer::Route>{{"/-/healthy",
@@ -144,7 +146,9 @@ TEST_F(ProbeServerTest, CountsEachConnectionOnceByHowItEnded) {
 // A full table of idle connections: the oldest goes for each new one, so a
 // probe is answered at once.
 TEST_F(ProbeServerTest, IdleConnectionsFillingTheTableDoNotKeepAProbeOut) {
-  Start(/*max_connections=*/8);
+  // A long deadline: none passes while the table fills, however slow the
+  // machine.
+  Start(/*max_connections=*/8, std::chrono::seconds(30));
   std::vector<int> idle;
   for (int i = 0; i < 8; ++i) idle.push_back(Connect(port_));
   const std::string got = Exchange(port_, "GET /-/healthy HTTP/1.1\r\n\r\n", false);
