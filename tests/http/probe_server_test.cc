@@ -19,18 +19,7 @@
 namespace xpu::http {
 namespace {
 
-int Connect(int port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(static_cast<uint16_t>(port));
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  return fd;
-}
+int Connect(int port) { return xpu::testing::ConnectLoopback(port); }
 
 // Sends `bytes`, optionally half-closes, and reads until the server closes
 // (or 3 s pass).

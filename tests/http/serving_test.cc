@@ -53,18 +53,7 @@ double Sample(const WebServer& server, const std::string& name,
   return xpu::testing::MetricSum(*server.metrics(), name, labels);
 }
 
-int Connect(int port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(static_cast<uint16_t>(port));
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  return fd;
-}
+int Connect(int port) { return xpu::testing::ConnectLoopback(port); }
 
 // A bcrypt hash of `password` at cost 10 (tens of ms a check: a flood of
 // wrong passwords is real work).

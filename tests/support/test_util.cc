@@ -111,17 +111,26 @@ std::string ReadFile(const std::string& path) {
   return ss.str();
 }
 
-std::string RawHttp(int port, const std::string& request, std::chrono::milliseconds timeout) {
+int ConnectLoopback(int port) {
   const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return {};
+  if (fd < 0) return -1;
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_port = htons(static_cast<uint16_t>(port));
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+std::string RawHttp(int port, const std::string& request, std::chrono::milliseconds timeout) {
+  const int fd = ConnectLoopback(port);
+  if (fd < 0) return {};
   std::string out;
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
-      ::send(fd, request.data(), request.size(), MSG_NOSIGNAL) ==
-          static_cast<ssize_t>(request.size())) {
+  if (::send(fd, request.data(), request.size(), MSG_NOSIGNAL) ==
+      static_cast<ssize_t>(request.size())) {
     const auto deadline = std::chrono::steady_clock::now() + timeout;
     char buf[65536];
     for (;;) {

@@ -45,6 +45,9 @@ HttpResponse HttpGet(const std::string& url);
 HttpResponse HttpPost(const std::string& url, const std::string& body = "");
 HttpResponse HttpDelete(const std::string& url);
 
+// A TCP connection to 127.0.0.1:`port`: its descriptor, or -1.
+int ConnectLoopback(int port);
+
 // Sends `request` as is on a new TCP connection to 127.0.0.1:`port` and
 // returns every byte received until the peer closes or `timeout` passes: for
 // what a client library would hide (a body after HEAD, say).
