@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/duration.h"
 #include "http/headers.h"
 #include "version.h"
 
@@ -649,12 +650,21 @@ http::Response Exporter::ConfigPage() {
     Json w;
     w["path"] = wc->path;
     if (wc->tls) {
-      w["tls"] = {{"certFile", wc->tls->cert_file},
-                  {"keyFile", wc->tls->key_file},
-                  {"clientCaFile", wc->tls->client_ca_file},
-                  {"clientAuthType", http::Name(wc->tls->client_auth)},
-                  {"minVersion", http::Name(wc->tls->min_version)},
-                  {"maxVersion", http::Name(wc->tls->max_version)}};
+      const http::TlsConfig& t = *wc->tls;
+      // Inline PEM is said to be there, never shown (the key is a secret).
+      w["tls"] = {{"certFile", t.cert_file},
+                  {"keyFile", t.key_file},
+                  {"clientCaFile", t.client_ca_file},
+                  {"certInline", !t.cert_pem.empty()},
+                  {"keyInline", !t.key_pem.empty()},
+                  {"clientCaInline", !t.client_ca_pem.empty()},
+                  {"clientAuthType", http::Name(t.client_auth)},
+                  {"clientAllowedSans", t.client_allowed_sans},
+                  {"minVersion", http::Name(t.min_version)},
+                  {"maxVersion", http::Name(t.max_version)},
+                  {"cipherSuites", t.cipher_suites},
+                  {"preferServerCipherSuites", t.prefer_server_cipher_suites},
+                  {"curvePreferences", t.curve_preferences}};
     } else {
       w["tls"] = nullptr;
     }
@@ -664,6 +674,11 @@ http::Response Exporter::ConfigPage() {
     Json headers = Json::object();
     for (const auto& [k, v] : wc->headers) headers[k] = v;
     w["headers"] = headers;
+    w["http2"] = wc->http2;
+    w["rateLimit"] = {
+        {"interval", FormatDuration(std::chrono::duration_cast<std::chrono::milliseconds>(
+                         wc->rate_limit.interval))},
+        {"burst", wc->rate_limit.burst}};
     j["webConfig"] = w;
   } else {
     j["webConfig"] = nullptr;

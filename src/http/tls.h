@@ -11,18 +11,29 @@ typedef struct ssl_st SSL;
 
 namespace xpu::http {
 
+// Go's name of a TLS cipher suite (exporter-toolkit's cipher_suites): true
+// if known, with OpenSSL's name of it in *openssl, or null for TLS 1.3's
+// suites (accepted, and as in Go not configurable).
+bool GoCipherSuite(const std::string& go_name, const char** openssl);
+// OpenSSL's group for Go's curve name (CurveP256, ...), or null.
+const char* GoCurveGroup(const std::string& go_name);
+
 // Applies a parsed TLS config to an OpenSSL server context: protocol
-// versions, certificate chain, key (checked against the certificate), client
-// CA, session id context and client-certificate verification. The one place
-// these settings meet OpenSSL: the config check and the server both use it.
-// InvalidArgument names the file that failed and OpenSSL's reason.
+// versions, certificate chain and key (files or inline PEM; the key checked
+// against the certificate), client CA (the system's trust store when
+// verification is asked for without one, as Go does), cipher suites, curves
+// and order, session id context, client-certificate verification and the
+// SAN allow-list. The one place these settings meet OpenSSL: the config
+// check and the server both use it. InvalidArgument names the item that
+// failed and OpenSSL's reason.
 Status ApplyTls(const TlsConfig& tls, SSL_CTX* ctx);
 
 // Applies `tls` to a throwaway context: whether the server could use it.
 Status CheckTls(const TlsConfig& tls);
 
 // SHA-256 over the certificate, key and CA files' contents (raw bytes), so
-// a certificate rotated under the same path counts as a change.
+// a certificate rotated under the same path counts as a change. Inline PEM
+// is part of the config itself and compared with it.
 Status DigestTlsFiles(const TlsConfig& tls, std::string* out);
 
 // A cheap signature of the TLS files as they are now, no file read: for each
@@ -35,9 +46,10 @@ std::string TlsFilesSignature(const TlsConfig& tls);
 // The TLS context every new handshake of a server takes. civetweb builds one
 // SSL_CTX at start; a reload builds a new one from the re-read files (Load)
 // and each later handshake moves its SSL onto it when its ClientHello
-// arrives: protocol versions first (before the version is chosen), then
-// certificate, key, client CA and verification (in place of civetweb's SNI
-// callback, which would move it back; we serve one domain). So certificates
+// arrives: protocol versions, cipher suites, curves and their order first
+// (before any is chosen), then certificate, key, client CA and verification
+// (in place of civetweb's SNI callback, which would move it back; we serve
+// one domain). So certificates
 // rotate without new listeners, and handshakes under way finish on the
 // context they began with. Thread-safe: Load from the owner, the callbacks on
 // civetweb's workers.

@@ -128,9 +128,12 @@ class WebServer::Metrics : public prometheus::Collectable {
     h.sum += seconds;
     ++h.codes[status];
   }
-  void Refused(bool throttled) {
+  enum class Refusal { kCapacity, kAuthThrottle, kRateLimit };
+  void Refused(Refusal why) {
     MutexLock lock(mu_);
-    ++(throttled ? throttled_ : capacity_);
+    ++(why == Refusal::kCapacity       ? capacity_
+       : why == Refusal::kAuthThrottle ? throttled_
+                                       : limited_);
   }
   void CertificateReload(bool ok) {
     MutexLock lock(mu_);
@@ -188,12 +191,14 @@ class WebServer::Metrics : public prometheus::Collectable {
       MetricFamily refused{"xpu_exporter_http_requests_refused_total",
                            "Requests answered without their handler: capacity (503, "
                            "--web.max-connections requests in progress, none freed after a "
-                           "short wait) or auth_throttle (429, no password check free within "
-                           "500 ms, or displaced by a newer waiting one).",
+                           "short wait), auth_throttle (429, no password check free within "
+                           "500 ms, or displaced by a newer waiting one) or rate_limit (429, the "
+                           "web config's rate_limit).",
                            MetricType::Counter,
                            {}};
       for (const auto& [reason, n] : {std::pair<const char*, uint64_t>{"auth_throttle", throttled_},
-                                      {"capacity", capacity_}}) {
+                                      {"capacity", capacity_},
+                                      {"rate_limit", limited_}}) {
         ClientMetric m;
         m.label = {{"reason", reason}};
         m.counter.value = static_cast<double>(n);
@@ -308,6 +313,7 @@ class WebServer::Metrics : public prometheus::Collectable {
   std::map<std::string, PerHandler> handlers_ XPU_GUARDED_BY(mu_);  // never erased
   uint64_t capacity_ XPU_GUARDED_BY(mu_) = 0;
   uint64_t throttled_ XPU_GUARDED_BY(mu_) = 0;
+  uint64_t limited_ XPU_GUARDED_BY(mu_) = 0;
   uint64_t cert_loaded_ XPU_GUARDED_BY(mu_) = 0;
   uint64_t cert_failed_ XPU_GUARDED_BY(mu_) = 0;
   bool certs_followed_ XPU_GUARDED_BY(mu_) = false;
@@ -375,11 +381,17 @@ class WebServer::Dispatcher : public CivetHandler {
     const bool probe = opt.probe_paths.count(req.path) > 0;
     auto it = server_->routes_.find(req.path);
     const std::string& handler = it == server_->routes_.end() ? kOtherHandler : it->first;
-    // Credentials first: a check waiting for a bcrypt run (BasicAuth) holds
+    const std::shared_ptr<const WebConfig> cfg = server_->config();
+    // The rate limit first, as exporter-toolkit's: a refused request costs
+    // no password check and holds no slot. The probes are never limited.
+    std::chrono::seconds retry_after{0};
+    const bool limited =
+        cfg && !probe && !server_->limiter_.Allow(cfg->rate_limit, start, &retry_after);
+    // Credentials next: a check waiting for a bcrypt run (BasicAuth) holds
     // no slot, so a flood of wrong passwords cannot fill the slots that a
     // valid client, once checked, needs.
-    const std::shared_ptr<const WebConfig> cfg = server_->config();
-    const bool needs_auth = cfg && !cfg->users.empty() && (opt.protect_probes || !probe);
+    const bool needs_auth =
+        !limited && cfg && !cfg->users.empty() && (opt.protect_probes || !probe);
     const char* authz = mg_get_header(conn, "Authorization");
     const BasicAuth::Result auth =
         !needs_auth
@@ -389,7 +401,7 @@ class WebServer::Dispatcher : public CivetHandler {
     // max_connections slots (AcquireSlot); the probe listener is where the
     // probes are answered whatever the load.
     std::list<Slot>::iterator slot;
-    const bool over = !AcquireSlot(conn, opt, &slot);
+    const bool over = !limited && !AcquireSlot(conn, opt, &slot);
     struct Release {
       Dispatcher* d;
       std::list<Slot>::iterator slot;
@@ -397,7 +409,7 @@ class WebServer::Dispatcher : public CivetHandler {
       ~Release() {
         if (held) d->ReleaseSlot(slot);
       }
-    } release{this, slot, !over};
+    } release{this, slot, !over && !limited};
     Response resp;
     bool gzip = false;
     // A keep-alive connection answers a bounded number of requests, so that
@@ -405,15 +417,19 @@ class WebServer::Dispatcher : public CivetHandler {
     bool close = over || mg_get_connection_requests(conn) + 1 >= kMaxRequestsPerConnection;
     const bool body_unread = HasBody(conn);
     if (body_unread) close = true;
-    if (over) {
+    if (limited) {
+      resp = Response::Text(429, "429 too many requests (rate_limit); retry\n");
+      resp.headers.emplace_back("Retry-After", std::to_string(retry_after.count()));
+      server_->metrics_->Refused(Metrics::Refusal::kRateLimit);
+    } else if (over) {
       resp = Response::Text(503, "503 server busy: every worker is in use; retry\n");
       resp.headers.emplace_back("Retry-After", "1");
-      server_->metrics_->Refused(/*throttled=*/false);
+      server_->metrics_->Refused(Metrics::Refusal::kCapacity);
     } else if (auth == BasicAuth::Result::kThrottled) {
       resp = Response::Text(429, "429 too many password checks; retry\n");
       resp.headers.emplace_back("Retry-After", "1");
       close = true;
-      server_->metrics_->Refused(/*throttled=*/true);
+      server_->metrics_->Refused(Metrics::Refusal::kAuthThrottle);
     } else if (auth == BasicAuth::Result::kDenied) {
       resp.status = 401;
       resp.body = "401 unauthorized\n";
@@ -732,6 +748,12 @@ Status WebServer::Start() {
     }
   }
   metrics_->Serve(server_->getContext(), probes_.get());
+  // exporter-toolkit offers HTTP/2 over TLS unless http2 is false; civetweb
+  // speaks HTTP/1.1 only, which Prometheus scrapes with either way.
+  if (tls && cfg->http2)
+    spdlog::info(
+        "web config: http_server_config.http2 is on but HTTP/2 is not offered; serving "
+        "HTTP/1.1 over TLS");
   if (tls) {
     metrics_->FollowsCertificates();
     cert_watch_.Start([this] {

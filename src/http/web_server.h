@@ -15,6 +15,7 @@
 #include "common/worker.h"
 #include "http/basic_auth.h"
 #include "http/probe_server.h"
+#include "http/rate_limit.h"
 #include "http/tls.h"
 #include "http/web_config.h"
 
@@ -191,6 +192,7 @@ class WebServer {
   std::shared_ptr<const WebConfig> config_ XPU_GUARDED_BY(config_mu_);
   bool tls_listeners_ = false;  // whether the listeners speak TLS (owner thread)
   mutable BasicAuth auth_;
+  mutable RateLimiter limiter_;            // the web config's rate_limit (workers)
   std::unique_ptr<TlsContextSwitch> tls_;  // the context each handshake takes
   std::unique_ptr<Metrics> metrics_;
   std::unique_ptr<Dispatcher> dispatcher_;

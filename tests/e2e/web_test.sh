@@ -213,16 +213,16 @@ printf "tls_server_config:\n  cert_file: /nonexistent.crt\n  key_file: %s/srv.ke
 bad "web config: missing certificate" "cannot read /nonexistent.crt" --web.config.file w1.yml
 printf "tls_server_config:\n  cert_file: %s/srv.crt\n  key_file: %s/srv.key\n  min_version: TLS99\n" "$TMP" "$TMP" >w2.yml
 bad "web config: bad TLS version" "TLS99" --web.config.file w2.yml
-printf "tls_server_config:\n  cert_file: %s/srv.crt\n  key_file: %s/srv.key\n  client_auth_type: RequireAndVerifyClientCert\n" "$TMP" "$TMP" >w3.yml
-bad "web config: client auth without CA" "needs client_ca_file" --web.config.file w3.yml
+printf "tls_server_config:\n  cert_file: %s/srv.crt\n  key_file: %s/srv.key\n  client_ca_file: %s/ca.crt\n" "$TMP" "$TMP" "$TMP" >w3.yml
+bad "web config: client CA without client auth" "client CA is set but client_auth_type is NoClientCert" --web.config.file w3.yml
 printf "basic_auth_users:\n  alice: plaintext\n" >w4.yml
 bad "web config: plaintext password" "not a bcrypt hash" --web.config.file w4.yml
 printf "http_server_config:\n  headers:\n    Set-Cookie: x\n" >w5.yml
 bad "web config: forbidden header" "may not be set" --web.config.file w5.yml
 printf "tls_server_config:\n  cert_file: %s/srv.crt\n  key_file: %s/srv.key\n  ciphers: all\n" "$TMP" "$TMP" >w6.yml
 bad "web config: unknown key" "unknown key 'tls_server_config.ciphers'" --web.config.file w6.yml
-printf "tls_server_config:\n  cert_file: %s/srv.crt\n  key_file: %s/srv.key\n  min_version: TLS11\n" "$TMP" "$TMP" >w8.yml
-bad "web config: TLS 1.1 cannot be served" "TLS version 'TLS11' is not supported" --web.config.file w8.yml
+printf "tls_server_config:\n  cert_file: %s/srv.crt\n  key_file: %s/srv.key\n  max_version: TLS11\n" "$TMP" "$TMP" >w8.yml
+bad "web config: TLS 1.1 cannot be served" "max_version TLS11 leaves no version to serve" --web.config.file w8.yml
 printf "tls_server_config:\n  cert_file: %s/srv.crt\n  key_file: %s/srv.key\n  min_version: TLS13\n  max_version: TLS12\n" "$TMP" "$TMP" >w9.yml
 bad "web config: min above max" "min_version above max_version" --web.config.file w9.yml
 bad "absurd duration" "longer than" --collector.interval 100y
