@@ -66,6 +66,11 @@ struct Policy {
   bool server_order = true;
   bool verify_chain = false;  // Verify*: OpenSSL's verdict on the chain counts
   std::vector<std::string> allowed_sans;
+  // The session id context of this context (kSessionIdContext, then a
+  // generation per TlsContextSwitch::Load): a session made under an
+  // earlier config is not resumed under a later one, whose client-auth
+  // rules its client never passed.
+  std::string session_context = reinterpret_cast<const char*>(kSessionIdContext);
 };
 
 void FreePolicy(void*, void* ptr, CRYPTO_EX_DATA*, int, long, void*) {
@@ -85,6 +90,14 @@ const Policy* PolicyOf(const SSL_CTX* ctx) {
 void SetPolicy(SSL_CTX* ctx, std::unique_ptr<Policy> policy) {
   delete static_cast<Policy*>(SSL_CTX_get_ex_data(ctx, PolicyIndex()));
   SSL_CTX_set_ex_data(ctx, PolicyIndex(), policy.release());
+}
+
+void SetSessionContext(SSL_CTX* ctx, const std::string& text) {
+  auto* policy = static_cast<Policy*>(SSL_CTX_get_ex_data(ctx, PolicyIndex()));
+  if (policy == nullptr) return;
+  policy->session_context = text;
+  SSL_CTX_set_session_id_context(ctx, reinterpret_cast<const unsigned char*>(text.data()),
+                                 static_cast<unsigned int>(text.size()));
 }
 
 // A SAN as Go's crypto/x509 writes it (what client_allowed_sans is matched
@@ -286,6 +299,9 @@ Status UsePolicy(const TlsConfig& tls, SSL_CTX* ctx) {
   if (!policy->groups.empty() && SSL_CTX_set1_groups_list(ctx, policy->groups.c_str()) != 1)
     return OpenSslError("curve_preferences: OpenSSL refuses them");
   policy->server_order = tls.prefer_server_cipher_suites;
+  SSL_CTX_set_session_id_context(
+      ctx, reinterpret_cast<const unsigned char*>(policy->session_context.data()),
+      static_cast<unsigned int>(policy->session_context.size()));
   if (policy->server_order)
     SSL_CTX_set_options(ctx, SSL_OP_CIPHER_SERVER_PREFERENCE);
   else
@@ -307,7 +323,6 @@ Status ApplyTls(const TlsConfig& tls, SSL_CTX* ctx) {
   if (Status s = UseKey(tls, ctx); !s.ok()) return s;
   if (Status s = UseClientCa(tls, ctx); !s.ok()) return s;
   if (Status s = UsePolicy(tls, ctx); !s.ok()) return s;
-  SSL_CTX_set_session_id_context(ctx, kSessionIdContext, sizeof kSessionIdContext - 1);
   switch (tls.client_auth) {
     case ClientAuth::kNoClientCert:
       SSL_CTX_set_verify(ctx, SSL_VERIFY_NONE, nullptr);
@@ -379,6 +394,8 @@ Status TlsContextSwitch::Load(const TlsConfig& tls) {
     SSL_CTX_free(ctx);
     return s;
   }
+  SetSessionContext(ctx, std::string(reinterpret_cast<const char*>(kSessionIdContext)) + "/" +
+                             std::to_string(++generation_));
   {
     MutexLock lock(mu_);
     std::swap(current_, ctx);
@@ -415,6 +432,11 @@ int TlsContextSwitch::ClientHello(SSL* ssl, int*, void* arg) {
       SSL_set_options(ssl, SSL_OP_CIPHER_SERVER_PREFERENCE);
     else
       SSL_clear_options(ssl, SSL_OP_CIPHER_SERVER_PREFERENCE);
+    // Before the session is looked up (TLS 1.2 ids and tickets, TLS 1.3
+    // PSKs): only sessions of the context in force resume.
+    SSL_set_session_id_context(
+        ssl, reinterpret_cast<const unsigned char*>(policy->session_context.data()),
+        static_cast<unsigned int>(policy->session_context.size()));
   }
   SSL_CTX_free(ctx);
   return SSL_CLIENT_HELLO_SUCCESS;

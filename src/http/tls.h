@@ -1,5 +1,6 @@
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "common/mutex.h"
@@ -73,6 +74,9 @@ class TlsContextSwitch {
 
   Mutex mu_;
   SSL_CTX* current_ XPU_GUARDED_BY(mu_) = nullptr;  // one reference owned
+  // Loads so far: each context's session id context carries its number.
+  // Load's callers are serialised by their owner (WebServer::cert_mu_).
+  uint64_t generation_ = 0;
 };
 
 // civetweb's init_ssl callback, for a server constructed inside a
