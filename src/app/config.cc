@@ -314,6 +314,27 @@ const std::map<std::string, Applier>& Appliers() {
 // Parses `args`; returns nullopt to go on, or an exit code: 0 after printing
 // help or the version, 2 with `*error` set.
 std::optional<int> Parse(CLI::App& app, std::vector<std::string> args, std::string* error) {
+  // "--name=" is the empty value, as "--name ''" is (the documented way to
+  // switch a socket off): CLI11 would take the next argument as the value.
+  std::vector<std::string> split;
+  for (std::string& a : args) {
+    if (a.size() > 3 && a.compare(0, 2, "--") == 0 && a.find('=') == a.size() - 1) {
+      std::string name = a.substr(0, a.size() - 1);
+      const CLI::Option* opt = app.get_option_no_throw(name);
+      if (opt != nullptr && opt->get_expected_max() > 0) {
+        split.push_back(std::move(name));
+        split.emplace_back();
+        continue;
+      }
+      if (opt != nullptr) {
+        *error =
+            name + "= : a switch takes no empty value (write " + name + " or " + name + "=false)";
+        return 2;
+      }
+    }
+    split.push_back(std::move(a));
+  }
+  args = std::move(split);
   std::reverse(args.begin(), args.end());  // CLI11 takes them back to front
   try {
     app.parse(args);

@@ -195,6 +195,48 @@ TEST(ConfigTest, EveryFlagNamesWhoAppliesIt) {
   EXPECT_TRUE(NeedsRestart("no.such-flag"));
 }
 
+// "--flag=" is the empty value, as "--flag ''" is, for every flag that
+// takes a value: it never takes the next argument as its value (it did:
+// "--kubelet.pod-resources-socket= --web.listen-address=..." listened on
+// the default port). Either the empty value is taken and the next flag
+// applies, or the empty value is refused naming its own flag.
+TEST(ConfigTest, AnEmptyValueAfterEqualsNeverSwallowsTheNextFlag) {
+  Config defaults;
+  ASSERT_EQ(Parse({}, &defaults), std::nullopt);
+  int taken = 0;
+  for (const auto& [key, st] : defaults.settings) {
+    if (key == "log.level" || key == "config.file") continue;
+    Config cfg;
+    ::testing::internal::CaptureStderr();
+    const std::optional<int> rc = Parse({"--" + key + "=", "--log.level=debug"}, &cfg);
+    const std::string err = ::testing::internal::GetCapturedStderr();
+    if (!rc) {
+      EXPECT_EQ(cfg.log_level, "debug") << key;
+      const std::vector<std::string>& v = cfg.settings[key].values;
+      // A boolean flag takes no value; every other one holds the empty one.
+      if (st.values != std::vector<std::string>{"false"} &&
+          st.values != std::vector<std::string>{"true"})
+        EXPECT_TRUE(v.empty() || v == std::vector<std::string>{""}) << key << ": " << v[0];
+      ++taken;
+    } else {
+      EXPECT_EQ(*rc, 2) << key;
+      // The flag, or its group ("--kubelet.dra.*" for the DRA templates).
+      const std::string group = "--" + key.substr(0, key.rfind('.')) + ".*";
+      EXPECT_TRUE(err.find(key) != std::string::npos || err.find(group) != std::string::npos)
+          << key << ": " << err;
+      EXPECT_EQ(err.find("log.level"), std::string::npos) << key << ": " << err;
+    }
+  }
+  EXPECT_GT(taken, 5);  // the sockets and endpoints at least
+  // The issue's own case.
+  Config cfg;
+  ASSERT_EQ(
+      Parse({"--kubelet.pod-resources-socket=", "--web.listen-address=127.0.0.1:39999"}, &cfg),
+      std::nullopt);
+  EXPECT_EQ(cfg.kubelet.socket, "");
+  EXPECT_EQ(cfg.web.listen_addresses, std::vector<std::string>{"127.0.0.1:39999"});
+}
+
 // A reload's configuration is whole: the new live values, the running
 // restart-only ones (read again by their own parsers), and the new
 // restart-only values set aside, with where they came from.
