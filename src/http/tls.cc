@@ -426,7 +426,12 @@ int TlsContextSwitch::ClientHello(SSL* ssl, int*, void* arg) {
   // config's suites and no curve list (CivetInitSsl): the ones in force are
   // set here.
   if (const Policy* policy = PolicyOf(ctx)) {
-    SSL_set_cipher_list(ssl, policy->ciphers.c_str());
+    // Parsing a cipher list costs about as much as the rest of this
+    // callback: only when the context in force differs from the one the
+    // SSL was made from (after a reload that changed cipher_suites).
+    const Policy* made_from = PolicyOf(SSL_get_SSL_CTX(ssl));
+    if (made_from == nullptr || made_from->ciphers != policy->ciphers)
+      SSL_set_cipher_list(ssl, policy->ciphers.c_str());
     if (!policy->groups.empty()) SSL_set1_groups_list(ssl, policy->groups.c_str());
     if (policy->server_order)
       SSL_set_options(ssl, SSL_OP_CIPHER_SERVER_PREFERENCE);
