@@ -675,9 +675,12 @@ http::Response Exporter::ConfigPage() {
     for (const auto& [k, v] : wc->headers) headers[k] = v;
     w["headers"] = headers;
     w["http2"] = wc->http2;
+    const std::chrono::nanoseconds every = wc->rate_limit.interval;
     w["rateLimit"] = {
-        {"interval", FormatDuration(std::chrono::duration_cast<std::chrono::milliseconds>(
-                         wc->rate_limit.interval))},
+        {"interval",
+         every % std::chrono::milliseconds(1) == std::chrono::nanoseconds(0)
+             ? FormatDuration(std::chrono::duration_cast<std::chrono::milliseconds>(every))
+             : std::to_string(every.count()) + "ns"},
         {"burst", wc->rate_limit.burst}};
     j["webConfig"] = w;
   } else {

@@ -53,6 +53,9 @@ constexpr const char* kGoDefaultCiphers =
     "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384:"
     "ECDHE-RSA-AES256-GCM-SHA384:ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305:"
     "ECDHE-ECDSA-AES128-SHA:ECDHE-RSA-AES128-SHA:ECDHE-ECDSA-AES256-SHA:ECDHE-RSA-AES256-SHA";
+// Go's default curves (no curve_preferences): no X448 and no finite-field
+// groups, which OpenSSL would offer.
+constexpr const char* kGoDefaultGroups = "X25519:P-256:P-384:P-521";
 constexpr std::pair<const char*, const char*> kCurves[] = {
     {"CurveP256", "P-256"}, {"CurveP384", "P-384"}, {"CurveP521", "P-521"}, {"X25519", "X25519"}};
 
@@ -62,7 +65,7 @@ constexpr std::pair<const char*, const char*> kCurves[] = {
 // the SANs of the context the SSL was moved onto.
 struct Policy {
   std::string ciphers;  // OpenSSL's list for TLS 1.2 and below
-  std::string groups;   // empty: OpenSSL's default groups
+  std::string groups;   // OpenSSL's list of groups
   bool server_order = true;
   bool verify_chain = false;  // Verify*: OpenSSL's verdict on the chain counts
   std::vector<std::string> allowed_sans;
@@ -253,6 +256,11 @@ Status UseClientCa(const TlsConfig& tls, SSL_CTX* ctx) {
     if (SSL_CTX_load_verify_locations(ctx, tls.client_ca_file.c_str(), nullptr) != 1)
       return OpenSslError("client_ca_file " + tls.client_ca_file +
                           " is not a PEM certificate bundle");
+    // The CAs' names in the CertificateRequest, as Go sends its ClientCAs'
+    // subjects: a client with several certificates picks by them.
+    if (STACK_OF(X509_NAME)* names = SSL_load_client_CA_file(tls.client_ca_file.c_str()))
+      SSL_CTX_set_client_CA_list(ctx, names);
+    ERR_clear_error();
     return Status::Ok();
   }
   if (!tls.client_ca_pem.empty()) {
@@ -261,6 +269,7 @@ Status UseClientCa(const TlsConfig& tls, SSL_CTX* ctx) {
     int added = 0;
     while (X509* c = PEM_read_bio_X509(bio.get(), nullptr, NoPassword, nullptr)) {
       added += X509_STORE_add_cert(store, c) == 1 ? 1 : 0;
+      SSL_CTX_add_client_CA(ctx, c);
       X509_free(c);
     }
     ERR_clear_error();
@@ -296,7 +305,8 @@ Status UsePolicy(const TlsConfig& tls, SSL_CTX* ctx) {
     if (const char* group = GoCurveGroup(name))
       policy->groups += (policy->groups.empty() ? "" : ":") + std::string(group);
   }
-  if (!policy->groups.empty() && SSL_CTX_set1_groups_list(ctx, policy->groups.c_str()) != 1)
+  if (policy->groups.empty()) policy->groups = kGoDefaultGroups;
+  if (SSL_CTX_set1_groups_list(ctx, policy->groups.c_str()) != 1)
     return OpenSslError("curve_preferences: OpenSSL refuses them");
   policy->server_order = tls.prefer_server_cipher_suites;
   SSL_CTX_set_session_id_context(
@@ -417,54 +427,54 @@ SSL_CTX* TlsContextSwitch::Take() {
   return current_;
 }
 
-int TlsContextSwitch::ClientHello(SSL* ssl, int*, void* arg) {
+// The one place a handshake takes the context in force, once (a Load
+// between two looks could mix two configs in one handshake), before any
+// version, suite, curve or session is chosen.
+int TlsContextSwitch::ClientHello(SSL* ssl, int* alert, void* arg) {
   SSL_CTX* ctx = static_cast<TlsContextSwitch*>(arg)->Take();
   if (ctx == nullptr) return SSL_CLIENT_HELLO_SUCCESS;
-  SSL_set_min_proto_version(ssl, SSL_CTX_get_min_proto_version(ctx));
-  SSL_set_max_proto_version(ssl, SSL_CTX_get_max_proto_version(ctx));
-  // The SSL was made from civetweb's context, which carries the first
-  // config's suites and no curve list (CivetInitSsl): the ones in force are
-  // set here.
+  bool ok = SSL_set_min_proto_version(ssl, SSL_CTX_get_min_proto_version(ctx)) == 1 &&
+            SSL_set_max_proto_version(ssl, SSL_CTX_get_max_proto_version(ctx)) == 1;
   if (const Policy* policy = PolicyOf(ctx)) {
-    // Parsing a cipher list costs about as much as the rest of this
-    // callback: only when the context in force differs from the one the
-    // SSL was made from (after a reload that changed cipher_suites).
+    // The SSL was made from civetweb's context, with the first config's
+    // suites and curves; parsing a list costs about as much as the rest of
+    // this callback, so only a context in force with other ones (after a
+    // reload that changed them) sets its own.
     const Policy* made_from = PolicyOf(SSL_get_SSL_CTX(ssl));
-    if (made_from == nullptr || made_from->ciphers != policy->ciphers)
-      SSL_set_cipher_list(ssl, policy->ciphers.c_str());
-    if (!policy->groups.empty()) SSL_set1_groups_list(ssl, policy->groups.c_str());
+    if (ok && (made_from == nullptr || made_from->ciphers != policy->ciphers))
+      ok = SSL_set_cipher_list(ssl, policy->ciphers.c_str()) == 1;
+    if (ok && (made_from == nullptr || made_from->groups != policy->groups))
+      ok = SSL_set1_groups_list(ssl, policy->groups.c_str()) == 1;
     if (policy->server_order)
       SSL_set_options(ssl, SSL_OP_CIPHER_SERVER_PREFERENCE);
     else
       SSL_clear_options(ssl, SSL_OP_CIPHER_SERVER_PREFERENCE);
-    // Before the session is looked up (TLS 1.2 ids and tickets, TLS 1.3
-    // PSKs): only sessions of the context in force resume.
-    SSL_set_session_id_context(
-        ssl, reinterpret_cast<const unsigned char*>(policy->session_context.data()),
-        static_cast<unsigned int>(policy->session_context.size()));
+    // Certificate, key, CA store and verification: the context in force.
+    // Sessions: before one is looked up (TLS 1.2 ids and tickets, TLS 1.3
+    // PSKs), so only sessions of this context resume.
+    ok = ok && SSL_set_SSL_CTX(ssl, ctx) != nullptr &&
+         SSL_set_session_id_context(
+             ssl, reinterpret_cast<const unsigned char*>(policy->session_context.data()),
+             static_cast<unsigned int>(policy->session_context.size())) == 1;
+    SSL_set_verify(ssl, SSL_CTX_get_verify_mode(ctx), SSL_CTX_get_verify_callback(ctx));
   }
   SSL_CTX_free(ctx);
-  return SSL_CLIENT_HELLO_SUCCESS;
+  if (ok) return SSL_CLIENT_HELLO_SUCCESS;
+  // Fail closed, and leave no stale error for the worker's next call.
+  ERR_clear_error();
+  *alert = SSL_AD_INTERNAL_ERROR;
+  return SSL_CLIENT_HELLO_ERROR;
 }
 
-int TlsContextSwitch::ServerName(SSL* ssl, int*, void* arg) {
-  SSL_CTX* ctx = static_cast<TlsContextSwitch*>(arg)->Take();
-  if (ctx == nullptr) return SSL_TLSEXT_ERR_OK;
-  SSL_set_SSL_CTX(ssl, ctx);
-  SSL_set_verify(ssl, SSL_CTX_get_verify_mode(ctx), SSL_CTX_get_verify_callback(ctx));
-  SSL_CTX_free(ctx);
-  return SSL_TLSEXT_ERR_OK;
-}
+// In place of civetweb's SNI callback, which would move the SSL back to its
+// own context: one domain is served, the context was chosen at ClientHello.
+int TlsContextSwitch::ServerName(SSL*, int*, void*) { return SSL_TLSEXT_ERR_OK; }
 
 // Returning 1 tells civetweb not to load certificates itself.
 int CivetInitSsl(void* ssl_ctx, void*) {
   if (g_tls == nullptr) return -1;
   auto* ctx = static_cast<SSL_CTX*>(ssl_ctx);
-  // With a context switch, curves are set per handshake from the context in
-  // force (an SSL's groups can be replaced but not reset to the defaults).
-  TlsConfig tls = *g_tls;
-  if (g_contexts != nullptr) tls.curve_preferences.clear();
-  Status s = ApplyTls(tls, ctx);
+  Status s = ApplyTls(*g_tls, ctx);
   if (!s.ok()) {
     g_tls_error = s.message();
     return -1;

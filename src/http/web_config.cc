@@ -3,6 +3,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <fstream>
 #include <optional>
 #include <set>
@@ -132,8 +133,11 @@ std::optional<std::chrono::nanoseconds> GoDuration(const std::string& text) {
     const size_t number = text.find_first_not_of("0123456789.", i);
     if (number == i || number == std::string::npos) return std::nullopt;
     const std::string digits = text.substr(i, number - i);
-    if (digits == "." || std::count(digits.begin(), digits.end(), '.') > 1) return std::nullopt;
-    const double value = std::stod(digits);
+    // 30 digits are beyond any duration int64 nanoseconds hold; strtod
+    // never throws (std::stod would, out of range, past every handler).
+    if (digits == "." || digits.size() > 30 || std::count(digits.begin(), digits.end(), '.') > 1)
+      return std::nullopt;
+    const double value = std::strtod(digits.c_str(), nullptr);
     const std::pair<const char*, double>* unit = nullptr;
     for (const auto& u : units) {
       const size_t n = std::char_traits<char>::length(u.first);
@@ -227,6 +231,20 @@ Status CheckTlsRules(const TlsConfig& tls, const std::string& where) {
   return Status::Ok();
 }
 
+// exporter-toolkit's TLSConfig.IsEnabled: a section naming no certificate,
+// key, client CA or client_auth_type (only versions, suites or curves)
+// leaves TLS off, and plain HTTP is served. Its keys and values are still
+// checked, as exporter-toolkit's strict parse does.
+bool TlsEnabled(const YAML::Node& t) {
+  if (!t.IsMap()) return true;  // ParseTls says what is wrong with it
+  for (const char* key : {"cert", "key", "client_ca", "cert_file", "key_file", "client_ca_file",
+                          "client_auth_type"}) {
+    const YAML::Node v = t[key];
+    if (v && !v.IsNull() && !(v.IsScalar() && v.Scalar().empty())) return true;
+  }
+  return false;
+}
+
 Status ParseTls(const YAML::Node& t, const std::string& origin, TlsConfig* out) {
   if (Status s = CheckKeys(t,
                            {"cert", "key", "client_ca", "cert_file", "key_file", "client_ca_file",
@@ -258,6 +276,7 @@ Status ParseTls(const YAML::Node& t, const std::string& origin, TlsConfig* out) 
     }
   }
   if (Status s = ParseTlsLists(t, origin, &tls); !s.ok()) return s;
+  if (!TlsEnabled(t)) return Status::Ok();  // plain HTTP; the values were checked
   if (Status s = CheckTlsRules(tls, Where(origin, t)); !s.ok()) return s;
   // Loads the pair the way the server will, so that a bad one is a config
   // error (exit 2, or a refused reload), not a late one.
@@ -270,7 +289,9 @@ Status ParseTls(const YAML::Node& t, const std::string& origin, TlsConfig* out) 
 }
 
 // As exporter-toolkit: only security headers may be set, and the two with
-// an enumeration only to its values; a blank value sets nothing.
+// an enumeration only to its values. A blank value sets nothing, as the
+// format's documentation says ("Unset if blank"; its code refuses a blank
+// X-Frame-Options or X-Content-Type-Options: docs/http-api.md).
 Status ParseHeaders(const YAML::Node& hs, const std::string& origin, WebConfig* cfg) {
   if (!hs.IsMap())
     return Status::InvalidArgument(Where(origin, hs) + ": headers must be a mapping");
@@ -379,7 +400,7 @@ Status WebConfig::Parse(const std::string& text, const std::string& origin,
     if (YAML::Node t = root["tls_server_config"]; t && !t.IsNull()) {
       TlsConfig tls;
       if (Status s = ParseTls(t, origin, &tls); !s.ok()) return s;
-      cfg->tls = std::move(tls);
+      if (TlsEnabled(t)) cfg->tls = std::move(tls);
     }
     if (YAML::Node h = root["http_server_config"]; h && !h.IsNull()) {
       if (Status s = ParseHttpServer(h, origin, cfg.get()); !s.ok()) return s;

@@ -43,10 +43,10 @@ struct TlsConfig {
   TlsVersion min_version = TlsVersion::kTls12;
   TlsVersion max_version = TlsVersion::kTls13;
   // Go's cipher-suite names as written (TLS 1.2 and below; TLS 1.3's are
-  // accepted and, as in Go, not configurable), empty: OpenSSL's defaults.
+  // accepted and, as in Go, not configurable); empty: Go's defaults.
   std::vector<std::string> cipher_suites;
   bool prefer_server_cipher_suites = true;
-  // Go's curve names (CurvePreferences), in order; empty: OpenSSL's groups.
+  // Go's curve names (CurvePreferences), in order; empty: Go's defaults.
   std::vector<std::string> curve_preferences;
   // The client certificate must carry one of these SANs (DNS, IP, e-mail
   // or URI, exact match); empty: no SAN check.

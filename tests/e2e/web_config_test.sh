@@ -90,8 +90,8 @@ got=$(handshake -tls1_2 -cipher ECDHE-RSA-AES128-GCM-SHA256)
 [ "$got" = "Cipher is ECDHE-RSA-AES128-GCM-SHA256" ] || fail "a listed suite not served: $got"
 got=$(handshake -tls1_2 -cipher ECDHE-RSA-CHACHA20-POLY1305)
 [ "$got" = "Cipher is (NONE)" ] || fail "a suite outside cipher_suites served: $got"
-got=$(handshake -tls1_2 -cipher 'ECDHE-RSA-AES128-GCM-SHA256:ECDHE-RSA-AES256-GCM-SHA384')
-[ "$got" = "Cipher is ECDHE-RSA-AES128-GCM-SHA256" ] || fail "the server's order not preferred: $got"
+got=$(handshake -tls1_2 -cipher 'ECDHE-RSA-AES256-GCM-SHA384:ECDHE-RSA-AES128-GCM-SHA256')
+[ "$got" = "Cipher is ECDHE-RSA-AES128-GCM-SHA256" ] || fail "the server's order not preferred over the client's: $got"
 got=$(handshake -tls1_3 -groups P-384)
 [[ $got == "Cipher is TLS_"* ]] || fail "a listed curve not served: $got"
 for v in -tls1_2 -tls1_3; do
@@ -130,6 +130,7 @@ kill -HUP "$EXP_PID"
 wait_for 10 bash -c "[ \$(grep -c 'configuration reloaded' '$TMP/exporter.log') -gt $n ]" || fail "second reload not reported"
 grep -q "^Reused" <<<"$(s_other -sess_in sess.pem)" && fail "a session made before the reload resumed under its new client_allowed_sans"
 expect 000 "the SAN taken out by the second reload" --cacert ca.crt --cert other.crt --key other.key "$U/metrics"
+expect 200 "the SAN put back by the second reload" --cacert ca.crt --cert dns.crt --key dns.key "$U/metrics"
 kill "$EXP_PID"; wait "$EXP_PID" 2>/dev/null || true
 
 # ---- VerifyClientCertIfGiven without a CA: the system's trust store ----

@@ -336,6 +336,14 @@ TEST_F(WebConfigTest, VerifyingWithoutACaUsesTheSystemTrustStore) {
   EXPECT_TRUE(cfg->tls->client_ca_file.empty());
   EXPECT_TRUE(Handshake(*cfg, [](SSL_CTX*) {}));   // none given: served
   EXPECT_FALSE(Handshake(*cfg, WithCert("dns")));  // self-signed: not trusted
+  // A client certificate from a CA the system trusts passes (the store is
+  // read when the context is built: SSL_CERT_FILE names it here).
+  setenv("SSL_CERT_FILE", F("dns.crt").c_str(), 1);
+  auto trusting = TlsOk("  client_auth_type: VerifyClientCertIfGiven\n");
+  ASSERT_TRUE(trusting);
+  EXPECT_TRUE(Handshake(*trusting, WithCert("dns")));
+  EXPECT_FALSE(Handshake(*trusting, WithCert("ip")));
+  unsetenv("SSL_CERT_FILE");
   auto required = TlsOk("  client_auth_type: RequireAndVerifyClientCert\n");
   ASSERT_TRUE(required);
   EXPECT_FALSE(Handshake(*required, [](SSL_CTX*) {}));
@@ -412,7 +420,15 @@ TEST_F(WebConfigTest, RateLimitTakesGoDurationsAndACount) {
     EXPECT_EQ(cfg->rate_limit.burst, 5);
   }
   EXPECT_FALSE(cfg->rate_limit.on());  // interval 0: off
-  for (const char* bad : {"-1s", "1d", "soon", "1.2.3s", ".s", "1s2"}) {
+  const Status micro =
+      WebConfig::Parse("rate_limit:\n  interval: 250\u00b5s\n  burst: 1\n", "web.yml", &cfg);
+  ASSERT_TRUE(micro.ok()) << micro.message();
+  EXPECT_EQ(cfg->rate_limit.interval, nanoseconds(250'000));
+  const std::string huge = "1" + std::string(400, '0') + "s";
+  const std::string tiny = "0." + std::string(400, '0') + "1s";
+  for (const std::string& bad :
+       {std::string("-1s"), std::string("1d"), std::string("soon"), std::string("1.2.3s"),
+        std::string(".s"), std::string("1s2"), huge, tiny, std::string("99999999999h")}) {
     EXPECT_NE(
         Error(std::string("rate_limit:\n  interval: ") + bad + "\n  burst: 1\n")
             .find("web.yml:2: rate_limit.interval '" + std::string(bad) + "' is not a duration"),
@@ -449,6 +465,53 @@ TEST(RateLimiterTest, ATokenBucketAsGosRateLimiter) {
   EXPECT_TRUE(limiter.Allow(RateLimit{seconds(2), 1}, t, &retry));
   EXPECT_FALSE(limiter.Allow(RateLimit{seconds(2), 1}, t, &retry));
   for (int i = 0; i < 100; ++i) EXPECT_TRUE(limiter.Allow(RateLimit{}, t, &retry));
+}
+
+TEST_F(WebConfigTest, ATlsSectionWithoutCertificateOrClientAuthLeavesTlsOff) {
+  std::shared_ptr<const WebConfig> cfg;
+  // As exporter-toolkit's TLSConfig.IsEnabled: plain HTTP, values checked.
+  ASSERT_TRUE(WebConfig::Parse("tls_server_config:\n  min_version: TLS13\n  cipher_suites: "
+                               "[TLS_AES_128_GCM_SHA256]\n",
+                               "web.yml", &cfg)
+                  .ok());
+  EXPECT_FALSE(cfg->tls);
+  ASSERT_TRUE(WebConfig::Parse("tls_server_config: {}\n", "web.yml", &cfg).ok());
+  EXPECT_FALSE(cfg->tls);
+  EXPECT_NE(Error("tls_server_config:\n  cipher_suites: [RC4]\n").find("unknown cipher suite"),
+            std::string::npos);
+  EXPECT_NE(Error("tls_server_config:\n  colour: red\n").find("unknown key"), std::string::npos);
+  // A client_auth_type alone turns it on, and then a certificate is needed.
+  EXPECT_NE(Error("tls_server_config:\n  client_auth_type: NoClientCert\n")
+                .find("needs cert_file or cert"),
+            std::string::npos);
+}
+
+TEST_F(WebConfigTest, TheClientCasAreNamedInTheCertificateRequest) {
+  for (const std::string& ca :
+       {"  client_ca_file: " + F("dns.crt") + "\n", "  client_ca: " + Block(Slurp(F("dns.crt")))}) {
+    auto cfg = TlsOk("  client_auth_type: RequireAndVerifyClientCert\n" + ca);
+    ASSERT_TRUE(cfg);
+    SSL_CTX* ctx = SSL_CTX_new(TLS_server_method());
+    ASSERT_TRUE(ApplyTls(*cfg->tls, ctx).ok());
+    const STACK_OF(X509_NAME)* names = SSL_CTX_get_client_CA_list(ctx);
+    ASSERT_NE(names, nullptr) << ca;
+    EXPECT_EQ(sk_X509_NAME_num(names), 1) << ca;
+    SSL_CTX_free(ctx);
+  }
+}
+
+TEST_F(WebConfigTest, WithoutCurvePreferencesGosDefaultCurvesAreServed) {
+  auto cfg = TlsOk("");
+  ASSERT_TRUE(cfg);
+  // Go offers neither X448 nor finite-field groups.
+  for (const char* outside : {"X448", "ffdhe2048"}) {
+    EXPECT_FALSE(Handshake(*cfg, [outside](SSL_CTX* c) { SSL_CTX_set1_groups_list(c, outside); }))
+        << outside;
+  }
+  for (const char* inside : {"X25519", "P-256", "P-384", "P-521"}) {
+    EXPECT_TRUE(Handshake(*cfg, [inside](SSL_CTX* c) { SSL_CTX_set1_groups_list(c, inside); }))
+        << inside;
+  }
 }
 
 // The format's own examples (exporter-toolkit's docs and test data), with
