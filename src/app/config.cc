@@ -266,6 +266,10 @@ void AddKubernetesFlags(const Flags& f, Config* cfg) {
                  "Keep the Node condition XpuDevicesHealthy from the devices' worst active "
                  "fault (needs patch on nodes/status)"));
   f(Applier::kNodeHealth,
+    AddDuration(app, "--kubernetes.node-condition-hold", &cfg->node_health.hold,
+                "How long a better condition must hold before it is patched (worse is "
+                "patched at once), so that a flapping fault costs one patch"));
+  f(Applier::kNodeHealth,
     app.add_flag("--kubernetes.events", cfg->node_health.events,
                  "Post an Event on the Node per fault raise at restart_card or worse, "
                  "rate-limited (needs create on events)"));

@@ -175,6 +175,7 @@ std::unique_ptr<kubernetes::NodeReporter> Exporter::BuildReporter(
   kubernetes::NodeReporter::Options o;
   o.condition = cfg.node_health.condition;
   o.events = cfg.node_health.events;
+  o.recover_hold = cfg.node_health.hold;
   o.sources = sources;
   return std::make_unique<kubernetes::NodeReporter>(cfg.kubernetes, o, api, &devices_,
                                                     part_metrics_.nodehealth.get());

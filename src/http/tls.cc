@@ -59,11 +59,16 @@ constexpr const char* kGoDefaultGroups = "X25519:P-256:P-384:P-521";
 constexpr std::pair<const char*, const char*> kCurves[] = {
     {"CurveP256", "P-256"}, {"CurveP384", "P-384"}, {"CurveP521", "P-521"}, {"X25519", "X25519"}};
 
+}  // namespace
+
 // What a handshake needs of its config beyond what OpenSSL keeps in the
-// context: kept in the context's ex_data, so that the ClientHello callback
-// applies the context in force to each SSL and the verify callback finds
-// the SANs of the context the SSL was moved onto.
-struct Policy {
+// context. Shared, never changed once published: the context's ex_data
+// holds one reference (for contexts used without a TlsContextSwitch),
+// TlsContextSwitch another for the context in force, and each SSL one for
+// its handshake. Readers hold a reference of their own while they read, so
+// the Policy's end is ordered by shared_ptr's counts, which ThreadSanitizer
+// sees (not by SSL_CTX's, kept inside libcrypto, which it cannot).
+struct TlsPolicy {
   std::string ciphers;  // OpenSSL's list for TLS 1.2 and below
   std::string groups;   // OpenSSL's list of groups
   bool server_order = true;
@@ -76,27 +81,51 @@ struct Policy {
   std::string session_context = reinterpret_cast<const char*>(kSessionIdContext);
 };
 
-void FreePolicy(void*, void* ptr, CRYPTO_EX_DATA*, int, long, void*) {
-  delete static_cast<Policy*>(ptr);
+namespace {
+
+using Policy = TlsPolicy;
+using PolicyRef = std::shared_ptr<const Policy>;
+
+void FreeCtxPolicy(void*, void* ptr, CRYPTO_EX_DATA*, int, long, void*) {
+  delete static_cast<std::shared_ptr<Policy>*>(ptr);
+}
+void FreeSslPolicy(void*, void* ptr, CRYPTO_EX_DATA*, int, long, void*) {
+  delete static_cast<PolicyRef*>(ptr);
 }
 
-int PolicyIndex() {
-  static const int index = SSL_CTX_get_ex_new_index(0, nullptr, nullptr, nullptr, FreePolicy);
+int CtxPolicyIndex() {
+  static const int index = SSL_CTX_get_ex_new_index(0, nullptr, nullptr, nullptr, FreeCtxPolicy);
+  return index;
+}
+int SslPolicyIndex() {
+  static const int index = SSL_get_ex_new_index(0, nullptr, nullptr, nullptr, FreeSslPolicy);
   return index;
 }
 
-const Policy* PolicyOf(const SSL_CTX* ctx) {
-  return ctx == nullptr ? nullptr
-                        : static_cast<const Policy*>(SSL_CTX_get_ex_data(ctx, PolicyIndex()));
+// The context's own Policy (from the thread that built the context, or one
+// that holds it for as long as it reads).
+std::shared_ptr<Policy> PolicyOf(const SSL_CTX* ctx) {
+  const auto* held =
+      ctx == nullptr
+          ? nullptr
+          : static_cast<const std::shared_ptr<Policy>*>(SSL_CTX_get_ex_data(ctx, CtxPolicyIndex()));
+  return held == nullptr ? nullptr : *held;
 }
 
-void SetPolicy(SSL_CTX* ctx, std::unique_ptr<Policy> policy) {
-  delete static_cast<Policy*>(SSL_CTX_get_ex_data(ctx, PolicyIndex()));
-  SSL_CTX_set_ex_data(ctx, PolicyIndex(), policy.release());
+void SetPolicy(SSL_CTX* ctx, std::shared_ptr<Policy> policy) {
+  delete static_cast<std::shared_ptr<Policy>*>(SSL_CTX_get_ex_data(ctx, CtxPolicyIndex()));
+  SSL_CTX_set_ex_data(ctx, CtxPolicyIndex(), new std::shared_ptr<Policy>(std::move(policy)));
+}
+
+// The Policy of this SSL's handshake (set by the ClientHello callback on the
+// worker that runs it, freed with the SSL on the same worker).
+void SetSslPolicy(SSL* ssl, PolicyRef policy) {
+  delete static_cast<PolicyRef*>(SSL_get_ex_data(ssl, SslPolicyIndex()));
+  SSL_set_ex_data(ssl, SslPolicyIndex(), new PolicyRef(std::move(policy)));
 }
 
 void SetSessionContext(SSL_CTX* ctx, const std::string& text) {
-  auto* policy = static_cast<Policy*>(SSL_CTX_get_ex_data(ctx, PolicyIndex()));
+  const std::shared_ptr<Policy> policy = PolicyOf(ctx);
   if (policy == nullptr) return;
   policy->session_context = text;
   SSL_CTX_set_session_id_context(ctx, reinterpret_cast<const unsigned char*>(text.data()),
@@ -144,7 +173,10 @@ bool HasAllowedSan(X509* cert, const std::vector<std::string>& allowed) {
 int VerifyClient(int ok, X509_STORE_CTX* store) {
   auto* ssl =
       static_cast<SSL*>(X509_STORE_CTX_get_ex_data(store, SSL_get_ex_data_X509_STORE_CTX_idx()));
-  const Policy* policy = ssl == nullptr ? nullptr : PolicyOf(SSL_get_SSL_CTX(ssl));
+  if (ssl == nullptr) return ok;
+  // The handshake's own (ClientHello), else the context's (no switch).
+  const auto* held = static_cast<const PolicyRef*>(SSL_get_ex_data(ssl, SslPolicyIndex()));
+  const PolicyRef policy = held != nullptr ? *held : PolicyOf(SSL_get_SSL_CTX(ssl));
   if (policy == nullptr) return ok;
   if (!policy->verify_chain) ok = 1;
   if (ok != 0 && !policy->allowed_sans.empty() &&
@@ -288,7 +320,7 @@ Status UseClientCa(const TlsConfig& tls, SSL_CTX* ctx) {
 // Cipher suites, curves and their order, checked here (a list OpenSSL
 // cannot use is a config error) and kept for the ClientHello callback.
 Status UsePolicy(const TlsConfig& tls, SSL_CTX* ctx) {
-  auto policy = std::make_unique<Policy>();
+  auto policy = std::make_shared<Policy>();
   for (const std::string& name : tls.cipher_suites) {
     const char* openssl = nullptr;
     if (GoCipherSuite(name, &openssl) && openssl != nullptr)
@@ -406,9 +438,11 @@ Status TlsContextSwitch::Load(const TlsConfig& tls) {
   }
   SetSessionContext(ctx, std::string(reinterpret_cast<const char*>(kSessionIdContext)) + "/" +
                              std::to_string(++generation_));
+  PolicyRef policy = PolicyOf(ctx);
   {
     MutexLock lock(mu_);
     std::swap(current_, ctx);
+    current_policy_ = std::move(policy);
   }
   // Handshakes that took the old one hold their own reference.
   if (ctx != nullptr) SSL_CTX_free(ctx);
@@ -416,14 +450,16 @@ Status TlsContextSwitch::Load(const TlsConfig& tls) {
 }
 
 void TlsContextSwitch::Install(SSL_CTX* civet_ctx) {
+  civet_policy_ = PolicyOf(civet_ctx);
   SSL_CTX_set_client_hello_cb(civet_ctx, ClientHello, this);
   SSL_CTX_set_tlsext_servername_callback(civet_ctx, ServerName);
   SSL_CTX_set_tlsext_servername_arg(civet_ctx, this);
 }
 
-SSL_CTX* TlsContextSwitch::Take() {
+SSL_CTX* TlsContextSwitch::Take(std::shared_ptr<const TlsPolicy>* policy) {
   MutexLock lock(mu_);
   if (current_ != nullptr) SSL_CTX_up_ref(current_);
+  *policy = current_policy_;
   return current_;
 }
 
@@ -431,16 +467,18 @@ SSL_CTX* TlsContextSwitch::Take() {
 // between two looks could mix two configs in one handshake), before any
 // version, suite, curve or session is chosen.
 int TlsContextSwitch::ClientHello(SSL* ssl, int* alert, void* arg) {
-  SSL_CTX* ctx = static_cast<TlsContextSwitch*>(arg)->Take();
+  auto* self = static_cast<TlsContextSwitch*>(arg);
+  PolicyRef policy;
+  SSL_CTX* ctx = self->Take(&policy);
   if (ctx == nullptr) return SSL_CLIENT_HELLO_SUCCESS;
   bool ok = SSL_set_min_proto_version(ssl, SSL_CTX_get_min_proto_version(ctx)) == 1 &&
             SSL_set_max_proto_version(ssl, SSL_CTX_get_max_proto_version(ctx)) == 1;
-  if (const Policy* policy = PolicyOf(ctx)) {
+  if (policy != nullptr) {
     // The SSL was made from civetweb's context, with the first config's
     // suites and curves; parsing a list costs about as much as the rest of
     // this callback, so only a context in force with other ones (after a
     // reload that changed them) sets its own.
-    const Policy* made_from = PolicyOf(SSL_get_SSL_CTX(ssl));
+    const Policy* made_from = self->civet_policy_.get();
     if (ok && (made_from == nullptr || made_from->ciphers != policy->ciphers))
       ok = SSL_set_cipher_list(ssl, policy->ciphers.c_str()) == 1;
     if (ok && (made_from == nullptr || made_from->groups != policy->groups))
@@ -457,6 +495,7 @@ int TlsContextSwitch::ClientHello(SSL* ssl, int* alert, void* arg) {
              ssl, reinterpret_cast<const unsigned char*>(policy->session_context.data()),
              static_cast<unsigned int>(policy->session_context.size())) == 1;
     SSL_set_verify(ssl, SSL_CTX_get_verify_mode(ctx), SSL_CTX_get_verify_callback(ctx));
+    SetSslPolicy(ssl, std::move(policy));
   }
   SSL_CTX_free(ctx);
   if (ok) return SSL_CLIENT_HELLO_SUCCESS;

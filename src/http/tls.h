@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "common/mutex.h"
@@ -11,6 +12,8 @@ typedef struct ssl_ctx_st SSL_CTX;
 typedef struct ssl_st SSL;
 
 namespace xpu::http {
+
+struct TlsPolicy;  // tls.cc: what a handshake needs beyond OpenSSL's context
 
 // Go's name of a TLS cipher suite (exporter-toolkit's cipher_suites): true
 // if known, with OpenSSL's name of it in *openssl, or null for TLS 1.3's
@@ -68,12 +71,18 @@ class TlsContextSwitch {
   void Install(SSL_CTX* civet_ctx);
 
  private:
-  SSL_CTX* Take();  // a reference to the context in force (caller frees), or null
+  // A reference to the context in force (caller frees), or null, and its
+  // Policy, taken together.
+  SSL_CTX* Take(std::shared_ptr<const TlsPolicy>* policy);
   static int ClientHello(SSL* ssl, int* alert, void* arg);
   static int ServerName(SSL* ssl, int* alert, void* arg);
 
   Mutex mu_;
   SSL_CTX* current_ XPU_GUARDED_BY(mu_) = nullptr;  // one reference owned
+  std::shared_ptr<const TlsPolicy> current_policy_ XPU_GUARDED_BY(mu_);
+  // civetweb's context's Policy: what each SSL starts with (set by Install,
+  // before any worker runs; read-only after).
+  std::shared_ptr<const TlsPolicy> civet_policy_;
   // Loads so far: each context's session id context carries its number.
   // Load's callers are serialised by their owner (WebServer::cert_mu_).
   uint64_t generation_ = 0;

@@ -44,6 +44,9 @@ struct KubernetesOptions {
 struct NodeHealthOptions {
   bool condition = false;
   bool events = false;
+  // --kubernetes.node-condition-hold: how long a better condition must hold
+  // before it is patched (NodeReporter::Options::recover_hold).
+  std::chrono::milliseconds hold{30000};
   bool operator==(const NodeHealthOptions&) const = default;
 };
 

@@ -450,6 +450,7 @@ void ExpectPartsHold(const Exporter::InForce& f, const Config& cfg) {
     EXPECT_TRUE(*f.reporter_kubernetes == cfg.kubernetes);
     EXPECT_EQ(f.reporter->condition, cfg.node_health.condition);
     EXPECT_EQ(f.reporter->events, cfg.node_health.events);
+    EXPECT_EQ(f.reporter->recover_hold, cfg.node_health.hold);
     // It names the backends that run.
     EXPECT_TRUE(f.reporter->sources ==
                 (kubernetes::FaultSources{f.hal_interval.has_value(), f.pci_interval.has_value(),
@@ -565,6 +566,7 @@ TEST(ExporterReloadTest, EveryFlagIsAppliedByItsPartOrWaitsForARestart) {
       {"kubernetes.node-interval", {"7s", {"7s"}}},
       {"kubernetes.node-condition", {"false", {""}}},  // a flag off reads back empty
       {"kubernetes.events", {"true", {"true"}}},
+      {"kubernetes.node-condition-hold", {"9s", {"9s"}}},
       {"log.level", {"debug", {"debug"}}},
       {"log.format", {"json", {"json"}}},
   };

@@ -39,7 +39,7 @@ flags=(--collector.interval 200ms --hal sysfs,kmsg --hal.root "$TMP/hal" --hal.i
   --hal.kmsg.path "$TMP/kmsg.records"
   --kubernetes.api-server "$API" --kubernetes.ca-file "$TMP/ca.crt" --kubernetes.token-file "$TMP/token"
   --kubernetes.node-name node-a --kubernetes.node-interval 300ms
-  --kubernetes.node-condition --kubernetes.events)
+  --kubernetes.node-condition --kubernetes.node-condition-hold 5s --kubernetes.events)
 start_exporter sim "${flags[@]}"
 
 wait_for 15 at_least patches 1 ||
@@ -101,9 +101,10 @@ rounds 3
 
 # Cleared on the sysfs side: the message changes (the kernel's Xid 79
 # stays until the device is seen healthy), no Event. Not worse: patched
-# once it has held 30 s (a flapping fault must not patch the Node on and on).
+# once it has held (--kubernetes.node-condition-hold, 5 s here; a flapping
+# fault must not patch the Node on and on).
 curl -sf -XDELETE "$CONTROL/control/fault?minor=2" >/dev/null
-wait_for 45 bash -c "! curl -sfk $API/control/patches | python3 -c 'import json,sys; c=json.load(sys.stdin)[-1][\"status\"][\"conditions\"][0]; sys.exit(\"reset_card\" not in c[\"message\"])'" ||
+wait_for 25 bash -c "! curl -sfk $API/control/patches | python3 -c 'import json,sys; c=json.load(sys.stdin)[-1][\"status\"][\"conditions\"][0]; sys.exit(\"reset_card\" not in c[\"message\"])'" ||
   fail "the cleared fault is still named: $(last patches)"
 last patches | python3 -c '
 import json, sys
@@ -131,7 +132,7 @@ rounds 3
 curl -sf -XPOST "$CONTROL/control/fault" -d '{"minor":3,"code":"0x80CB8001"}' >/dev/null
 wait_for 10 at_least events 3 || fail "no Event after the restart"
 # Another fault at the same level: not worse, so patched after the hold.
-wait_for 45 at_least patches 1 '"0x80CB8001" in x["status"]["conditions"][0]["message"]' ||
+wait_for 25 at_least patches 1 '"0x80CB8001" in x["status"]["conditions"][0]["message"]' ||
   fail "the new fault is not in the condition: $(last patches)"
 last patches | python3 -c '
 import json, sys
