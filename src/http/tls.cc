@@ -467,6 +467,11 @@ SSL_CTX* TlsContextSwitch::Take(std::shared_ptr<const TlsPolicy>* policy) {
 // between two looks could mix two configs in one handshake), before any
 // version, suite, curve or session is chosen.
 int TlsContextSwitch::ClientHello(SSL* ssl, int* alert, void* arg) {
+  // Once per connection: the callback is installed on civetweb's context
+  // only, and the SSL leaves it here, so a HelloRetryRequest's second
+  // ClientHello does not come back. Should it ever, the first one's
+  // decisions stand (a second Take could mix two configs).
+  if (SSL_get_ex_data(ssl, SslPolicyIndex()) != nullptr) return SSL_CLIENT_HELLO_SUCCESS;
   auto* self = static_cast<TlsContextSwitch*>(arg);
   PolicyRef policy;
   SSL_CTX* ctx = self->Take(&policy);
@@ -499,7 +504,8 @@ int TlsContextSwitch::ClientHello(SSL* ssl, int* alert, void* arg) {
   }
   SSL_CTX_free(ctx);
   if (ok) return SSL_CLIENT_HELLO_SUCCESS;
-  // Fail closed, and leave no stale error for the worker's next call.
+  // Fail closed: OpenSSL ends the handshake with this alert (and queues its
+  // own "callback failed"; civetweb clears the queue before its next call).
   ERR_clear_error();
   *alert = SSL_AD_INTERNAL_ERROR;
   return SSL_CLIENT_HELLO_ERROR;
