@@ -206,10 +206,10 @@ void Exporter::ApplyIngest(const Config& cfg, const LoadedFiles& files) {
                                          sel.ExcludedIds(cat),
                                          cfg.xdm.keep_unknown && sel.Allows("xpu_unknown_metric"),
                                          {cfg.xdm.devices.begin(), cfg.xdm.devices.end()}};
-  // The client first: no message decoded after this adds what is no longer
-  // selected. Then the store: from here on it names series by the new
-  // catalog, and what is no longer selected goes from it. (A message decoded
-  // by the old rules in between can add a series that then goes stale.)
+  // The client first: it returns once the message being ingested is stored,
+  // and no message decoded after it adds what is no longer selected. Then
+  // the store: from here on it names series by the new catalog, and what is
+  // no longer selected goes from it, for good.
   const std::set<int32_t> devices = rules.devices;
   const std::unordered_set<uint32_t> excluded = rules.excluded_ids;
   const bool keep_unknown = rules.keep_unknown;

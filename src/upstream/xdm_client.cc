@@ -247,6 +247,11 @@ void XdmClient::Reconfigure(IngestRules ingest, milliseconds interval, milliseco
   if (interval.count() <= 0) throw std::invalid_argument("interval must be > 0");
   bool changed = false;
   {
+    // After the message being ingested (if any): once this returns, every
+    // message decoded by the old rules is in the store, and every later one
+    // is decoded by the new rules, so the caller's Drop of what is no longer
+    // selected is final (a message in between used to add it back).
+    MutexLock ordered(ingest_mu_);
     MutexLock lock(mu_);
     ingest_ = std::make_shared<const IngestRules>(std::move(ingest));
     stale_after_ = stale_after;

@@ -130,7 +130,8 @@ class XdmClient {
   // What a reload may change (docs/configuration.md): which data is taken
   // (catalog, selection, devices; ClientOptions' fields of the same names)
   // and the timing (the interval assumed until XDM reports its own, and
-  // stale-after, 0 meaning 3 intervals). Takes effect with the next message.
+  // stale-after, 0 meaning 3 intervals). Takes effect with the next message;
+  // waits for the one being ingested, if any, to be stored first.
   struct IngestRules {
     std::shared_ptr<const catalog::Catalog> catalog;
     std::unordered_set<uint32_t> excluded_ids;

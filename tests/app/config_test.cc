@@ -215,8 +215,10 @@ TEST(ConfigTest, AnEmptyValueAfterEqualsNeverSwallowsTheNextFlag) {
       const std::vector<std::string>& v = cfg.settings[key].values;
       // A boolean flag takes no value; every other one holds the empty one.
       if (st.values != std::vector<std::string>{"false"} &&
-          st.values != std::vector<std::string>{"true"})
-        EXPECT_TRUE(v.empty() || v == std::vector<std::string>{""}) << key << ": " << v[0];
+          st.values != std::vector<std::string>{"true"}) {
+        EXPECT_TRUE(v.empty() || v == std::vector<std::string>{""})
+            << key << ": " << (v.empty() ? "" : v[0]);
+      }
       ++taken;
     } else {
       EXPECT_EQ(*rc, 2) << key;
