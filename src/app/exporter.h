@@ -12,14 +12,16 @@
 #include <vector>
 
 #include "app/config.h"
-#include "app/metrics_endpoint.h"
+#include "app/parts.h"
 #include "app/status_page.h"
 #include "catalog/selection.h"
 #include "common/mutex.h"
+#include "common/part.h"
 #include "common/process_metrics.h"
 #include "common/status.h"
 #include "common/worker.h"
 #include "exposition/exposer.h"
+#include "exposition/metrics_endpoint.h"
 #include "hal/hal_sampler.h"
 #include "hal/kmsg_sampler.h"
 #include "hal/pci_metrics.h"
@@ -35,8 +37,10 @@
 
 namespace xpu::app {
 
-// The whole exporter, wired: XdmClient and HalSampler -> MetricStore and
-// DeviceRegistry -> Exposer -> WebServer. Owns every part. Start()/Stop() from
+// The whole exporter, wired: XdmClient and the parts of PartTable() (the HAL
+// backends, the pod sources, the Node reporter) -> MetricStore and
+// DeviceRegistry -> Exposer -> WebServer. Owns every part; its pages are in
+// exporter_pages.cc. Start()/Stop() from
 // the owning thread (main, or a test); everything else runs on the parts' own
 // threads. Reloads run on a thread of their own, one at a time, whoever asks
 // (SIGHUP, POST /-/reload): they restart the HTTP listeners on a TLS change,
@@ -106,22 +110,30 @@ class Exporter {
   // Queues a reload; `answer` is given once its outcome is known.
   std::future<Status> RequestReload(bool from_http);
   void RunReload(ReloadJob* job);
-  struct Replacement;
-  // Stops the parts `next` replaces and starts its new ones, carrying their
-  // fault state; then puts them, `cfg` and `pending` in force.
+  // The parts a reload replaces (the rows `rebuild` marks), built from the
+  // next configuration: a marked row with a null part is switched off.
+  struct Replacement {
+    std::vector<bool> rebuild;  // by row of PartTable()
+    std::vector<std::unique_ptr<Part>> parts;
+    std::vector<std::shared_ptr<prometheus::Registry>> metrics;
+    std::vector<bool> fresh_metrics;  // marked rows whose metrics start afresh
+    std::vector<Applier> applied;     // the appliers that ran
+  };
+  // Builds the parts of the marked rows (not started), each with its row's
+  // registry in `next->metrics`; an unmarked row keeps its running part.
+  Status BuildParts(const Config& cfg, const LoadedFiles& files, Replacement* next);
+  // Stops the parts `next` replaces and starts its new ones, each taking
+  // over from its predecessor; then puts them, `cfg` and `pending` in force.
   void SwapParts(Replacement* next, std::shared_ptr<const Config> cfg,
                  std::map<std::string, Config::Setting> pending,
                  std::shared_ptr<const catalog::Catalog> catalog);
-  // Builds the HAL samplers `cfg` asks for (not started).
-  Status BuildHal(const Config& cfg, const LoadedFiles& files,
-                  std::unique_ptr<hal::HalSampler>* hal, std::unique_ptr<hal::PciSampler>* pci,
-                  std::unique_ptr<hal::KmsgSampler>* kmsg);
-  std::unique_ptr<kubelet::PodMapper> BuildPods(const Config& cfg);
-  std::unique_ptr<kubernetes::PodWatcher> BuildWatcher(const Config& cfg);
-  // The Node's condition and Events, when asked for and an API server is
-  // used; `sources`: the HAL backends that will run beside it.
-  std::unique_ptr<kubernetes::NodeReporter> BuildReporter(const Config& cfg,
-                                                          kubernetes::FaultSources sources);
+  // The running part of the row `name`, as its type; null when it is off.
+  template <class T>
+  T* Running(std::string_view name) const XPU_REQUIRES(parts_mu_) {
+    for (size_t i = 0; i < kinds_.size(); ++i)
+      if (kinds_[i].name == name) return dynamic_cast<T*>(parts_[i].get());
+    return nullptr;
+  }
   // Which data is taken and shown: catalog, selection, devices, timing.
   void ApplyIngest(const Config& cfg, const LoadedFiles& files);
   void RecordReload(const Status& s);
@@ -160,21 +172,12 @@ class Exporter {
   store::ExemplarStore exemplars_;                   // fault raises' pods, for OpenMetrics scrapes
   std::unique_ptr<store::DataAgeMetrics> data_age_;  // reads store_
   std::unique_ptr<exposition::Exposer> exposer_;
-  std::unique_ptr<MetricsEndpoint> metrics_;  // the telemetry path
+  std::unique_ptr<exposition::MetricsEndpoint> metrics_;  // the telemetry path
   std::unique_ptr<upstream::XdmClient> client_;
-  // Guarded by parts_mu_ after Start (a reload replaces them):
-  std::unique_ptr<hal::HalSampler> hal_
-      XPU_GUARDED_BY(parts_mu_);  // null when --hal selects no sysfs backend
-  std::unique_ptr<hal::PciSampler> pci_
-      XPU_GUARDED_BY(parts_mu_);  // null when --hal selects no pci backend
-  std::unique_ptr<hal::KmsgSampler> kmsg_
-      XPU_GUARDED_BY(parts_mu_);  // null when --hal selects no kmsg backend
-  std::unique_ptr<kubelet::PodMapper> pods_
-      XPU_GUARDED_BY(parts_mu_);  // null when the socket flag is empty
-  std::unique_ptr<kubernetes::PodWatcher> watcher_
-      XPU_GUARDED_BY(parts_mu_);  // null when no API server is used
-  std::unique_ptr<kubernetes::NodeReporter> reporter_
-      XPU_GUARDED_BY(parts_mu_);  // null unless asked for, with an API server
+  // The table of parts, and the running part of each row (null while the
+  // configuration leaves it off); a reload replaces them under parts_mu_.
+  const std::vector<PartKind>& kinds_ = PartTable();
+  std::vector<std::unique_ptr<Part>> parts_ XPU_GUARDED_BY(parts_mu_);
   std::unique_ptr<http::WebServer> web_;
   // Each part's self-metrics, on the page beside self_metrics_ while the
   // part runs (Exposer::SetPart): kept when a reload rebuilds the part (its
@@ -182,25 +185,8 @@ class Exporter {
   // nothing it exported stays behind frozen. (The fault families both HAL
   // backends share stay in self_metrics_: one series each, and the raises
   // they count did happen.) Start and the reload thread.
-  struct PartMetrics {
-    std::shared_ptr<prometheus::Registry> hal = std::make_shared<prometheus::Registry>();
-    std::shared_ptr<prometheus::Registry> pci = std::make_shared<prometheus::Registry>();
-    std::shared_ptr<prometheus::Registry> kmsg = std::make_shared<prometheus::Registry>();
-    std::shared_ptr<prometheus::Registry> kubelet = std::make_shared<prometheus::Registry>();
-    std::shared_ptr<prometheus::Registry> apiserver = std::make_shared<prometheus::Registry>();
-    std::shared_ptr<prometheus::Registry> nodehealth = std::make_shared<prometheus::Registry>();
-  };
-  PartMetrics part_metrics_;
-  // The parts' pointers, taken under parts_mu_ to be used outside it where
-  // no reload can replace them (Start before the reloader runs, Stop after).
-  struct Parts {
-    hal::HalSampler* hal = nullptr;
-    hal::PciSampler* pci = nullptr;
-    hal::KmsgSampler* kmsg = nullptr;
-    kubelet::PodMapper* pods = nullptr;
-    kubernetes::PodWatcher* watcher = nullptr;
-    kubernetes::NodeReporter* reporter = nullptr;
-  };
+  // By row of the table.
+  std::vector<std::shared_ptr<prometheus::Registry>> part_metrics_;
   // Puts each part's metrics on the page, or takes them off (and starts a
   // fresh registry for it) when the part is off.
   void PublishPartMetrics();

@@ -43,6 +43,12 @@ void HalSampler::Start() {
 
 void HalSampler::Stop() { worker_.Stop(); }
 
+void HalSampler::TakeOver(Part& old) {
+  if (auto* o = dynamic_cast<HalSampler*>(&old)) SeedFaultState(o->fault_state());
+}
+
+void HalSampler::Withdraw() { registry_->CloseSource(store::DeviceRegistry::kSysfs); }
+
 std::optional<std::chrono::steady_clock::time_point> HalSampler::last_success() const {
   MutexLock lock(mu_);
   return last_success_;

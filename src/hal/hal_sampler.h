@@ -13,6 +13,7 @@
 #include <string>
 
 #include "common/mutex.h"
+#include "common/part.h"
 #include "common/worker.h"
 #include "hal/fault_catalog.h"
 #include "hal/fault_events.h"
@@ -29,13 +30,13 @@ namespace xpu::hal {
 // Start()/Stop() from the owning thread; SampleOnce() for tests, not
 // concurrently with a running sampler.
 // `fault_metrics` (default: `self_metrics`): as PciSampler's.
-class HalSampler {
+class HalSampler : public Part {
  public:
   HalSampler(std::unique_ptr<HalBackend> backend, std::shared_ptr<const FaultCatalog> catalog,
              std::chrono::milliseconds interval, store::DeviceRegistry* registry,
              prometheus::Registry* self_metrics, store::ExemplarStore* exemplars = nullptr,
              prometheus::Registry* fault_metrics = nullptr);
-  ~HalSampler();
+  ~HalSampler() override;
   HalSampler(const HalSampler&) = delete;
   HalSampler& operator=(const HalSampler&) = delete;
 
@@ -44,8 +45,12 @@ class HalSampler {
   FaultEvents::State fault_state() const { return faults_.state(); }
   void SeedFaultState(FaultEvents::State state) { faults_.Seed(std::move(state)); }
 
-  void Start();
-  void Stop();
+  void Start() override;
+  void Stop() override;
+  // Part: the active faults of the sampler it replaces; its devices off the
+  // registry when switched off.
+  void TakeOver(Part& old) override;
+  void Withdraw() override;
   void SampleOnce();
 
   std::string backend_name() const { return backend_->name(); }

@@ -308,6 +308,14 @@ void KmsgSampler::Start() {
 
 void KmsgSampler::Stop() { worker_.Stop(); }
 
+void KmsgSampler::TakeOver(Part& old) {
+  // The same log: this sampler goes on after the old one's last record.
+  auto* o = dynamic_cast<KmsgSampler*>(&old);
+  if (o != nullptr && o->options().path == options_.path) Seed(o->state());
+}
+
+void KmsgSampler::Withdraw() { registry_->CloseSource(store::DeviceRegistry::kKmsg); }
+
 void KmsgSampler::Seed(State s) {
   // The predecessor consulted the same file already: its boot id goes on,
   // and the first Publish writes it again (kept_ unknown). Another file (a

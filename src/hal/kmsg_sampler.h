@@ -14,6 +14,7 @@
 #include <set>
 #include <string>
 
+#include "common/part.h"
 #include "common/status.h"
 #include "common/worker.h"
 #include "hal/fault_catalog.h"
@@ -61,7 +62,7 @@ bool KmsgReadable(const std::string& path);
 // to XDM's devices and writes the source="kmsg" series.
 // Start()/Stop() from the owning thread; HandleRecord()/Publish() from the
 // sampler thread (or a test, not beside a running sampler).
-class KmsgSampler {
+class KmsgSampler : public Part {
  public:
   struct Options {
     std::string path = "/dev/kmsg";  // or a record file (a regular file)
@@ -78,12 +79,16 @@ class KmsgSampler {
               std::shared_ptr<const FaultCatalog> faults, store::DeviceRegistry* registry,
               prometheus::Registry* self_metrics, store::ExemplarStore* exemplars = nullptr,
               std::function<uint64_t()> now_us = nullptr);  // CLOCK_MONOTONIC, in us
-  ~KmsgSampler();
+  ~KmsgSampler() override;
   KmsgSampler(const KmsgSampler&) = delete;
   KmsgSampler& operator=(const KmsgSampler&) = delete;
 
-  void Start();
-  void Stop();
+  void Start() override;
+  void Stop() override;
+  // Part: the state of the sampler it replaces when it reads the same log
+  // (Seed); its devices off the registry when switched off.
+  void TakeOver(Part& old) override;
+  void Withdraw() override;
   bool up() const { return up_.load(); }
   // What it was built with. Any thread, while the sampler lives.
   const Options& options() const { return options_; }

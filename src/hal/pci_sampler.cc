@@ -108,6 +108,15 @@ PciSampler::PciSampler(PciScanner scanner, std::shared_ptr<const FaultCatalog> c
   if (interval_.count() <= 0) throw std::invalid_argument("PCI interval must be > 0");
 }
 
+void PciSampler::TakeOver(Part& old) {
+  if (auto* o = dynamic_cast<PciSampler*>(&old)) {
+    SeedFaultState(o->fault_state());
+    SeedTracker(o->tracker_state());
+  }
+}
+
+void PciSampler::Withdraw() { registry_->CloseSource(store::DeviceRegistry::kPci); }
+
 void PciSampler::Start() {
   registry_->OpenSource(store::DeviceRegistry::kPci, interval_);  // as HalSampler::Start
   worker_.Start([this] {

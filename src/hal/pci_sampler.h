@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 
+#include "common/part.h"
 #include "common/worker.h"
 #include "hal/fault_catalog.h"
 #include "hal/fault_events.h"
@@ -66,13 +67,13 @@ class PciTracker {
 // `fault_metrics` (default: `self_metrics`) takes the fault families both
 // HAL backends share (FaultEvents): xpu_device_fault_events_total and
 // xpu_hal_unknown_fault_codes_total.
-class PciSampler {
+class PciSampler : public Part {
  public:
   PciSampler(PciScanner scanner, std::shared_ptr<const FaultCatalog> catalog,
              std::chrono::milliseconds interval, store::DeviceRegistry* registry,
              prometheus::Registry* self_metrics, store::ExemplarStore* exemplars = nullptr,
              prometheus::Registry* fault_metrics = nullptr);
-  ~PciSampler() { Stop(); }
+  ~PciSampler() override { Stop(); }
   PciSampler(const PciSampler&) = delete;
   PciSampler& operator=(const PciSampler&) = delete;
 
@@ -86,8 +87,12 @@ class PciSampler {
   PciTracker tracker_state() const { return tracker_; }
   void SeedTracker(PciTracker tracker) { tracker_ = std::move(tracker); }
 
-  void Start();
-  void Stop() { worker_.Stop(); }
+  void Start() override;
+  void Stop() override { worker_.Stop(); }
+  // Part: the active faults and the tracker of the sampler it replaces; its
+  // devices off the registry when switched off.
+  void TakeOver(Part& old) override;
+  void Withdraw() override;
   // One scan; false if the tree could not be read.
   bool SampleOnce();
   // Whether the last scan could read the tree. Any thread.

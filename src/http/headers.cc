@@ -31,8 +31,6 @@ bool AcceptsGzip(const std::string& accept) {
   return false;
 }
 
-namespace {
-
 std::string_view Trim(std::string_view s) {
   const size_t b = s.find_first_not_of(" \t");
   if (b == std::string_view::npos) return {};
@@ -56,8 +54,6 @@ double QValue(std::string_view value) {
   const bool whole = res.ec == std::errc() && res.ptr == value.data() + value.size();
   return whole && v >= 0 && v <= 1 ? v : 0;
 }
-
-}  // namespace
 
 ContentCoding NegotiateContentCoding(std::string_view accept_encoding) {
   constexpr int kMaxEntries = 64;
@@ -96,97 +92,6 @@ ContentCoding NegotiateContentCoding(std::string_view accept_encoding) {
   const double best = std::max(q_gzip, q_zstd);
   if (best <= 0 || q_identity > best) return ContentCoding::kIdentity;
   return q_zstd >= q_gzip ? ContentCoding::kZstd : ContentCoding::kGzip;
-}
-
-MetricsFormat NegotiateMetricsFormat(std::string_view accept) {
-  constexpr int kMaxRanges = 64;
-  // For each format we serve: the q of the most specific range naming it
-  // (RFC 9110 12.5.1: type/subtype;version > type/subtype > type/* > */*),
-  // and that specificity.
-  constexpr int kFormats = 3;  // MetricsFormat's values
-  double q_of[kFormats] = {-1, -1, -1};
-  int level_of[kFormats] = {-1, -1, -1};
-  const auto offer = [&](MetricsFormat f, int level, double q) {
-    const int i = static_cast<int>(f);
-    if (level > level_of[i]) {
-      level_of[i] = level;
-      q_of[i] = q;
-    }
-  };
-  size_t start = 0;
-  for (int n = 0; n < kMaxRanges && start <= accept.size(); ++n) {
-    size_t end = accept.find(',', start);
-    if (end == std::string_view::npos) end = accept.size();
-    std::string_view range = accept.substr(start, end - start);
-    start = end + 1;
-    // type/subtype *(; param=value): unknown and repeated parameters are
-    // tolerated (the first q and version count).
-    size_t semi = range.find(';');
-    const std::string_view type = Trim(range.substr(0, semi));
-    if (type.empty()) continue;
-    double q = 1;
-    bool have_q = false;
-    std::string_view version;
-    bool have_version = false;
-    while (semi != std::string_view::npos) {
-      const size_t next = range.find(';', semi + 1);
-      const std::string_view param = Trim(range.substr(semi + 1, next - semi - 1));
-      semi = next;
-      const size_t eq = param.find('=');
-      if (eq == std::string_view::npos) continue;
-      const std::string_view key = Trim(param.substr(0, eq));
-      std::string_view value = Trim(param.substr(eq + 1));
-      if (value.size() >= 2 && value.front() == '"' && value.back() == '"')
-        value = value.substr(1, value.size() - 2);
-      if (EqualsNoCase(key, "q") && !have_q) {
-        have_q = true;
-        q = QValue(value);
-      } else if (EqualsNoCase(key, "version") && !have_version) {
-        have_version = true;
-        version = value;
-      }
-    }
-    if (EqualsNoCase(type, "application/openmetrics-text")) {
-      if (!have_version) {
-        offer(MetricsFormat::kOpenMetrics100, 2, q);
-        offer(MetricsFormat::kOpenMetrics001, 2, q);
-      } else if (version == "1.0.0") {
-        offer(MetricsFormat::kOpenMetrics100, 3, q);
-      } else if (version == "0.0.1") {
-        offer(MetricsFormat::kOpenMetrics001, 3, q);
-      }
-    } else if (EqualsNoCase(type, "text/plain")) {
-      // 0.0.4, and 1.0.0 (the same lines for the names we write).
-      if (!have_version || version == "0.0.4" || version == "1.0.0")
-        offer(MetricsFormat::kText, have_version ? 3 : 2, q);
-    } else if (EqualsNoCase(type, "application/*")) {
-      offer(MetricsFormat::kOpenMetrics100, 1, q);
-      offer(MetricsFormat::kOpenMetrics001, 1, q);
-    } else if (EqualsNoCase(type, "text/*")) {
-      offer(MetricsFormat::kText, 1, q);
-    } else if (type == "*/*") {
-      for (int i = 0; i < kFormats; ++i) offer(static_cast<MetricsFormat>(i), 0, q);
-    }
-    // Anything else (protobuf, say) is not served: ignored.
-  }
-  // The highest q wins; then the more specific range; then, among types
-  // named outright, OpenMetrics 1.0.0, 0.0.1, text (Prometheus lists them
-  // so), and among wildcards alone text (what curl's */* gets everywhere).
-  // Nothing acceptable: text.
-  const auto rank = [&](MetricsFormat f) {
-    const int i = static_cast<int>(f);
-    const int pref = level_of[i] >= 2 ? (f == MetricsFormat::kText ? 0 : 3 - i)
-                                      : (f == MetricsFormat::kText ? 3 : 3 - i);
-    return std::tuple<double, int, int>(q_of[i], level_of[i], pref);
-  };
-  MetricsFormat best = MetricsFormat::kText;
-  for (MetricsFormat f : {MetricsFormat::kOpenMetrics100, MetricsFormat::kOpenMetrics001})
-    if (rank(f) > rank(best)) best = f;
-  return q_of[static_cast<int>(best)] > 0 ? best : MetricsFormat::kText;
-}
-
-bool PrefersOpenMetrics(std::string_view accept) {
-  return NegotiateMetricsFormat(accept) != MetricsFormat::kText;
 }
 
 std::string Base64Decode(const std::string& in) {

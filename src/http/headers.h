@@ -25,20 +25,13 @@ enum class ContentCoding { kIdentity, kGzip, kZstd };
 // acceptable or identity's own q is higher. At most 64 entries are read.
 ContentCoding NegotiateContentCoding(std::string_view accept_encoding);
 
-// The exposition formats /metrics serves.
-enum class MetricsFormat { kText, kOpenMetrics100, kOpenMetrics001 };
-
-// The format an Accept value asks for (RFC 9110 12.5.1): the served format
-// with the highest q wins, each taking the q of its most specific range
-// (application/openmetrics-text;version=1.0.0 or 0.0.1, no version for
-// either, text/plain 0.0.4 or 1.0.0, application/*, text/*, */*); types we
-// do not serve (protobuf) are ignored; unknown and repeated parameters
-// (escaping=...) are tolerated; ties go to OpenMetrics 1.0.0, then 0.0.1.
-// No acceptable range at all: the text format. At most 64 ranges are read.
-MetricsFormat NegotiateMetricsFormat(std::string_view accept);
-
-// Whether NegotiateMetricsFormat picks either OpenMetrics version.
-bool PrefersOpenMetrics(std::string_view accept);
+// The pieces of a header list value (RFC 9110 5.6), for those who
+// negotiate with them (exposition/negotiate.h): spaces and tabs trimmed off
+// both ends; ASCII case-insensitive equality; a q parameter's value, wholly
+// a number in [0, 1], else 0 (refused).
+std::string_view Trim(std::string_view s);
+bool EqualsNoCase(std::string_view a, std::string_view b);
+double QValue(std::string_view value);
 
 // Standard base64 with padding; empty for malformed input or input over 4 KiB.
 std::string Base64Decode(const std::string& in);

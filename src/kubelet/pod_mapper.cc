@@ -195,6 +195,8 @@ void PodMapper::Stop() {
   worker_.Stop();
 }
 
+void PodMapper::Withdraw() { registry_->SetPodAssignments({}); }
+
 void PodMapper::Loop() {
   do {
     PollOnce();

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "common/collector_metrics.h"
+#include "common/part.h"
 #include "common/status.h"
 #include "common/worker.h"
 #include "kubelet/podresources.grpc.pb.h"
@@ -83,19 +84,21 @@ struct PodMapperOptions {
 // publishes the matches to the DeviceRegistry (xpu_device_pod_info). When the
 // socket does not exist (not a Kubernetes node) it does nothing and says so
 // once. Start()/Stop() from the owning thread.
-class PodMapper {
+class PodMapper : public Part {
  public:
   // `dra` is options.dra_* made by the configuration's validation
   // (DraRule::Make). Throws std::invalid_argument for options Validate
   // would refuse.
   PodMapper(const PodMapperOptions& options, DraRule dra, store::DeviceRegistry* registry,
             prometheus::Registry* self_metrics);
-  ~PodMapper();
+  ~PodMapper() override;
   PodMapper(const PodMapper&) = delete;
   PodMapper& operator=(const PodMapper&) = delete;
 
-  void Start();
-  void Stop();
+  void Start() override;
+  void Stop() override;
+  // Part: switched off, its pod assignments leave the registry.
+  void Withdraw() override;
   // One poll; returns whether the kubelet answered. For tests.
   bool PollOnce();
   // As built; any thread, while the mapper lives.

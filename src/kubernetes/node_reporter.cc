@@ -135,6 +135,12 @@ void NodeReporter::Start() {
 
 void NodeReporter::Stop() { worker_.Stop(); }
 
+void NodeReporter::TakeOver(Part& old) {
+  // Raises the old reporter had not read or sent yet go out from this one,
+  // under the same rate limit; what it knew of the Node stays known.
+  if (auto* o = dynamic_cast<NodeReporter*>(&old)) Seed(o->handover());
+}
+
 void NodeReporter::Said(const std::string& what, bool ok, const HttpResult& r) {
   if (ok) {
     if (said_.ClearPrefix(what + ":") > 0) spdlog::info("kubernetes: {} works again", what);

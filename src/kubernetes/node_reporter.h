@@ -11,6 +11,7 @@
 #include <string>
 
 #include "common/backoff.h"
+#include "common/part.h"
 #include "common/worker.h"
 #include "kubernetes/api_client.h"
 #include "kubernetes/node_health.h"
@@ -32,7 +33,7 @@ namespace xpu::kubernetes {
 // changed is set back). A failing call is retried with backoff and counted.
 // Owns its thread: Start()/Stop() from the owning thread; the rest is the
 // thread's. Its metrics are thread-safe.
-class NodeReporter {
+class NodeReporter : public Part {
  public:
   struct Options {
     bool condition = false;
@@ -53,7 +54,7 @@ class NodeReporter {
   // std::invalid_argument without a node name.
   NodeReporter(const KubernetesOptions& kubernetes, Options options, std::string base_url,
                const store::DeviceRegistry* registry, prometheus::Registry* self_metrics);
-  ~NodeReporter();
+  ~NodeReporter() override;
   NodeReporter(const NodeReporter&) = delete;
   NodeReporter& operator=(const NodeReporter&) = delete;
 
@@ -78,8 +79,11 @@ class NodeReporter {
   };
   Handover handover() const;
   void Seed(Handover h);
-  void Start();
-  void Stop();
+  void Start() override;
+  void Stop() override;
+  // Part: the raises the reporter it replaces had not sent yet and what it
+  // knew of the Node (Seed).
+  void TakeOver(Part& old) override;
   // What it was built with. Any thread, while it lives.
   const Options& options() const { return options_; }
   const KubernetesOptions& kubernetes() const { return kubernetes_; }

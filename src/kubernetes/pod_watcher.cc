@@ -298,6 +298,12 @@ void PodWatcher::Start() {
 
 void PodWatcher::Stop() { worker_.Stop(); }
 
+void PodWatcher::Withdraw() {
+  registry_->SetPodMetadata({});
+  registry_->SetContainerQuotas({});
+  registry_->SetDeviceShares({});
+}
+
 std::string PodWatcher::PodsPath() const {
   return "/api/v1/pods?fieldSelector=" + ApiClient::Escape("spec.nodeName=" + options_.node_name);
 }

@@ -14,6 +14,7 @@
 
 #include "common/backoff.h"
 #include "common/collector_metrics.h"
+#include "common/part.h"
 #include "common/status.h"
 #include "common/worker.h"
 #include "kubernetes/api_client.h"
@@ -93,19 +94,22 @@ std::string ResolveApiServer(const KubernetesOptions& options, std::string* why_
 // Watches this node's pods and reads its node object, each on its own
 // thread, and publishes to the registry. Start()/Stop() from the owning
 // thread; metrics are thread-safe.
-class PodWatcher {
+class PodWatcher : public Part {
  public:
   // `labels` is options.pod_labels made by the configuration's validation
   // (LabelFilter::Make). Throws std::invalid_argument for options Validate
   // would refuse.
   PodWatcher(const KubernetesOptions& options, LabelFilter labels, std::string base_url,
              store::DeviceRegistry* registry, prometheus::Registry* self_metrics);
-  ~PodWatcher();
+  ~PodWatcher() override;
   PodWatcher(const PodWatcher&) = delete;
   PodWatcher& operator=(const PodWatcher&) = delete;
 
-  void Start();
-  void Stop();
+  void Start() override;
+  void Stop() override;
+  // Part: switched off, the pods' metadata, quotas and shares leave the
+  // registry.
+  void Withdraw() override;
   // What it was built with. Any thread, while the watcher lives.
   const KubernetesOptions& options() const { return options_; }
   const std::string& base_url() const { return base_url_; }

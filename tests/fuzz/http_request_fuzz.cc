@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "exposition/negotiate.h"
 #include "fuzz_util.h"
 #include "http/headers.h"
 #include "http/web_server.h"
@@ -156,8 +157,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string text = xpu::fuzz::AsString(data, size);
   (void)xpu::http::AcceptsGzip(text);
   (void)xpu::http::NegotiateContentCoding(text);
-  (void)xpu::http::NegotiateMetricsFormat(text);
-  (void)xpu::http::PrefersOpenMetrics(text);
+  (void)xpu::exposition::NegotiateFormat(text);
   std::string user, password;
   (void)xpu::http::ParseBasicAuth(text, &user, &password);
   (void)xpu::http::Base64Decode(text);

@@ -11,7 +11,7 @@
 #include "exposition/exposer.h"
 #include "http/web_server.h"
 
-namespace xpu::app {
+namespace xpu::exposition {
 
 // Answers the telemetry path (/metrics) from the Exposer, without ever
 // holding a whole plain page:
@@ -28,7 +28,7 @@ namespace xpu::app {
 class MetricsEndpoint {
  public:
   // `self` receives xpu_exporter_scrapes_shared_total.
-  MetricsEndpoint(exposition::Exposer* exposer, prometheus::Registry* self);
+  MetricsEndpoint(Exposer* exposer, prometheus::Registry* self);
 
   http::Response Serve(const http::Request& req);
 
@@ -36,14 +36,14 @@ class MetricsEndpoint {
   using Page = std::shared_ptr<const std::string>;
   // The compressed page of `format` (zstd when `zstd`, else gzip), rendered
   // here or by the scrape already rendering it; null if compression failed.
-  Page Compressed(exposition::Format format, bool zstd);
-  Page RenderGzipped(exposition::Format format);
-  Page RenderZstd(exposition::Format format);
+  Page Compressed(Format format, bool zstd);
+  Page RenderGzipped(Format format);
+  Page RenderZstd(Format format);
 
-  exposition::Exposer* const exposer_;
+  Exposer* const exposer_;
   prometheus::Counter& shared_;
   Mutex mu_;
   std::shared_future<Page> inflight_[2][2] XPU_GUARDED_BY(mu_);  // by Format, then zstd
 };
 
-}  // namespace xpu::app
+}  // namespace xpu::exposition

@@ -1,14 +1,15 @@
-#include "app/metrics_endpoint.h"
+#include "exposition/metrics_endpoint.h"
 
 #include <spdlog/spdlog.h>
 
+#include "exposition/negotiate.h"
 #include "http/gzip.h"
 #include "http/headers.h"
 #include "http/zstd.h"
 
-namespace xpu::app {
+namespace xpu::exposition {
 
-MetricsEndpoint::MetricsEndpoint(exposition::Exposer* exposer, prometheus::Registry* self)
+MetricsEndpoint::MetricsEndpoint(Exposer* exposer, prometheus::Registry* self)
     : exposer_(exposer),
       shared_(prometheus::BuildCounter()
                   .Name("xpu_exporter_scrapes_shared_total")
@@ -21,16 +22,9 @@ http::Response MetricsEndpoint::Serve(const http::Request& req) {
   http::Response r;
   // OpenMetrics when the client prefers it (Prometheus does), else the
   // Prometheus text format.
-  const http::MetricsFormat asked = http::NegotiateMetricsFormat(req.accept);
-  const exposition::Format format = asked == http::MetricsFormat::kText
-                                        ? exposition::Format::kText
-                                        : exposition::Format::kOpenMetrics;
-  // The version asked for (0.0.1 and 1.0.0 are the same lines for what we
-  // write); always one version parameter, never two.
-  r.content_type = asked == http::MetricsFormat::kText ? exposition::kTextContentType
-                   : asked == http::MetricsFormat::kOpenMetrics001
-                       ? exposition::kOpenMetrics001ContentType
-                       : exposition::kOpenMetricsContentType;
+  const Negotiated asked = NegotiateFormat(req.accept);
+  const Format format = asked.format;
+  r.content_type = asked.content_type;
   r.headers.emplace_back("Vary", "Accept, Accept-Encoding");
   const http::ContentCoding coding = http::NegotiateContentCoding(req.accept_encoding);
   if (coding != http::ContentCoding::kIdentity) {
@@ -42,17 +36,17 @@ http::Response MetricsEndpoint::Serve(const http::Request& req) {
     }
     // Not expected (the compressor failed): the plain page still answers.
   }
-  exposition::Exposer* exposer = exposer_;
+  Exposer* exposer = exposer_;
   r.stream = [exposer, format](const http::BodyWriter& write) {
-    exposition::PageSink sink(write);
+    PageSink sink(write);
     exposer->Render(&sink, format);
   };
   return r;
 }
 
-MetricsEndpoint::Page MetricsEndpoint::Compressed(exposition::Format format, bool zstd) {
+MetricsEndpoint::Page MetricsEndpoint::Compressed(Format format, bool zstd) {
   std::shared_future<Page>& inflight =
-      inflight_[format == exposition::Format::kOpenMetrics ? 1 : 0][zstd ? 1 : 0];
+      inflight_[format == Format::kOpenMetrics ? 1 : 0][zstd ? 1 : 0];
   const char* coding = zstd ? "zstd" : "gzip";
   std::promise<Page> promise;
   {
@@ -81,15 +75,15 @@ MetricsEndpoint::Page MetricsEndpoint::Compressed(exposition::Format format, boo
   return page;
 }
 
-MetricsEndpoint::Page MetricsEndpoint::RenderGzipped(exposition::Format format) {
+MetricsEndpoint::Page MetricsEndpoint::RenderGzipped(Format format) {
   auto page = std::make_shared<std::string>();
   // A large page is compressed on a second core while this one renders.
   http::GzipPipe gz(page.get());
-  exposition::PageSink sink(exposition::PageSink::Taker([&](std::string* buf, bool last) {
-                              gz.Take(buf, last);
-                              return true;
-                            }),
-                            http::GzipPipe::kBatch);
+  PageSink sink(PageSink::Taker([&](std::string* buf, bool last) {
+                  gz.Take(buf, last);
+                  return true;
+                }),
+                http::GzipPipe::kBatch);
   exposer_->Render(&sink, format);
   if (!gz.Finish()) {
     spdlog::error("igzip failed to compress the metrics page");
@@ -98,13 +92,13 @@ MetricsEndpoint::Page MetricsEndpoint::RenderGzipped(exposition::Format format) 
   return page;
 }
 
-MetricsEndpoint::Page MetricsEndpoint::RenderZstd(exposition::Format format) {
+MetricsEndpoint::Page MetricsEndpoint::RenderZstd(Format format) {
   auto page = std::make_shared<std::string>();
   http::ZstdStream z(page.get());
-  exposition::PageSink sink(exposition::PageSink::Taker([&](std::string* buf, bool) {
-                              return z.Write(*buf);  // what it leaves in buf is dropped
-                            }),
-                            size_t{256} * 1024);
+  PageSink sink(PageSink::Taker([&](std::string* buf, bool) {
+                  return z.Write(*buf);  // what it leaves in buf is dropped
+                }),
+                size_t{256} * 1024);
   exposer_->Render(&sink, format);
   if (!z.Finish()) {
     spdlog::error("libzstd failed to compress the metrics page");
@@ -113,4 +107,4 @@ MetricsEndpoint::Page MetricsEndpoint::RenderZstd(exposition::Format format) {
   return page;
 }
 
-}  // namespace xpu::app
+}  // namespace xpu::exposition

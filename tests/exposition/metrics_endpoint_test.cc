@@ -1,4 +1,4 @@
-#include "app/metrics_endpoint.h"
+#include "exposition/metrics_endpoint.h"
 
 #include <gtest/gtest.h>
 
@@ -8,7 +8,7 @@
 
 #include "support/test_util.h"
 
-namespace xpu::app {
+namespace xpu::exposition {
 namespace {
 
 using store::Clock;
@@ -174,4 +174,4 @@ TEST_F(MetricsEndpointTest, FormatsAreNotShared) {
 }
 
 }  // namespace
-}  // namespace xpu::app
+}  // namespace xpu::exposition

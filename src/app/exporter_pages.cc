@@ -1,0 +1,269 @@
+// The exporter's pages: the telemetry path, the landing page, the probes,
+// /status, /config and /-/reload (docs/http-api.md). Each runs on an HTTP
+// worker thread and reads the parts under parts_mu_, or the state they
+// publish (store, registry) without it.
+#include <google/protobuf/util/json_util.h>
+#include <spdlog/spdlog.h>
+
+#include <nlohmann/json.hpp>
+
+#include "app/exporter.h"
+#include "common/duration.h"
+#include "version.h"
+
+namespace xpu::app {
+
+void Exporter::AddRoutes(const std::string& telemetry_path) {
+  web_->Route(
+      telemetry_path, {"GET"}, [this](const http::Request& r) { return Metrics(r); },
+      /*gzip=*/true);
+  web_->Route("/", {"GET"}, [this](const http::Request&) {
+    http::Response r;
+    r.content_type = "text/html; charset=utf-8";
+    r.body = LandingPageHtml(Report(), config()->telemetry_path);
+    return r;
+  });
+  web_->Route("/-/healthy", {"GET"},
+              [](const http::Request&) { return http::Response::Text(200, "Healthy\n"); });
+  web_->Route("/-/ready", {"GET"}, [this](const http::Request&) { return Ready(); });
+  web_->Route("/-/reload", {"POST", "PUT"},
+              [this](const http::Request& r) { return ReloadPage(r); });
+  web_->Route("/status", {"GET"}, [this](const http::Request&) { return StatusPage(); });
+  web_->Route("/config", {"GET"}, [this](const http::Request&) { return ConfigPage(); });
+}
+
+http::Response Exporter::ReloadPage(const http::Request&) {
+  // Prometheus's convention: off unless asked for, 403 then.
+  if (!config()->enable_lifecycle)
+    return http::Response::Text(403, "Lifecycle API is not enabled (--web.enable-lifecycle).\n");
+  std::future<Status> answer = RequestReload(/*from_http=*/true);
+  if (answer.wait_for(std::chrono::seconds(60)) != std::future_status::ready)
+    return http::Response::Text(503, "reload still running after 60 s; see the log\n");
+  Status s = answer.get();
+  if (!s.ok()) return http::Response::Text(500, "failed to reload config: " + s.message() + "\n");
+  return http::Response::Text(200, "configuration reloaded\n");
+}
+
+http::Response Exporter::Metrics(const http::Request& req) {
+  http::Response r = metrics_->Serve(req);
+  // Device series waited kIdentityWait for the device list and went out
+  // without uuid and model (they will change labels when it comes): said
+  // once, and shown as a gauge until the list arrives.
+  const bool expired = store_->identity_wait_expired();
+  identity_missing_->Set(expired ? 1 : 0);
+  if (expired && identity_said_.Raise("identity"))
+    spdlog::warn(
+        "XDM sent data but no device list (ListAndWatch) for {} s: device series go out "
+        "without uuid and model until it comes",
+        std::chrono::duration_cast<std::chrono::seconds>(store::kIdentityWait).count());
+  if (!expired) identity_said_.Clear("identity");
+  return r;
+}
+
+http::Response Exporter::ConfigPage() {
+  using Json = nlohmann::ordered_json;
+  Json j;
+  auto value = [](const std::string& key, const Config::Setting& st) {
+    return st.values.size() == 1 && key != "web.listen-address" ? Json(st.values[0])
+                                                                : Json(st.values);
+  };
+  Json settings = Json::object();
+  std::shared_ptr<const http::WebConfig> wc;
+  std::string reload_error;
+  {
+    MutexLock lock(parts_mu_);
+    for (const auto& [key, st] : cfg_->settings) {
+      Json s = {{"value", value(key, st)},
+                {"source", st.source},
+                {"reload", NeedsRestart(key) ? "restart" : "live"},
+                {"appliedBy", ApplierName(AppliedBy(key))}};
+      // A reload read a new value that only a restart applies.
+      auto pending = pending_restart_.find(key);
+      if (pending != pending_restart_.end())
+        s["pendingRestart"] = {{"value", value(key, pending->second)},
+                               {"source", pending->second.source}};
+      settings[key] = s;
+    }
+    wc = cfg_->web.web_config;
+    reload_error = last_reload_error_;
+  }
+  j["settings"] = settings;
+  j["lastReload"] = {{"successful", reload_error.empty()},
+                     {"error", reload_error.empty() ? Json(nullptr) : Json(reload_error)}};
+  if (wc) {
+    Json w;
+    w["path"] = wc->path;
+    if (wc->tls) {
+      const http::TlsConfig& t = *wc->tls;
+      // Inline PEM is said to be there, never shown (the key is a secret).
+      w["tls"] = {{"certFile", t.cert_file},
+                  {"keyFile", t.key_file},
+                  {"clientCaFile", t.client_ca_file},
+                  {"certInline", !t.cert_pem.empty()},
+                  {"keyInline", !t.key_pem.empty()},
+                  {"clientCaInline", !t.client_ca_pem.empty()},
+                  {"clientAuthType", http::Name(t.client_auth)},
+                  {"clientAllowedSans", t.client_allowed_sans},
+                  {"minVersion", http::Name(t.min_version)},
+                  {"maxVersion", http::Name(t.max_version)},
+                  {"cipherSuites", t.cipher_suites},
+                  {"preferServerCipherSuites", t.prefer_server_cipher_suites},
+                  {"curvePreferences", t.curve_preferences}};
+    } else {
+      w["tls"] = nullptr;
+    }
+    Json users = Json::object();
+    for (const auto& [user, hash] : wc->users) users[user] = "<secret>";  // never the hash
+    w["basicAuthUsers"] = users;
+    Json headers = Json::object();
+    for (const auto& [k, v] : wc->headers) headers[k] = v;
+    w["headers"] = headers;
+    w["http2"] = wc->http2;
+    const std::chrono::nanoseconds every = wc->rate_limit.interval;
+    w["rateLimit"] = {
+        {"interval",
+         every % std::chrono::milliseconds(1) == std::chrono::nanoseconds(0)
+             ? FormatDuration(std::chrono::duration_cast<std::chrono::milliseconds>(every))
+             : std::to_string(every.count()) + "ns"},
+        {"burst", wc->rate_limit.burst}};
+    j["webConfig"] = w;
+  } else {
+    j["webConfig"] = nullptr;
+  }
+  const upstream::UpstreamInfo info = client_->info();
+  if (info.config) {
+    std::string js;
+    google::protobuf::util::JsonPrintOptions opts;
+    opts.always_print_primitive_fields = true;
+    (void)google::protobuf::util::MessageToJsonString(*info.config, &js, opts);
+    j["xdmConfig"] = Json::parse(js, nullptr, false);
+  } else {
+    j["xdmConfig"] = nullptr;
+  }
+  http::Response r;
+  r.content_type = "application/json";
+  r.body = j.dump(2, ' ', false, Json::error_handler_t::replace) + "\n";
+  return r;
+}
+
+http::Response Exporter::Ready() {
+  const auto now = std::chrono::steady_clock::now();
+  auto fresh = [&](std::optional<std::chrono::steady_clock::time_point> t,
+                   std::chrono::milliseconds window) { return t && now - *t < window; };
+  if (fresh(store_->last_update(), store_->stale_after()))
+    return http::Response::Text(200, "Ready: data from XDM\n");
+  MutexLock lock(parts_mu_);
+  const hal::HalSampler* hal = Running<hal::HalSampler>("hal");
+  if (hal && fresh(hal->last_success(), cfg_->hal.interval * 3))
+    return http::Response::Text(200, "Ready: XDM stale, HAL sampling\n");
+  std::string why = store_->last_update()
+                        ? "Not ready: XDM data is stale (upstream mode " +
+                              std::string(upstream::ModeName(client_->mode())) + ")"
+                        : "Not ready: no data from XDM yet";
+  why += hal ? "; HAL not sampling\n" : "; HAL off\n";
+  lock.Unlock();
+  return http::Response::Text(503, why);
+}
+
+http::Response Exporter::StatusPage() {
+  http::Response r;
+  r.content_type = "application/json";
+  r.body = StatusJson(Report());
+  return r;
+}
+
+StatusReport Exporter::Report() {
+  using SteadyClock = std::chrono::steady_clock;
+  const auto now = SteadyClock::now();
+  const auto secs = [](SteadyClock::duration d) {
+    return std::chrono::duration<double>(d).count();
+  };
+  StatusReport r;
+  r.version = kVersion;
+  r.revision = kRevision;
+  r.uptime_seconds = secs(now - started_);
+  r.upstream = client_->state();
+  r.info = client_->info();
+  std::shared_ptr<const catalog::Catalog> catalog;
+  {
+    MutexLock lock(parts_mu_);
+    r.xdm_endpoint = cfg_->xdm.xdm_endpoint;
+    catalog = catalog_;
+    const hal::HalSampler* hal = Running<hal::HalSampler>("hal");
+    const hal::PciSampler* pci = Running<hal::PciSampler>("pci");
+    const hal::KmsgSampler* kmsg = Running<hal::KmsgSampler>("kmsg");
+    if (hal) {
+      r.hal_backend = hal->backend_name();
+      r.hal_up = hal->up();
+      if (auto last = hal->last_success()) r.hal_seconds_since_sample = secs(now - *last);
+    }
+    if (pci) {  // "sysfs,pci": up only while every backend is
+      r.hal_backend = hal ? r.hal_backend + ",pci" : "pci";
+      r.hal_up = (!hal || r.hal_up) && pci->up();
+    }
+    if (kmsg) {
+      r.hal_backend = hal || pci ? r.hal_backend + ",kmsg" : "kmsg";
+      r.hal_up = (!(hal || pci) || r.hal_up) && kmsg->up();
+    }
+  }
+
+  // The table's four values, from one snapshot; a catalog without one of
+  // these families leaves its column empty.
+  struct Column {
+    const catalog::Entry* entry;
+    std::optional<double> DeviceReport::*field;
+  };
+  const Column columns[] = {
+      {catalog->FindByName("xpu_utilization_ratio"), &DeviceReport::utilization},
+      {catalog->FindByName("xpu_memory_used_bytes"), &DeviceReport::memory_used_bytes},
+      {catalog->FindByName("xpu_memory_total_bytes"), &DeviceReport::memory_total_bytes},
+      {catalog->FindByName("xpu_temperature_celsius"), &DeviceReport::temperature_celsius},
+  };
+  std::map<int32_t, DeviceReport> devices;
+  auto device = [&](int32_t minor) -> DeviceReport& {
+    DeviceReport& d = devices[minor];
+    d.minor = minor;
+    return d;
+  };
+  // Devices that only the data knows of (ListAndWatch not answered yet) too.
+  for (const store::MetricStore::DeviceUpdate& u : store_->device_updates())
+    device(u.minor).seconds_since_sample = secs(now - u.updated);
+  const store::Snapshot snap = store_->Snap(now);
+  for (size_t i = 0; i < snap.values.size(); ++i) {
+    const store::Row& row = snap.set->rows[i];
+    if (!row.instance.empty()) continue;
+    for (const Column& c : columns) {
+      if (c.entry != nullptr && c.entry->id == row.metric_id)
+        device(row.minor).*c.field = snap.values[i];
+    }
+  }
+  for (const store::DeviceInfo& info : devices_.Devices()) {
+    DeviceReport& d = device(info.minor);
+    d.uuid = info.uuid;
+    d.model = info.model;
+    d.xdm_healthy = info.health == "Healthy";
+    d.topology = info.topology;
+  }
+  for (store::HalDeviceView& h : devices_.HalDevices()) {
+    DeviceReport& d = device(h.minor);
+    if (d.uuid.empty()) d.uuid = h.uuid;
+    d.hal_healthy = h.healthy;
+    d.faults = std::move(h.faults);
+  }
+  for (store::KmsgDeviceView& k : devices_.KmsgDevices()) {
+    DeviceReport& d = device(k.minor);
+    int worst = 0;
+    for (const store::ActiveFault& f : k.faults) worst = std::max(worst, f.level);
+    d.kmsg_healthy = worst < store::kUnhealthyFaultLevel;
+    d.kmsg_faults = std::move(k.faults);
+  }
+  for (const store::PodAssignment& p : devices_.PodAssignments()) {
+    for (auto& [minor, d] : devices) {
+      if (d.uuid == p.uuid) d.pods.push_back(p);
+    }
+  }
+  for (auto& [minor, d] : devices) r.devices.push_back(std::move(d));
+  return r;
+}
+
+}  // namespace xpu::app
