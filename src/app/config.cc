@@ -11,55 +11,23 @@
 #include "common/duration.h"
 #include "common/file_util.h"
 #include "common/yaml_util.h"
+#include "hal/flags.h"
+#include "http/flags.h"
 #include "http/web_server.h"
+#include "kubelet/flags.h"
+#include "kubernetes/flags.h"
 #include "kubernetes/pod_watcher.h"
+#include "upstream/flags.h"
 #include "version.h"
 
 namespace xpu::app {
 namespace {
 
-// CLI11 validator: a Prometheus duration (500ms, 1s, 2m), positive.
-struct DurationValidator : public CLI::Validator {
-  DurationValidator() {
-    name_ = "DURATION";
-    func_ = [](const std::string& s) -> std::string {
-      auto d = ParseDuration(s);
-      if (!d || d->count() <= 0)
-        return "'" + s + "' is not a positive duration (e.g. 500ms, 1s, 2m)";
-      if (*d > kMaxDuration) return "'" + s + "' is longer than " + FormatDuration(kMaxDuration);
-      return "";
-    };
-  }
-};
-
-// A duration flag, parsed once into `out` (whose value is the default).
-CLI::Option* AddDuration(CLI::App& app, const std::string& name, std::chrono::milliseconds* out,
-                         const std::string& help) {
-  static const DurationValidator duration;
-  CLI::Option* opt = app.add_option_function<std::string>(
-      name, [out](const std::string& s) { *out = *ParseDuration(s); }, help);
-  opt->check(duration);
-  if (out->count() > 0) opt->default_str(FormatDuration(*out));
-  return opt;
-}
-
-// The flags being registered, and who applies each: every registration
-// passes its option through here once (Build refuses one that does not).
-struct Flags {
-  CLI::App& app;
-  std::map<std::string, Applier>* appliers;
-  CLI::Option* operator()(Applier a, CLI::Option* opt) const {
-    (*appliers)[opt->get_name().substr(2)] = a;
-    return opt;
-  }
-};
-
-// The version, the config files and the HTTP server's flags.
-void AddWebFlags(const Flags& f, Config* cfg) {
+// The version and the exporter's own flags: its config files, the lifecycle
+// API, the telemetry path and the family selection.
+void AddAppFlags(const FlagSet& f, Config* cfg) {
   CLI::App& app = f.app;
   app.set_version_flag("--version", std::string("xpu-exporter ") + kVersion);
-  cfg->web.listen_addresses.clear();  // a repeatable option appends
-  cfg->web.probe_listen_addresses.clear();
   f(Applier::kRestart,
     app.add_option("--config.file", cfg->config_file,
                    "YAML file setting any of these flags by name (flags override it)"));
@@ -72,96 +40,9 @@ void AddWebFlags(const Flags& f, Config* cfg) {
   f(Applier::kRestart,
     app.add_flag("--config.check", cfg->config_check,
                  "Validate the flags and every file they name, print the result, exit 0 or 2"));
-  f(Applier::kRestart, app.add_flag("--web.probes-require-auth", cfg->web.protect_probes,
-                                    "Require basic auth on /-/healthy and /-/ready too "
-                                    "(on the main port; the probe listener has no auth)"));
-  f(Applier::kRestart,
-    app.add_option("--web.probe-listen-address", cfg->web.probe_listen_addresses,
-                   "Address of a listener of the probes' own, repeatable: /-/healthy and "
-                   "/-/ready answered off the HTTP workers, plain HTTP, no auth, whatever "
-                   "else is connected (default: none; the probes are answered on the main "
-                   "port too)"));
-  f(Applier::kRestart, app.add_option("--web.listen-address", cfg->web.listen_addresses,
-                                      std::string("Address to listen on, repeatable (default ") +
-                                          kDefaultListenAddress + ")"));
   f(Applier::kRestart, app.add_option("--web.telemetry-path", cfg->telemetry_path,
                                       "Path under which to expose metrics")
                            ->capture_default_str());
-  f(Applier::kRestart,
-    app.add_option("--web.max-connections", cfg->web.max_connections,
-                   "HTTP requests served at once, besides the probes' reserved workers")
-        ->check(CLI::Range(1, 1024))
-        ->capture_default_str());
-  f(Applier::kRestart,
-    app.add_option("--web.reserved-probe-connections", cfg->web.reserved_probe_workers,
-                   "HTTP workers on top of --web.max-connections where a request that finds "
-                   "every slot taken waits briefly, then gets 503 (the name is older than "
-                   "--web.probe-listen-address)")
-        ->check(CLI::Range(0, 64))
-        ->capture_default_str());
-  f(Applier::kRestart, AddDuration(app, "--web.head-timeout", &cfg->web.head_timeout,
-                                   "Deadline for a connection's TLS handshake and request head"));
-  f(Applier::kRestart,
-    AddDuration(app, "--web.keep-alive-timeout", &cfg->web.keep_alive_timeout,
-                "Idle time allowed between two requests on a keep-alive connection"));
-  f(Applier::kRestart, AddDuration(app, "--web.response-timeout", &cfg->web.response_timeout,
-                                   "Deadline for a whole response when the client sends no "
-                                   "X-Prometheus-Scrape-Timeout-Seconds"));
-  f(Applier::kRestart,
-    app.add_option("--web.max-auth-checks", cfg->web.max_auth_checks,
-                   "Basic-auth password checks (bcrypt) at once; more wait up to 500 ms, then 429")
-        ->check(CLI::Range(1, 64))
-        ->capture_default_str());
-}
-
-// The XDM client's flags: endpoints, backoff, interval, caps, devices.
-void AddXdmFlags(const Flags& f, Config* cfg) {
-  CLI::App& app = f.app;
-  f(Applier::kRestart,
-    app.add_option("--xdm.endpoint", cfg->xdm.xdm_endpoint, "XDM gRPC endpoint (dp2mgr.sock)")
-        ->capture_default_str());
-  f(Applier::kRestart,
-    app.add_option("--controller.endpoint", cfg->xdm.controller_endpoint,
-                   "Controller gRPC endpoint (config-daemon.sock); empty disables")
-        ->capture_default_str());
-  f(Applier::kRestart, AddDuration(app, "--xdm.backoff-initial", &cfg->xdm.backoff_initial,
-                                   "First wait before re-subscribing a broken stream"));
-  f(Applier::kRestart, AddDuration(app, "--xdm.backoff-max", &cfg->xdm.backoff_max,
-                                   "Longest wait before re-subscribing"));
-  f(Applier::kIngest,
-    AddDuration(app, "--collector.interval", &cfg->xdm.interval,
-                "Expected XDM collection interval; polling period while the stream is down"));
-  f(Applier::kIngest,
-    AddDuration(app, "--collector.stale-after", &cfg->xdm.stale_after,
-                "Drop series not refreshed for this long (default 3 intervals, at least 5 s)"));
-  f(Applier::kRestart,
-    app.add_option("--collector.max-series", cfg->max_series,
-                   "Cap on device series held; new series beyond it are dropped and counted")
-        ->check(CLI::Range(size_t{1}, size_t{100000000}))
-        ->capture_default_str());
-  f(Applier::kRestart,
-    app.add_option("--collector.max-devices", cfg->xdm.max_devices,
-                   "Cap on devices taken from XDM; data of further devices is dropped and counted")
-        ->check(CLI::Range(size_t{1}, size_t{65536}))
-        ->capture_default_str());
-  f(Applier::kRestart,
-    app.add_option("--xdm.max-message-size", cfg->xdm.max_message_bytes,
-                   "Largest gRPC message accepted from XDM, in bytes (bounds memory)")
-        ->check(CLI::Range(4096, 1 << 30))
-        ->capture_default_str());
-  f(Applier::kIngest,
-    app.add_flag("--collector.unknown-metrics", cfg->xdm.keep_unknown,
-                 "Export samples with metric IDs the catalog lacks as xpu_unknown_metric{id=...}"));
-  f(Applier::kIngest,
-    app.add_option("--xdm.devices", cfg->xdm.devices,
-                   "Export only these devices (minors), repeatable or comma-separated; default all")
-        ->delimiter(',')
-        ->check(CLI::Range(0, 1 << 20)));
-}
-
-// The family selection, the catalogs and the HAL backends' flags.
-void AddMetricsAndHalFlags(const Flags& f, Config* cfg) {
-  CLI::App& app = f.app;
   f(Applier::kIngest,
     app.add_option("--metrics.include", cfg->metrics_include,
                    "Export only families whose name matches one of these regexes (repeatable)"));
@@ -172,111 +53,10 @@ void AddMetricsAndHalFlags(const Flags& f, Config* cfg) {
   f(Applier::kIngest, app.add_option("--metrics.catalog", cfg->catalog_file,
                                      "Metric catalog YAML replacing the built-in one")
                           ->check(CLI::ExistingFile));
-  f(Applier::kHal,
-    app.add_option("--hal", cfg->hal.backend,
-                   "HAL backends: auto (each that finds devices), none, or a list of sysfs, "
-                   "pci, kmsg")
-        ->type_name("BACKENDS")  // parsed by Validate
-        ->capture_default_str());
-  f(Applier::kHal, app.add_option("--hal.pci.sysfs-root", cfg->hal.pci_root,
-                                  "sysfs root the pci backend reads (<root>/bus/pci/devices)")
-                       ->capture_default_str());
-  f(Applier::kHal,
-    app.add_option(
-           "--hal.pci.classes", cfg->hal.pci_classes,
-           "PCI classes the pci backend watches (4 or 6 hex digits), repeatable or comma-separated")
-        ->delimiter(',')
-        ->capture_default_str());
-  f(Applier::kHal,
-    app.add_option("--hal.pci.vendors", cfg->hal.pci_vendors,
-                   "Only these PCI vendors (0x10de...), whose VGA devices count too; default any")
-        ->delimiter(','));
-  f(Applier::kHal,
-    app.add_option("--hal.root", cfg->hal.root, "Root of the sysfs HAL tree (xpu<minor>/...)")
-        ->capture_default_str());
-  f(Applier::kHal,
-    AddDuration(app, "--hal.interval", &cfg->hal.interval, "How often to sample the HAL"));
-  f(Applier::kHal, app.add_option("--hal.kmsg.path", cfg->hal.kmsg_path,
-                                  "Kernel log the kmsg backend reads: /dev/kmsg, or a file of "
-                                  "records in its format")
-                       ->capture_default_str());
-  f(Applier::kHal, app.add_option("--hal.kmsg.catalog", cfg->hal.kmsg_catalog_file,
-                                  "Kernel-log catalog YAML replacing the built-in one")
-                       ->check(CLI::ExistingFile));
-  f(Applier::kHal,
-    app.add_option("--hal.state-dir", cfg->hal.state_dir,
-                   "Directory (it must exist) where the kernel log's active states (Xid 79...) "
-                   "are kept across restarts, with the boot id; empty: not kept")
-        ->capture_default_str());
-  f(Applier::kHal, app.add_flag("--hal.kmsg.user-records", cfg->hal.kmsg_user_records,
-                                "Also read records written from userspace (facility user), not "
-                                "only the kernel's own"));
-  f(Applier::kHal, app.add_option("--hal.fault-catalog", cfg->hal.fault_catalog_file,
-                                  "Fault-code catalog YAML replacing the built-in one")
-                       ->check(CLI::ExistingFile));
-}
-
-// The kubelet's and the API server's flags.
-void AddKubernetesFlags(const Flags& f, Config* cfg) {
-  CLI::App& app = f.app;
-  f(Applier::kPods,
-    app.add_option("--kubelet.pod-resources-socket", cfg->kubelet.socket,
-                   "kubelet PodResources socket for device-to-pod attribution; empty disables")
-        ->capture_default_str());
-  f(Applier::kPods,
-    AddDuration(app, "--kubelet.interval", &cfg->kubelet.interval, "How often to ask the kubelet"));
-  f(Applier::kPods,
-    app.add_option("--kubelet.dra.drivers", cfg->kubelet.dra_drivers,
-                   "DRA drivers whose claims name our devices (regexes), repeatable; default any")
-        ->delimiter(','));
-  f(Applier::kPods,
-    app.add_option("--kubelet.dra.device-names", cfg->kubelet.dra_device_names,
-                   "How a DRA device (or CDI) name names our device: templates of {uuid}, "
-                   "{minor}, {bus_id}, repeatable")
-        ->delimiter(',')
-        ->capture_default_str());
-  f(Applier::kRestart,
-    app.add_option("--kubernetes.node-name", cfg->kubernetes.node_name,
-                   "This node's name, on xpu_exporter_build_info and the API-server watch")
-        ->envname("NODE_NAME"));
-  f(Applier::kWatcher,
-    app.add_option("--kubernetes.api-server", cfg->kubernetes.api_server,
-                   "API server URL for pod labels and HAMi quotas; auto: in-cluster when the "
-                   "service account exists; empty disables")
-        ->capture_default_str());
-  f(Applier::kWatcher,
-    app.add_flag("--kubernetes.insecure-http", cfg->kubernetes.insecure_http,
-                 "Allow an http:// API server: requests and the bearer token go in the clear "
-                 "(a local proxy only)"));
-  f(Applier::kWatcher, app.add_option("--kubernetes.token-file", cfg->kubernetes.token_file,
-                                      "Bearer token for the API server (re-read on each connect)")
-                           ->capture_default_str());
-  f(Applier::kWatcher, app.add_option("--kubernetes.ca-file", cfg->kubernetes.ca_file,
-                                      "CA bundle that signed the API server's certificate")
-                           ->capture_default_str());
-  f(Applier::kWatcher,
-    app.add_option("--kubernetes.pod-labels", cfg->kubernetes.pod_labels,
-                   "Pod labels to export on xpu_device_pod_info (regexes on the name), repeatable")
-        ->delimiter(','));
-  f(Applier::kWatcher,
-    AddDuration(app, "--kubernetes.node-interval", &cfg->kubernetes.node_interval,
-                "How often to read this node's object (HAMi's device register)"));
-  f(Applier::kNodeHealth,
-    app.add_flag("--kubernetes.node-condition", cfg->node_health.condition,
-                 "Keep the Node condition XpuDevicesHealthy from the devices' worst active "
-                 "fault (needs patch on nodes/status)"));
-  f(Applier::kNodeHealth,
-    AddDuration(app, "--kubernetes.node-condition-hold", &cfg->node_health.hold,
-                "How long a better condition must hold before it is patched (worse is "
-                "patched at once), so that a flapping fault costs one patch"));
-  f(Applier::kNodeHealth,
-    app.add_flag("--kubernetes.events", cfg->node_health.events,
-                 "Post an Event on the Node per fault raise at restart_card or worse, "
-                 "rate-limited (needs create on events)"));
 }
 
 // Logging.
-void AddLogFlags(const Flags& f, Config* cfg) {
+void AddLogFlags(const FlagSet& f, Config* cfg) {
   CLI::App& app = f.app;
   f(Applier::kLog, app.add_option("--log.level", cfg->log_level, "debug, info, warn or error")
                        ->check(CLI::IsMember({"debug", "info", "warn", "error"}))
@@ -290,11 +70,13 @@ void AddLogFlags(const Flags& f, Config* cfg) {
 // one's applier goes to `*appliers` when given.
 void Build(CLI::App& app, Config* cfg, std::map<std::string, Applier>* appliers = nullptr) {
   std::map<std::string, Applier> scratch;
-  const Flags f{app, appliers != nullptr ? appliers : &scratch};
-  AddWebFlags(f, cfg);
-  AddXdmFlags(f, cfg);
-  AddMetricsAndHalFlags(f, cfg);
-  AddKubernetesFlags(f, cfg);
+  const FlagSet f{app, appliers != nullptr ? appliers : &scratch};
+  AddAppFlags(f, cfg);
+  http::AddWebFlags(f, &cfg->web, kDefaultListenAddress);
+  upstream::AddXdmFlags(f, &cfg->xdm, &cfg->max_series);
+  hal::AddHalFlags(f, &cfg->hal);
+  kubelet::AddKubeletFlags(f, &cfg->kubelet);
+  kubernetes::AddKubernetesFlags(f, &cfg->kubernetes, &cfg->node_health);
   AddLogFlags(f, cfg);
   for (const CLI::Option* opt : app.get_options()) {
     const std::string& name = opt->get_name();
@@ -676,28 +458,6 @@ Status LoadFiles(const Config& cfg, LoadedFiles* out) {
     return s;
   }
   return Status::Ok();
-}
-
-const char* ApplierName(Applier a) {
-  switch (a) {
-    case Applier::kRestart:
-      return "restart";
-    case Applier::kWebConfig:
-      return "web";
-    case Applier::kIngest:
-      return "ingest";
-    case Applier::kHal:
-      return "hal";
-    case Applier::kPods:
-      return "kubelet";
-    case Applier::kWatcher:
-      return "apiserver";
-    case Applier::kNodeHealth:
-      return "nodehealth";
-    case Applier::kLog:
-      return "log";
-  }
-  return "restart";
 }
 
 Applier AppliedBy(const std::string& key) {

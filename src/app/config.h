@@ -10,6 +10,7 @@
 
 #include "catalog/catalog.h"
 #include "catalog/selection.h"
+#include "common/flags.h"
 #include "common/status.h"
 #include "hal/fault_catalog.h"
 #include "hal/hal.h"
@@ -28,10 +29,6 @@ namespace xpu::app {
 // Default port: 9445. dcgm-exporter has 9400, node_exporter 9100, Ascend's
 // npu-exporter 8082; see docs/configuration.md.
 inline constexpr const char* kDefaultListenAddress = ":9445";
-
-// Every duration flag must lie in (0, kMaxDuration]: longer ones overflow
-// the clock arithmetic (100y in nanoseconds does) and mean nothing here.
-inline constexpr std::chrono::milliseconds kMaxDuration{std::chrono::hours(24)};
 
 // Paths the exporter serves besides the telemetry path, which must not
 // shadow them.
@@ -104,13 +101,10 @@ struct Config {
 // into `*parsed` (when given). InvalidArgument names the flag.
 Status Validate(const Config& cfg, ParsedConfig* parsed = nullptr);
 
-// Who applies a setting when a reload changes it: each flag names its
-// applier where it is registered (config.cc), and a reload rebuilds or
-// re-applies exactly the appliers whose settings changed (docs/architecture.md,
-// "Reload"). kRestart: only a restart applies it.
-enum class Applier { kRestart, kWebConfig, kIngest, kHal, kPods, kWatcher, kNodeHealth, kLog };
-inline constexpr int kApplierCount = static_cast<int>(Applier::kLog) + 1;
-const char* ApplierName(Applier a);  // "restart", "web", "ingest", "hal", ...
+using xpu::Applier;
+using xpu::ApplierName;
+using xpu::kApplierCount;
+using xpu::kMaxDuration;
 
 // The applier of a setting (a flag name without "--"); kRestart for a name
 // that is no flag.

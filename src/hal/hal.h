@@ -54,16 +54,13 @@ struct HalOptions {
   std::string state_dir = "/var/lib/xpu-exporter";
 };
 
-// What --hal selects: "auto" (each backend that finds devices, and kmsg
-// where the kernel log is readable), "none", or a comma-separated list of
-// "sysfs", "pci" and "kmsg".
+// What --hal selects (ParseHalSelection, hal/flags.h).
 struct HalSelection {
   bool automatic = false;
   bool sysfs = false;
   bool pci = false;
   bool kmsg = false;
 };
-Status ParseHalSelection(const std::string& flag, HalSelection* out);
 
 // Backend selection for --hal: "none", "sysfs", or "auto" (sysfs when `root`
 // exists, else none). Returns nullptr for "none"; InvalidArgument for an

@@ -162,32 +162,6 @@ Status SysfsBackend::ReadFaultCodes(int32_t minor, std::vector<std::string>* cod
   return ParseFaultCodesFile(text, codes);
 }
 
-Status ParseHalSelection(const std::string& flag, HalSelection* out) {
-  *out = HalSelection();
-  if (flag == "auto") {
-    out->automatic = true;
-    return Status::Ok();
-  }
-  if (flag == "none") return Status::Ok();
-  size_t start = 0;
-  while (start <= flag.size()) {
-    const size_t comma = std::min(flag.find(',', start), flag.size());
-    const std::string item = flag.substr(start, comma - start);
-    if (item == "sysfs") {
-      out->sysfs = true;
-    } else if (item == "pci") {
-      out->pci = true;
-    } else if (item == "kmsg") {
-      out->kmsg = true;
-    } else {
-      return Status::InvalidArgument("unknown backend '" + item +
-                                     "' (auto, none, or a list of sysfs, pci and kmsg)");
-    }
-    start = comma + 1;
-  }
-  return Status::Ok();
-}
-
 Status MakeBackend(const std::string& kind, const std::string& root,
                    std::unique_ptr<HalBackend>* out) {
   out->reset();

@@ -12,6 +12,7 @@
 #include <fstream>
 #include <memory>
 
+#include "hal/flags.h"
 #include "hal/hal.h"
 #include "hal/pci_metrics.h"
 #include "hal/pci_sampler.h"
