@@ -333,18 +333,9 @@ struct DeviceRegistry::Families {
 void DeviceRegistry::WriteIdentityLocked(Families* f) const {
   for (const DeviceInfo& d : devices_) {
     const std::string minor = std::to_string(d.minor);
-    f->info.metric.push_back(
-        GaugeSample({{"minor", minor},
-                     {"uuid", d.uuid},
-                     {"model", d.model},
-                     {"driver_version", d.driver_version},
-                     {"firmware_version", d.firmware_version},
-                     {"bus_id", d.bus_id},
-                     {"serial", d.serial},
-                     {"numa_node", d.numa_node >= 0 ? std::to_string(d.numa_node) : ""},
-                     {"mig_capable", d.mig_capable ? "true" : "false"},
-                     {"memory_mib", std::to_string(d.total_memory_mib)}},
-                    1));
+    MetricLabels labels = {{"minor", minor}};
+    for (const DeviceInfoLabel& l : kDeviceInfoLabels) labels.push_back({l.name, l.format(d)});
+    f->info.metric.push_back(GaugeSample(std::move(labels), 1));
     for (const TopologyLevel& t : d.topology) {
       f->topo.metric.push_back(GaugeSample({{"minor", minor},
                                             {"uuid", d.uuid},

@@ -45,6 +45,31 @@ struct DeviceInfo {
   bool operator==(const DeviceInfo&) const = default;
 };
 
+// DeviceInfo's fields as the page shows them, in xpu_device_info's label
+// order after "minor": the one list the registry writes the family from and
+// the decoder repairs (`text`: the field is text from the daemon, repaired
+// to a valid label value; null for one the exporter formats itself).
+struct DeviceInfoLabel {
+  const char* name;
+  std::string DeviceInfo::*text;
+  std::string (*format)(const DeviceInfo&);
+};
+inline const DeviceInfoLabel kDeviceInfoLabels[] = {
+    {"uuid", &DeviceInfo::uuid, [](const DeviceInfo& d) { return d.uuid; }},
+    {"model", &DeviceInfo::model, [](const DeviceInfo& d) { return d.model; }},
+    {"driver_version", &DeviceInfo::driver_version,
+     [](const DeviceInfo& d) { return d.driver_version; }},
+    {"firmware_version", &DeviceInfo::firmware_version,
+     [](const DeviceInfo& d) { return d.firmware_version; }},
+    {"bus_id", &DeviceInfo::bus_id, [](const DeviceInfo& d) { return d.bus_id; }},
+    {"serial", &DeviceInfo::serial, [](const DeviceInfo& d) { return d.serial; }},
+    {"numa_node", nullptr,
+     [](const DeviceInfo& d) { return d.numa_node >= 0 ? std::to_string(d.numa_node) : ""; }},
+    {"mig_capable", nullptr,
+     [](const DeviceInfo& d) { return std::string(d.mig_capable ? "true" : "false"); }},
+    {"memory_mib", nullptr, [](const DeviceInfo& d) { return std::to_string(d.total_memory_mib); }},
+};
+
 // One device as the HAL sampled it.
 struct HalDeviceView {
   int32_t minor = 0;

@@ -167,9 +167,9 @@ std::vector<store::DeviceInfo> DecodeDevices(const xdm::api::ListAndWatchRespons
       di.mig_capable = g.migcapable();
       if (di.total_memory_mib == 0) di.total_memory_mib = g.totalmemory();
     }
-    for (std::string* s : {&di.uuid, &di.model, &di.health, &di.driver_version,
-                           &di.firmware_version, &di.bus_id, &di.serial}) {
-      if (Repair(s)) stats->Add(InvalidReason::kBadLabel);
+    if (Repair(&di.health)) stats->Add(InvalidReason::kBadLabel);
+    for (const store::DeviceInfoLabel& l : store::kDeviceInfoLabels) {
+      if (l.text != nullptr && Repair(&(di.*l.text))) stats->Add(InvalidReason::kBadLabel);
     }
     auto topo = d.extenderresources().find("topology");
     if (topo != d.extenderresources().end()) {
