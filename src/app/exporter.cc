@@ -301,14 +301,15 @@ void Exporter::RecordReload(const Status& s) {
 }
 
 void Exporter::RunReload(ReloadJob* job) {
+  const std::shared_ptr<const Config> running = config();
   auto fail = [&](const Status& s) {
+    spdlog::set_level(spdlog::level::from_str(running->log_level));  // it may have been set
     spdlog::error("reload: kept the configuration in force: {}", s.message());
     RecordReload(s);
     job->Answer(s);
   };
   // Everything that can fail comes first; then nothing can. The next
   // configuration is whole: restart-only settings at their running values.
-  const std::shared_ptr<const Config> running = config();
   auto fresh = std::make_shared<Config>();
   std::map<std::string, Config::Setting> pending;
   if (Status s = Reparse(*running, fresh.get(), &pending); !s.ok()) return fail(s);
@@ -340,8 +341,10 @@ void Exporter::RunReload(ReloadJob* job) {
     // What it shows changes with its settings: a fresh registry, so that
     // nothing it showed stays behind (the old part's registry stays on the
     // page until that part has stopped, in SwapParts).
-    next.fresh_metrics.push_back(k.fresh_metrics && changed(k.applier));
+    next.fresh_metrics.push_back(k.fresh_metrics != nullptr && k.fresh_metrics(*running, *fresh));
   }
+  // The new level first: the parts log what they are as they are built.
+  spdlog::set_level(spdlog::level::from_str(fresh->log_level));
   if (Status s = BuildParts(*fresh, files, &next); !s.ok()) return fail(s);
   // The web config: auth, headers and TLS files change at once (each later
   // handshake takes the new certificate; the listeners stay). Switching TLS
@@ -353,7 +356,6 @@ void Exporter::RunReload(ReloadJob* job) {
     if (Status s = web_->Reload(fresh->web.web_config); !s.ok()) return fail(s);
     next.applied.push_back(Applier::kWebConfig);
   }
-  spdlog::set_level(spdlog::level::from_str(fresh->log_level));
   ApplyIngest(*fresh, files);
   const std::string level = fresh->log_level;
   const size_t waiting = pending.size();

@@ -110,21 +110,27 @@ bool HalFilesNamed(const Config& cfg) {
   return !cfg.hal.fault_catalog_file.empty() || !cfg.hal.kmsg_catalog_file.empty();
 }
 
+// The Node reporter's settings changed: a condition switched off leaves no
+// gauge behind.
+bool NodeHealthChanged(const Config& running, const Config& next) {
+  return !(running.node_health == next.node_health);
+}
+
 }  // namespace
 
 const std::vector<PartKind>& PartTable() {
   static const std::vector<PartKind> table = {
-      {"hal", Applier::kHal, HalFilesNamed, {}, false, MakeSysfs},
-      {"pci", Applier::kHal, HalFilesNamed, {}, false, MakePci},
-      {"kmsg", Applier::kHal, HalFilesNamed, {}, false, MakeKmsg},
-      {"kubelet", Applier::kPods, nullptr, {}, false, MakePods},
-      {"apiserver", Applier::kWatcher, nullptr, {}, false, MakeWatcher},
+      {"hal", Applier::kHal, HalFilesNamed, {}, nullptr, MakeSysfs},
+      {"pci", Applier::kHal, HalFilesNamed, {}, nullptr, MakePci},
+      {"kmsg", Applier::kHal, HalFilesNamed, {}, nullptr, MakeKmsg},
+      {"kubelet", Applier::kPods, nullptr, {}, nullptr, MakePods},
+      {"apiserver", Applier::kWatcher, nullptr, {}, nullptr, MakeWatcher},
       // It names the HAL backends that run and uses the API server's settings.
       {"nodehealth",
        Applier::kNodeHealth,
        nullptr,
        {"hal", "pci", "kmsg", "apiserver"},
-       true,
+       NodeHealthChanged,
        MakeReporter},
   };
   return table;

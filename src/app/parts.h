@@ -30,8 +30,9 @@ struct PartContext {
 };
 
 // One kind of part: a row of the exporter's table. Adding a part (a HAL
-// backend, a sink) is its folder, its flags tagged with its applier in
-// config.cc, and one row here (docs/architecture.md, "How to add a backend").
+// backend, a sink) is its folder (its class, its flags in the folder's
+// flags.cc tagged with its applier) and one row in PartTable()
+// (docs/architecture.md, "How to add a backend").
 struct PartKind {
   // Its self-metrics' name on the page (Exposer::SetPart) and in logs.
   const char* name;
@@ -43,9 +44,10 @@ struct PartKind {
   bool (*reread)(const Config& cfg) = nullptr;
   // Rebuilt whenever one of these earlier rows is (it reads what they are).
   std::vector<std::string_view> follows;
-  // Its self-metrics start afresh when its own settings change: what it
-  // shows changes with them, and nothing it showed may stay behind.
-  bool fresh_metrics = false;
+  // Whether its self-metrics start afresh on a reload from `running` to
+  // `next` (what it shows changes with its settings, and nothing it showed
+  // may stay behind). Null: they go on.
+  bool (*fresh_metrics)(const Config& running, const Config& next) = nullptr;
   // Builds the part (not started), or leaves it null where the
   // configuration switches it off. An error fails the start or the reload
   // before anything changed.

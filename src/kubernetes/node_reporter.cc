@@ -71,7 +71,6 @@ NodeReporter::NodeReporter(const KubernetesOptions& kubernetes, Options options,
                        "not yet set or a patch is failing.")
                    .Register(*self_metrics)
                    .Add({});
-    synced_->Set(0);  // a registry kept over a reload may hold the last one's 1
   }
   if (options_.events) {
     events_ = &prometheus::BuildCounter()
@@ -121,6 +120,10 @@ void NodeReporter::Seed(Handover h) {
 }
 
 void NodeReporter::Start() {
+  // A registry kept over a reload may hold the last reporter's 1. Here, not
+  // in the constructor: a reload builds its parts before anything that can
+  // fail, and one that then fails changes nothing on the page.
+  if (synced_ != nullptr) synced_->Set(0);
   spdlog::info("kubernetes: {}{}{} on node {}", options_.condition ? "node condition " : "",
                options_.condition ? kConditionType : "",
                options_.condition && options_.events ? " and Events"
