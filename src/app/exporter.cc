@@ -39,51 +39,6 @@ std::shared_ptr<const Config> Exporter::applied(Applier a) const {
   return applied_[static_cast<int>(a)];
 }
 
-Exporter::InForce Exporter::in_force() const {
-  InForce f;
-  f.ingest = client_->settings();
-  f.store_catalog = store_->catalog();
-  f.web_config = web_->config();
-  MutexLock lock(parts_mu_);
-  auto* hal = Running<hal::HalSampler>("hal");
-  auto* pci = Running<hal::PciSampler>("pci");
-  auto* kmsg = Running<hal::KmsgSampler>("kmsg");
-  auto* pods = Running<kubelet::PodMapper>("kubelet");
-  auto* watcher = Running<kubernetes::PodWatcher>("apiserver");
-  auto* reporter = Running<kubernetes::NodeReporter>("nodehealth");
-  f.hal_part = hal;
-  f.pci_part = pci;
-  f.kmsg_part = kmsg;
-  f.pods_part = pods;
-  f.watcher_part = watcher;
-  f.reporter_part = reporter;
-  if (hal) {
-    f.hal_interval = hal->interval();
-    f.hal_root = hal->backend_root();
-    f.hal_faults = hal->fault_catalog();
-  }
-  if (pci) {
-    f.pci_interval = pci->interval();
-    f.pci_root = pci->scanner().root();
-    f.pci_filter = pci->scanner().filter();
-    f.pci_faults = pci->fault_catalog();
-  }
-  if (kmsg) {
-    f.kmsg = kmsg->options();
-    f.kmsg_catalog = kmsg->catalog();
-  }
-  if (pods) f.pods = pods->options();
-  if (watcher) {
-    f.watcher = watcher->options();
-    f.watcher_url = watcher->base_url();
-  }
-  if (reporter) {
-    f.reporter = reporter->options();
-    f.reporter_kubernetes = reporter->kubernetes();
-  }
-  return f;
-}
-
 Exporter::~Exporter() { Stop(); }
 
 Status Exporter::BuildParts(const Config& cfg, const LoadedFiles& files, Replacement* next) {
