@@ -13,6 +13,7 @@ Control (no token needed, under /control/):
   POST   /control/node          body: a Node object
   POST   /control/break         closes every open watch abruptly
   POST   /control/compact       every resourceVersion handed out so far expires
+                                ({"break": true}: and every open watch closes)
   POST   /control/auth          body: {"status": 200|401|403[, "methods": ["PATCH"...]]}
                                 (only those methods answer so; default all)
   GET    /control/requests      every API request's path, in order
@@ -93,6 +94,11 @@ class Handler(BaseHTTPRequestHandler):
                 state["rv"] += 1
                 state["compacted"] = state["rv"]
                 state["events"] = []
+                # {"break": true}: and close every watch in the same step, so
+                # that no bookmark can hand out the new resourceVersion before
+                # the watch breaks (its resume then always meets the 410).
+                if self.body().get("break"):
+                    state["breaks"] += 1
             elif url.path == "/control/auth":
                 body = self.body()
                 state["auth"] = body["status"]
