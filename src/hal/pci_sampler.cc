@@ -40,7 +40,7 @@ std::vector<store::PciDeviceView> PciTracker::Update(const std::vector<PciDevice
   for (const auto& [address, d] : seen) tracks_.try_emplace(address);
   // Devices that left are remembered (present 0, their resets), but a tree
   // whose addresses keep changing must not grow this without bound.
-  for (auto it = tracks_.begin(); tracks_.size() > kMaxPciDevices && it != tracks_.end();)
+  for (auto it = tracks_.begin(); tracks_.size() > max_tracked_ && it != tracks_.end();)
     it = seen.count(it->first) ? std::next(it) : tracks_.erase(it);
   std::vector<store::PciDeviceView> out;
   for (auto& [address, t] : tracks_) {

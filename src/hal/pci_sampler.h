@@ -46,6 +46,10 @@ std::vector<std::string> DerivePciFaults(const store::PciDeviceView& v);
 // machine, fed by PciSampler; one thread.
 class PciTracker {
  public:
+  // Remembers at most `max_tracked` devices: those that left are dropped
+  // first, so a tree whose addresses keep changing cannot grow it.
+  explicit PciTracker(size_t max_tracked = kMaxPciDevices) : max_tracked_(max_tracked) {}
+
   // `xdm` is XDM's device list, for the join.
   std::vector<store::PciDeviceView> Update(const std::vector<PciDevice>& scan,
                                            const std::vector<store::DeviceInfo>& xdm);
@@ -58,6 +62,7 @@ class PciTracker {
     uint32_t narrow = 0;  // consecutive scans with a narrow link
     store::PciDeviceView last;
   };
+  size_t max_tracked_;
   std::map<std::string, Track> tracks_;  // by bus_id
 };
 
