@@ -19,6 +19,9 @@ struct HttpResult {
 // body; a 403 says that RBAC must allow `needs` ("get nodes").
 std::string Describe(const HttpResult& r, const std::string& needs);
 
+// How long one GET or PATCH of the watch and the reporter may take.
+inline constexpr std::chrono::seconds kRequestTimeout{30};
+
 // HTTPS requests to the Kubernetes API server with libcurl: the bearer token
 // re-read from `token_file` on every request (projected service-account
 // tokens rotate), the server checked against `ca_file`. Only https:// is

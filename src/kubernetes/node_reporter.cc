@@ -11,7 +11,6 @@
 namespace xpu::kubernetes {
 namespace {
 
-constexpr std::chrono::seconds kRequestTimeout{30};
 constexpr std::chrono::seconds kTick{1};  // how often the views are read
 // A patch answers with the whole Node; a post with the Event.
 constexpr size_t kMaxAnswerBytes = kMaxNodeBytes;

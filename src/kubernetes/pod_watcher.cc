@@ -16,7 +16,6 @@ namespace {
 using Json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
-constexpr std::chrono::seconds kRequestTimeout{30};
 // A watch that ends this soon with no event is a failure, not a normal end:
 // without this, a server that closes at once would be asked in a tight loop.
 constexpr std::chrono::seconds kShortestWatch{1};

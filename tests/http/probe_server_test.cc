@@ -19,12 +19,12 @@
 namespace xpu::http {
 namespace {
 
-int Connect(int port) { return xpu::testing::ConnectLoopback(port); }
+using xpu::testing::ConnectLoopback;
 
 // Sends `bytes`, optionally half-closes, and reads until the server closes
 // (or 3 s pass).
 std::string Exchange(int port, const std::string& bytes, bool half_close) {
-  const int fd = Connect(port);
+  const int fd = ConnectLoopback(port);
   if (fd < 0) return "connect failed";
   (void)::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
   if (half_close) ::shutdown(fd, SHUT_WR);
@@ -115,8 +115,8 @@ TEST_F(ProbeServerTest, CountsEachConnectionOnceByHowItEnded) {
   Start();
   (void)Exchange(port_, "GET /-/healthy HTTP/1.1\r\n\r\n", false);  // answered
   (void)Exchange(port_, "BAD\r\n\r\n", false);                      // bad
-  ::close(Connect(port_));                                          // closed, nothing sent
-  const int idle = Connect(port_);                                  // deadline (1 s)
+  ::close(ConnectLoopback(port_));                                  // closed, nothing sent
+  const int idle = ConnectLoopback(port_);                          // deadline (1 s)
   ASSERT_TRUE(xpu::testing::WaitFor(
       [&] {
         const auto c = server_->counts();
@@ -139,7 +139,7 @@ TEST_F(ProbeServerTest, IdleConnectionsFillingTheTableDoNotKeepAProbeOut) {
   // machine.
   Start(/*max_connections=*/8, std::chrono::seconds(30));
   std::vector<int> idle;
-  for (int i = 0; i < 8; ++i) idle.push_back(Connect(port_));
+  for (int i = 0; i < 8; ++i) idle.push_back(ConnectLoopback(port_));
   const std::string got = Exchange(port_, "GET /-/healthy HTTP/1.1\r\n\r\n", false);
   EXPECT_EQ(got.rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << got;
   // The table was full: the probe got in by evicting the oldest, not by

@@ -53,7 +53,7 @@ double Sample(const WebServer& server, const std::string& name,
   return xpu::testing::MetricSum(*server.metrics(), name, labels);
 }
 
-int Connect(int port) { return xpu::testing::ConnectLoopback(port); }
+using xpu::testing::ConnectLoopback;
 
 // A bcrypt hash of `password` at cost 10 (tens of ms a check: a flood of
 // wrong passwords is real work).
@@ -261,7 +261,7 @@ TEST_F(ServingTest, IdleTlsSocketsDoNotStarveProbes) {
   const int port = port_;
   Attack(32, [port](const std::atomic<bool>& stop) {
     while (!stop) {
-      const int fd = Connect(port);
+      const int fd = ConnectLoopback(port);
       if (fd < 0) continue;
       char c;
       while (!stop && ::recv(fd, &c, 1, 0) > 0) {
@@ -279,7 +279,7 @@ TEST_F(ServingTest, IdleTlsSocketsDoNotStarveProbes) {
 // Clients that ask for a large page and read 256 bytes every 2 s.
 void ReadSlowly(int port, const std::atomic<bool>& stop) {
   while (!stop) {
-    const int fd = Connect(port);
+    const int fd = ConnectLoopback(port);
     if (fd < 0) continue;
     int small = 4096;
     ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
@@ -346,7 +346,7 @@ TEST_F(ServingTest, SlowReadersAndAConnectionFloodDoNotStarveProbes) {
 milliseconds TimeToCut(const WebServer& server, int port, const std::string& header_seconds) {
   const double before =
       Sample(server, "xpu_exporter_http_connections_cut_total", {{"reason", "response"}});
-  const int fd = Connect(port);
+  const int fd = ConnectLoopback(port);
   if (fd < 0) return milliseconds::max();
   int small = 4096;
   ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
@@ -461,7 +461,7 @@ TEST_F(ServingTest, ProbesBehindAuthAreNotThrottledByAFloodAfterAReload) {
 // A pipelined second request whose head arrives in two reads is one request.
 TEST_F(ServingTest, PipelinedRequestSplitAcrossReadsIsServed) {
   Start();
-  const int fd = Connect(port_);
+  const int fd = ConnectLoopback(port_);
   ASSERT_GE(fd, 0);
   const std::string first = "GET /-/healthy HTTP/1.1\r\nHost: x\r\n\r\nGET /-/hea";
   ASSERT_EQ(::send(fd, first.data(), first.size(), MSG_NOSIGNAL),
@@ -630,7 +630,7 @@ void ReadSlowlyOver(const std::string& url, const std::string& user_password,
 void OpenIdleConnections(int port, milliseconds every, const std::atomic<bool>& stop) {
   std::vector<int> held;
   while (!stop) {
-    const int fd = Connect(port);
+    const int fd = ConnectLoopback(port);
     if (fd >= 0) held.push_back(fd);
     if (held.size() > 16) {
       ::close(held.front());
@@ -647,7 +647,7 @@ void PipelineProbesNeverRead(int port, const std::atomic<bool>& stop) {
   std::string reqs;
   for (int i = 0; i < 200; ++i) reqs += "GET /-/healthy HTTP/1.1\r\nHost: x\r\n\r\n";
   while (!stop) {
-    const int fd = Connect(port);
+    const int fd = ConnectLoopback(port);
     if (fd < 0) continue;
     (void)::send(fd, reqs.data(), reqs.size(), MSG_NOSIGNAL);
     pollfd p{fd, POLLRDHUP, 0};

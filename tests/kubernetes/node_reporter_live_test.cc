@@ -20,7 +20,7 @@ using Json = nlohmann::json;
 using xpu::testing::MetricValue;
 using xpu::testing::WaitFor;
 
-store::ActiveFault Fault(const std::string& code, int level, const std::string& level_name) {
+store::ActiveFault NamedFault(const std::string& code, int level, const std::string& level_name) {
   store::ActiveFault f;
   f.code = code;
   f.name = "n" + code;
@@ -105,7 +105,8 @@ TEST_F(NodeReporterLiveTest, PatchesTheConditionOnlyWhenItChanges) {
   ASSERT_TRUE(WaitFor([&] { return NodeReads() >= reads + 3; }, std::chrono::seconds(10)));
   EXPECT_EQ(Patches().size(), 1u);
 
-  SetFaults({Fault("0x80CB8001", 6, "isolate_card"), Fault("0x80E01801", 2, "restart_job")});
+  SetFaults(
+      {NamedFault("0x80CB8001", 6, "isolate_card"), NamedFault("0x80E01801", 2, "restart_job")});
   ASSERT_TRUE(WaitFor([&] { return Patches().size() == 2; }, std::chrono::seconds(10)));
   Json c = Condition(Patches()[1]);
   EXPECT_EQ(c["status"], "False");
@@ -114,7 +115,7 @@ TEST_F(NodeReporterLiveTest, PatchesTheConditionOnlyWhenItChanges) {
             "1 device(s) need card-level action: xpu 1 (0000:3b:00.0): 0x80CB8001 n0x80CB8001 "
             "[isolate_card, sysfs]");
   // A lesser fault going away changes nothing the condition says: no patch.
-  SetFaults({Fault("0x80CB8001", 6, "isolate_card")});
+  SetFaults({NamedFault("0x80CB8001", 6, "isolate_card")});
   const size_t reads2 = NodeReads();
   ASSERT_TRUE(WaitFor([&] { return NodeReads() >= reads2 + 3; }, std::chrono::seconds(10)));
   EXPECT_EQ(Patches().size(), 2u);
@@ -171,7 +172,7 @@ TEST_F(NodeReporterLiveTest, TheConditionWaitsForTheBackendsToSpeak) {
   std::vector<store::KmsgDeviceView> kmsg(1);
   kmsg[0].minor = 1;
   kmsg[0].bus_id = "0000:3b:00.0";
-  kmsg[0].faults = {Fault("0x10DE004F", 6, "isolate_card")};
+  kmsg[0].faults = {NamedFault("0x10DE004F", 6, "isolate_card")};
   registry_.SetKmsgDevices(kmsg);  // before the start: an old view
   registry_.SetKmsgDevices(kmsg);
   auto reporter = Make();
@@ -195,7 +196,7 @@ TEST_F(NodeReporterLiveTest, TheConditionWaitsForTheBackendsToSpeak) {
 // until the Node has been healthy for recover_hold.
 TEST_F(NodeReporterLiveTest, AFlappingFaultDoesNotPatchTheNodeOverAndOver) {
   o_.recover_hold = std::chrono::seconds(8);
-  const std::vector<store::ActiveFault> bad = {Fault("0x80E18400", 4, "reset_card")};
+  const std::vector<store::ActiveFault> bad = {NamedFault("0x80E18400", 4, "reset_card")};
   SetFaults(bad);
   auto reporter = Make();
   reporter->Start();
@@ -226,7 +227,7 @@ TEST_F(NodeReporterLiveTest, AFlappingFaultDoesNotPatchTheNodeOverAndOver) {
 // held for as long as they change.
 TEST_F(NodeReporterLiveTest, AChangeThatKeepsChangingIsNotHeldForEver) {
   o_.recover_hold = std::chrono::seconds(3);
-  SetFaults({Fault("0x80E18400", 4, "reset_card")});
+  SetFaults({NamedFault("0x80E18400", 4, "reset_card")});
   auto reporter = Make();
   reporter->Start();
   Publish();
@@ -236,8 +237,9 @@ TEST_F(NodeReporterLiveTest, AChangeThatKeepsChangingIsNotHeldForEver) {
   // than ResetCard, nor what the Node says.
   for (int i = 0; i < 10 && Patches().size() == 1; ++i) {
     const size_t reads = NodeReads();
-    SetFaults(i % 2 == 0 ? std::vector<store::ActiveFault>{}
-                         : std::vector<store::ActiveFault>{Fault("0x80E01802", 3, "restart_card")});
+    SetFaults(i % 2 == 0
+                  ? std::vector<store::ActiveFault>{}
+                  : std::vector<store::ActiveFault>{NamedFault("0x80E01802", 3, "restart_card")});
     ASSERT_TRUE(WaitFor([&] { return NodeReads() > reads; }, std::chrono::seconds(10)));
   }
   ASSERT_GE(Patches().size(), 2u) << "held for as long as the views changed";
@@ -270,11 +272,11 @@ TEST_F(NodeReporterLiveTest, NoPatchBeforeTheNodeHasBeenRead) {
 
 TEST_F(NodeReporterLiveTest, PostsOneEventPerCardRaiseRetriedDeduplicatedAndRateLimited) {
   o_.condition = false;
-  Raise(Fault("0x80CB8001", 6, "isolate_card"));  // before it was made: not its own
+  Raise(NamedFault("0x80CB8001", 6, "isolate_card"));  // before it was made: not its own
   auto reporter = Make();
   reporter->Start();
-  Raise(Fault("0x80E18400", 4, "reset_card"), "1");
-  Raise(Fault("0x80E01801", 2, "restart_job"), "2");  // below restart_card: no Event
+  Raise(NamedFault("0x80E18400", 4, "reset_card"), "1");
+  Raise(NamedFault("0x80E01801", 2, "restart_job"), "2");  // below restart_card: no Event
   ASSERT_TRUE(WaitFor([&] { return Events().size() == 1; }, std::chrono::seconds(10)));
   Json e = Events()[0];
   EXPECT_EQ(e["reason"], "ResetCard");
@@ -289,7 +291,7 @@ TEST_F(NodeReporterLiveTest, PostsOneEventPerCardRaiseRetriedDeduplicatedAndRate
   // Refused for a while, and the reporter rebuilt meanwhile (a reload):
   // the new one takes over the queued Event and sends it.
   api_.Control("POST", "auth", R"({"status":403,"methods":["POST"]})");
-  Raise(Fault("0x80E18400", 4, "reset_card"), "2");
+  Raise(NamedFault("0x80E18400", 4, "reset_card"), "2");
   ASSERT_TRUE(WaitFor([&] { return Metric("xpu_kubernetes_events_total", "error") >= 1; },
                       std::chrono::seconds(10)));
   reporter->Stop();
@@ -303,12 +305,12 @@ TEST_F(NodeReporterLiveTest, PostsOneEventPerCardRaiseRetriedDeduplicatedAndRate
   EXPECT_NE(Events()[1]["message"].get<std::string>().find("xpu 2 "), std::string::npos);
 
   // The same code on the same device again, within the window: no Event.
-  Raise(Fault("0x80E18400", 4, "reset_card"), "1");
+  Raise(NamedFault("0x80E18400", 4, "reset_card"), "1");
   ASSERT_TRUE(WaitFor([&] { return Metric("xpu_kubernetes_events_total", "suppressed") == 1; },
                       std::chrono::seconds(10)));
   // A storm over six devices: the burst's rest (5 - 2) goes out, the
   // others are counted.
-  for (int i = 10; i < 16; ++i) Raise(Fault("0x80E18400", 4, "reset_card"), std::to_string(i));
+  for (int i = 10; i < 16; ++i) Raise(NamedFault("0x80E18400", 4, "reset_card"), std::to_string(i));
   ASSERT_TRUE(WaitFor([&] { return Metric("xpu_kubernetes_events_total", "suppressed") == 4; },
                       std::chrono::seconds(10)));
   ASSERT_TRUE(WaitFor([&] { return Events().size() == 5; }, std::chrono::seconds(10)));

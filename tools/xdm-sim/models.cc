@@ -7,7 +7,7 @@
 namespace xdmsim {
 namespace {
 
-using Json = nlohmann::ordered_json;
+using OrderedJson = nlohmann::ordered_json;
 
 const std::vector<ModelSpec>& Models() {
   static const std::vector<ModelSpec> models = {
@@ -29,14 +29,14 @@ std::string Lower(std::string s) {
   return s;
 }
 
-Json Range(int first, int count) {
-  Json a = Json::array();
+OrderedJson Range(int first, int count) {
+  OrderedJson a = OrderedJson::array();
   for (int i = first; i < first + count; ++i) a.push_back(i);
   return a;
 }
 
-Json Level(int level, const char* name, Json topo, Json peers) {
-  Json j;
+OrderedJson Level(int level, const char* name, OrderedJson topo, OrderedJson peers) {
+  OrderedJson j;
   j["level"] = level;
   j["name"] = name;
   j["topo" + std::to_string(level)] = std::move(topo);
@@ -47,47 +47,48 @@ Json Level(int level, const char* name, Json topo, Json peers) {
 // 810E: icnLink pairs (0,3), (1,2), (4,7), (5,6) ...; groups of 4; all 8 linked.
 // PCIe peers of a NUMA node include the node's four RDMA NICs, which the
 // reference numbers after the cards (8..11 for the first NUMA node of 8 cards).
-Json Topology810E(int minor, int count) {
+OrderedJson Topology810E(int minor, int count) {
   const int quad = minor / 4;
   const int base = quad * 4;
   const int pos = minor % 4;
   const int partner = base + (pos == 0 ? 3 : pos == 3 ? 0 : pos == 1 ? 2 : 1);
   const int pair_index = quad * 2 + ((pos == 0 || pos == 3) ? 0 : 1);
   const int quad_size = std::min(4, count - base);
-  Json pair = Json::array({std::min(minor, partner), std::max(minor, partner)});
-  if (partner >= count) pair = Json::array({minor});
-  Json numa_peers = Range(base, quad_size);
+  OrderedJson pair = OrderedJson::array({std::min(minor, partner), std::max(minor, partner)});
+  if (partner >= count) pair = OrderedJson::array({minor});
+  OrderedJson numa_peers = Range(base, quad_size);
   const int nic_base = std::max(count, 8);
   for (int i = 0; i < 4; ++i) numa_peers.push_back(nic_base + quad * 4 + i);
-  Json levels = Json::array();
-  levels.push_back(Level(1, "icnLink2", Json::array({pair_index}), pair));
-  levels.push_back(Level(2, "icnLink4", Json::array({quad}), Range(base, quad_size)));
-  levels.push_back(Level(3, "icnLink8", Json::array({minor / 8}),
+  OrderedJson levels = OrderedJson::array();
+  levels.push_back(Level(1, "icnLink2", OrderedJson::array({pair_index}), pair));
+  levels.push_back(Level(2, "icnLink4", OrderedJson::array({quad}), Range(base, quad_size)));
+  levels.push_back(Level(3, "icnLink8", OrderedJson::array({minor / 8}),
                          Range((minor / 8) * 8, std::min(8, count - (minor / 8) * 8))));
-  levels.push_back(Level(4, "pcieSwitches", Json::array({4 + quad}), Range(base, quad_size)));
-  levels.push_back(Level(5, "numaNodes", Json::array({1 + quad}), numa_peers));
-  levels.push_back(Level(6, "cpuSockets", Json::array({quad / 2}), Json()));
-  levels.push_back(Level(21, "leafSwitch", "ASW-VM-SQA-G10-P2-S25", Json()));
-  levels.push_back(Level(22, "pointOfDelivery", "VM-SQA-G10-P2", Json()));
-  return Json{{"levels", levels}};
+  levels.push_back(
+      Level(4, "pcieSwitches", OrderedJson::array({4 + quad}), Range(base, quad_size)));
+  levels.push_back(Level(5, "numaNodes", OrderedJson::array({1 + quad}), numa_peers));
+  levels.push_back(Level(6, "cpuSockets", OrderedJson::array({quad / 2}), OrderedJson()));
+  levels.push_back(Level(21, "leafSwitch", "ASW-VM-SQA-G10-P2-S25", OrderedJson()));
+  levels.push_back(Level(22, "pointOfDelivery", "VM-SQA-G10-P2", OrderedJson()));
+  return OrderedJson{{"levels", levels}};
 }
 
 // PCIe-only layout (M890P example): two cards per switch and NUMA node, four per
 // CPU socket; rack and network layers are identifiers.
-Json TopologyPcie(int minor, int count, bool hypernode) {
+OrderedJson TopologyPcie(int minor, int count, bool hypernode) {
   const int pair = minor / 2;
   const int quad = minor / 4;
-  Json levels = Json::array();
-  levels.push_back(Level(1, "pcieSwitches", Json::array({pair}),
+  OrderedJson levels = OrderedJson::array();
+  levels.push_back(Level(1, "pcieSwitches", OrderedJson::array({pair}),
                          Range(pair * 2, std::min(2, count - pair * 2))));
-  levels.push_back(
-      Level(2, "numaNodes", Json::array({pair}), Range(pair * 2, std::min(2, count - pair * 2))));
-  levels.push_back(
-      Level(3, "cpuSockets", Json::array({quad}), Range(quad * 4, std::min(4, count - quad * 4))));
-  if (hypernode) levels.push_back(Level(11, "hyperNode", "hypernode-001", Json()));
-  levels.push_back(Level(21, "leafSwitch", "asw-001", Json()));
-  levels.push_back(Level(22, "pointOfDelivery", "pod-g13-p1", Json()));
-  return Json{{"levels", levels}};
+  levels.push_back(Level(2, "numaNodes", OrderedJson::array({pair}),
+                         Range(pair * 2, std::min(2, count - pair * 2))));
+  levels.push_back(Level(3, "cpuSockets", OrderedJson::array({quad}),
+                         Range(quad * 4, std::min(4, count - quad * 4))));
+  if (hypernode) levels.push_back(Level(11, "hyperNode", "hypernode-001", OrderedJson()));
+  levels.push_back(Level(21, "leafSwitch", "asw-001", OrderedJson()));
+  levels.push_back(Level(22, "pointOfDelivery", "pod-g13-p1", OrderedJson()));
+  return OrderedJson{{"levels", levels}};
 }
 
 }  // namespace
