@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The container image as a DaemonSet runs it: `./x image` builds it with
-# podman; it runs read-only, with xdm-sim's sockets mounted as the host's
-# would be, and is scraped over the host network. Checks: /-/ready and
+# podman (from this build; see below); it runs read-only, with xdm-sim's
+# sockets mounted as the host's would be, and is scraped over the host
+# network. Checks: /-/ready and
 # /metrics answer with the simulator's devices and pods, the process runs as
 # the image's non-root user, and the image stays small. Skipped (ctest SKIP,
 # exit 77) where podman is missing; the README's test command installs it.
@@ -12,7 +13,16 @@ PODMAN=(podman --runtime runc --cgroup-manager cgroupfs)
 NAME=xpu-image-test-$$
 trap '"${PODMAN[@]}" rm -f "$NAME" >/dev/null 2>&1 || true; cleanup' EXIT
 
-IMAGE=$("$ROOT/x" image 2>"$TMP/image.log" | tail -1) || fail "./x image: $(tail -20 "$TMP/image.log")"
+# The image of the build under test (./x image's from-host target: the same
+# runtime tree and final stage, without compiling the exporter a second time
+# in the Containerfile's build stage); XPU_IMAGE_FROM_SOURCE=1 builds it the
+# way `./x image` does by default, build stage and all.
+if [ -n "${XPU_IMAGE_FROM_SOURCE:-}" ]; then
+  IMAGE=$("$ROOT/x" image 2>"$TMP/image.log" | tail -1) || fail "./x image: $(tail -20 "$TMP/image.log")"
+else
+  IMAGE=$(IMAGE=localhost/xpu-exporter:e2e XPU_IMAGE_BUILD="$BUILD" "$ROOT/x" image 2>"$TMP/image.log" |
+    tail -1) || fail "./x image: $(tail -20 "$TMP/image.log")"
+fi
 echo "image $IMAGE: $("${PODMAN[@]}" image inspect -f '{{.Size}}' "$IMAGE") bytes"
 [ "$("${PODMAN[@]}" image inspect -f '{{.Config.User}}' "$IMAGE")" = "65532:65532" ] || fail "image user is not 65532"
 
