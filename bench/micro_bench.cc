@@ -266,9 +266,9 @@ void BM_ExposerPage(benchmark::State& state) {
     k.bus_id = "0000:1" + std::to_string(d.minor) + ":00.0";
     kmsg_views.push_back(k);
   }
-  registry.OpenSource(xpu::store::DeviceRegistry::kSysfs,
+  registry.OpenSource(xpu::store::kSourceSysfs,
                       std::chrono::hours(1));  // fresh for the run
-  registry.OpenSource(xpu::store::DeviceRegistry::kKmsg, std::chrono::hours(1));
+  registry.OpenSource(xpu::store::kSourceKmsg, std::chrono::hours(1));
   registry.SetHalDevices(hal_views);
   registry.SetKmsgDevices(kmsg_views);
   store.SetDevices(labels);

@@ -17,6 +17,7 @@
 #include "kubelet/flags.h"
 #include "kubernetes/flags.h"
 #include "kubernetes/pod_watcher.h"
+#include "sinks/flags.h"
 #include "upstream/flags.h"
 #include "version.h"
 
@@ -76,7 +77,8 @@ void Build(CLI::App& app, Config* cfg, std::map<std::string, Applier>* appliers 
   upstream::AddXdmFlags(f, &cfg->xdm, &cfg->max_series);
   hal::AddHalFlags(f, &cfg->hal);
   kubelet::AddKubeletFlags(f, &cfg->kubelet);
-  kubernetes::AddKubernetesFlags(f, &cfg->kubernetes, &cfg->node_health);
+  kubernetes::AddKubernetesFlags(f, &cfg->kubernetes);
+  sinks::AddNodeHealthFlags(f, &cfg->node_health);
   AddLogFlags(f, cfg);
   for (const CLI::Option* opt : app.get_options()) {
     const std::string& name = opt->get_name();

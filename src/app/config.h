@@ -21,6 +21,7 @@
 #include "kubelet/pod_mapper.h"
 #include "kubernetes/label_filter.h"
 #include "kubernetes/options.h"
+#include "sinks/options.h"
 #include "store/metric_store.h"
 #include "upstream/xdm_client.h"
 
@@ -68,7 +69,7 @@ struct Config {
   hal::HalOptions hal;
   kubelet::PodMapperOptions kubelet;
   kubernetes::KubernetesOptions kubernetes;
-  kubernetes::NodeHealthOptions node_health;
+  sinks::NodeHealthOptions node_health;
   std::string log_level = "info";
   std::string log_format = "logfmt";
   std::string config_file;        // --config.file (YAML of the flags)

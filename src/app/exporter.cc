@@ -22,7 +22,6 @@ struct Exporter::ReloadJob {
 };
 
 Exporter::Exporter(Config cfg) : cfg_(std::make_shared<const Config>(std::move(cfg))) {
-  devices_.SetPciFamilyWriter(hal::PciFamilies);  // the pci backend's families, on its views
   MutexLock lock(parts_mu_);
   parts_.resize(kinds_.size());
   for (size_t i = 0; i < kinds_.size(); ++i)

@@ -24,12 +24,11 @@
 #include "exposition/metrics_endpoint.h"
 #include "hal/hal_sampler.h"
 #include "hal/kmsg_sampler.h"
-#include "hal/pci_metrics.h"
 #include "hal/pci_sampler.h"
 #include "http/web_server.h"
 #include "kubelet/pod_mapper.h"
-#include "kubernetes/node_reporter.h"
 #include "kubernetes/pod_watcher.h"
+#include "sinks/node_reporter.h"
 #include "store/device_registry.h"
 #include "store/exemplars.h"
 #include "store/metric_store.h"
@@ -96,7 +95,7 @@ class Exporter {
     std::optional<kubelet::PodMapperOptions> pods;
     std::optional<kubernetes::KubernetesOptions> watcher;
     std::string watcher_url;
-    std::optional<kubernetes::NodeReporter::Options> reporter;
+    std::optional<sinks::NodeReporter::Options> reporter;
     std::optional<kubernetes::KubernetesOptions> reporter_kubernetes;
     upstream::XdmClient::Settings ingest;
     std::shared_ptr<const catalog::Catalog> store_catalog;

@@ -16,7 +16,7 @@ Exporter::InForce Exporter::in_force() const {
   auto* kmsg = Running<hal::KmsgSampler>("kmsg");
   auto* pods = Running<kubelet::PodMapper>("kubelet");
   auto* watcher = Running<kubernetes::PodWatcher>("apiserver");
-  auto* reporter = Running<kubernetes::NodeReporter>("nodehealth");
+  auto* reporter = Running<sinks::NodeReporter>("nodehealth");
   f.hal_part = hal;
   f.pci_part = pci;
   f.kmsg_part = kmsg;

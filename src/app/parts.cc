@@ -6,8 +6,8 @@
 #include "hal/kmsg_sampler.h"
 #include "hal/pci_sampler.h"
 #include "kubelet/pod_mapper.h"
-#include "kubernetes/node_reporter.h"
 #include "kubernetes/pod_watcher.h"
+#include "sinks/node_reporter.h"
 
 namespace xpu::app {
 namespace {
@@ -87,7 +87,7 @@ Status MakeWatcher(const PartContext& c, std::unique_ptr<Part>* out) {
 
 // The Node's condition and Events, when asked for and an API server is used.
 Status MakeReporter(const PartContext& c, std::unique_ptr<Part>* out) {
-  const kubernetes::NodeHealthOptions& nh = c.cfg.node_health;
+  const sinks::NodeHealthOptions& nh = c.cfg.node_health;
   if (!nh.condition && !nh.events) return Status::Ok();
   std::string why_off;
   const std::string api = kubernetes::ResolveApiServer(c.cfg.kubernetes, &why_off);
@@ -95,12 +95,12 @@ Status MakeReporter(const PartContext& c, std::unique_ptr<Part>* out) {
     spdlog::warn("kubernetes: no node condition or Events: {}", why_off);
     return Status::Ok();
   }
-  kubernetes::NodeReporter::Options o;
+  sinks::NodeReporter::Options o;
   o.condition = nh.condition;
   o.events = nh.events;
   o.recover_hold = nh.hold;
   o.sources = {c.on("hal"), c.on("pci"), c.on("kmsg")};  // the HAL backends it names
-  *out = std::make_unique<kubernetes::NodeReporter>(c.cfg.kubernetes, o, api, c.devices, c.metrics);
+  *out = std::make_unique<sinks::NodeReporter>(c.cfg.kubernetes, o, api, c.devices, c.metrics);
   return Status::Ok();
 }
 

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "store/device_registry.h"
+#include "store/views.h"
 #include "upstream/xdm_client.h"
 
 namespace xpu::app {

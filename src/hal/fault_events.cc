@@ -19,7 +19,7 @@ std::string HeldBack(uint64_t n, const char* what) {
 }  // namespace
 
 FaultEvents::FaultEvents(std::shared_ptr<const FaultCatalog> catalog,
-                         prometheus::Registry* self_metrics, const store::DeviceRegistry* registry,
+                         prometheus::Registry* self_metrics, store::HealthSourcePort* registry,
                          store::ExemplarStore* exemplars)
     : catalog_(std::move(catalog)),
       registry_(registry),
@@ -53,7 +53,7 @@ std::vector<store::ActiveFault> FaultEvents::Update(const std::string& key, cons
           .Increment();
       if (registry_ != nullptr)
         NoteRaise(
-            *registry_, exemplars_,
+            registry_, exemplars_,
             {"hal", minor, uuid, bus_id, ActiveFaultOf(info), std::chrono::system_clock::now()},
             live_);
       if (!info.known) unknown_codes_.Increment();
@@ -83,7 +83,7 @@ store::ActiveFault ActiveFaultOf(const FaultInfo& info) {
 
 namespace {
 
-void LeaveFaultExemplar(const store::DeviceRegistry& registry, store::ExemplarStore* exemplars,
+void LeaveFaultExemplar(const store::HealthSourcePort& registry, store::ExemplarStore* exemplars,
                         const store::FaultRaise& raise) {
   if (exemplars == nullptr || raise.uuid.empty()) return;
   // The first (in name order) of the containers holding the device.
@@ -109,10 +109,10 @@ void LeaveFaultExemplar(const store::DeviceRegistry& registry, store::ExemplarSt
 
 }  // namespace
 
-void NoteRaise(const store::DeviceRegistry& registry, store::ExemplarStore* exemplars,
+void NoteRaise(store::HealthSourcePort* registry, store::ExemplarStore* exemplars,
                store::FaultRaise raise, bool live) {
-  LeaveFaultExemplar(registry, exemplars, raise);
-  if (live) registry.raises().Add(std::move(raise));
+  LeaveFaultExemplar(*registry, exemplars, raise);
+  if (live) registry->raises().Add(std::move(raise));
 }
 
 std::set<std::string> FaultEvents::Previous(const std::string& key) const {

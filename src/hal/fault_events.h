@@ -12,8 +12,8 @@
 
 #include "common/worker.h"
 #include "hal/fault_catalog.h"
-#include "store/device_registry.h"
 #include "store/exemplars.h"
+#include "store/ports.h"
 
 namespace xpu::hal {
 
@@ -24,9 +24,10 @@ store::ActiveFault ActiveFaultOf(const FaultInfo& info);
 // xpu_device_fault_events_total series an exemplar naming the pod that
 // holds the device now (the first container by name), if any holds it
 // (OpenMetrics; docs/http-api.md), and, when `live` (it happened while the
-// exporter watched), adds it to the registry's raises (the Node's Events).
-// Shared by FaultEvents and the kmsg backend. Any thread.
-void NoteRaise(const store::DeviceRegistry& registry, store::ExemplarStore* exemplars,
+// exporter watched), adds it to the registry's raises (the Node's Events):
+// the one write a backend makes besides its view, hence a registry it may
+// write. Shared by FaultEvents and the kmsg backend. Any thread.
+void NoteRaise(store::HealthSourcePort* registry, store::ExemplarStore* exemplars,
                store::FaultRaise raise, bool live);
 
 // What every HAL backend does with the fault codes it finds on a device,
@@ -38,11 +39,12 @@ void NoteRaise(const store::DeviceRegistry& registry, store::ExemplarStore* exem
 // Used from one sampler thread.
 class FaultEvents {
  public:
-  // With `registry` and `exemplars` (both may be null), each raise leaves an
-  // exemplar on its xpu_device_fault_events_total series: the pod that held
-  // the device then (OpenMetrics; docs/http-api.md).
+  // With `registry` (may be null), each live raise is added to its raises
+  // and, with `exemplars` too, leaves an exemplar on its
+  // xpu_device_fault_events_total series: the pod that held the device then
+  // (OpenMetrics; docs/http-api.md).
   FaultEvents(std::shared_ptr<const FaultCatalog> catalog, prometheus::Registry* self_metrics,
-              const store::DeviceRegistry* registry = nullptr,
+              store::HealthSourcePort* registry = nullptr,
               store::ExemplarStore* exemplars = nullptr);
 
   // The catalog entries of `codes`, now active on the device known as `key`
@@ -72,7 +74,7 @@ class FaultEvents {
 
  private:
   const std::shared_ptr<const FaultCatalog> catalog_;
-  const store::DeviceRegistry* const registry_;
+  store::HealthSourcePort* const registry_;
   store::ExemplarStore* const exemplars_;
   prometheus::Family<prometheus::Counter>& events_;
   prometheus::Counter& unknown_codes_;

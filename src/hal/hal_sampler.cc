@@ -6,7 +6,7 @@ namespace xpu::hal {
 
 HalSampler::HalSampler(std::unique_ptr<HalBackend> backend,
                        std::shared_ptr<const FaultCatalog> catalog,
-                       std::chrono::milliseconds interval, store::DeviceRegistry* registry,
+                       std::chrono::milliseconds interval, store::HealthSourcePort* registry,
                        prometheus::Registry* self_metrics, store::ExemplarStore* exemplars,
                        prometheus::Registry* fault_metrics)
     : backend_(std::move(backend)),
@@ -37,7 +37,7 @@ HalSampler::~HalSampler() { Stop(); }
 void HalSampler::Start() {
   // Opened here, not when built: a reload that fails after building the
   // parts leaves the registry as it was.
-  registry_->OpenSource(store::DeviceRegistry::kSysfs, interval_);
+  registry_->OpenSource(store::kSourceSysfs, interval_);
   worker_.Start([this] { Loop(); });
 }
 
@@ -47,7 +47,7 @@ void HalSampler::TakeOver(Part& old) {
   if (auto* o = dynamic_cast<HalSampler*>(&old)) SeedFaultState(o->fault_state());
 }
 
-void HalSampler::Withdraw() { registry_->CloseSource(store::DeviceRegistry::kSysfs); }
+void HalSampler::Withdraw() { registry_->CloseSource(store::kSourceSysfs); }
 
 std::optional<std::chrono::steady_clock::time_point> HalSampler::last_success() const {
   MutexLock lock(mu_);
@@ -78,8 +78,7 @@ void HalSampler::SampleOnce() {
     up_gauge_.Set(0);
     Warn("list", "cannot enumerate devices: " + s.message());
     // Blind: its health goes at once, the rest of its view once stale.
-    registry_->SetSourceBlind(store::DeviceRegistry::kSysfs,
-                              "cannot enumerate devices: " + s.message());
+    registry_->SetSourceBlind(store::kSourceSysfs, "cannot enumerate devices: " + s.message());
     duration_.Set(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     return;
   }

@@ -18,7 +18,7 @@
 #include "hal/fault_catalog.h"
 #include "hal/fault_events.h"
 #include "hal/hal.h"
-#include "store/device_registry.h"
+#include "store/ports.h"
 
 namespace xpu::hal {
 
@@ -33,7 +33,7 @@ namespace xpu::hal {
 class HalSampler : public Part {
  public:
   HalSampler(std::unique_ptr<HalBackend> backend, std::shared_ptr<const FaultCatalog> catalog,
-             std::chrono::milliseconds interval, store::DeviceRegistry* registry,
+             std::chrono::milliseconds interval, store::HealthSourcePort* registry,
              prometheus::Registry* self_metrics, store::ExemplarStore* exemplars = nullptr,
              prometheus::Registry* fault_metrics = nullptr);
   ~HalSampler() override;
@@ -68,7 +68,7 @@ class HalSampler : public Part {
 
   std::unique_ptr<HalBackend> backend_;
   const std::chrono::milliseconds interval_;
-  store::DeviceRegistry* const registry_;
+  store::HealthSourcePort* const registry_;
   prometheus::Gauge& up_gauge_;
   prometheus::Gauge& duration_;
   prometheus::Family<prometheus::Counter>& read_errors_;

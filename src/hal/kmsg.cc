@@ -39,12 +39,6 @@ std::string Unescape(std::string_view s) {
   return out;
 }
 
-bool IsHex(std::string_view s) {
-  for (char c : s)
-    if (HexDigit(c) < 0) return false;
-  return !s.empty();
-}
-
 // Reads "dddd:bb:dd.f" or "dddd:bb:dd" (NVIDIA's form) at `s`; returns the
 // normalised address or "".
 std::string AddressAt(std::string_view s) {

@@ -177,7 +177,7 @@ bool KmsgReadable(const std::string& path) {
 
 KmsgSampler::KmsgSampler(Options options, std::shared_ptr<const KmsgCatalog> catalog,
                          std::shared_ptr<const FaultCatalog> faults,
-                         store::DeviceRegistry* registry, prometheus::Registry* self_metrics,
+                         store::HealthSourcePort* registry, prometheus::Registry* self_metrics,
                          store::ExemplarStore* exemplars, std::function<uint64_t()> now_us)
     : options_(std::move(options)),
       catalog_(std::move(catalog)),
@@ -302,7 +302,7 @@ void KmsgSampler::KeepStates() {
 KmsgSampler::~KmsgSampler() { Stop(); }
 
 void KmsgSampler::Start() {
-  registry_->OpenSource(store::DeviceRegistry::kKmsg, options_.interval);  // as HalSampler::Start
+  registry_->OpenSource(store::kSourceKmsg, options_.interval);  // as HalSampler::Start
   worker_.Start([this] { Loop(); });
 }
 
@@ -314,7 +314,7 @@ void KmsgSampler::TakeOver(Part& old) {
   if (o != nullptr && o->options().path == options_.path) Seed(o->state());
 }
 
-void KmsgSampler::Withdraw() { registry_->CloseSource(store::DeviceRegistry::kKmsg); }
+void KmsgSampler::Withdraw() { registry_->CloseSource(store::kSourceKmsg); }
 
 void KmsgSampler::Seed(State s) {
   // The predecessor consulted the same file already: its boot id goes on,
@@ -415,7 +415,7 @@ void KmsgSampler::Publish() {
     Device& dev = it->second;
     for (const std::string& code : dev.fresh) {
       const FaultInfo info = faults_->Lookup(code);
-      NoteRaise(*registry_, exemplars_,
+      NoteRaise(registry_, exemplars_,
                 {"kmsg", std::to_string(d.minor), d.uuid, v.bus_id, ActiveFaultOf(info),
                  std::chrono::system_clock::now()},
                 /*live=*/true);
@@ -452,7 +452,7 @@ void KmsgSampler::Loop() {
         if (said_.Raise("open"))
           spdlog::warn("kmsg: {}; kernel-log faults are not read", s.message());
         // Blind: no view goes out, so the last one ages and is withdrawn.
-        registry_->SetSourceBlind(store::DeviceRegistry::kKmsg, s.message());
+        registry_->SetSourceBlind(store::kSourceKmsg, s.message());
         if (!worker_.SleepFor(options_.interval)) break;
         continue;
       }
@@ -481,7 +481,7 @@ void KmsgSampler::Loop() {
       caught_up_ = true;  // the ring is read to its end
     } else if (s.code() == Status::Code::kIoError) {
       spdlog::warn("kmsg: {}", s.message());
-      registry_->SetSourceBlind(store::DeviceRegistry::kKmsg, s.message());
+      registry_->SetSourceBlind(store::kSourceKmsg, s.message());
       source.reset();  // reopened after an interval; records read already are skipped
       up_.store(false);
       up_gauge_.Set(0);

@@ -20,8 +20,8 @@
 #include "hal/fault_catalog.h"
 #include "hal/kmsg.h"
 #include "hal/kmsg_catalog.h"
-#include "store/device_registry.h"
 #include "store/exemplars.h"
+#include "store/ports.h"
 
 namespace xpu::hal {
 
@@ -76,7 +76,7 @@ class KmsgSampler : public Part {
     bool operator==(const Options&) const = default;
   };
   KmsgSampler(Options options, std::shared_ptr<const KmsgCatalog> catalog,
-              std::shared_ptr<const FaultCatalog> faults, store::DeviceRegistry* registry,
+              std::shared_ptr<const FaultCatalog> faults, store::HealthSourcePort* registry,
               prometheus::Registry* self_metrics, store::ExemplarStore* exemplars = nullptr,
               std::function<uint64_t()> now_us = nullptr);  // CLOCK_MONOTONIC, in us
   ~KmsgSampler() override;
@@ -142,7 +142,7 @@ class KmsgSampler : public Part {
   const Options options_;
   const std::shared_ptr<const KmsgCatalog> catalog_;
   const std::shared_ptr<const FaultCatalog> faults_;
-  store::DeviceRegistry* const registry_;
+  store::HealthSourcePort* const registry_;
   store::ExemplarStore* const exemplars_;
   const std::function<uint64_t()> now_us_;
   const uint64_t started_us_;

@@ -27,12 +27,6 @@ std::string_view Line(std::string_view text) {
   return text;
 }
 
-bool IsHex(std::string_view s) {
-  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) {
-    return std::isxdigit(static_cast<unsigned char>(c)) != 0;
-  });
-}
-
 std::optional<uint64_t> ParseUnsigned(std::string_view s) {
   uint64_t v = 0;
   auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
@@ -101,6 +95,12 @@ void ReadHwmon(const std::string& dir, PciDevice* d) {
 }
 
 }  // namespace
+
+bool IsHex(std::string_view s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) {
+    return std::isxdigit(static_cast<unsigned char>(c)) != 0;
+  });
+}
 
 std::optional<double> ParseLinkSpeed(std::string_view text) {
   std::string_view v = Line(text);

@@ -28,6 +28,8 @@ std::optional<double> ParseLinkSpeed(std::string_view text);
 std::optional<int> ParseLinkWidth(std::string_view text);
 // "0x10de\n" -> 0x10de (vendor, device, class).
 std::optional<uint32_t> ParseHex(std::string_view text);
+// Whether `s` is one or more hex digits (PCI addresses, in sysfs and the log).
+bool IsHex(std::string_view s);
 // "-1\n", "0\n" -> the NUMA node; nullopt when malformed.
 std::optional<int> ParseInt(std::string_view text);
 // One aer_dev_{correctable,nonfatal,fatal} file: "RxErr 0\nBadTLP 3\n...

@@ -87,7 +87,7 @@ std::vector<store::PciDeviceView> PciTracker::Update(const std::vector<PciDevice
 }
 
 PciSampler::PciSampler(PciScanner scanner, std::shared_ptr<const FaultCatalog> catalog,
-                       std::chrono::milliseconds interval, store::DeviceRegistry* registry,
+                       std::chrono::milliseconds interval, store::HealthSourcePort* registry,
                        prometheus::Registry* self_metrics, store::ExemplarStore* exemplars,
                        prometheus::Registry* fault_metrics)
     : scanner_(std::move(scanner)),
@@ -115,10 +115,10 @@ void PciSampler::TakeOver(Part& old) {
   }
 }
 
-void PciSampler::Withdraw() { registry_->CloseSource(store::DeviceRegistry::kPci); }
+void PciSampler::Withdraw() { registry_->CloseSource(store::kSourcePci); }
 
 void PciSampler::Start() {
-  registry_->OpenSource(store::DeviceRegistry::kPci, interval_);  // as HalSampler::Start
+  registry_->OpenSource(store::kSourcePci, interval_);  // as HalSampler::Start
   worker_.Start([this] {
     do {
       SampleOnce();
@@ -131,7 +131,7 @@ bool PciSampler::SampleOnce() {
   if (Status s = scanner_.Scan(&scan); !s.ok()) {
     up_.Set(0);
     up_state_ = false;
-    registry_->SetSourceBlind(store::DeviceRegistry::kPci, s.message());
+    registry_->SetSourceBlind(store::kSourcePci, s.message());
     if (logged_.Raise("scan"))
       spdlog::warn("HAL pci: {} (logged once until it clears)", s.message());
     return false;

@@ -15,7 +15,7 @@
 #include "hal/fault_catalog.h"
 #include "hal/fault_events.h"
 #include "hal/pci.h"
-#include "store/device_registry.h"
+#include "store/ports.h"
 
 namespace xpu::hal {
 
@@ -75,7 +75,7 @@ class PciTracker {
 class PciSampler : public Part {
  public:
   PciSampler(PciScanner scanner, std::shared_ptr<const FaultCatalog> catalog,
-             std::chrono::milliseconds interval, store::DeviceRegistry* registry,
+             std::chrono::milliseconds interval, store::HealthSourcePort* registry,
              prometheus::Registry* self_metrics, store::ExemplarStore* exemplars = nullptr,
              prometheus::Registry* fault_metrics = nullptr);
   ~PciSampler() override { Stop(); }
@@ -110,7 +110,7 @@ class PciSampler : public Part {
  private:
   const PciScanner scanner_;
   const std::chrono::milliseconds interval_;
-  store::DeviceRegistry* const registry_;
+  store::HealthSourcePort* const registry_;
   prometheus::Gauge& up_;
   std::atomic<bool> up_state_{false};
   prometheus::Counter& file_errors_;

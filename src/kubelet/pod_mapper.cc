@@ -164,7 +164,7 @@ PodMatch MatchPods(const v1::ListPodResourcesResponse& resp,
   return out;
 }
 
-PodMapper::PodMapper(const PodMapperOptions& options, DraRule dra, store::DeviceRegistry* registry,
+PodMapper::PodMapper(const PodMapperOptions& options, DraRule dra, store::PodPort* registry,
                      prometheus::Registry* self_metrics)
     : options_(options),
       dra_(std::move(dra)),

@@ -16,7 +16,7 @@
 #include "common/status.h"
 #include "common/worker.h"
 #include "kubelet/podresources.grpc.pb.h"
-#include "store/device_registry.h"
+#include "store/ports.h"
 
 namespace xpu::kubelet {
 
@@ -89,7 +89,7 @@ class PodMapper : public Part {
   // `dra` is options.dra_* made by the configuration's validation
   // (DraRule::Make). Throws std::invalid_argument for options Validate
   // would refuse.
-  PodMapper(const PodMapperOptions& options, DraRule dra, store::DeviceRegistry* registry,
+  PodMapper(const PodMapperOptions& options, DraRule dra, store::PodPort* registry,
             prometheus::Registry* self_metrics);
   ~PodMapper() override;
   PodMapper(const PodMapper&) = delete;
@@ -109,7 +109,7 @@ class PodMapper : public Part {
 
   const PodMapperOptions options_;
   DraRule dra_;
-  store::DeviceRegistry* const registry_;
+  store::PodPort* const registry_;
   // The collector's series exist only once the socket does: a node without a
   // kubelet must not show a failing collector.
   CollectorMetrics collectors_;

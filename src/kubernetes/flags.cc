@@ -2,7 +2,7 @@
 
 namespace xpu::kubernetes {
 
-void AddKubernetesFlags(const FlagSet& f, KubernetesOptions* o, NodeHealthOptions* nh) {
+void AddKubernetesFlags(const FlagSet& f, KubernetesOptions* o) {
   CLI::App& app = f.app;
   f(Applier::kRestart,
     app.add_option("--kubernetes.node-name", o->node_name,
@@ -30,18 +30,6 @@ void AddKubernetesFlags(const FlagSet& f, KubernetesOptions* o, NodeHealthOption
   f(Applier::kWatcher,
     AddDuration(app, "--kubernetes.node-interval", &o->node_interval,
                 "How often to read this node's object (HAMi's device register)"));
-  f(Applier::kNodeHealth,
-    app.add_flag("--kubernetes.node-condition", nh->condition,
-                 "Keep the Node condition XpuDevicesHealthy from the devices' worst active "
-                 "fault (needs patch on nodes/status)"));
-  f(Applier::kNodeHealth,
-    AddDuration(app, "--kubernetes.node-condition-hold", &nh->hold,
-                "How long a better condition must hold before it is patched (worse is "
-                "patched at once), so that a flapping fault costs one patch"));
-  f(Applier::kNodeHealth,
-    app.add_flag("--kubernetes.events", nh->events,
-                 "Post an Event on the Node per fault raise at restart_card or worse, "
-                 "rate-limited (needs create on events)"));
 }
 
 }  // namespace xpu::kubernetes

@@ -5,8 +5,9 @@
 
 namespace xpu::kubernetes {
 
-// The API server's flags (--kubernetes.*): the watch's into `o`, the
-// Node condition's and Events' into `nh`.
-void AddKubernetesFlags(const FlagSet& f, KubernetesOptions* o, NodeHealthOptions* nh);
+// The API server's flags (--kubernetes.*) into `o`: the watch's and the
+// credentials every user of the API server shares (the Node reporter's own
+// are sinks::AddNodeHealthFlags').
+void AddKubernetesFlags(const FlagSet& f, KubernetesOptions* o);
 
 }  // namespace xpu::kubernetes

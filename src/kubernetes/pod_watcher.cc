@@ -254,7 +254,7 @@ std::string ResolveApiServer(const KubernetesOptions& options, std::string* why_
 }
 
 PodWatcher::PodWatcher(const KubernetesOptions& options, LabelFilter labels, std::string base_url,
-                       store::DeviceRegistry* registry, prometheus::Registry* self_metrics)
+                       store::PodPort* registry, prometheus::Registry* self_metrics)
     : options_(options),
       base_url_(std::move(base_url)),
       labels_(std::move(labels)),

@@ -20,7 +20,7 @@
 #include "kubernetes/api_client.h"
 #include "kubernetes/label_filter.h"
 #include "kubernetes/options.h"
-#include "store/device_registry.h"
+#include "store/ports.h"
 
 // Pod metadata from the Kubernetes API server (docs/kubernetes.md): one
 // list-then-watch of the pods on this node, and this node's object now and
@@ -100,7 +100,7 @@ class PodWatcher : public Part {
   // (LabelFilter::Make). Throws std::invalid_argument for options Validate
   // would refuse.
   PodWatcher(const KubernetesOptions& options, LabelFilter labels, std::string base_url,
-             store::DeviceRegistry* registry, prometheus::Registry* self_metrics);
+             store::PodPort* registry, prometheus::Registry* self_metrics);
   ~PodWatcher() override;
   PodWatcher(const PodWatcher&) = delete;
   PodWatcher& operator=(const PodWatcher&) = delete;
@@ -132,7 +132,7 @@ class PodWatcher : public Part {
   const KubernetesOptions options_;
   const std::string base_url_;
   LabelFilter labels_;
-  store::DeviceRegistry* const registry_;
+  store::PodPort* const registry_;
   CollectorMetrics collectors_;
   prometheus::Gauge& pods_gauge_;
   prometheus::Family<prometheus::Counter>& malformed_;

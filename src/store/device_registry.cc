@@ -5,6 +5,7 @@
 #include <string>
 
 #include "common/metric_family.h"
+#include "store/pci_families.h"
 
 namespace xpu::store {
 namespace {
@@ -62,11 +63,6 @@ void DeviceRegistry::SetDeviceFilter(std::set<int32_t> minors) {
   KeepChosen(filter_, &pci_);
 }
 
-void DeviceRegistry::SetPciFamilyWriter(PciFamilyWriter writer) {
-  MutexLock lock(mu_);
-  pci_writer_ = std::move(writer);
-}
-
 void DeviceRegistry::OnXdmDevicesChanged(DevicesListener listener) {
   MutexLock lock(mu_);
   listener_ = std::move(listener);
@@ -87,7 +83,7 @@ void DeviceRegistry::SetHalDevices(std::vector<HalDeviceView> devices) {
   KeepChosen(filter_, &devices);
   hal_ = std::move(devices);
   ++views_set_.hal;
-  SeenLocked(kSysfs);
+  SeenLocked(kSourceSysfs);
 }
 
 void DeviceRegistry::SetClock(Clock clock) {
@@ -114,9 +110,9 @@ void DeviceRegistry::SetSourceBlind(const std::string& source, std::string why) 
 void DeviceRegistry::CloseSource(const std::string& source) {
   MutexLock lock(mu_);
   sources_.erase(source);
-  if (source == kSysfs) hal_.clear();
-  if (source == kPci) pci_.clear();
-  if (source == kKmsg) kmsg_.clear();
+  if (source == kSourceSysfs) hal_.clear();
+  if (source == kSourcePci) pci_.clear();
+  if (source == kSourceKmsg) kmsg_.clear();
 }
 
 void DeviceRegistry::SeenLocked(const std::string& source) {
@@ -150,14 +146,14 @@ std::vector<SourceView> DeviceRegistry::SourceViews() const {
     v.source = name;
     v.sight = SightLocked(name);
     v.why = state.why;
-    v.joins_device_list = name != kSysfs;
-    if (name == kSysfs) {
+    v.joins_device_list = name != kSourceSysfs;
+    if (name == kSourceSysfs) {
       for (const HalDeviceView& h : hal_)  // a device whose faults could not be read is not seen
         if (h.faults_read) v.devices.push_back({h.minor, bus_of[h.minor], h.faults});
-    } else if (name == kPci) {
+    } else if (name == kSourcePci) {
       for (const PciDeviceView& p : pci_)
         v.devices.push_back({p.minor.empty() ? -1 : std::stoi(p.minor), p.bus_id, p.faults});
-    } else if (name == kKmsg) {
+    } else if (name == kSourceKmsg) {
       for (const KmsgDeviceView& k : kmsg_) v.devices.push_back({k.minor, k.bus_id, k.faults});
     }
     out.push_back(std::move(v));
@@ -179,9 +175,9 @@ std::vector<HalDeviceView> DeviceRegistry::HalDevices() const {
 
 std::vector<HalDeviceView> DeviceRegistry::MergedHalLocked() const {
   std::map<int32_t, HalDeviceView> merged;
-  if (FreshLocked(kSysfs))
+  if (FreshLocked(kSourceSysfs))
     for (const HalDeviceView& h : hal_) merged[h.minor] = h;
-  if (!FreshLocked(kPci)) return MergedOf(&merged);
+  if (!FreshLocked(kSourcePci)) return MergedOf(&merged);
   for (const PciDeviceView& p : pci_) {
     if (p.minor.empty()) continue;  // not joined to a device XDM lists
     const int32_t minor = std::stoi(p.minor);
@@ -240,11 +236,11 @@ void DeviceRegistry::SetPciDevices(std::vector<PciDeviceView> devices) {
   KeepChosen(filter_, &devices);
   pci_ = std::move(devices);
   if (known_) ++views_set_.pci;
-  SeenLocked(kPci);
+  SeenLocked(kSourcePci);
 }
 
 void DeviceRegistry::SetKmsgDevices(std::optional<std::vector<KmsgDeviceView>> devices) {
-  if (!devices) return CloseSource(kKmsg);
+  if (!devices) return CloseSource(kSourceKmsg);
   MutexLock lock(mu_);
   if (!filter_.empty()) {  // a subset chosen: only its devices
     std::vector<KmsgDeviceView> chosen;
@@ -254,17 +250,17 @@ void DeviceRegistry::SetKmsgDevices(std::optional<std::vector<KmsgDeviceView>> d
   }
   if (known_) ++views_set_.kmsg;
   kmsg_ = std::move(*devices);
-  SeenLocked(kKmsg);
+  SeenLocked(kSourceKmsg);
 }
 
 std::vector<KmsgDeviceView> DeviceRegistry::KmsgDevices() const {
   MutexLock lock(mu_);
-  return FreshLocked(kKmsg) ? kmsg_ : std::vector<KmsgDeviceView>{};
+  return FreshLocked(kSourceKmsg) ? kmsg_ : std::vector<KmsgDeviceView>{};
 }
 
 std::vector<PciDeviceView> DeviceRegistry::PciDevices() const {
   MutexLock lock(mu_);
-  return FreshLocked(kPci) ? pci_ : std::vector<PciDeviceView>{};
+  return FreshLocked(kSourcePci) ? pci_ : std::vector<PciDeviceView>{};
 }
 
 std::optional<double> PciDeviceView::capable_link_speed() const {
@@ -379,7 +375,7 @@ void DeviceRegistry::WriteFaultsLocked(Families* f) const {
   // The merged "hal" health says nothing while either of its sources that
   // is open cannot see.
   bool seeing = true;
-  for (const char* source : {kSysfs, kPci})
+  for (const char* source : {kSourceSysfs, kSourcePci})
     if (sources_.count(source) != 0 && SightLocked(source) != Sight::kSeeing) seeing = false;
   for (const HalDeviceView& h : MergedHalLocked()) {
     const std::string minor = std::to_string(h.minor);
@@ -391,8 +387,8 @@ void DeviceRegistry::WriteFaultsLocked(Families* f) const {
 }
 
 void DeviceRegistry::WriteKmsgLocked(Families* f) const {
-  if (!FreshLocked(kKmsg)) return;
-  const bool seeing = SightLocked(kKmsg) == Sight::kSeeing;
+  if (!FreshLocked(kSourceKmsg)) return;
+  const bool seeing = SightLocked(kSourceKmsg) == Sight::kSeeing;
   for (const KmsgDeviceView& k : kmsg_) {
     const std::string minor = std::to_string(k.minor);
     const int worst = WriteDeviceFaults(&f->active, &f->level, minor, k.uuid, k.faults, "kmsg");
@@ -481,8 +477,8 @@ std::vector<prometheus::MetricFamily> DeviceRegistry::Collect() const {
         &f.source_age}) {
     if (!family->metric.empty()) out.push_back(std::move(*family));
   }
-  if (pci_writer_ && FreshLocked(kPci)) {
-    for (prometheus::MetricFamily& family : pci_writer_(pci_)) out.push_back(std::move(family));
+  if (FreshLocked(kSourcePci)) {
+    for (prometheus::MetricFamily& family : PciFamilies(pci_)) out.push_back(std::move(family));
   }
   return out;
 }

@@ -72,7 +72,7 @@ struct FaultRaise {
 };
 
 // The last kCapacity raises, for readers that act on each (the Node's
-// Events: kubernetes::NodeReporter), each with a cursor of its own, so that
+// Events: sinks::NodeReporter), each with a cursor of its own, so that
 // a reader rebuilt by a reload goes on where its predecessor stopped or at
 // the newest. A reader that falls more than kCapacity behind is told how
 // many it lost. Thread-safe: the samplers add, readers read.

@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "catalog/catalog.h"
-#include "store/device_registry.h"
 #include "store/metric_store.h"
+#include "store/views.h"
 #include "upstream/invalid_reason.h"
 #include "xdm/api_outer.pb.h"
 

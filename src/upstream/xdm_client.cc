@@ -157,7 +157,7 @@ struct XdmClient::Metrics {
 };
 
 XdmClient::XdmClient(ClientOptions options, std::shared_ptr<const catalog::Catalog> catalog,
-                     store::MetricStore* store, store::DeviceRegistry* devices,
+                     store::MetricStore* store, store::DeviceListPort* devices,
                      prometheus::Registry* self_metrics, ChannelFactory channels,
                      std::function<double()> uniform01)
     : options_(std::move(options)),

@@ -18,8 +18,8 @@
 #include "common/backoff.h"
 #include "common/mutex.h"
 #include "common/worker.h"
-#include "store/device_registry.h"
 #include "store/metric_store.h"
+#include "store/ports.h"
 #include "upstream/decode.h"
 #include "upstream/mode_machine.h"
 #include "upstream/snapshot_order.h"
@@ -108,7 +108,7 @@ struct UpstreamState {
 class XdmClient {
  public:
   XdmClient(ClientOptions options, std::shared_ptr<const catalog::Catalog> catalog,
-            store::MetricStore* store, store::DeviceRegistry* devices,
+            store::MetricStore* store, store::DeviceListPort* devices,
             prometheus::Registry* self_metrics, ChannelFactory channels = nullptr,
             std::function<double()> uniform01 = nullptr);
   ~XdmClient();
@@ -180,7 +180,7 @@ class XdmClient {
 
   const ClientOptions options_;
   store::MetricStore* const store_;
-  store::DeviceRegistry* const devices_;
+  store::DeviceListPort* const devices_;
   std::unique_ptr<Metrics> metrics_;
   ChannelFactory channels_;
   std::shared_ptr<grpc::Channel> controller_channel_;

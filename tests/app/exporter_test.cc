@@ -453,8 +453,8 @@ void ExpectPartsHold(const Exporter::InForce& f, const Config& cfg) {
     EXPECT_EQ(f.reporter->recover_hold, cfg.node_health.hold);
     // It names the backends that run.
     EXPECT_TRUE(f.reporter->sources ==
-                (kubernetes::FaultSources{f.hal_interval.has_value(), f.pci_interval.has_value(),
-                                          f.kmsg.has_value()}));
+                (sinks::FaultSources{f.hal_interval.has_value(), f.pci_interval.has_value(),
+                                     f.kmsg.has_value()}));
   }
   ASSERT_NE(f.ingest.ingest, nullptr);
   const upstream::XdmClient::IngestRules& rules = *f.ingest.ingest;

@@ -8,6 +8,7 @@
 #include "hal/kmsg.h"
 #include "hal/kmsg_catalog.h"
 #include "hal/kmsg_sampler.h"
+#include "store/device_registry.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace xpu::hal;

@@ -6,10 +6,13 @@
 #include "exposition/text_format.h"
 #include "fuzz_util.h"
 #include "kubernetes/hami.h"
-#include "kubernetes/node_health.h"
 #include "kubernetes/pod_watcher.h"
+#include "sinks/node_health.h"
 
 using namespace xpu::kubernetes;
+using xpu::sinks::ConditionPatch;
+using xpu::sinks::NodeFacts;
+using xpu::sinks::ParseNodeFacts;
 using Json = nlohmann::json;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

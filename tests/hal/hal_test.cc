@@ -14,6 +14,7 @@
 #include "hal/fault_catalog.h"
 #include "hal/hal_sampler.h"
 #include "hal/sysfs_backend.h"
+#include "store/device_registry.h"
 #include "support/metrics_util.h"
 #include "support/test_util.h"
 

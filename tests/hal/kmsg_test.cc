@@ -16,6 +16,7 @@
 #include "hal/kmsg_catalog.h"
 #include "hal/kmsg_sampler.h"
 #include "hal/kmsg_state.h"
+#include "store/device_registry.h"
 #include "support/metrics_util.h"
 #include "support/test_util.h"
 

@@ -15,8 +15,8 @@
 
 #include "hal/flags.h"
 #include "hal/hal.h"
-#include "hal/pci_metrics.h"
 #include "hal/pci_sampler.h"
+#include "store/device_registry.h"
 #include "support/metrics_util.h"
 #include "support/test_util.h"
 
@@ -283,16 +283,16 @@ TEST_F(PciTreeTest, TrackerJoinsXdmByBusIdAndCountsResets) {
   EXPECT_EQ(v[0].resets_observed, 2u);
 }
 
-// The pci backend's families are written by its own code (PciFamilies), which
-// the registry calls on its views; without it the registry writes none.
-TEST_F(PciTreeTest, TheRegistryWritesThePciFamiliesWithTheSamplersWriter) {
+// The pci backend's families are written by the registry from the view the
+// sampler publishes (store::PciFamilies), as the kmsg view's are: none before
+// a view, all of them from the first one.
+TEST_F(PciTreeTest, TheRegistryWritesThePciFamiliesFromThePciView) {
   Gpu("0000:3b:00.0");
   store::DeviceRegistry reg;
   PciTracker t;
-  reg.SetPciDevices(t.Update(Scan(), {}));
   for (const auto& f : reg.Collect()) EXPECT_EQ(f.name.rfind("xpu_pci", 0), std::string::npos);
+  reg.SetPciDevices(t.Update(Scan(), {}));
   std::map<std::string, size_t> series;
-  reg.SetPciFamilyWriter(PciFamilies);
   for (const auto& f : reg.Collect()) series[f.name] = f.metric.size();
   EXPECT_EQ(series["xpu_pci_driver_bound"], 1u);
   // current, max and capable (no port above it in this tree)
@@ -419,7 +419,6 @@ TEST_F(PciTreeTest, AFailedScanMakesTheSourceBlindAndItsViewGoesWhenStale) {
   store::DeviceRegistry reg;
   auto now = std::chrono::steady_clock::now();
   reg.SetClock([&now] { return now; });
-  reg.SetPciFamilyWriter(PciFamilies);
   NarrowGpuKnownToXdm(&reg);
   prometheus::Registry self;
   PciSampler sampler(PciScanner(dir_.path(), PciFilter()), FaultCatalog::Builtin(),
@@ -560,7 +559,6 @@ TEST_F(PciTreeTest, LinksAreJudgedAgainstTheSlotAndOverTime) {
   // Exported: both ends and the capability.
   store::DeviceRegistry reg;
   reg.SetPciDevices(views);
-  reg.SetPciFamilyWriter(PciFamilies);
   const store::DeviceRegistry& pci = reg;
   EXPECT_EQ(xpu::testing::MetricValue(pci, "xpu_pcie_link_speed_transfers_per_second",
                                       {{"bus_id", "0000:01:00.0"}, {"bound", "port_max"}}),

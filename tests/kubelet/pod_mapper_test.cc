@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include "store/device_registry.h"
 #include "support/metrics_util.h"
 #include "support/test_util.h"
 

@@ -11,6 +11,7 @@
 
 #include "kubernetes/fake_apiserver.h"
 #include "kubernetes/pod_watcher.h"
+#include "store/device_registry.h"
 #include "support/test_util.h"
 
 namespace xpu::kubernetes {

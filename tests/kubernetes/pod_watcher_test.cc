@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <fstream>
 
+#include "store/device_registry.h"
 #include "support/test_util.h"
 
 namespace xpu::kubernetes {

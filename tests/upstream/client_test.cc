@@ -9,6 +9,7 @@
 #include <future>
 #include <mutex>
 
+#include "store/device_registry.h"
 #include "upstream/client_fixture.h"
 
 namespace xpu::upstream {

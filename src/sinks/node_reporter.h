@@ -14,11 +14,11 @@
 #include "common/part.h"
 #include "common/worker.h"
 #include "kubernetes/api_client.h"
-#include "kubernetes/node_health.h"
 #include "kubernetes/options.h"
-#include "store/device_registry.h"
+#include "sinks/node_health.h"
+#include "store/ports.h"
 
-namespace xpu::kubernetes {
+namespace xpu::sinks {
 
 // Hands the devices' health to Kubernetes (docs/kubernetes.md, "Device
 // health on the Node"), both opt-in: with `condition`, keeps the Node
@@ -52,8 +52,9 @@ class NodeReporter : public Part {
   };
   // `kubernetes` gives the node, the credentials and node_interval. Throws
   // std::invalid_argument without a node name.
-  NodeReporter(const KubernetesOptions& kubernetes, Options options, std::string base_url,
-               const store::DeviceRegistry* registry, prometheus::Registry* self_metrics);
+  NodeReporter(const kubernetes::KubernetesOptions& kubernetes, Options options,
+               std::string base_url, const store::HealthViewPort* registry,
+               prometheus::Registry* self_metrics);
   ~NodeReporter() override;
   NodeReporter(const NodeReporter&) = delete;
   NodeReporter& operator=(const NodeReporter&) = delete;
@@ -86,23 +87,23 @@ class NodeReporter : public Part {
   void TakeOver(Part& old) override;
   // What it was built with. Any thread, while it lives.
   const Options& options() const { return options_; }
-  const KubernetesOptions& kubernetes() const { return kubernetes_; }
+  const kubernetes::KubernetesOptions& kubernetes() const { return kubernetes_; }
   const std::string& base_url() const { return base_url_; }
 
  private:
   using Clock = std::chrono::steady_clock;
   void Loop();
-  void ReadNode(const ApiClient& api);
-  void SyncCondition(const ApiClient& api, Clock::time_point now);
+  void ReadNode(const kubernetes::ApiClient& api);
+  void SyncCondition(const kubernetes::ApiClient& api, Clock::time_point now);
   void TakeRaises(Clock::time_point now);
-  void SendEvents(const ApiClient& api, Clock::time_point now);
+  void SendEvents(const kubernetes::ApiClient& api, Clock::time_point now);
   bool Settled(Clock::time_point now) const;
-  void Said(const std::string& what, bool ok, const HttpResult& r);
+  void Said(const std::string& what, bool ok, const kubernetes::HttpResult& r);
 
-  const KubernetesOptions kubernetes_;
+  const kubernetes::KubernetesOptions kubernetes_;
   const Options options_;
   const std::string base_url_;
-  const store::DeviceRegistry* const registry_;
+  const store::HealthViewPort* const registry_;
   // Only what is on is on the page (a condition never asked for is not
   // "unsynced").
   prometheus::Family<prometheus::Counter>* patches_ = nullptr;
@@ -111,7 +112,7 @@ class NodeReporter : public Part {
   LogOnce said_;
   // Set by Start, before the thread runs.
   Clock::time_point started_;
-  store::DeviceRegistry::FaultViewsSet views_at_start_;  // Settled waits for new views
+  store::FaultViewsSet views_at_start_;  // Settled waits for new views
   // The thread's state.
   uint64_t cursor_ = 0;
   bool read_once_ = false;                // a read of the Node worked
@@ -129,4 +130,4 @@ class NodeReporter : public Part {
   Worker worker_;
 };
 
-}  // namespace xpu::kubernetes
+}  // namespace xpu::sinks

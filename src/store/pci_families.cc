@@ -1,10 +1,10 @@
-#include "hal/pci_metrics.h"
+#include "store/pci_families.h"
 
 #include "common/metric_family.h"
 
-namespace xpu::hal {
+namespace xpu::store {
 
-std::vector<prometheus::MetricFamily> PciFamilies(const std::vector<store::PciDeviceView>& pci) {
+std::vector<prometheus::MetricFamily> PciFamilies(const std::vector<PciDeviceView>& pci) {
   auto present = NewFamily("xpu_pci_device_present",
                            "Whether a PCI device once seen is on the bus: 1 present, 0 gone.");
   auto bound = NewFamily("xpu_pci_driver_bound",
@@ -29,7 +29,7 @@ std::vector<prometheus::MetricFamily> PciFamilies(const std::vector<store::PciDe
   auto resets = NewFamily("xpu_device_resets_observed_total",
                           "Times the device left the bus or lost its driver and came back.",
                           prometheus::MetricType::Counter);
-  for (const store::PciDeviceView& d : pci) {
+  for (const PciDeviceView& d : pci) {
     const std::vector<prometheus::ClientMetric::Label> id = {
         {"bus_id", d.bus_id}, {"minor", d.minor}, {"uuid", d.uuid}};
     auto with = [&](std::initializer_list<prometheus::ClientMetric::Label> more) {
@@ -53,10 +53,10 @@ std::vector<prometheus::MetricFamily> PciFamilies(const std::vector<store::PciDe
           std::make_pair(d.port_max_link_width, "port_max"),
           std::make_pair(d.capable_link_width(), "capable")})
       if (v) width.metric.push_back(GaugeSample(with({{"bound", which}}), *v));
-    for (const store::PciDeviceView::Aer& a : d.aer)
+    for (const PciDeviceView::Aer& a : d.aer)
       aer.metric.push_back(CounterSample(with({{"severity", a.severity}, {"type", a.type}}),
                                          static_cast<double>(a.count)));
-    for (const store::PciDeviceView::Sensor& s : d.hwmon) {
+    for (const PciDeviceView::Sensor& s : d.hwmon) {
       auto& f = s.kind == "temperature" ? temp : s.kind == "power" ? watts : joules;
       f.metric.push_back(SampleOf(f, with({{"sensor", s.sensor}}), s.value));
     }
@@ -67,4 +67,4 @@ std::vector<prometheus::MetricFamily> PciFamilies(const std::vector<store::PciDe
   return out;
 }
 
-}  // namespace xpu::hal
+}  // namespace xpu::store

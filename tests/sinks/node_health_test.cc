@@ -1,7 +1,7 @@
 // The Node condition and Events as values: what ConditionOf makes of the
 // fault views, the patch and Event bodies, the Node's copy read back, and
 // the Events' token bucket in virtual time.
-#include "kubernetes/node_health.h"
+#include "sinks/node_health.h"
 
 #include <gtest/gtest.h>
 
@@ -9,7 +9,7 @@
 
 #include "common/duration.h"
 
-namespace xpu::kubernetes {
+namespace xpu::sinks {
 namespace {
 
 using Json = nlohmann::json;
@@ -351,4 +351,4 @@ TEST(EventLimiterTest, ABurstThenOnePerRefill) {
 }
 
 }  // namespace
-}  // namespace xpu::kubernetes
+}  // namespace xpu::sinks

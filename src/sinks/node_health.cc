@@ -1,4 +1,4 @@
-#include "kubernetes/node_health.h"
+#include "sinks/node_health.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -10,7 +10,7 @@
 #include "common/label.h"
 #include "kubernetes/pod_watcher.h"
 
-namespace xpu::kubernetes {
+namespace xpu::sinks {
 namespace {
 
 using Json = nlohmann::json;
@@ -45,7 +45,7 @@ std::string Cut(std::string s) {
 bool KeptNodePath(const std::string& path) {
   static const char* const kKept[] = {"metadata.uid", "metadata.name", "kind", "status.conditions"};
   for (const char* k : kKept)
-    if (OnPathTo(path, k, /*whole=*/true)) return true;
+    if (kubernetes::OnPathTo(path, k, /*whole=*/true)) return true;
   return false;
 }
 
@@ -215,7 +215,7 @@ std::string ConditionPatch(const NodeCondition& c, std::string_view heartbeat,
 }
 
 Status ParseNodeFacts(std::string_view text, NodeFacts* out) {
-  const Json node = ParseKeeping(text, KeptNodePath);
+  const Json node = kubernetes::ParseKeeping(text, KeptNodePath);
   const std::string* kind = StringIn(node, "kind");
   if (!node.is_object() || (kind != nullptr && *kind != "Node") || !node.contains("metadata"))
     return Status::InvalidArgument("not a Node object");
@@ -301,4 +301,4 @@ bool EventLimiter::Allow(Clock::time_point now) {
   return true;
 }
 
-}  // namespace xpu::kubernetes
+}  // namespace xpu::sinks

@@ -9,14 +9,17 @@
 #include <chrono>
 
 #include "kubernetes/fake_apiserver.h"
-#include "kubernetes/node_reporter.h"
+#include "sinks/node_reporter.h"
+#include "store/device_registry.h"
 #include "support/metrics_util.h"
 #include "support/test_util.h"
 
-namespace xpu::kubernetes {
+namespace xpu::sinks {
 namespace {
 
 using Json = nlohmann::json;
+using kubernetes::FakeApiServer;
+using kubernetes::KubernetesOptions;
 using xpu::testing::MetricValue;
 using xpu::testing::WaitFor;
 
@@ -40,7 +43,7 @@ class NodeReporterLiveTest : public ::testing::Test {
     devices[1].bus_id = "0000:3b:00.0";
     registry_.SetXdmDevices(devices);
     // No sampler republishes here: views stay fresh for the test's length.
-    registry_.OpenSource(store::DeviceRegistry::kSysfs, std::chrono::hours(1));
+    registry_.OpenSource(store::kSourceSysfs, std::chrono::hours(1));
     SetFaults({});
     k_.node_name = "node-a";
     k_.token_file = dir_.File("token");
@@ -320,4 +323,4 @@ TEST_F(NodeReporterLiveTest, PostsOneEventPerCardRaiseRetriedDeduplicatedAndRate
 }
 
 }  // namespace
-}  // namespace xpu::kubernetes
+}  // namespace xpu::sinks

@@ -1,4 +1,4 @@
-#include "kubernetes/node_reporter.h"
+#include "sinks/node_reporter.h"
 
 #include <spdlog/spdlog.h>
 
@@ -8,12 +8,12 @@
 #include "common/duration.h"
 #include "kubernetes/pod_watcher.h"
 
-namespace xpu::kubernetes {
+namespace xpu::sinks {
 namespace {
 
 constexpr std::chrono::seconds kTick{1};  // how often the views are read
 // A patch answers with the whole Node; a post with the Event.
-constexpr size_t kMaxAnswerBytes = kMaxNodeBytes;
+constexpr size_t kMaxAnswerBytes = kubernetes::kMaxNodeBytes;
 // How long one round may spend posting Events before the condition's turn.
 constexpr std::chrono::seconds kEventBudget{5};
 
@@ -25,12 +25,12 @@ Backoff MakeBackoff() {
 }
 
 // An answer that retrying cannot change: the object is refused as it is.
-bool Refused(const HttpResult& r) {
+bool Refused(const kubernetes::HttpResult& r) {
   return r.error.empty() && (r.status == 400 || r.status == 404 || r.status == 422);
 }
 
 // 409: an Event of that name exists: a retry of one the server had taken.
-bool Created(const HttpResult& r) {
+bool Created(const kubernetes::HttpResult& r) {
   return r.error.empty() && (r.status == 200 || r.status == 201 || r.status == 409);
 }
 
@@ -40,8 +40,8 @@ std::string EventKey(const store::FaultRaise& r) {
 
 }  // namespace
 
-NodeReporter::NodeReporter(const KubernetesOptions& kubernetes, Options options,
-                           std::string base_url, const store::DeviceRegistry* registry,
+NodeReporter::NodeReporter(const kubernetes::KubernetesOptions& kubernetes, Options options,
+                           std::string base_url, const store::HealthViewPort* registry,
                            prometheus::Registry* self_metrics)
     : kubernetes_(kubernetes),
       options_(options),
@@ -143,7 +143,7 @@ void NodeReporter::TakeOver(Part& old) {
   if (auto* o = dynamic_cast<NodeReporter*>(&old)) Seed(o->handover());
 }
 
-void NodeReporter::Said(const std::string& what, bool ok, const HttpResult& r) {
+void NodeReporter::Said(const std::string& what, bool ok, const kubernetes::HttpResult& r) {
   if (ok) {
     if (said_.ClearPrefix(what + ":") > 0) spdlog::info("kubernetes: {} works again", what);
     return;
@@ -160,8 +160,8 @@ bool NodeReporter::Settled(Clock::time_point now) const {
   // Views published since this reporter started (a reload may have switched
   // a backend on whose last view, from before, is gone), the pci and kmsg
   // ones twice: the second was built after XDM's list was known.
-  const store::DeviceRegistry::FaultViewsSet set = registry_->fault_views_set();
-  const store::DeviceRegistry::FaultViewsSet& base = views_at_start_;
+  const store::FaultViewsSet set = registry_->fault_views_set();
+  const store::FaultViewsSet& base = views_at_start_;
   // A source that says it cannot see has spoken too: it is Unknown's reason.
   std::map<std::string, store::Sight> sight;
   for (const store::SourceView& v : registry_->SourceViews()) sight[v.source] = v.sight;
@@ -170,21 +170,22 @@ bool NodeReporter::Settled(Clock::time_point now) const {
     return it != sight.end() && it->second == store::Sight::kBlind;
   };
   const FaultSources& s = options_.sources;
-  return (!s.hal || set.hal >= base.hal + 1 || blind(store::DeviceRegistry::kSysfs)) &&
-         (!s.pci || set.pci >= base.pci + 2 || blind(store::DeviceRegistry::kPci)) &&
-         (!s.kmsg || set.kmsg >= base.kmsg + 2 || blind(store::DeviceRegistry::kKmsg));
+  return (!s.hal || set.hal >= base.hal + 1 || blind(store::kSourceSysfs)) &&
+         (!s.pci || set.pci >= base.pci + 2 || blind(store::kSourcePci)) &&
+         (!s.kmsg || set.kmsg >= base.kmsg + 2 || blind(store::kSourceKmsg));
 }
 
-void NodeReporter::ReadNode(const ApiClient& api) {
+void NodeReporter::ReadNode(const kubernetes::ApiClient& api) {
   const std::function<bool()> stopping = [this] { return worker_.stopping(); };
-  HttpResult r = api.Get("/api/v1/nodes/" + ApiClient::Escape(kubernetes_.node_name), kMaxNodeBytes,
-                         kRequestTimeout, stopping);
+  kubernetes::HttpResult r =
+      api.Get("/api/v1/nodes/" + kubernetes::ApiClient::Escape(kubernetes_.node_name),
+              kubernetes::kMaxNodeBytes, kubernetes::kRequestTimeout, stopping);
   if (worker_.stopping()) return;
   const Clock::time_point now = Clock::now();
   NodeFacts facts;
   if (r.ok()) {
     if (Status s = ParseNodeFacts(r.body, &facts); !s.ok())
-      r = HttpResult{r.status, {}, s.message()};
+      r = kubernetes::HttpResult{r.status, {}, s.message()};
   }
   Said("node read", r.ok(), r);
   if (!r.ok()) {
@@ -199,7 +200,7 @@ void NodeReporter::ReadNode(const ApiClient& api) {
   on_node_transition_ = std::move(facts.transition);
 }
 
-void NodeReporter::SyncCondition(const ApiClient& api, Clock::time_point now) {
+void NodeReporter::SyncCondition(const kubernetes::ApiClient& api, Clock::time_point now) {
   const NodeCondition want = ConditionOf(
       registry_->SourceViews(), registry_->fault_views_set().devices_known, registry_->Devices());
   if (on_node_ == want) {
@@ -225,10 +226,10 @@ void NodeReporter::SyncCondition(const ApiClient& api, Clock::time_point now) {
           ? on_node_transition_
           : heartbeat;
   const std::function<bool()> stopping = [this] { return worker_.stopping(); };
-  const HttpResult r = api.Send(
-      "PATCH", "/api/v1/nodes/" + ApiClient::Escape(kubernetes_.node_name) + "/status",
+  const kubernetes::HttpResult r = api.Send(
+      "PATCH", "/api/v1/nodes/" + kubernetes::ApiClient::Escape(kubernetes_.node_name) + "/status",
       "application/strategic-merge-patch+json", ConditionPatch(want, heartbeat, transition),
-      kMaxAnswerBytes, kRequestTimeout, stopping);
+      kMaxAnswerBytes, kubernetes::kRequestTimeout, stopping);
   if (worker_.stopping()) return;
   Said("node condition", r.ok(), r);
   if (!r.ok()) {
@@ -274,13 +275,14 @@ void NodeReporter::TakeRaises(Clock::time_point now) {
     std::erase_if(last_event_, [&](const auto& e) { return now - e.second >= kEventRepeatWindow; });
 }
 
-void NodeReporter::SendEvents(const ApiClient& api, Clock::time_point now) {
+void NodeReporter::SendEvents(const kubernetes::ApiClient& api, Clock::time_point now) {
   const std::function<bool()> stopping = [this] { return worker_.stopping(); };
   while (!queued_.empty() && now >= next_event_ && !worker_.stopping() &&
          Clock::now() - now < kEventBudget) {
-    const HttpResult r = api.Send("POST", "/api/v1/namespaces/default/events", "application/json",
-                                  EventBody(queued_.front(), kubernetes_.node_name, node_uid_),
-                                  kMaxAnswerBytes, kRequestTimeout, stopping);
+    const kubernetes::HttpResult r =
+        api.Send("POST", "/api/v1/namespaces/default/events", "application/json",
+                 EventBody(queued_.front(), kubernetes_.node_name, node_uid_), kMaxAnswerBytes,
+                 kubernetes::kRequestTimeout, stopping);
     if (worker_.stopping()) return;
     Said("events", Created(r), r);
     if (Created(r) || Refused(r)) {
@@ -295,8 +297,8 @@ void NodeReporter::SendEvents(const ApiClient& api, Clock::time_point now) {
 }
 
 void NodeReporter::Loop() {
-  const ApiClient api(base_url_, kubernetes_.token_file, kubernetes_.ca_file,
-                      kubernetes_.insecure_http, "xpu-exporter/node-health");
+  const kubernetes::ApiClient api(base_url_, kubernetes_.token_file, kubernetes_.ca_file,
+                                  kubernetes_.insecure_http, "xpu-exporter/node-health");
   next_read_ = next_patch_ = next_event_ = started_;
   do {
     if (Clock::now() >= next_read_) ReadNode(api);
@@ -310,4 +312,4 @@ void NodeReporter::Loop() {
   } while (worker_.SleepFor(kTick));
 }
 
-}  // namespace xpu::kubernetes
+}  // namespace xpu::sinks

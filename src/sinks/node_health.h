@@ -8,15 +8,15 @@
 #include <vector>
 
 #include "common/status.h"
-#include "store/device_registry.h"
 #include "store/faults.h"
+#include "store/views.h"
 
 // What the Node says of its devices' health (docs/kubernetes.md, "Device
 // health on the Node"): the condition derived from the fault views, the
 // patch that sets it, the Node's own copy of it, and the Events that tell
 // of each raise. Pure functions and one small value class; NodeReporter does
 // the talking.
-namespace xpu::kubernetes {
+namespace xpu::sinks {
 
 // The Node condition's type. True: no device has an active fault at
 // store::kUnhealthyFaultLevel (restart_card) or worse.
@@ -100,7 +100,7 @@ struct NodeFacts {
   std::optional<NodeCondition> condition;
   std::string transition;  // its lastTransitionTime, as written
 };
-// From a Node object (JSON), keeping only those fields (ParseKeeping).
+// From a Node object (JSON), keeping only those fields (kubernetes::ParseKeeping).
 // InvalidArgument when it is no Node.
 Status ParseNodeFacts(std::string_view text, NodeFacts* out);
 
@@ -128,4 +128,4 @@ class EventLimiter {
   int tokens_ = 0;
 };
 
-}  // namespace xpu::kubernetes
+}  // namespace xpu::sinks

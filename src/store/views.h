@@ -1,0 +1,207 @@
+#pragma once
+
+// The facts each source publishes about the node's devices, as plain values:
+// XDM's device list, each health source's view, and what the kubelet and the
+// API server say of the pods that hold them. The registry joins them
+// (store/device_registry.h); the sources and sinks see them through the
+// ports they use (store/ports.h).
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "store/faults.h"
+
+namespace xpu::store {
+
+// One topology level of section 3.4, flattened for labels.
+struct TopologyLevel {
+  int level = 0;
+  std::string name;
+  std::string group;  // topoN: "4" or "0,1" or an identifier such as "asw-001"
+  std::string peers;  // "0,1,2,3"; empty when absent
+  bool operator==(const TopologyLevel&) const = default;
+};
+
+// Everything the exporter knows about one device from ListAndWatch and
+// ListGpuInfo. Strings are already sanitised for use as label values.
+struct DeviceInfo {
+  int32_t minor = 0;
+  std::string uuid;
+  std::string model;
+  std::string health;  // as XDM reports it: "Healthy", "Unhealthy"
+  uint64_t total_memory_mib = 0;
+  std::string driver_version;
+  std::string firmware_version;
+  std::string bus_id;
+  std::string serial;
+  int32_t numa_node = -1;
+  bool mig_capable = false;
+  std::vector<TopologyLevel> topology;
+  std::string topology_error;  // non-empty when the topology JSON was unusable
+  bool operator==(const DeviceInfo&) const = default;
+};
+
+// DeviceInfo's fields as the page shows them, in xpu_device_info's label
+// order after "minor": the one list the registry writes the family from and
+// the decoder repairs (`text`: the field is text from the daemon, repaired
+// to a valid label value; null for one the exporter formats itself).
+struct DeviceInfoLabel {
+  const char* name;
+  std::string DeviceInfo::*text;
+  std::string (*format)(const DeviceInfo&);
+};
+inline const DeviceInfoLabel kDeviceInfoLabels[] = {
+    {"uuid", &DeviceInfo::uuid, [](const DeviceInfo& d) { return d.uuid; }},
+    {"model", &DeviceInfo::model, [](const DeviceInfo& d) { return d.model; }},
+    {"driver_version", &DeviceInfo::driver_version,
+     [](const DeviceInfo& d) { return d.driver_version; }},
+    {"firmware_version", &DeviceInfo::firmware_version,
+     [](const DeviceInfo& d) { return d.firmware_version; }},
+    {"bus_id", &DeviceInfo::bus_id, [](const DeviceInfo& d) { return d.bus_id; }},
+    {"serial", &DeviceInfo::serial, [](const DeviceInfo& d) { return d.serial; }},
+    {"numa_node", nullptr,
+     [](const DeviceInfo& d) { return d.numa_node >= 0 ? std::to_string(d.numa_node) : ""; }},
+    {"mig_capable", nullptr,
+     [](const DeviceInfo& d) { return std::string(d.mig_capable ? "true" : "false"); }},
+    {"memory_mib", nullptr, [](const DeviceInfo& d) { return std::to_string(d.total_memory_mib); }},
+};
+
+// One device as the HAL sampled it.
+struct HalDeviceView {
+  int32_t minor = 0;
+  std::string uuid;
+  std::optional<bool> healthy;  // nullopt: health could not be read
+  std::vector<ActiveFault> faults;
+  // false: the fault codes could not be read this sample (`faults` are the
+  // last ones read): the device is not seen (no health, and the Node
+  // condition counts it unseen).
+  bool faults_read = true;
+  bool operator==(const HalDeviceView&) const = default;
+};
+
+// xpu_device_fault_events_total's help, for both of its writers (the HAL's
+// FaultEvents counters, the kmsg view's counts written here).
+inline constexpr const char* kFaultEventsHelp =
+    "Fault raises on a device, by code, catalog level and source: for hal a code seen active "
+    "after not being active, for kmsg a fault record in the kernel's log.";
+
+// The kernel log's view of one of XDM's devices (the kmsg backend, which
+// joins the records' PCI addresses to XDM's bus_id): the codes active now,
+// and how many fault records each code had since the oldest record the
+// kernel still holds. A device the log says nothing of has none of either.
+struct KmsgDeviceView {
+  std::string bus_id;  // canonical, "0000:3b:00.0"
+  int32_t minor = 0;
+  std::string uuid;
+  std::vector<ActiveFault> faults;
+  struct Events {
+    std::string code;
+    std::string level_name;
+    uint64_t count = 0;
+    bool operator==(const Events&) const = default;
+  };
+  std::vector<Events> events;
+  bool operator==(const KmsgDeviceView&) const = default;
+};
+
+// A container that the kubelet reports holding a device: through the device
+// plugin (resource set) or a DRA claim (claim, driver, pool, device set).
+struct PodAssignment {
+  std::string uuid;  // the device, as XDM names it
+  std::string pod;
+  std::string namespace_;
+  std::string container;
+  std::string resource;  // the extended resource, e.g. "example.com/ppu"
+  std::string claim;     // DRA: the ResourceClaim (in the pod's namespace)
+  std::string driver;    // DRA: the claim's driver, pool and device names
+  std::string pool;
+  std::string device;
+  bool operator==(const PodAssignment&) const = default;
+  auto operator<=>(const PodAssignment&) const = default;
+};
+
+// What the API server says of a pod on this node: the allowlisted labels,
+// as exported label names ("label_team") and sanitized values.
+struct PodMetadata {
+  std::string namespace_, pod;
+  std::vector<std::pair<std::string, std::string>> labels;
+  bool operator==(const PodMetadata&) const = default;
+};
+
+// A container's share of a shared device, as HAMi's scheduler granted it.
+struct ContainerQuota {
+  std::string uuid, namespace_, pod, container;
+  int64_t memory_bytes = 0;  // 0: none given
+  double core_ratio = 0;     // of the device's cores; 0: none given
+  bool operator==(const ContainerQuota&) const = default;
+};
+
+// A device as HAMi's device plugin registered it for sharing.
+struct DeviceShare {
+  std::string uuid, type;
+  int64_t split_count = 0;
+  int64_t memory_bytes = 0;
+  double core_ratio = 0;
+  bool healthy = false;
+  bool operator==(const DeviceShare&) const = default;
+};
+
+// One PCI function as the `pci` HAL backend last read it (docs/hal.md), joined
+// to XDM's device by bus_id when XDM lists it.
+struct PciDeviceView {
+  std::string bus_id;  // canonical PCI address, "0000:3b:00.0"
+  std::string minor;   // XDM's minor and uuid when joined, else empty
+  std::string uuid;
+  bool present = true;  // false: gone from the bus since it was last seen
+  std::string driver;   // bound driver; empty when unbound
+  std::string power_state;
+  std::optional<double> current_link_speed, max_link_speed;  // transfers/s
+  std::optional<int> current_link_width, max_link_width;
+  // The upstream port's maxima (the slot), when the tree shows the port.
+  std::string port;
+  std::optional<double> port_max_link_speed;
+  std::optional<int> port_max_link_width;
+  // What both ends support: the lower of the device's and the port's maxima
+  // (the device's alone when the port is unknown).
+  std::optional<double> capable_link_speed() const;
+  std::optional<int> capable_link_width() const;
+  // Consecutive samples, this one included, whose width was below what both
+  // ends support (and not 0): a narrow link is a fault only when it lasts.
+  uint32_t narrow_samples = 0;
+  struct Aer {
+    std::string severity, type;
+    uint64_t count = 0;
+    bool operator==(const Aer&) const = default;
+  };
+  std::vector<Aer> aer;
+  struct Sensor {
+    std::string kind, sensor;  // temperature|power|energy, name
+    double value = 0;
+    bool operator==(const Sensor&) const = default;
+  };
+  std::vector<Sensor> hwmon;
+  uint64_t resets_observed = 0;     // gone or unbound, then back
+  std::vector<ActiveFault> faults;  // derived from the above (docs/hal.md)
+  bool operator==(const PciDeviceView&) const = default;
+};
+
+// The health sources' names (docs/hal.md, "The health model"): the sysfs
+// backend's views, the pci backend's and the kernel log's.
+inline constexpr const char* kSourceSysfs = "sysfs";
+inline constexpr const char* kSourcePci = "pci";
+inline constexpr const char* kSourceKmsg = "kmsg";
+
+// How often each fault view has been set since the registry was made (the
+// kmsg one with a view, not nullopt): a reader of the node's health
+// (sinks::NodeReporter) waits for the backends that run to have spoken
+// before it says anything. The pci and kmsg views join their devices to
+// XDM's list, so they count only once that list is known; the second such
+// view was certainly built from it.
+struct FaultViewsSet {
+  uint64_t hal = 0, pci = 0, kmsg = 0;
+  bool devices_known = false;  // XDM's list has come
+};
+
+}  // namespace xpu::store
