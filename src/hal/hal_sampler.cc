@@ -9,14 +9,12 @@ HalSampler::HalSampler(std::unique_ptr<HalBackend> backend,
                        std::chrono::milliseconds interval, store::HealthSourcePort* registry,
                        prometheus::Registry* self_metrics, store::ExemplarStore* exemplars,
                        prometheus::Registry* fault_metrics)
-    : backend_(std::move(backend)),
-      interval_(interval),
-      registry_(registry),
-      up_gauge_(prometheus::BuildGauge()
-                    .Name("xpu_hal_up")
-                    .Help("Whether the last HAL sample could enumerate devices: 1 yes, 0 no.")
-                    .Register(*self_metrics)
-                    .Add({{"backend", backend_ ? backend_->name() : "none"}})),
+    : SourceSampler({store::kSourceSysfs,
+                     "xpu_hal_up",
+                     "Whether the last HAL sample could enumerate devices: 1 yes, 0 no.",
+                     {{"backend", backend ? backend->name() : "none"}}},
+                    interval, registry, self_metrics),
+      backend_(std::move(backend)),
       duration_(prometheus::BuildGauge()
                     .Name("xpu_hal_sample_duration_seconds")
                     .Help("How long the last HAL sample took.")
@@ -29,39 +27,17 @@ HalSampler::HalSampler(std::unique_ptr<HalBackend> backend,
       faults_(std::move(catalog), fault_metrics != nullptr ? fault_metrics : self_metrics, registry,
               exemplars) {
   if (!backend_) throw std::invalid_argument("HalSampler needs a backend");
-  if (interval_.count() <= 0) throw std::invalid_argument("HAL interval must be > 0");
 }
 
 HalSampler::~HalSampler() { Stop(); }
-
-void HalSampler::Start() {
-  // Opened here, not when built: a reload that fails after building the
-  // parts leaves the registry as it was.
-  registry_->OpenSource(store::kSourceSysfs, interval_);
-  worker_.Start([this] { Loop(); });
-}
-
-void HalSampler::Stop() { worker_.Stop(); }
 
 void HalSampler::TakeOver(Part& old) {
   if (auto* o = dynamic_cast<HalSampler*>(&old)) SeedFaultState(o->fault_state());
 }
 
-void HalSampler::Withdraw() { registry_->CloseSource(store::kSourceSysfs); }
-
 std::optional<std::chrono::steady_clock::time_point> HalSampler::last_success() const {
   MutexLock lock(mu_);
   return last_success_;
-}
-
-void HalSampler::Loop() {
-  auto next = std::chrono::steady_clock::now();
-  do {
-    SampleOnce();
-    next += interval_;
-    const auto now = std::chrono::steady_clock::now();
-    if (next < now) next = now;  // fell behind: do not burst
-  } while (worker_.SleepUntil(next));
 }
 
 void HalSampler::Warn(const std::string& key, const std::string& message) {
@@ -74,11 +50,8 @@ void HalSampler::SampleOnce() {
   std::vector<HalDeviceId> ids;
   Status s = backend_->ListDevices(&ids);
   if (!s.ok()) {
-    up_ = false;
-    up_gauge_.Set(0);
     Warn("list", "cannot enumerate devices: " + s.message());
-    // Blind: its health goes at once, the rest of its view once stale.
-    registry_->SetSourceBlind(store::kSourceSysfs, "cannot enumerate devices: " + s.message());
+    Blind("cannot enumerate devices: " + s.message());
     duration_.Set(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     return;
   }
@@ -116,9 +89,8 @@ void HalSampler::SampleOnce() {
     views.push_back(std::move(v));
   }
   faults_.EndSample();
-  registry_->SetHalDevices(std::move(views));
-  up_ = true;
-  up_gauge_.Set(1);
+  registry()->SetHalDevices(std::move(views));
+  Seeing();
   {
     MutexLock lock(mu_);
     last_success_ = std::chrono::steady_clock::now();

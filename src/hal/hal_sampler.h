@@ -18,6 +18,7 @@
 #include "hal/fault_catalog.h"
 #include "hal/fault_events.h"
 #include "hal/hal.h"
+#include "hal/source_sampler.h"
 #include "store/ports.h"
 
 namespace xpu::hal {
@@ -30,7 +31,7 @@ namespace xpu::hal {
 // Start()/Stop() from the owning thread; SampleOnce() for tests, not
 // concurrently with a running sampler.
 // `fault_metrics` (default: `self_metrics`): as PciSampler's.
-class HalSampler : public Part {
+class HalSampler : public SourceSampler {
  public:
   HalSampler(std::unique_ptr<HalBackend> backend, std::shared_ptr<const FaultCatalog> catalog,
              std::chrono::milliseconds interval, store::HealthSourcePort* registry,
@@ -45,42 +46,31 @@ class HalSampler : public Part {
   FaultEvents::State fault_state() const { return faults_.state(); }
   void SeedFaultState(FaultEvents::State state) { faults_.Seed(std::move(state)); }
 
-  void Start() override;
-  void Stop() override;
-  // Part: the active faults of the sampler it replaces; its devices off the
-  // registry when switched off.
+  // Part: the active faults of the sampler it replaces.
   void TakeOver(Part& old) override;
-  void Withdraw() override;
   void SampleOnce();
 
   std::string backend_name() const { return backend_->name(); }
   // What it was built with. Any thread, while the sampler lives.
   std::string backend_root() const { return backend_->root(); }
-  std::chrono::milliseconds interval() const { return interval_; }
   const std::shared_ptr<const FaultCatalog>& fault_catalog() const { return faults_.catalog(); }
-  bool up() const { return up_.load(); }
   // Time of the last sample that enumerated devices successfully.
   std::optional<std::chrono::steady_clock::time_point> last_success() const;
 
  private:
-  void Loop();
+  void Tick() override { SampleOnce(); }
   void Warn(const std::string& key, const std::string& message);
 
   std::unique_ptr<HalBackend> backend_;
-  const std::chrono::milliseconds interval_;
-  store::HealthSourcePort* const registry_;
-  prometheus::Gauge& up_gauge_;
   prometheus::Gauge& duration_;
   prometheus::Family<prometheus::Counter>& read_errors_;
   FaultEvents faults_;  // sampler-thread state
-  std::atomic<bool> up_{false};
 
   // Sampler-thread state.
   LogOnce logged_;  // problems logged, until they clear
 
   mutable Mutex mu_;
   std::optional<std::chrono::steady_clock::time_point> last_success_ XPU_GUARDED_BY(mu_);
-  Worker worker_;
 };
 
 }  // namespace xpu::hal

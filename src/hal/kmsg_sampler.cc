@@ -179,18 +179,17 @@ KmsgSampler::KmsgSampler(Options options, std::shared_ptr<const KmsgCatalog> cat
                          std::shared_ptr<const FaultCatalog> faults,
                          store::HealthSourcePort* registry, prometheus::Registry* self_metrics,
                          store::ExemplarStore* exemplars, std::function<uint64_t()> now_us)
-    : options_(std::move(options)),
+    : SourceSampler({store::kSourceKmsg,
+                     "xpu_kmsg_up",
+                     "Whether the kernel log (--hal.kmsg.path) could be read at the last try.",
+                     {}},
+                    options.interval, registry, self_metrics),
+      options_(std::move(options)),
       catalog_(std::move(catalog)),
       faults_(std::move(faults)),
-      registry_(registry),
       exemplars_(exemplars),
       now_us_(now_us ? std::move(now_us) : MonotonicUs),
       started_us_(now_us_()),
-      up_gauge_(prometheus::BuildGauge()
-                    .Name("xpu_kmsg_up")
-                    .Help("Whether the kernel log (--hal.kmsg.path) could be read at the last try.")
-                    .Register(*self_metrics)
-                    .Add({})),
       records_(prometheus::BuildCounter()
                    .Name("xpu_kmsg_fault_records_total")
                    .Help("Kernel log records that the kernel-log catalog mapped to a device, by "
@@ -301,20 +300,11 @@ void KmsgSampler::KeepStates() {
 
 KmsgSampler::~KmsgSampler() { Stop(); }
 
-void KmsgSampler::Start() {
-  registry_->OpenSource(store::kSourceKmsg, options_.interval);  // as HalSampler::Start
-  worker_.Start([this] { Loop(); });
-}
-
-void KmsgSampler::Stop() { worker_.Stop(); }
-
 void KmsgSampler::TakeOver(Part& old) {
   // The same log: this sampler goes on after the old one's last record.
   auto* o = dynamic_cast<KmsgSampler*>(&old);
   if (o != nullptr && o->options().path == options_.path) Seed(o->state());
 }
-
-void KmsgSampler::Withdraw() { registry_->CloseSource(store::kSourceKmsg); }
 
 void KmsgSampler::Seed(State s) {
   // The predecessor consulted the same file already: its boot id goes on,
@@ -401,7 +391,7 @@ void KmsgSampler::Publish() {
   // One entry per device XDM lists: the log's addresses joined to its bus_id
   // (a record of any other device, a NIC's AER, is not ours).
   std::vector<store::KmsgDeviceView> view;
-  for (const store::DeviceInfo& d : registry_->Devices()) {
+  for (const store::DeviceInfo& d : registry()->Devices()) {
     store::KmsgDeviceView v;
     v.bus_id = CanonicalPciAddress(d.bus_id);
     if (v.bus_id.empty()) continue;  // no address to join the log's records to: no kmsg series
@@ -415,7 +405,7 @@ void KmsgSampler::Publish() {
     Device& dev = it->second;
     for (const std::string& code : dev.fresh) {
       const FaultInfo info = faults_->Lookup(code);
-      NoteRaise(registry_, exemplars_,
+      NoteRaise(registry(), exemplars_,
                 {"kmsg", std::to_string(d.minor), d.uuid, v.bus_id, ActiveFaultOf(info),
                  std::chrono::system_clock::now()},
                 /*live=*/true);
@@ -432,30 +422,29 @@ void KmsgSampler::Publish() {
   // A fresh record of a device XDM does not list (yet) raised nothing here:
   // when it joins later, its raise is no longer news.
   for (auto& [address, dev] : devices_) dev.fresh.clear();
-  registry_->SetKmsgDevices(std::move(view));
+  registry()->SetKmsgDevices(std::move(view));
   KeepStates();
 }
 
-void KmsgSampler::Loop() {
+void KmsgSampler::Run() {
   std::unique_ptr<KmsgSource> source;
   uint64_t generation = 0;
   if (!restored_) RestoreStates();
   auto next_publish = std::chrono::steady_clock::now();
-  while (!worker_.stopping()) {
+  while (!worker().stopping()) {
     if (!source) {
       struct stat st {};
       const bool file = stat(options_.path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
       Status s = file ? OpenKmsgFile(options_.path, &source) : OpenDevKmsg(options_.path, &source);
-      up_.store(s.ok());
-      up_gauge_.Set(s.ok() ? 1 : 0);
       if (!s.ok()) {
         if (said_.Raise("open"))
           spdlog::warn("kmsg: {}; kernel-log faults are not read", s.message());
         // Blind: no view goes out, so the last one ages and is withdrawn.
-        registry_->SetSourceBlind(store::kSourceKmsg, s.message());
-        if (!worker_.SleepFor(options_.interval)) break;
+        Blind(s.message());
+        if (!worker().SleepFor(options_.interval)) break;
         continue;
       }
+      Seeing();
       if (said_.Clear("open")) spdlog::info("kmsg: reading {} again", options_.path);
       generation = source->generation();
       spdlog::info("kmsg: reading the kernel log from {} (from its oldest record)", source->name());
@@ -481,11 +470,9 @@ void KmsgSampler::Loop() {
       caught_up_ = true;  // the ring is read to its end
     } else if (s.code() == Status::Code::kIoError) {
       spdlog::warn("kmsg: {}", s.message());
-      registry_->SetSourceBlind(store::kSourceKmsg, s.message());
+      Blind(s.message());
       source.reset();  // reopened after an interval; records read already are skipped
-      up_.store(false);
-      up_gauge_.Set(0);
-      if (!worker_.SleepFor(options_.interval)) break;
+      if (!worker().SleepFor(options_.interval)) break;
     }
     if (caught_up_ && std::chrono::steady_clock::now() >= next_publish) {
       Publish();

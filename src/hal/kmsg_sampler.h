@@ -20,6 +20,7 @@
 #include "hal/fault_catalog.h"
 #include "hal/kmsg.h"
 #include "hal/kmsg_catalog.h"
+#include "hal/source_sampler.h"
 #include "store/exemplars.h"
 #include "store/ports.h"
 
@@ -62,7 +63,7 @@ bool KmsgReadable(const std::string& path);
 // to XDM's devices and writes the source="kmsg" series.
 // Start()/Stop() from the owning thread; HandleRecord()/Publish() from the
 // sampler thread (or a test, not beside a running sampler).
-class KmsgSampler : public Part {
+class KmsgSampler : public SourceSampler {
  public:
   struct Options {
     std::string path = "/dev/kmsg";  // or a record file (a regular file)
@@ -83,13 +84,9 @@ class KmsgSampler : public Part {
   KmsgSampler(const KmsgSampler&) = delete;
   KmsgSampler& operator=(const KmsgSampler&) = delete;
 
-  void Start() override;
-  void Stop() override;
   // Part: the state of the sampler it replaces when it reads the same log
-  // (Seed); its devices off the registry when switched off.
+  // (Seed).
   void TakeOver(Part& old) override;
-  void Withdraw() override;
-  bool up() const { return up_.load(); }
   // What it was built with. Any thread, while the sampler lives.
   const Options& options() const { return options_; }
   const std::shared_ptr<const KmsgCatalog>& catalog() const { return catalog_; }
@@ -137,23 +134,22 @@ class KmsgSampler : public Part {
   void Seed(State s);
 
  private:
-  void Loop();
+  // Reads the log as it comes and publishes once an interval once caught
+  // up (not SourceSampler's fixed-rate Tick).
+  void Run() override;
 
   const Options options_;
   const std::shared_ptr<const KmsgCatalog> catalog_;
   const std::shared_ptr<const FaultCatalog> faults_;
-  store::HealthSourcePort* const registry_;
   store::ExemplarStore* const exemplars_;
   const std::function<uint64_t()> now_us_;
   const uint64_t started_us_;
-  prometheus::Gauge& up_gauge_;
   prometheus::Family<prometheus::Counter>& records_;
   prometheus::Family<prometheus::Counter>& unmatched_;
   prometheus::Counter& overwritten_;
   prometheus::Counter& malformed_;
   prometheus::Counter& dropped_;
   prometheus::Family<prometheus::Counter>& state_errors_;
-  std::atomic<bool> up_{false};
   // Sampler-thread state.
   std::map<std::string, Device> devices_;  // by PCI address; at most kMaxKmsgDevices
   std::optional<uint64_t> last_sequence_;  // of the last record handled
@@ -168,7 +164,6 @@ class KmsgSampler : public Part {
   std::optional<std::map<std::string, std::set<std::string>>> kept_;
   void KeepStates();
   LogOnce said_;
-  Worker worker_;
 };
 
 // Bounds of the backend's state (docs/reliability.md).

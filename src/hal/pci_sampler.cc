@@ -90,23 +90,19 @@ PciSampler::PciSampler(PciScanner scanner, std::shared_ptr<const FaultCatalog> c
                        std::chrono::milliseconds interval, store::HealthSourcePort* registry,
                        prometheus::Registry* self_metrics, store::ExemplarStore* exemplars,
                        prometheus::Registry* fault_metrics)
-    : scanner_(std::move(scanner)),
-      interval_(interval),
-      registry_(registry),
-      up_(prometheus::BuildGauge()
-              .Name("xpu_hal_pci_up")
-              .Help("Whether the last scan of the PCI tree (--hal=pci) succeeded.")
-              .Register(*self_metrics)
-              .Add({})),
+    : SourceSampler({store::kSourcePci,
+                     "xpu_hal_pci_up",
+                     "Whether the last scan of the PCI tree (--hal=pci) succeeded.",
+                     {}},
+                    interval, registry, self_metrics),
+      scanner_(std::move(scanner)),
       file_errors_(prometheus::BuildCounter()
                        .Name("xpu_hal_pci_file_errors_total")
                        .Help("PCI sysfs files that exist but could not be read or parsed.")
                        .Register(*self_metrics)
                        .Add({})),
       faults_(std::move(catalog), fault_metrics != nullptr ? fault_metrics : self_metrics, registry,
-              exemplars) {
-  if (interval_.count() <= 0) throw std::invalid_argument("PCI interval must be > 0");
-}
+              exemplars) {}
 
 void PciSampler::TakeOver(Part& old) {
   if (auto* o = dynamic_cast<PciSampler*>(&old)) {
@@ -115,44 +111,30 @@ void PciSampler::TakeOver(Part& old) {
   }
 }
 
-void PciSampler::Withdraw() { registry_->CloseSource(store::kSourcePci); }
-
-void PciSampler::Start() {
-  registry_->OpenSource(store::kSourcePci, interval_);  // as HalSampler::Start
-  worker_.Start([this] {
-    do {
-      SampleOnce();
-    } while (worker_.SleepFor(interval_));
-  });
-}
-
 bool PciSampler::SampleOnce() {
   std::vector<PciDevice> scan;
   if (Status s = scanner_.Scan(&scan); !s.ok()) {
-    up_.Set(0);
-    up_state_ = false;
-    registry_->SetSourceBlind(store::kSourcePci, s.message());
+    Blind(s.message());
     if (logged_.Raise("scan"))
       spdlog::warn("HAL pci: {} (logged once until it clears)", s.message());
     return false;
   }
   if (logged_.Clear("scan")) spdlog::info("HAL pci: scanning {} again", scanner_.root());
-  up_.Set(1);
-  up_state_ = true;
+  Seeing();
   for (const PciDevice& d : scan) {
     if (d.errors.empty()) continue;
     file_errors_.Increment(static_cast<double>(d.errors.size()));
     if (logged_.Raise("file " + d.address))
       spdlog::warn("HAL pci: {}: {} (logged once)", d.address, d.errors.front());
   }
-  std::vector<store::PciDeviceView> views = tracker_.Update(scan, registry_->Devices());
+  std::vector<store::PciDeviceView> views = tracker_.Update(scan, registry()->Devices());
   for (store::PciDeviceView& v : views) {
     const std::vector<std::string> codes = DerivePciFaults(v);
     v.faults = faults_.Update(v.bus_id, "PCI device " + v.bus_id, v.minor, v.uuid, v.bus_id,
                               {codes.begin(), codes.end()});
   }
   faults_.EndSample();
-  registry_->SetPciDevices(std::move(views));
+  registry()->SetPciDevices(std::move(views));
   return true;
 }
 

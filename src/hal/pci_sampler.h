@@ -15,6 +15,7 @@
 #include "hal/fault_catalog.h"
 #include "hal/fault_events.h"
 #include "hal/pci.h"
+#include "hal/source_sampler.h"
 #include "store/ports.h"
 
 namespace xpu::hal {
@@ -72,7 +73,7 @@ class PciTracker {
 // `fault_metrics` (default: `self_metrics`) takes the fault families both
 // HAL backends share (FaultEvents): xpu_device_fault_events_total and
 // xpu_hal_unknown_fault_codes_total.
-class PciSampler : public Part {
+class PciSampler : public SourceSampler {
  public:
   PciSampler(PciScanner scanner, std::shared_ptr<const FaultCatalog> catalog,
              std::chrono::milliseconds interval, store::HealthSourcePort* registry,
@@ -92,32 +93,22 @@ class PciSampler : public Part {
   PciTracker tracker_state() const { return tracker_; }
   void SeedTracker(PciTracker tracker) { tracker_ = std::move(tracker); }
 
-  void Start() override;
-  void Stop() override { worker_.Stop(); }
-  // Part: the active faults and the tracker of the sampler it replaces; its
-  // devices off the registry when switched off.
+  // Part: the active faults and the tracker of the sampler it replaces.
   void TakeOver(Part& old) override;
-  void Withdraw() override;
   // One scan; false if the tree could not be read.
   bool SampleOnce();
-  // Whether the last scan could read the tree. Any thread.
-  bool up() const { return up_state_.load(); }
   // What it was built with. Any thread, while the sampler lives.
   const PciScanner& scanner() const { return scanner_; }
-  std::chrono::milliseconds interval() const { return interval_; }
   const std::shared_ptr<const FaultCatalog>& fault_catalog() const { return faults_.catalog(); }
 
  private:
+  void Tick() override { SampleOnce(); }
+
   const PciScanner scanner_;
-  const std::chrono::milliseconds interval_;
-  store::HealthSourcePort* const registry_;
-  prometheus::Gauge& up_;
-  std::atomic<bool> up_state_{false};
   prometheus::Counter& file_errors_;
   PciTracker tracker_;  // sampler-thread state
   FaultEvents faults_;  // sampler-thread state
   LogOnce logged_;
-  Worker worker_;
 };
 
 }  // namespace xpu::hal

@@ -1,0 +1,49 @@
+#include "hal/source_sampler.h"
+
+#include <stdexcept>
+
+namespace xpu::hal {
+
+SourceSampler::SourceSampler(Spec spec, std::chrono::milliseconds interval,
+                             store::HealthSourcePort* registry, prometheus::Registry* self_metrics)
+    : source_(spec.source),
+      interval_(interval),
+      registry_(registry),
+      up_gauge_(prometheus::BuildGauge()
+                    .Name(spec.up_name)
+                    .Help(spec.up_help)
+                    .Register(*self_metrics)
+                    .Add(spec.up_labels)) {
+  if (interval_.count() <= 0)
+    throw std::invalid_argument(std::string(source_) + " interval must be > 0");
+}
+
+void SourceSampler::Start() {
+  registry_->OpenSource(source_, interval_);
+  worker_.Start([this] { Run(); });
+}
+
+void SourceSampler::Withdraw() { registry_->CloseSource(source_); }
+
+void SourceSampler::Run() {
+  auto next = std::chrono::steady_clock::now();
+  do {
+    Tick();
+    next += interval_;
+    const auto now = std::chrono::steady_clock::now();
+    if (next < now) next = now;  // fell behind: do not burst
+  } while (worker_.SleepUntil(next));
+}
+
+void SourceSampler::Seeing() {
+  up_.store(true);
+  up_gauge_.Set(1);
+}
+
+void SourceSampler::Blind(const std::string& why) {
+  up_.store(false);
+  up_gauge_.Set(0);
+  registry_->SetSourceBlind(source_, why);
+}
+
+}  // namespace xpu::hal

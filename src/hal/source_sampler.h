@@ -1,0 +1,74 @@
+#pragma once
+
+#include <prometheus/gauge.h>
+#include <prometheus/registry.h>
+
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <string>
+
+#include "common/part.h"
+#include "common/worker.h"
+#include "store/ports.h"
+
+namespace xpu::hal {
+
+// The skeleton every health source's sampler shares (docs/hal.md, "The
+// health model"): it opens its source in the registry when it starts and
+// closes it when switched off, runs one thread, and keeps its up gauge and
+// the registry's sight in step (Seeing, Blind). A backend derives from it
+// and writes what is its own: what it reads, its view, its fault events.
+//
+// Start()/Stop()/Withdraw() from the owning thread (Part); up() and
+// interval() from any thread; the rest from the sampler's thread. A derived
+// class calls Stop() in its own destructor: the thread calls its overrides.
+class SourceSampler : public Part {
+ public:
+  struct Spec {
+    const char* source;  // store::kSource*: its name in the registry
+    // Its up gauge in the part's self-metrics, first of its families.
+    const char* up_name;
+    const char* up_help;
+    std::map<std::string, std::string> up_labels;
+  };
+  // Throws std::invalid_argument for an interval that is not positive.
+  SourceSampler(Spec spec, std::chrono::milliseconds interval, store::HealthSourcePort* registry,
+                prometheus::Registry* self_metrics);
+  SourceSampler(const SourceSampler&) = delete;
+  SourceSampler& operator=(const SourceSampler&) = delete;
+
+  // Opens the source (here, not when built: a reload that fails after
+  // building the parts leaves the registry as it was), then the thread.
+  void Start() override;
+  void Stop() override { worker_.Stop(); }
+  // Its view off the registry: the source is closed.
+  void Withdraw() override;
+  // Whether the last sample could see.
+  bool up() const { return up_.load(); }
+  std::chrono::milliseconds interval() const { return interval_; }
+
+ protected:
+  // The thread's body. By default Tick() once an interval, at a fixed rate
+  // that does not burst after falling behind; a source that reads a stream
+  // (the kernel log) runs its own loop over worker().
+  virtual void Run();
+  virtual void Tick() {}
+  // The sample saw: up 1 (its view goes to the registry with it).
+  void Seeing();
+  // The sample could not see: up 0, and the registry withdraws the source's
+  // health at once and the rest of its view once stale.
+  void Blind(const std::string& why);
+  store::HealthSourcePort* registry() const { return registry_; }
+  Worker& worker() { return worker_; }
+
+ private:
+  const char* const source_;
+  const std::chrono::milliseconds interval_;
+  store::HealthSourcePort* const registry_;
+  prometheus::Gauge& up_gauge_;
+  std::atomic<bool> up_{false};
+  Worker worker_;
+};
+
+}  // namespace xpu::hal
