@@ -4,7 +4,7 @@
 
 namespace xpu::hal {
 
-SourceSampler::SourceSampler(Spec spec, std::chrono::milliseconds interval,
+SourceSampler::SourceSampler(const Spec& spec, std::chrono::milliseconds interval,
                              store::HealthSourcePort* registry, prometheus::Registry* self_metrics)
     : source_(spec.source),
       interval_(interval),

@@ -33,8 +33,8 @@ class SourceSampler : public Part {
     std::map<std::string, std::string> up_labels;
   };
   // Throws std::invalid_argument for an interval that is not positive.
-  SourceSampler(Spec spec, std::chrono::milliseconds interval, store::HealthSourcePort* registry,
-                prometheus::Registry* self_metrics);
+  SourceSampler(const Spec& spec, std::chrono::milliseconds interval,
+                store::HealthSourcePort* registry, prometheus::Registry* self_metrics);
   SourceSampler(const SourceSampler&) = delete;
   SourceSampler& operator=(const SourceSampler&) = delete;
 
