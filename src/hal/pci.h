@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "hal/pci_address.h"
 
 // The `pci` HAL backend's reading of the kernel's PCI sysfs
 // (Documentation/ABI/testing/sysfs-bus-pci and sysfs-bus-pci-devices-aer_stats;
@@ -28,17 +29,11 @@ std::optional<double> ParseLinkSpeed(std::string_view text);
 std::optional<int> ParseLinkWidth(std::string_view text);
 // "0x10de\n" -> 0x10de (vendor, device, class).
 std::optional<uint32_t> ParseHex(std::string_view text);
-// Whether `s` is one or more hex digits (PCI addresses, in sysfs and the log).
-bool IsHex(std::string_view s);
 // "-1\n", "0\n" -> the NUMA node; nullopt when malformed.
 std::optional<int> ParseInt(std::string_view text);
 // One aer_dev_{correctable,nonfatal,fatal} file: "RxErr 0\nBadTLP 3\n...
 // TOTAL_ERR_COR 3\n" -> (name, count) in file order, the TOTAL_ line included.
 Status ParseAerFile(std::string_view text, std::vector<std::pair<std::string, uint64_t>>* out);
-// "0000:3b:00.0", "00000000:3B:00.0" (NVIDIA's 8-digit domain) and
-// "3b:00.0" -> "0000:3b:00.0"; empty if not a PCI address. The join key
-// between XDM's bus_id and the PCI tree.
-std::string CanonicalPciAddress(std::string_view text);
 // A class filter entry: 4 hex digits match base class and subclass
 // ("0302"), 6 match the whole class code ("030200"); "0x" optional.
 std::optional<std::pair<uint32_t, int>> ParseClassFilter(std::string_view text);

@@ -1,0 +1,223 @@
+#include "hal/nvml_reader.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "hal/pci_address.h"
+
+namespace xpu::hal {
+namespace {
+
+// Judges each call's answer for one card: true on success; GPU lost marks
+// the card; "not supported" (the card or this driver lacks it) is quiet;
+// anything else is recorded.
+class Calls {
+ public:
+  Calls(const NvmlLibrary& lib, NvmlDevice* d) : lib_(lib), d_(d) {}
+  bool operator()(nvml::Return r, const char* what) {
+    if (r == nvml::kSuccess) return true;
+    if (r == nvml::kErrorGpuIsLost) {
+      d_->lost = true;
+    } else if (r != nvml::kErrorNotSupported && r != nvml::kErrorFunctionNotFound &&
+               r != nvml::kErrorNotFound) {
+      if (d_->errors.size() < 32)
+        d_->errors.push_back(std::string(what) + ": " + lib_.ErrorString(r));
+    }
+    return false;
+  }
+
+ private:
+  const NvmlLibrary& lib_;
+  NvmlDevice* d_;
+};
+
+// A string NVML wrote into `buf`, cut at the buffer's end if it forgot its
+// terminator.
+std::string Text(const char* buf, size_t size) { return std::string(buf, strnlen(buf, size)); }
+
+void ReadIdentity(const NvmlLibrary::Api& a, nvml::Device h, Calls& ok, NvmlDevice* d) {
+  char buf[nvml::kUuidSize] = {};
+  if (a.name != nullptr && ok(a.name(h, buf, sizeof buf), "name")) d->name = Text(buf, sizeof buf);
+  std::memset(buf, 0, sizeof buf);
+  if (a.uuid != nullptr && ok(a.uuid(h, buf, sizeof buf), "uuid")) d->uuid = Text(buf, sizeof buf);
+  nvml::PciInfo pci{};
+  if (a.pci_info != nullptr && ok(a.pci_info(h, &pci), "pci info"))
+    d->bus_id = CanonicalPciAddress(Text(pci.bus_id, sizeof pci.bus_id));
+}
+
+void ReadGauges(const NvmlLibrary::Api& a, nvml::Device h, Calls& ok, NvmlDevice* d) {
+  unsigned u = 0;
+  unsigned long long ull = 0;
+  if (a.temperature != nullptr && ok(a.temperature(h, nvml::kTemperatureGpu, &u), "temperature"))
+    d->temperature_celsius = u;
+  if (a.power_usage != nullptr && ok(a.power_usage(h, &u), "power")) d->power_watts = u / 1000.0;
+  if (a.total_energy != nullptr && ok(a.total_energy(h, &ull), "energy"))
+    d->energy_joules = static_cast<double>(ull) / 1000.0;
+  nvml::Memory mem{};
+  if (a.memory_info != nullptr && ok(a.memory_info(h, &mem), "memory")) {
+    d->memory_total_bytes = mem.total;
+    d->memory_used_bytes = mem.used;
+  }
+  nvml::Utilization util{};
+  if (a.utilization != nullptr && ok(a.utilization(h, &util), "utilization")) {
+    d->gpu_utilization = std::min(util.gpu, 100U);
+    d->memory_utilization = std::min(util.memory, 100U);
+  }
+  if (a.clocks_event_reasons != nullptr && ok(a.clocks_event_reasons(h, &ull), "clock events"))
+    d->clocks_event_reasons = ull;
+  if (a.pcie_replay_counter != nullptr && ok(a.pcie_replay_counter(h, &u), "pcie replays"))
+    d->pcie_replays = u;
+}
+
+void ReadMemoryHealth(const NvmlLibrary::Api& a, nvml::Device h, Calls& ok, NvmlDevice* d) {
+  int current = 0, pending = 0;
+  if (a.ecc_mode != nullptr && ok(a.ecc_mode(h, &current, &pending), "ecc mode"))
+    d->ecc_enabled = current == nvml::kEnabled;
+  if (a.total_ecc_errors != nullptr && d->ecc_enabled.value_or(false)) {
+    struct {
+      int type, counter;
+      std::optional<uint64_t>* into;
+    } const kinds[] = {
+        {nvml::kMemoryErrorCorrected, nvml::kVolatileEcc, &d->ecc_volatile_corrected},
+        {nvml::kMemoryErrorUncorrected, nvml::kVolatileEcc, &d->ecc_volatile_uncorrected},
+        {nvml::kMemoryErrorCorrected, nvml::kAggregateEcc, &d->ecc_aggregate_corrected},
+        {nvml::kMemoryErrorUncorrected, nvml::kAggregateEcc, &d->ecc_aggregate_uncorrected},
+    };
+    for (const auto& k : kinds) {
+      unsigned long long n = 0;
+      if (ok(a.total_ecc_errors(h, k.type, k.counter, &n), "ecc errors")) *k.into = n;
+    }
+  }
+  if (a.retired_pages != nullptr) {
+    unsigned n = 0;  // the count only: no address buffer
+    if (ok(a.retired_pages(h, nvml::kRetiredMultipleSingleBit, &n, nullptr), "retired pages"))
+      d->retired_pages_single_bit = n;
+    n = 0;
+    if (ok(a.retired_pages(h, nvml::kRetiredDoubleBit, &n, nullptr), "retired pages"))
+      d->retired_pages_double_bit = n;
+  }
+  int state = 0;
+  if (a.retired_pages_pending != nullptr &&
+      ok(a.retired_pages_pending(h, &state), "retirement pending"))
+    d->retirement_pending = state == nvml::kEnabled;
+  NvmlDevice::Remap r;
+  unsigned pending_rows = 0, failure = 0;
+  if (a.remapped_rows != nullptr &&
+      ok(a.remapped_rows(h, &r.corrected, &r.uncorrected, &pending_rows, &failure),
+         "remapped rows")) {
+    r.pending = pending_rows != 0;
+    r.failure = failure != 0;
+    d->remap = r;
+  }
+}
+
+void ReadLinks(const NvmlLibrary::Api& a, nvml::Device h, Calls& ok, NvmlDevice* d) {
+  if (a.nvlink_state == nullptr) return;
+  for (unsigned link = 0; link < nvml::kNvLinkMaxLinks && !d->lost; ++link) {
+    int state = 0;
+    // A link the card does not have answers "not supported" (or invalid).
+    const nvml::Return r = a.nvlink_state(h, link, &state);
+    if (r == nvml::kErrorInvalidArgument || !ok(r, "nvlink state")) continue;
+    NvmlLink l;
+    l.link = link;
+    l.active = state == nvml::kEnabled;
+    if (a.nvlink_error_counter != nullptr) {
+      struct {
+        int counter;
+        std::optional<uint64_t>* into;
+      } const counters[] = {{nvml::kNvLinkErrorDlReplay, &l.replay},
+                            {nvml::kNvLinkErrorDlRecovery, &l.recovery},
+                            {nvml::kNvLinkErrorDlCrcFlit, &l.crc_flit},
+                            {nvml::kNvLinkErrorDlCrcData, &l.crc_data}};
+      for (const auto& c : counters) {
+        unsigned long long n = 0;
+        if (ok(a.nvlink_error_counter(h, link, c.counter, &n), "nvlink errors")) *c.into = n;
+      }
+    }
+    d->nvlinks.push_back(l);
+  }
+}
+
+void ReadMig(const NvmlLibrary::Api& a, nvml::Device h, Calls& ok, NvmlDevice* d) {
+  unsigned current = 0, pending = 0;
+  if (a.mig_mode == nullptr || !ok(a.mig_mode(h, &current, &pending), "mig mode")) return;
+  d->mig_enabled = current == 1;
+  unsigned max = 0;
+  if (!*d->mig_enabled || a.max_mig_device_count == nullptr || a.mig_device_by_index == nullptr ||
+      !ok(a.max_mig_device_count(h, &max), "mig devices"))
+    return;
+  for (unsigned i = 0; i < std::min(max, kMaxNvmlMigDevices) && !d->lost; ++i) {
+    nvml::Device m = nullptr;
+    // An index without a MIG device answers "not found".
+    if (!ok(a.mig_device_by_index(h, i, &m), "mig device") || m == nullptr) continue;
+    NvmlMigDevice md;
+    char buf[nvml::kUuidSize] = {};
+    if (a.uuid != nullptr && ok(a.uuid(m, buf, sizeof buf), "mig uuid"))
+      md.uuid = Text(buf, sizeof buf);
+    if (a.gpu_instance_id != nullptr) (void)ok(a.gpu_instance_id(m, &md.gpu_instance), "gi");
+    if (a.compute_instance_id != nullptr)
+      (void)ok(a.compute_instance_id(m, &md.compute_instance), "ci");
+    nvml::Memory mem{};
+    if (a.memory_info != nullptr && ok(a.memory_info(m, &mem), "mig memory")) {
+      md.memory_total_bytes = mem.total;
+      md.memory_used_bytes = mem.used;
+    }
+    d->mig.push_back(std::move(md));
+  }
+}
+
+void ReadProcesses(const NvmlLibrary::Api& a, nvml::Device h, Calls& ok, NvmlDevice* d) {
+  if (a.compute_processes == nullptr) return;
+  std::vector<nvml::ProcessInfo> infos(kMaxNvmlProcesses);
+  unsigned count = kMaxNvmlProcesses;
+  nvml::Return r = a.compute_processes(h, &count, infos.data());
+  // More than the bound: the first kMaxNvmlProcesses are not given, so none.
+  if (r == nvml::kErrorInsufficientSize || !ok(r, "processes")) return;
+  for (unsigned i = 0; i < std::min(count, kMaxNvmlProcesses); ++i) {
+    NvmlProcess p;
+    p.pid = infos[i].pid;
+    p.used_bytes = infos[i].used_gpu_memory;
+    if (infos[i].gpu_instance_id != 0xFFFFFFFFU) {
+      p.gpu_instance = infos[i].gpu_instance_id;
+      p.compute_instance = infos[i].compute_instance_id;
+    }
+    d->processes.push_back(p);
+  }
+}
+
+}  // namespace
+
+Status ReadNvmlDevices(const NvmlLibrary& lib, std::vector<NvmlDevice>* out) {
+  out->clear();
+  const NvmlLibrary::Api& a = lib.api();
+  unsigned count = 0;
+  if (const nvml::Return r = a.device_count(&count); r != nvml::kSuccess)
+    return Status::Unavailable("nvmlDeviceGetCount_v2 failed: " + lib.ErrorString(r));
+  for (unsigned i = 0; i < std::min(count, kMaxNvmlDevices); ++i) {
+    NvmlDevice d;
+    d.index = i;
+    Calls ok(lib, &d);
+    nvml::Device h = nullptr;
+    if (!ok(a.device_by_index(i, &h), "handle") || h == nullptr) {
+      out->push_back(std::move(d));  // listed, unread: lost or in error
+      continue;
+    }
+    ReadIdentity(a, h, ok, &d);
+    // A lost card answers every call so: one is enough to know.
+    for (auto read : {ReadGauges, ReadMemoryHealth, ReadLinks, ReadMig, ReadProcesses})
+      if (!d.lost) read(a, h, ok, &d);
+    out->push_back(std::move(d));
+  }
+  return Status::Ok();
+}
+
+std::vector<std::string> DeriveNvmlFaults(const NvmlDevice& d) {
+  std::vector<std::string> codes;
+  if (d.lost) codes.emplace_back(kNvmlGpuLost);
+  if (d.remap && d.remap->failure) codes.emplace_back(kNvmlRowRemapFailure);
+  if (d.remap && d.remap->pending) codes.emplace_back(kNvmlRowRemapPending);
+  if (d.retirement_pending.value_or(false)) codes.emplace_back(kNvmlRetirementPending);
+  return codes;
+}
+
+}  // namespace xpu::hal

@@ -1,0 +1,94 @@
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "hal/nvml_library.h"
+
+namespace xpu::hal {
+
+// One NVLink of a card as NVML reports it.
+struct NvmlLink {
+  unsigned link = 0;
+  bool active = false;
+  std::optional<uint64_t> replay, recovery, crc_flit, crc_data;  // error counters
+  bool operator==(const NvmlLink&) const = default;
+};
+
+// A MIG device (a compute instance on a GPU instance), named by its own
+// UUID ("MIG-..."), as the kubelet names it.
+struct NvmlMigDevice {
+  std::string uuid;
+  unsigned gpu_instance = 0, compute_instance = 0;
+  std::optional<uint64_t> memory_total_bytes, memory_used_bytes;
+  bool operator==(const NvmlMigDevice&) const = default;
+};
+
+// A process that holds memory on the card (its compute processes).
+struct NvmlProcess {
+  uint32_t pid = 0;
+  uint64_t used_bytes = 0;
+  std::optional<unsigned> gpu_instance, compute_instance;  // under MIG
+  bool operator==(const NvmlProcess&) const = default;
+};
+
+// What NVML says of one card in one sample, as plain values: nullopt where
+// the card or the driver's library does not give it (not supported, a
+// symbol an older driver lacks) or the call failed (`errors` says which).
+struct NvmlDevice {
+  unsigned index = 0;
+  std::string name, uuid;
+  std::string bus_id;  // canonical, "0000:3b:00.0"; empty if NVML gave none
+  // NVML_ERROR_GPU_IS_LOST on any call: the card cannot be reached.
+  bool lost = false;
+  std::optional<double> temperature_celsius, power_watts, energy_joules;
+  std::optional<uint64_t> memory_total_bytes, memory_used_bytes;
+  std::optional<unsigned> gpu_utilization, memory_utilization;  // percent
+  std::optional<bool> ecc_enabled;
+  std::optional<uint64_t> ecc_volatile_corrected, ecc_volatile_uncorrected;
+  std::optional<uint64_t> ecc_aggregate_corrected, ecc_aggregate_uncorrected;
+  std::optional<unsigned> retired_pages_single_bit, retired_pages_double_bit;
+  std::optional<bool> retirement_pending;
+  struct Remap {
+    unsigned corrected = 0, uncorrected = 0;
+    bool pending = false, failure = false;
+    bool operator==(const Remap&) const = default;
+  };
+  std::optional<Remap> remap;
+  std::optional<uint64_t> clocks_event_reasons;  // nvml::kClocksEvent* bits
+  std::vector<NvmlLink> nvlinks;                 // the links that exist
+  std::optional<unsigned> pcie_replays;
+  std::optional<bool> mig_enabled;
+  std::vector<NvmlMigDevice> mig;
+  std::vector<NvmlProcess> processes;
+  // Calls that failed for another reason than "not supported", as
+  // "what: NVML's words".
+  std::vector<std::string> errors;
+  bool operator==(const NvmlDevice&) const = default;
+};
+
+// Bounds of one sample (docs/reliability.md).
+inline constexpr unsigned kMaxNvmlDevices = 64;
+inline constexpr unsigned kMaxNvmlMigDevices = 64;  // per card
+inline constexpr unsigned kMaxNvmlProcesses = 256;  // per card
+
+// Every card the library lists (at most kMaxNvmlDevices), read whole. An
+// error only when the list itself cannot be had (nvmlDeviceGetCount_v2
+// failed); a card that fails a call is still listed with what it gave.
+// Any thread; each call blocks for as long as the driver does (the caller
+// bounds it: NvmlSampler reads on a thread of its own, with a deadline).
+Status ReadNvmlDevices(const NvmlLibrary& lib, std::vector<NvmlDevice>* out);
+
+// The fault codes a sample shows (docs/hal.md, "nvml"; the fault catalog
+// has their levels): GPU lost, a row remap that failed or waits for a
+// reset, page retirement waiting for a reset.
+inline constexpr const char* kNvmlGpuLost = "0x10DE1001";
+inline constexpr const char* kNvmlRowRemapFailure = "0x10DE1002";
+inline constexpr const char* kNvmlRowRemapPending = "0x10DE1003";
+inline constexpr const char* kNvmlRetirementPending = "0x10DE1004";
+std::vector<std::string> DeriveNvmlFaults(const NvmlDevice& d);
+
+}  // namespace xpu::hal

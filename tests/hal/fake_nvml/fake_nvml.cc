@@ -1,0 +1,414 @@
+// A stand-in for NVIDIA's libnvidia-ml.so.1, which needs a driver and a GPU
+// that cannot run here (docs/hal.md, "nvml"): it exports the C functions
+// the nvml backend calls, with the same signatures, and serves the cards a
+// test writes in a JSON fixture (XPU_FAKE_NVML_FIXTURE), read again when
+// the file changes. A test injects through the fixture: nvmlInit_v2
+// failing ("init_error"), a lost card ("lost"), a call that hangs
+// ("hang_ms": {"nvmlDeviceGetTemperature": 5000}), a call the card does not
+// support ("unsupported"), and events (Xid, ECC, clocks) that
+// nvmlEventSetWait_v2 delivers once each, in order. Built twice: the
+// fake_nvml_old variant (FAKE_NVML_OLD_DRIVER) is an older driver's
+// library, without nvmlDeviceGetRemappedRows and with only the older name
+// of the clock-event reasons.
+#include <sys/stat.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <fstream>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <thread>
+
+#include "hal/nvml_api.h"
+
+namespace nvml = xpu::hal::nvml;
+using Json = nlohmann::json;
+
+namespace {
+
+std::mutex mu;
+Json fixture;              // guarded by mu
+struct timespec mtime {};  // of the fixture last read
+off_t size = -1;
+ino_t inode = 0;
+size_t delivered = 0;  // events handed out
+
+// The fixture now (read again when the file changed); under mu.
+const Json& Fixture() {
+  const char* path = std::getenv("XPU_FAKE_NVML_FIXTURE");
+  struct stat st {};
+  if (path == nullptr || stat(path, &st) != 0) {
+    fixture = Json::object();
+    return fixture;
+  }
+  if (st.st_mtim.tv_sec != mtime.tv_sec || st.st_mtim.tv_nsec != mtime.tv_nsec ||
+      st.st_size != size || st.st_ino != inode) {
+    std::ifstream in(path);
+    std::stringstream text;
+    text << in.rdbuf();
+    Json j = Json::parse(text.str(), nullptr, false);
+    if (!j.is_discarded()) {  // a file half written: keep the last one
+      fixture = std::move(j);
+      mtime = st.st_mtim;
+      size = st.st_size;
+      inode = st.st_ino;
+    }
+  }
+  return fixture;
+}
+
+// The card a handle names: index + 1, and the MIG device's index + 1 above
+// bit 16.
+nvml::Device Handle(unsigned gpu, unsigned mig = 0) {
+  return reinterpret_cast<nvml::Device>(static_cast<uintptr_t>((gpu + 1) | (mig << 16)));
+}
+
+// Sleeps if the fixture says `fn` hangs; then answers from the card of `h`:
+// `*card` (and `*mig` for a MIG handle) or an error to return.
+nvml::Return Enter(const char* fn, nvml::Device h, Json* card, Json* mig = nullptr) {
+  std::unique_lock<std::mutex> lock(mu);
+  const Json& f = Fixture();
+  if (f.contains("hang_ms") && f["hang_ms"].contains(fn)) {
+    const int ms = f["hang_ms"][fn].get<int>();
+    lock.unlock();
+    std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+    lock.lock();
+  }
+  const Json& devices = Fixture().value("devices", Json::array());
+  const uintptr_t v = reinterpret_cast<uintptr_t>(h);
+  const size_t gpu = (v & 0xFFFF) - 1, m = v >> 16;
+  if (v == 0 || gpu >= devices.size()) return nvml::kErrorInvalidArgument;
+  const Json& d = devices[gpu];
+  if (d.value("lost", false)) return nvml::kErrorGpuIsLost;
+  for (const Json& u : d.value("unsupported", Json::array()))
+    if (u == fn) return nvml::kErrorNotSupported;
+  if (card != nullptr) *card = d;
+  if (m > 0) {
+    const Json& migs = d.value("mig", Json::object()).value("devices", Json::array());
+    if (m > migs.size()) return nvml::kErrorInvalidArgument;
+    if (mig != nullptr) *mig = migs[m - 1];
+  }
+  return nvml::kSuccess;
+}
+
+nvml::Return CopyText(const std::string& s, char* buf, unsigned length) {
+  if (buf == nullptr) return nvml::kErrorInvalidArgument;
+  if (s.size() + 1 > length) return nvml::kErrorInsufficientSize;
+  std::memcpy(buf, s.c_str(), s.size() + 1);
+  return nvml::kSuccess;
+}
+
+// A field of the card, or "not supported" when the fixture leaves it out.
+template <typename T>
+nvml::Return Field(const Json& j, const char* key, T* out) {
+  if (!j.contains(key)) return nvml::kErrorNotSupported;
+  *out = j[key].get<T>();
+  return nvml::kSuccess;
+}
+
+}  // namespace
+
+extern "C" {
+
+nvml::Return nvmlInit_v2() {
+  std::lock_guard<std::mutex> lock(mu);
+  return Fixture().value("init_error", nvml::kSuccess);
+}
+
+nvml::Return nvmlShutdown() { return nvml::kSuccess; }
+
+const char* nvmlErrorString(nvml::Return r) {
+  switch (r) {
+    case nvml::kSuccess:
+      return "Success";
+    case nvml::kErrorNotSupported:
+      return "Not Supported";
+    case nvml::kErrorDriverNotLoaded:
+      return "Driver Not Loaded";
+    case nvml::kErrorGpuIsLost:
+      return "GPU is lost";
+    case nvml::kErrorTimeout:
+      return "Timeout";
+    default:
+      return "Unknown Error";
+  }
+}
+
+nvml::Return nvmlSystemGetDriverVersion(char* buf, unsigned length) {
+  std::lock_guard<std::mutex> lock(mu);
+  return CopyText(Fixture().value("driver_version", "550.54.15"), buf, length);
+}
+
+nvml::Return nvmlDeviceGetCount_v2(unsigned* count) {
+  std::lock_guard<std::mutex> lock(mu);
+  *count = static_cast<unsigned>(Fixture().value("devices", Json::array()).size());
+  return nvml::kSuccess;
+}
+
+nvml::Return nvmlDeviceGetHandleByIndex_v2(unsigned index, nvml::Device* device) {
+  unsigned count = 0;
+  nvmlDeviceGetCount_v2(&count);
+  if (index >= count) return nvml::kErrorInvalidArgument;
+  Json d;
+  const nvml::Return r = Enter("nvmlDeviceGetHandleByIndex_v2", Handle(index), &d);
+  if (r == nvml::kSuccess || r == nvml::kErrorGpuIsLost) *device = Handle(index);
+  return r;
+}
+
+nvml::Return nvmlDeviceGetName(nvml::Device h, char* buf, unsigned length) {
+  Json d;
+  if (auto r = Enter("nvmlDeviceGetName", h, &d); r != nvml::kSuccess) return r;
+  return CopyText(d.value("name", ""), buf, length);
+}
+
+nvml::Return nvmlDeviceGetUUID(nvml::Device h, char* buf, unsigned length) {
+  Json d, m;
+  if (auto r = Enter("nvmlDeviceGetUUID", h, &d, &m); r != nvml::kSuccess) return r;
+  return CopyText((m.is_object() ? m : d).value("uuid", ""), buf, length);
+}
+
+nvml::Return nvmlDeviceGetPciInfo_v3(nvml::Device h, nvml::PciInfo* pci) {
+  Json d;
+  if (auto r = Enter("nvmlDeviceGetPciInfo_v3", h, &d); r != nvml::kSuccess) return r;
+  std::memset(pci, 0, sizeof *pci);
+  const std::string id = d.value("bus_id", "");
+  std::strncpy(pci->bus_id, id.c_str(), sizeof pci->bus_id - 1);
+  return nvml::kSuccess;
+}
+
+nvml::Return nvmlDeviceGetTemperature(nvml::Device h, int sensor, unsigned* t) {
+  Json d;
+  if (auto r = Enter("nvmlDeviceGetTemperature", h, &d); r != nvml::kSuccess) return r;
+  if (sensor != nvml::kTemperatureGpu) return nvml::kErrorInvalidArgument;
+  return Field(d, "temperature", t);
+}
+
+nvml::Return nvmlDeviceGetPowerUsage(nvml::Device h, unsigned* mw) {
+  Json d;
+  if (auto r = Enter("nvmlDeviceGetPowerUsage", h, &d); r != nvml::kSuccess) return r;
+  return Field(d, "power_mw", mw);
+}
+
+nvml::Return nvmlDeviceGetTotalEnergyConsumption(nvml::Device h, unsigned long long* mj) {
+  Json d;
+  if (auto r = Enter("nvmlDeviceGetTotalEnergyConsumption", h, &d); r != nvml::kSuccess) return r;
+  return Field(d, "energy_mj", mj);
+}
+
+nvml::Return nvmlDeviceGetMemoryInfo(nvml::Device h, nvml::Memory* mem) {
+  Json d, m;
+  if (auto r = Enter("nvmlDeviceGetMemoryInfo", h, &d, &m); r != nvml::kSuccess) return r;
+  const Json& j = (m.is_object() ? m : d).value("memory", Json());
+  if (!j.is_object()) return nvml::kErrorNotSupported;
+  mem->total = j.value("total", 0ULL);
+  mem->used = j.value("used", 0ULL);
+  mem->free = mem->total - std::min(mem->total, mem->used);
+  return nvml::kSuccess;
+}
+
+nvml::Return nvmlDeviceGetUtilizationRates(nvml::Device h, nvml::Utilization* u) {
+  Json d;
+  if (auto r = Enter("nvmlDeviceGetUtilizationRates", h, &d); r != nvml::kSuccess) return r;
+  const Json& j = d.value("utilization", Json());
+  if (!j.is_object()) return nvml::kErrorNotSupported;
+  u->gpu = j.value("gpu", 0U);
+  u->memory = j.value("memory", 0U);
+  return nvml::kSuccess;
+}
+
+nvml::Return nvmlDeviceGetEccMode(nvml::Device h, int* current, int* pending) {
+  Json d;
+  if (auto r = Enter("nvmlDeviceGetEccMode", h, &d); r != nvml::kSuccess) return r;
+  if (auto r = Field(d, "ecc_mode", current); r != nvml::kSuccess) return r;
+  *pending = *current;
+  return nvml::kSuccess;
+}
+
+nvml::Return nvmlDeviceGetTotalEccErrors(nvml::Device h, int type, int counter,
+                                         unsigned long long* n) {
+  Json d;
+  if (auto r = Enter("nvmlDeviceGetTotalEccErrors", h, &d); r != nvml::kSuccess) return r;
+  const Json& e = d.value("ecc", Json::object());
+  const std::string key = std::string(counter == nvml::kVolatileEcc ? "volatile_" : "aggregate_") +
+                          (type == nvml::kMemoryErrorCorrected ? "corrected" : "uncorrected");
+  *n = e.value(key, 0ULL);
+  return nvml::kSuccess;
+}
+
+nvml::Return nvmlDeviceGetRetiredPages(nvml::Device h, int cause, unsigned* count,
+                                       unsigned long long* /*addresses*/) {
+  Json d;
+  if (auto r = Enter("nvmlDeviceGetRetiredPages", h, &d); r != nvml::kSuccess) return r;
+  const Json& j = d.value("retired", Json::object());
+  *count = j.value(cause == nvml::kRetiredDoubleBit ? "double_bit" : "single_bit", 0U);
+  return nvml::kSuccess;
+}
+
+nvml::Return nvmlDeviceGetRetiredPagesPendingStatus(nvml::Device h, int* pending) {
+  Json d;
+  if (auto r = Enter("nvmlDeviceGetRetiredPagesPendingStatus", h, &d); r != nvml::kSuccess)
+    return r;
+  *pending =
+      d.value("retired", Json::object()).value("pending", false) ? nvml::kEnabled : nvml::kDisabled;
+  return nvml::kSuccess;
+}
+
+#ifndef FAKE_NVML_OLD_DRIVER
+nvml::Return nvmlDeviceGetRemappedRows(nvml::Device h, unsigned* corrected, unsigned* uncorrected,
+                                       unsigned* pending, unsigned* failure) {
+  Json d;
+  if (auto r = Enter("nvmlDeviceGetRemappedRows", h, &d); r != nvml::kSuccess) return r;
+  const Json& j = d.value("remap", Json());
+  if (!j.is_object()) return nvml::kErrorNotSupported;
+  *corrected = j.value("corrected", 0U);
+  *uncorrected = j.value("uncorrected", 0U);
+  *pending = j.value("pending", false) ? 1 : 0;
+  *failure = j.value("failure", false) ? 1 : 0;
+  return nvml::kSuccess;
+}
+
+nvml::Return nvmlDeviceGetCurrentClocksEventReasons(nvml::Device h, unsigned long long* reasons) {
+  Json d;
+  if (auto r = Enter("nvmlDeviceGetCurrentClocksEventReasons", h, &d); r != nvml::kSuccess)
+    return r;
+  return Field(d, "clocks_event_reasons", reasons);
+}
+#endif
+
+nvml::Return nvmlDeviceGetCurrentClocksThrottleReasons(nvml::Device h,
+                                                       unsigned long long* reasons) {
+  Json d;
+  if (auto r = Enter("nvmlDeviceGetCurrentClocksThrottleReasons", h, &d); r != nvml::kSuccess)
+    return r;
+  return Field(d, "clocks_event_reasons", reasons);
+}
+
+nvml::Return nvmlDeviceGetNvLinkState(nvml::Device h, unsigned link, int* active) {
+  Json d;
+  if (auto r = Enter("nvmlDeviceGetNvLinkState", h, &d); r != nvml::kSuccess) return r;
+  const Json& links = d.value("nvlinks", Json::array());
+  if (link >= links.size()) return nvml::kErrorNotSupported;
+  *active = links[link].value("active", false) ? nvml::kEnabled : nvml::kDisabled;
+  return nvml::kSuccess;
+}
+
+nvml::Return nvmlDeviceGetNvLinkErrorCounter(nvml::Device h, unsigned link, int counter,
+                                             unsigned long long* n) {
+  Json d;
+  if (auto r = Enter("nvmlDeviceGetNvLinkErrorCounter", h, &d); r != nvml::kSuccess) return r;
+  const Json& links = d.value("nvlinks", Json::array());
+  if (link >= links.size()) return nvml::kErrorNotSupported;
+  static const char* const kNames[] = {"replay", "recovery", "crc_flit", "crc_data"};
+  if (counter < 0 || counter > 3) return nvml::kErrorInvalidArgument;
+  *n = links[link].value(kNames[counter], 0ULL);
+  return nvml::kSuccess;
+}
+
+nvml::Return nvmlDeviceGetPcieReplayCounter(nvml::Device h, unsigned* n) {
+  Json d;
+  if (auto r = Enter("nvmlDeviceGetPcieReplayCounter", h, &d); r != nvml::kSuccess) return r;
+  return Field(d, "pcie_replays", n);
+}
+
+nvml::Return nvmlDeviceGetMigMode(nvml::Device h, unsigned* current, unsigned* pending) {
+  Json d;
+  if (auto r = Enter("nvmlDeviceGetMigMode", h, &d); r != nvml::kSuccess) return r;
+  if (!d.contains("mig")) return nvml::kErrorNotSupported;
+  *current = *pending = d["mig"].value("enabled", false) ? 1 : 0;
+  return nvml::kSuccess;
+}
+
+nvml::Return nvmlDeviceGetMaxMigDeviceCount(nvml::Device h, unsigned* n) {
+  Json d;
+  if (auto r = Enter("nvmlDeviceGetMaxMigDeviceCount", h, &d); r != nvml::kSuccess) return r;
+  *n = 7;
+  return nvml::kSuccess;
+}
+
+nvml::Return nvmlDeviceGetMigDeviceHandleByIndex(nvml::Device h, unsigned index,
+                                                 nvml::Device* mig) {
+  Json d;
+  if (auto r = Enter("nvmlDeviceGetMigDeviceHandleByIndex", h, &d); r != nvml::kSuccess) return r;
+  const Json& migs = d.value("mig", Json::object()).value("devices", Json::array());
+  if (index >= migs.size()) return nvml::kErrorNotFound;
+  *mig = Handle(static_cast<unsigned>((reinterpret_cast<uintptr_t>(h) & 0xFFFF) - 1), index + 1);
+  return nvml::kSuccess;
+}
+
+nvml::Return nvmlDeviceGetGpuInstanceId(nvml::Device h, unsigned* id) {
+  Json d, m;
+  if (auto r = Enter("nvmlDeviceGetGpuInstanceId", h, &d, &m); r != nvml::kSuccess) return r;
+  if (!m.is_object()) return nvml::kErrorInvalidArgument;
+  *id = m.value("gi", 0U);
+  return nvml::kSuccess;
+}
+
+nvml::Return nvmlDeviceGetComputeInstanceId(nvml::Device h, unsigned* id) {
+  Json d, m;
+  if (auto r = Enter("nvmlDeviceGetComputeInstanceId", h, &d, &m); r != nvml::kSuccess) return r;
+  if (!m.is_object()) return nvml::kErrorInvalidArgument;
+  *id = m.value("ci", 0U);
+  return nvml::kSuccess;
+}
+
+nvml::Return nvmlDeviceGetComputeRunningProcesses_v3(nvml::Device h, unsigned* count,
+                                                     nvml::ProcessInfo* infos) {
+  Json d;
+  if (auto r = Enter("nvmlDeviceGetComputeRunningProcesses_v3", h, &d); r != nvml::kSuccess)
+    return r;
+  const Json& ps = d.value("processes", Json::array());
+  if (ps.size() > *count) {
+    *count = static_cast<unsigned>(ps.size());
+    return nvml::kErrorInsufficientSize;
+  }
+  *count = static_cast<unsigned>(ps.size());
+  for (size_t i = 0; i < ps.size(); ++i) {
+    infos[i].pid = ps[i].value("pid", 0U);
+    infos[i].used_gpu_memory = ps[i].value("used", 0ULL);
+    infos[i].gpu_instance_id = ps[i].value("gi", 0xFFFFFFFFU);
+    infos[i].compute_instance_id = ps[i].value("ci", 0xFFFFFFFFU);
+  }
+  return nvml::kSuccess;
+}
+
+nvml::Return nvmlEventSetCreate(nvml::EventSet* set) {
+  *set = reinterpret_cast<nvml::EventSet>(static_cast<uintptr_t>(1));
+  return nvml::kSuccess;
+}
+
+nvml::Return nvmlDeviceRegisterEvents(nvml::Device h, unsigned long long /*types*/,
+                                      nvml::EventSet /*set*/) {
+  Json d;
+  return Enter("nvmlDeviceRegisterEvents", h, &d);
+}
+
+// Delivers the fixture's next undelivered event, or waits for one (the
+// fixture is read again every 10 ms) until `timeout_ms`.
+nvml::Return nvmlEventSetWait_v2(nvml::EventSet /*set*/, nvml::EventData* data,
+                                 unsigned timeout_ms) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  for (;;) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      const Json& events = Fixture().value("events", Json::array());
+      if (delivered < events.size()) {
+        const Json& e = events[delivered++];
+        std::memset(data, 0, sizeof *data);
+        data->device = Handle(e.value("device", 0U));
+        data->event_type = e.value("type", nvml::kEventXidCriticalError);
+        data->event_data = e.value("data", 0ULL);
+        data->gpu_instance_id = data->compute_instance_id = 0xFFFFFFFFU;
+        return nvml::kSuccess;
+      }
+    }
+    if (std::chrono::steady_clock::now() >= until) return nvml::kErrorTimeout;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
+nvml::Return nvmlEventSetFree(nvml::EventSet /*set*/) { return nvml::kSuccess; }
+
+}  // extern "C"

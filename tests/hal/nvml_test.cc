@@ -1,0 +1,243 @@
+// The nvml backend's reading code against the stand-in library
+// (fake_nvml/fake_nvml.cc): a real dlopen of a real shared library that
+// exports NVML's functions, serving the cards a fixture names; NVIDIA's own
+// library needs a driver and a GPU that cannot run here.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "hal/fault_catalog.h"
+#include "hal/nvml_reader.h"
+#include "support/test_util.h"
+
+namespace xpu::hal {
+namespace {
+
+using Json = nlohmann::json;
+
+// Two cards: an A100 with MIG on, ECC, a pending remap and a process; an
+// H800 with NVLinks, a thermal slowdown and a pending page retirement.
+Json TwoCards() {
+  return Json::parse(R"({
+    "devices": [
+      {"name": "NVIDIA A100-SXM4-80GB", "uuid": "GPU-a100-0", "bus_id": "00000000:3B:00.0",
+       "temperature": 41, "power_mw": 91500, "energy_mj": 5000000,
+       "memory": {"total": 85899345920, "used": 1073741824},
+       "utilization": {"gpu": 37, "memory": 12}, "ecc_mode": 1,
+       "ecc": {"volatile_corrected": 3, "volatile_uncorrected": 0,
+               "aggregate_corrected": 17, "aggregate_uncorrected": 1},
+       "retired": {"single_bit": 2, "double_bit": 1, "pending": false},
+       "remap": {"corrected": 1, "uncorrected": 2, "pending": true, "failure": false},
+       "clocks_event_reasons": 1, "pcie_replays": 4,
+       "mig": {"enabled": true, "devices": [
+         {"uuid": "MIG-a100-0-1", "gi": 1, "ci": 0, "memory": {"total": 10737418240, "used": 536870912}},
+         {"uuid": "MIG-a100-0-2", "gi": 2, "ci": 0, "memory": {"total": 10737418240, "used": 0}}]},
+       "processes": [{"pid": 4242, "used": 536870912, "gi": 1, "ci": 0}]},
+      {"name": "NVIDIA H800", "uuid": "GPU-h800-1", "bus_id": "00000000:5E:00.0",
+       "temperature": 88, "memory": {"total": 85899345920, "used": 0}, "ecc_mode": 1,
+       "retired": {"single_bit": 0, "double_bit": 0, "pending": true},
+       "clocks_event_reasons": 96, "mig": {"enabled": false},
+       "nvlinks": [{"active": true, "replay": 5, "recovery": 1, "crc_flit": 7, "crc_data": 0},
+                   {"active": false}],
+       "unsupported": ["nvmlDeviceGetPowerUsage"],
+       "processes": [{"pid": 7, "used": 1024}]}
+    ]})");
+}
+
+class NvmlTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    fixture_ = dir_.File("nvml.json");
+    Write(TwoCards());
+    setenv("XPU_FAKE_NVML_FIXTURE", fixture_.c_str(), 1);
+  }
+  void TearDown() override { unsetenv("XPU_FAKE_NVML_FIXTURE"); }
+  void Write(const Json& j) {
+    // A new file renamed over the old: the library never reads half of it.
+    const std::string tmp = fixture_ + ".tmp";
+    std::ofstream(tmp) << j.dump();
+    std::filesystem::rename(tmp, fixture_);
+  }
+  std::shared_ptr<const NvmlLibrary> Open(const std::string& path = FAKE_NVML_PATH) {
+    std::shared_ptr<const NvmlLibrary> lib;
+    const Status s = NvmlLibrary::Open(path, &lib);
+    EXPECT_TRUE(s.ok()) << s.message();
+    return lib;
+  }
+  std::vector<NvmlDevice> Read(const NvmlLibrary& lib) {
+    std::vector<NvmlDevice> out;
+    const Status s = ReadNvmlDevices(lib, &out);
+    EXPECT_TRUE(s.ok()) << s.message();
+    return out;
+  }
+  // Another name for the stand-in: a path the process has not opened (the
+  // library is kept per path), so its nvmlInit_v2 runs again.
+  std::string FreshPath(const std::string& name) {
+    const std::string link = dir_.path() + "/" + name;
+    std::filesystem::create_symlink(FAKE_NVML_PATH, link);
+    return link;
+  }
+
+  xpu::testing::TempDir dir_;
+  std::string fixture_;
+};
+
+TEST_F(NvmlTest, ALibraryThatCannotLoadIsNotFoundAndSaysWhere) {
+  std::shared_ptr<const NvmlLibrary> lib;
+  const Status s = NvmlLibrary::Open(dir_.path() + "/libnvidia-ml.so.1", &lib);
+  EXPECT_EQ(s.code(), Status::Code::kNotFound);
+  EXPECT_NE(s.message().find(dir_.path()), std::string::npos) << s.message();
+  EXPECT_EQ(lib, nullptr);
+}
+
+TEST_F(NvmlTest, AFailingInitIsUnavailableInNvmlsWords) {
+  Json f = TwoCards();
+  f["init_error"] = nvml::kErrorDriverNotLoaded;
+  Write(f);
+  std::shared_ptr<const NvmlLibrary> lib;
+  const Status s = NvmlLibrary::Open(FreshPath("init-fails.so"), &lib);
+  EXPECT_EQ(s.code(), Status::Code::kUnavailable);
+  EXPECT_NE(s.message().find("Driver Not Loaded"), std::string::npos) << s.message();
+}
+
+TEST_F(NvmlTest, TheLibraryIsOpenedOncePerPath) {
+  auto a = Open();
+  auto b = Open();
+  EXPECT_EQ(a.get(), b.get());
+  EXPECT_TRUE(a->missing().empty()) << a->missing().front();
+}
+
+TEST_F(NvmlTest, ReadsEveryFieldOfEveryCard) {
+  auto lib = Open();
+  const std::vector<NvmlDevice> d = Read(*lib);
+  ASSERT_EQ(d.size(), 2u);
+  const NvmlDevice& a = d[0];
+  EXPECT_EQ(a.name, "NVIDIA A100-SXM4-80GB");
+  EXPECT_EQ(a.uuid, "GPU-a100-0");
+  EXPECT_EQ(a.bus_id, "0000:3b:00.0");  // NVML's 8-digit domain, upper case: canonical
+  EXPECT_FALSE(a.lost);
+  EXPECT_EQ(a.temperature_celsius, 41);
+  EXPECT_EQ(a.power_watts, 91.5);
+  EXPECT_EQ(a.energy_joules, 5000);
+  EXPECT_EQ(a.memory_total_bytes, 85899345920u);
+  EXPECT_EQ(a.memory_used_bytes, 1073741824u);
+  EXPECT_EQ(a.gpu_utilization, 37u);
+  EXPECT_EQ(a.memory_utilization, 12u);
+  EXPECT_EQ(a.ecc_enabled, true);
+  EXPECT_EQ(a.ecc_volatile_corrected, 3u);
+  EXPECT_EQ(a.ecc_volatile_uncorrected, 0u);
+  EXPECT_EQ(a.ecc_aggregate_corrected, 17u);
+  EXPECT_EQ(a.ecc_aggregate_uncorrected, 1u);
+  EXPECT_EQ(a.retired_pages_single_bit, 2u);
+  EXPECT_EQ(a.retired_pages_double_bit, 1u);
+  EXPECT_EQ(a.retirement_pending, false);
+  ASSERT_TRUE(a.remap);
+  EXPECT_EQ(*a.remap, (NvmlDevice::Remap{1, 2, true, false}));
+  EXPECT_EQ(a.clocks_event_reasons, nvml::kClocksEventGpuIdle);
+  EXPECT_EQ(a.pcie_replays, 4u);
+  EXPECT_EQ(a.mig_enabled, true);
+  ASSERT_EQ(a.mig.size(), 2u);
+  EXPECT_EQ(a.mig[0], (NvmlMigDevice{"MIG-a100-0-1", 1, 0, 10737418240u, 536870912u}));
+  EXPECT_EQ(a.mig[1].uuid, "MIG-a100-0-2");
+  EXPECT_EQ(a.mig[1].gpu_instance, 2u);
+  ASSERT_EQ(a.processes.size(), 1u);
+  EXPECT_EQ(a.processes[0], (NvmlProcess{4242, 536870912u, 1u, 0u}));
+  EXPECT_TRUE(a.nvlinks.empty());
+  EXPECT_TRUE(a.errors.empty()) << a.errors.front();
+
+  const NvmlDevice& h = d[1];
+  EXPECT_EQ(h.bus_id, "0000:5e:00.0");
+  EXPECT_EQ(h.power_watts, std::nullopt);  // not supported: quiet, not an error
+  EXPECT_EQ(h.energy_joules, std::nullopt);
+  EXPECT_EQ(h.retirement_pending, true);
+  EXPECT_EQ(h.remap, std::nullopt);  // the card has no row remapping
+  EXPECT_EQ(h.clocks_event_reasons,
+            nvml::kClocksEventSwThermalSlowdown | nvml::kClocksEventHwThermalSlowdown);
+  EXPECT_EQ(h.mig_enabled, false);
+  EXPECT_TRUE(h.mig.empty());
+  ASSERT_EQ(h.nvlinks.size(), 2u);
+  EXPECT_EQ(h.nvlinks[0], (NvmlLink{0, true, 5u, 1u, 7u, 0u}));
+  EXPECT_FALSE(h.nvlinks[1].active);
+  ASSERT_EQ(h.processes.size(), 1u);
+  EXPECT_EQ(h.processes[0].gpu_instance, std::nullopt);  // no MIG
+  EXPECT_TRUE(h.errors.empty()) << h.errors.front();
+}
+
+// A fixture changed on disk is what the next read sees.
+TEST_F(NvmlTest, ReadsTheCardsAsTheyAreNow) {
+  auto lib = Open();
+  ASSERT_EQ(Read(*lib)[0].temperature_celsius, 41);
+  Json f = TwoCards();
+  f["devices"][0]["temperature"] = 77;
+  f["devices"].erase(1);
+  Write(f);
+  const std::vector<NvmlDevice> d = Read(*lib);
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_EQ(d[0].temperature_celsius, 77);
+}
+
+// An older driver's library lacks nvmlDeviceGetRemappedRows and names the
+// clock-event reasons by their older name: the reasons still come, the
+// remap is not read, everything else works, and missing() says what.
+TEST_F(NvmlTest, AFunctionTheLibraryLacksDisablesOnlyWhatNeedsIt) {
+  auto lib = Open(FAKE_NVML_OLD_PATH);
+  EXPECT_EQ(lib->missing(), std::vector<std::string>{"nvmlDeviceGetRemappedRows"});
+  const std::vector<NvmlDevice> d = Read(*lib);
+  ASSERT_EQ(d.size(), 2u);
+  EXPECT_EQ(d[0].remap, std::nullopt);
+  EXPECT_EQ(d[0].clocks_event_reasons, nvml::kClocksEventGpuIdle);
+  EXPECT_EQ(d[0].ecc_aggregate_uncorrected, 1u);
+  EXPECT_EQ(d[0].mig.size(), 2u);
+  EXPECT_TRUE(DeriveNvmlFaults(d[0]).empty()) << "no remap read, no remap fault";
+}
+
+TEST_F(NvmlTest, ALostCardIsMarkedAndTheOthersAreRead) {
+  Json f = TwoCards();
+  f["devices"][1]["lost"] = true;
+  Write(f);
+  auto lib = Open();
+  const std::vector<NvmlDevice> d = Read(*lib);
+  ASSERT_EQ(d.size(), 2u);
+  EXPECT_FALSE(d[0].lost);
+  EXPECT_EQ(d[0].temperature_celsius, 41);
+  EXPECT_TRUE(d[1].lost);
+  EXPECT_EQ(d[1].uuid, "");  // nothing can be read from it
+  EXPECT_EQ(d[1].temperature_celsius, std::nullopt);
+  EXPECT_TRUE(d[1].errors.empty()) << "lost is said once, as lost";
+  EXPECT_EQ(DeriveNvmlFaults(d[1]), std::vector<std::string>{kNvmlGpuLost});
+}
+
+TEST_F(NvmlTest, FaultsFollowRemapsAndRetirement) {
+  NvmlDevice d;
+  EXPECT_TRUE(DeriveNvmlFaults(d).empty());
+  d.remap = NvmlDevice::Remap{0, 1, true, false};
+  EXPECT_EQ(DeriveNvmlFaults(d), std::vector<std::string>{kNvmlRowRemapPending});
+  d.remap->failure = true;
+  d.retirement_pending = true;
+  EXPECT_EQ(DeriveNvmlFaults(d),
+            (std::vector<std::string>{kNvmlRowRemapFailure, kNvmlRowRemapPending,
+                                      kNvmlRetirementPending}));
+  // As read from the stand-in: the A100's pending remap, the H800's retirement.
+  auto lib = Open();
+  const std::vector<NvmlDevice> read = Read(*lib);
+  EXPECT_EQ(DeriveNvmlFaults(read[0]), std::vector<std::string>{kNvmlRowRemapPending});
+  EXPECT_EQ(DeriveNvmlFaults(read[1]), std::vector<std::string>{kNvmlRetirementPending});
+}
+
+// Every code the backend derives is in the built-in fault catalog, at the
+// level NVIDIA's guidance gives it.
+TEST_F(NvmlTest, EveryDerivedCodeIsInTheCatalog) {
+  const auto catalog = FaultCatalog::Builtin();
+  EXPECT_EQ(catalog->Lookup(kNvmlGpuLost).level, FaultLevel::kIsolateCard);
+  EXPECT_EQ(catalog->Lookup(kNvmlRowRemapFailure).level, FaultLevel::kIsolateCard);
+  EXPECT_EQ(catalog->Lookup(kNvmlRowRemapPending).level, FaultLevel::kResetCard);
+  EXPECT_EQ(catalog->Lookup(kNvmlRetirementPending).level, FaultLevel::kResetCard);
+  for (const char* code :
+       {kNvmlGpuLost, kNvmlRowRemapFailure, kNvmlRowRemapPending, kNvmlRetirementPending})
+    EXPECT_TRUE(catalog->Lookup(code).known) << code;
+}
+
+}  // namespace
+}  // namespace xpu::hal
