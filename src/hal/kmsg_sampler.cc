@@ -473,6 +473,7 @@ void KmsgSampler::Run() {
       Blind(s.message());
       source.reset();  // reopened after an interval; records read already are skipped
       if (!worker().SleepFor(options_.interval)) break;
+      continue;  // no view until a read works: it would say the source sees
     }
     if (caught_up_ && std::chrono::steady_clock::now() >= next_publish) {
       Publish();

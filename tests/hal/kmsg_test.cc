@@ -262,6 +262,33 @@ class KmsgSamplerTest : public ::testing::Test {
   std::vector<store::KmsgDeviceView> view_;
 };
 
+// A log that fails to read (here a directory, which opens and then answers
+// EISDIR) keeps the source blind: after the error no view goes out until a
+// read works again (one did, between the error and the retry, and made it
+// seeing with up at 0).
+TEST_F(KmsgSamplerTest, AReadErrorKeepsTheSourceBlindUntilAReadWorks) {
+  xpu::testing::TempDir dir;
+  KmsgSampler::Options o;
+  o.path = dir.path();  // not a regular file: read as /dev/kmsg is
+  o.interval = std::chrono::milliseconds(50);
+  KmsgSampler s(o, KmsgCatalog::Builtin(), FaultCatalog::Builtin(), &registry_, &metrics_);
+  KmsgSampler::State caught_up;
+  caught_up.caught_up = true;  // as a predecessor that had read the ring hands over
+  s.Seed(caught_up);
+  s.Start();
+  auto blind = [&] {
+    for (const store::SourceView& v : registry_.SourceViews())
+      if (v.source == "kmsg") return v.sight == store::Sight::kBlind;
+    return false;
+  };
+  ASSERT_TRUE(xpu::testing::WaitFor(blind, std::chrono::seconds(10)));
+  // Ten intervals of errors and retries: no view published.
+  EXPECT_FALSE(xpu::testing::WaitFor([&] { return registry_.fault_views_set().kmsg > 0; },
+                                     std::chrono::milliseconds(500)));
+  EXPECT_TRUE(blind());
+  s.Stop();
+}
+
 TEST_F(KmsgSamplerTest, EventsStayActiveForTheirWindowAndAreCountedEachTime) {
   const uint64_t window = 600'000'000;  // the built-in catalog's 10m
   Record("NVRM: Xid (PCI:0000:3b:00): 13, pid=1, name=a, Graphics Exception", now_us_ - 1000);
