@@ -31,7 +31,9 @@ void SourceSampler::Run() {
     Tick();
     next += interval_;
     const auto now = std::chrono::steady_clock::now();
-    if (next < now) next = now;  // fell behind: do not burst
+    // Fell behind (a sample longer than the interval): no burst, and a
+    // quarter of the interval's rest at least.
+    if (next < now) next = now + interval_ / 4;
   } while (worker_.SleepUntil(next));
 }
 

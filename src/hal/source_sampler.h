@@ -50,7 +50,8 @@ class SourceSampler : public Part {
 
  protected:
   // The thread's body. By default Tick() once an interval, at a fixed rate
-  // that does not burst after falling behind; a source that reads a stream
+  // that neither bursts after falling behind nor runs back to back (a
+  // quarter interval's rest at least); a source that reads a stream
   // (the kernel log) runs its own loop over worker().
   virtual void Run();
   virtual void Tick() {}
