@@ -288,7 +288,10 @@ void Exporter::RunReload(ReloadJob* job) {
     bool follows = false;
     for (size_t j = 0; j < i; ++j)
       for (std::string_view f : k.follows)
-        follows = follows || (next.rebuild[j] && kinds_[j].name == f);
+        follows =
+            follows ||
+            (next.rebuild[j] &&
+             (kinds_[j].name == f || (f == kHealthSources && kinds_[j].health_source != nullptr)));
     next.rebuild[i] = own || follows;
     if (own && std::find(next.applied.begin(), next.applied.end(), k.applier) == next.applied.end())
       next.applied.push_back(k.applier);

@@ -99,7 +99,9 @@ Status MakeReporter(const PartContext& c, std::unique_ptr<Part>* out) {
   o.condition = nh.condition;
   o.events = nh.events;
   o.recover_hold = nh.hold;
-  o.sources = {c.on("hal"), c.on("pci"), c.on("kmsg")};  // the HAL backends it names
+  o.sources = {c.on("hal"), c.on("pci"), c.on("kmsg"), {}};  // the HAL backends it names
+  for (const PartKind& k : PartTable())                      // and those that publish DeviceViews
+    if (k.health_source != nullptr && c.on(k.name)) o.sources.others.insert(k.health_source);
   *out = std::make_unique<sinks::NodeReporter>(c.cfg.kubernetes, o, api, c.devices, c.metrics);
   return Status::Ok();
 }
@@ -129,7 +131,7 @@ const std::vector<PartKind>& PartTable() {
       {"nodehealth",
        Applier::kNodeHealth,
        nullptr,
-       {"hal", "pci", "kmsg", "apiserver"},
+       {"hal", "pci", "kmsg", kHealthSources, "apiserver"},
        NodeHealthChanged,
        MakeReporter},
   };

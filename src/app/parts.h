@@ -42,7 +42,8 @@ struct PartKind {
   // Rebuilt on every reload where this says so: a file it reads may have
   // changed. Null: never.
   bool (*reread)(const Config& cfg) = nullptr;
-  // Rebuilt whenever one of these earlier rows is (it reads what they are).
+  // Rebuilt whenever one of these earlier rows is (it reads what they are);
+  // kHealthSources: every row with a health_source.
   std::vector<std::string_view> follows;
   // Whether its self-metrics start afresh on a reload from `running` to
   // `next` (what it shows changes with its settings, and nothing it showed
@@ -52,7 +53,14 @@ struct PartKind {
   // configuration switches it off. An error fails the start or the reload
   // before anything changed.
   Status (*make)(const PartContext& ctx, std::unique_ptr<Part>* out) = nullptr;
+  // The registry source it publishes DeviceViews as (a health source that
+  // needs nothing of its own in the store), or null: the Node reporter
+  // waits for its first view and is rebuilt with it.
+  const char* health_source = nullptr;
 };
+
+// In `follows`: every row that has a health_source.
+inline constexpr std::string_view kHealthSources = "health sources";
 
 // Every part, in the order they are built, started and stopped: a part comes
 // after the rows it follows.

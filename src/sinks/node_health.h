@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstdint>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -43,7 +44,10 @@ struct FaultSources {
   bool hal = false;  // the sysfs backend
   bool pci = false;
   bool kmsg = false;
-  bool any() const { return hal || pci || kmsg; }
+  // The sources that publish DeviceViews (store::HealthSourcePort), by
+  // name: each waited for until its first view.
+  std::set<std::string> others;
+  bool any() const { return hal || pci || kmsg || !others.empty(); }
   bool operator==(const FaultSources&) const = default;
 };
 

@@ -170,6 +170,12 @@ bool NodeReporter::Settled(Clock::time_point now) const {
     return it != sight.end() && it->second == store::Sight::kBlind;
   };
   const FaultSources& s = options_.sources;
+  auto count = [](const store::FaultViewsSet& of, const std::string& source) {
+    auto it = of.others.find(source);
+    return it != of.others.end() ? it->second : 0;
+  };
+  for (const std::string& source : s.others)
+    if (count(set, source) < count(base, source) + 1 && !blind(source.c_str())) return false;
   return (!s.hal || set.hal >= base.hal + 1 || blind(store::kSourceSysfs)) &&
          (!s.pci || set.pci >= base.pci + 2 || blind(store::kSourcePci)) &&
          (!s.kmsg || set.kmsg >= base.kmsg + 2 || blind(store::kSourceKmsg));

@@ -1,6 +1,7 @@
 #include "store/device_registry.h"
 
 #include <algorithm>
+#include <charconv>
 #include <map>
 #include <string>
 
@@ -12,6 +13,7 @@ namespace {
 
 int32_t MinorOfView(const DeviceInfo& d) { return d.minor; }
 int32_t MinorOfView(const HalDeviceView& d) { return d.minor; }
+int32_t MinorOfView(const DeviceView& d) { return d.minor; }
 // A PCI function not joined to a device has no minor.
 int32_t MinorOfView(const PciDeviceView& d) {
   return d.minor.empty() ? -1 : static_cast<int32_t>(std::stol(d.minor));
@@ -23,6 +25,27 @@ template <typename View>
 void KeepChosen(const std::set<int32_t>& chosen, std::vector<View>* views) {
   if (chosen.empty()) return;
   std::erase_if(*views, [&](const View& v) { return chosen.count(MinorOfView(v)) == 0; });
+}
+
+// A DeviceViews with only the chosen devices, and only their samples in its
+// families (a sample without a minor, or of a device not joined, is no
+// chosen device's).
+void KeepChosen(const std::set<int32_t>& chosen, DeviceViews* views) {
+  if (chosen.empty()) return;
+  KeepChosen(chosen, &views->devices);
+  for (prometheus::MetricFamily& family : views->families) {
+    std::erase_if(family.metric, [&](const prometheus::ClientMetric& m) {
+      for (const prometheus::ClientMetric::Label& l : m.label) {
+        if (l.name != "minor") continue;
+        int32_t minor = -1;
+        const auto [end, ec] =
+            std::from_chars(l.value.data(), l.value.data() + l.value.size(), minor);
+        return ec != std::errc() || end != l.value.data() + l.value.size() ||
+               chosen.count(minor) == 0;
+      }
+      return true;
+    });
+  }
 }
 
 // The merged views in order, health following the worst active fault.
@@ -61,6 +84,7 @@ void DeviceRegistry::SetDeviceFilter(std::set<int32_t> minors) {
   // The HAL's and PCI's views now; their next samples filter too.
   KeepChosen(filter_, &hal_);
   KeepChosen(filter_, &pci_);
+  for (auto& [source, views] : views_) KeepChosen(filter_, &views);
 }
 
 void DeviceRegistry::OnXdmDevicesChanged(DevicesListener listener) {
@@ -113,6 +137,7 @@ void DeviceRegistry::CloseSource(const std::string& source) {
   if (source == kSourceSysfs) hal_.clear();
   if (source == kSourcePci) pci_.clear();
   if (source == kSourceKmsg) kmsg_.clear();
+  views_.erase(source);
 }
 
 void DeviceRegistry::SeenLocked(const std::string& source) {
@@ -155,6 +180,11 @@ std::vector<SourceView> DeviceRegistry::SourceViews() const {
         v.devices.push_back({p.minor.empty() ? -1 : std::stoi(p.minor), p.bus_id, p.faults});
     } else if (name == kSourceKmsg) {
       for (const KmsgDeviceView& k : kmsg_) v.devices.push_back({k.minor, k.bus_id, k.faults});
+    } else if (auto it = views_.find(name); it != views_.end()) {
+      // It names its devices itself: they count without XDM's list.
+      v.joins_device_list = false;
+      for (const DeviceView& d : it->second.devices)
+        if (d.healthy) v.devices.push_back({d.minor, d.bus_id, d.faults});
     }
     out.push_back(std::move(v));
   }
@@ -251,6 +281,14 @@ void DeviceRegistry::SetKmsgDevices(std::optional<std::vector<KmsgDeviceView>> d
   if (known_) ++views_set_.kmsg;
   kmsg_ = std::move(*devices);
   SeenLocked(kSourceKmsg);
+}
+
+void DeviceRegistry::SetDeviceViews(const std::string& source, DeviceViews views) {
+  MutexLock lock(mu_);
+  KeepChosen(filter_, &views);
+  ++views_set_.others[source];
+  views_[source] = std::move(views);
+  SeenLocked(source);
 }
 
 std::vector<KmsgDeviceView> DeviceRegistry::KmsgDevices() const {
@@ -406,6 +444,25 @@ void DeviceRegistry::WriteKmsgLocked(Families* f) const {
   }
 }
 
+void DeviceRegistry::WriteViewsLocked(Families* f,
+                                      std::vector<prometheus::MetricFamily>* out) const {
+  for (const auto& [source, views] : views_) {
+    if (!FreshLocked(source)) continue;
+    const bool seeing = SightLocked(source) == Sight::kSeeing;
+    for (const DeviceView& d : views.devices) {
+      const std::string minor = d.minor >= 0 ? std::to_string(d.minor) : "";
+      const int worst =
+          WriteDeviceFaults(&f->active, &f->level, minor, d.uuid, d.faults, source.c_str());
+      // Health follows the worst active fault too, as every source's does.
+      if (seeing && d.healthy)
+        f->health.metric.push_back(
+            GaugeSample({{"minor", minor}, {"uuid", d.uuid}, {"source", source}},
+                        *d.healthy && worst < kUnhealthyFaultLevel));
+    }
+    out->insert(out->end(), views.families.begin(), views.families.end());
+  }
+}
+
 void DeviceRegistry::WritePodsLocked(Families* f) const {
   for (const PodAssignment& p : pods_) {
     const std::string minor = MinorOfLocked(p.uuid);
@@ -470,6 +527,8 @@ std::vector<prometheus::MetricFamily> DeviceRegistry::Collect() const {
   WritePodsLocked(&f);
   WriteSharesLocked(&f);
   WriteSourcesLocked(&f);
+  std::vector<prometheus::MetricFamily> views;
+  WriteViewsLocked(&f, &views);
   std::vector<prometheus::MetricFamily> out;
   for (prometheus::MetricFamily* family :
        {&f.pods, &f.mem_limit, &f.core_limit, &f.split, &f.shared_mem, &f.shared_cores,
@@ -480,6 +539,7 @@ std::vector<prometheus::MetricFamily> DeviceRegistry::Collect() const {
   if (FreshLocked(kSourcePci)) {
     for (prometheus::MetricFamily& family : PciFamilies(pci_)) out.push_back(std::move(family));
   }
+  for (prometheus::MetricFamily& family : views) out.push_back(std::move(family));
   return out;
 }
 

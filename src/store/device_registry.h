@@ -63,6 +63,7 @@ class DeviceRegistry : public prometheus::Collectable,
   void SetPciDevices(std::vector<PciDeviceView> devices) override;
   // xpu_device_fault_*{source="kmsg"} and xpu_device_health{source="kmsg"}.
   void SetKmsgDevices(std::optional<std::vector<KmsgDeviceView>> devices) override;
+  void SetDeviceViews(const std::string& source, DeviceViews views) override;
   FaultRaises& raises() override { return raises_; }
 
   // PodPort (the kubelet, the API server's watch; docs/kubernetes.md).
@@ -100,6 +101,7 @@ class DeviceRegistry : public prometheus::Collectable,
   std::vector<PodAssignment> pods_ XPU_GUARDED_BY(mu_);
   std::vector<PciDeviceView> pci_ XPU_GUARDED_BY(mu_);
   std::vector<KmsgDeviceView> kmsg_ XPU_GUARDED_BY(mu_);
+  std::map<std::string, DeviceViews> views_ XPU_GUARDED_BY(mu_);  // SetDeviceViews, by source
   // What each open health source last said of itself.
   struct SourceState {
     std::chrono::milliseconds interval{1000};
@@ -133,6 +135,9 @@ class DeviceRegistry : public prometheus::Collectable,
   void WritePodsLocked(Families* f) const XPU_REQUIRES(mu_);
   void WriteSharesLocked(Families* f) const XPU_REQUIRES(mu_);
   void WriteSourcesLocked(Families* f) const XPU_REQUIRES(mu_);
+  // The DeviceViews sources' health and faults; their families into `out`.
+  void WriteViewsLocked(Families* f, std::vector<prometheus::MetricFamily>* out) const
+      XPU_REQUIRES(mu_);
   DevicesListener listener_;                             // set before writers start
   std::set<int32_t> filter_ XPU_GUARDED_BY(mu_);         // empty: every device
   std::vector<DeviceInfo> xdm_raw_ XPU_GUARDED_BY(mu_);  // the list before filtering

@@ -55,6 +55,11 @@ class HealthSourcePort {
   virtual void SetHalDevices(std::vector<HalDeviceView> devices) = 0;
   virtual void SetPciDevices(std::vector<PciDeviceView> devices) = 0;
   virtual void SetKmsgDevices(std::optional<std::vector<KmsgDeviceView>> devices) = 0;
+  // Any other source's view (store/views.h, DeviceViews): written as
+  // xpu_device_health{source}, xpu_device_fault_*{source} and its own
+  // families, withdrawn by the rule above. The way a new backend publishes
+  // without a type or a setter of its own in the store.
+  virtual void SetDeviceViews(const std::string& source, DeviceViews views) = 0;
   // The raises the backends saw happen (not the ones found at start), which
   // the Node reporter turns into Events (hal::NoteRaise adds them).
   virtual FaultRaises& raises() = 0;

@@ -6,7 +6,10 @@
 // (store/device_registry.h); the sources and sinks see them through the
 // ports they use (store/ports.h).
 
+#include <prometheus/metric_family.h>
+
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -201,7 +204,31 @@ inline constexpr const char* kSourceKmsg = "kmsg";
 // view was certainly built from it.
 struct FaultViewsSet {
   uint64_t hal = 0, pci = 0, kmsg = 0;
-  bool devices_known = false;  // XDM's list has come
+  std::map<std::string, uint64_t> others;  // the sources of DeviceViews, by name
+  bool devices_known = false;              // XDM's list has come
+};
+
+// One device in the view of a health source that publishes the common shape
+// (SetDeviceViews: a backend that needs nothing of its own in the store,
+// the nvml backend first): joined by the source to XDM's list (minor -1
+// while XDM does not list it: the device is still named by its uuid and
+// judged), its health and its active faults.
+struct DeviceView {
+  int32_t minor = -1;
+  std::string uuid;
+  std::string bus_id;           // canonical, "0000:3b:00.0"; may be empty
+  std::optional<bool> healthy;  // nullopt: health could not be read this sample
+  std::vector<ActiveFault> faults;
+  bool operator==(const DeviceView&) const = default;
+};
+
+// Such a source's whole view: its devices, and the families only it writes,
+// each sample of a device labelled "minor" as the device's view is (empty
+// while not joined). The registry writes the families with the view's
+// health and faults, under one lock, while the view is fresh.
+struct DeviceViews {
+  std::vector<DeviceView> devices;
+  std::vector<prometheus::MetricFamily> families;
 };
 
 }  // namespace xpu::store

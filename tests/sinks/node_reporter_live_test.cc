@@ -195,6 +195,31 @@ TEST_F(NodeReporterLiveTest, TheConditionWaitsForTheBackendsToSpeak) {
   reporter->Stop();
 }
 
+// A source that publishes DeviceViews (FaultSources::others, the nvml
+// backend's way) is waited for as the others are: until a view published
+// after the reporter started; then its fault is the condition's.
+TEST_F(NodeReporterLiveTest, TheConditionWaitsForADeviceViewsSourceToSpeak) {
+  o_.sources.others = {"nvml"};
+  o_.settle_limit = std::chrono::hours(1);
+  registry_.OpenSource("nvml", std::chrono::hours(1));
+  store::DeviceViews v;
+  v.devices = {{1, "U1", "0000:3b:00.0", true, {NamedFault("0xFC010001", 6, "isolate_card")}}};
+  registry_.SetDeviceViews("nvml", v);  // before the start: an old view
+  auto reporter = Make();
+  reporter->Start();
+  Publish();
+  const size_t reads = NodeReads();
+  ASSERT_TRUE(WaitFor([&] { return NodeReads() >= reads + 3; }, std::chrono::seconds(10)));
+  EXPECT_EQ(Patches().size(), 0u);
+  registry_.SetDeviceViews("nvml", v);
+  ASSERT_TRUE(WaitFor([&] { return Patches().size() == 1; }, std::chrono::seconds(10)));
+  EXPECT_EQ(Condition(Patches()[0])["status"], "False");
+  EXPECT_NE(Condition(Patches()[0])["message"].get<std::string>().find("[isolate_card, nvml]"),
+            std::string::npos)
+      << Condition(Patches()[0])["message"];
+  reporter->Stop();
+}
+
 // A fault that comes and goes every round: False at once, then no patch
 // until the Node has been healthy for recover_hold.
 TEST_F(NodeReporterLiveTest, AFlappingFaultDoesNotPatchTheNodeOverAndOver) {

@@ -7,6 +7,7 @@
 
 #include "store/device_registry.h"
 #include "store/metric_store.h"
+#include "support/metrics_util.h"
 
 namespace xpu::store {
 namespace {
@@ -331,6 +332,79 @@ TEST(DeviceRegistryTest, FaultViewsCountOnlyOnceTheyCanJoinXdmsList) {
   r.SetKmsgDevices(std::nullopt);
   EXPECT_EQ(r.fault_views_set().pci, 1u);
   EXPECT_EQ(r.fault_views_set().kmsg, 1u);
+}
+
+// A source that publishes the common shape (SetDeviceViews, the nvml
+// backend's way): its health, faults and own families on the page while it
+// sees; its health goes when blind, the whole view when stale or closed; the
+// device filter reaches its families; the Node condition's view has it.
+TEST(DeviceRegistryTest, DeviceViewsFollowTheOneRuleOfEverySource) {
+  DeviceRegistry r;
+  auto now = std::chrono::steady_clock::now();
+  r.SetClock([&now] { return now; });
+  r.OpenSource("nvml", seconds(1));
+  DeviceViews v;
+  ActiveFault lost;
+  lost.code = "0xFC010001";
+  lost.name = "nvidia_gpu_lost";
+  lost.level = 6;
+  lost.level_name = "isolate_card";
+  v.devices = {{0, "GPU-a", "0000:3b:00.0", true, {}},
+               {-1, "GPU-b", "0000:5e:00.0", true, {lost}},      // XDM does not list it
+               {1, "GPU-c", "0000:86:00.0", std::nullopt, {}}};  // health unread
+  prometheus::MetricFamily temp;
+  temp.name = "xpu_test_temperature_celsius";
+  temp.help = "t";
+  temp.type = prometheus::MetricType::Gauge;
+  for (const auto& [minor, value] : {std::pair{"0", 40.0}, {"", 50.0}, {"1", 60.0}}) {
+    prometheus::ClientMetric m;
+    m.label = {{"minor", minor}};
+    m.gauge.value = value;
+    temp.metric.push_back(m);
+  }
+  v.families = {temp};
+  r.SetDeviceViews("nvml", v);
+  EXPECT_EQ(r.fault_views_set().others.at("nvml"), 1u);
+  using xpu::testing::MetricValue;
+  EXPECT_EQ(MetricValue(r, "xpu_device_health", {{"source", "nvml"}, {"uuid", "GPU-a"}}), 1);
+  // Named and judged without XDM's list: unhealthy by its fault.
+  EXPECT_EQ(MetricValue(r, "xpu_device_health", {{"source", "nvml"}, {"uuid", "GPU-b"}}), 0);
+  EXPECT_EQ(MetricValue(r, "xpu_device_fault_active",
+                        {{"source", "nvml"}, {"uuid", "GPU-b"}, {"code", "0xFC010001"}}),
+            1);
+  EXPECT_EQ(MetricValue(r, "xpu_device_health", {{"source", "nvml"}, {"uuid", "GPU-c"}}), -1);
+  EXPECT_EQ(MetricValue(r, "xpu_test_temperature_celsius", {{"minor", "1"}}), 60);
+  std::vector<SourceView> views = r.SourceViews();
+  ASSERT_EQ(views.size(), 1u);
+  EXPECT_EQ(views[0].source, "nvml");
+  EXPECT_EQ(views[0].sight, Sight::kSeeing);
+  EXPECT_FALSE(views[0].joins_device_list);
+  ASSERT_EQ(views[0].devices.size(), 2u) << "a device whose health was not read is not seen";
+  EXPECT_EQ(views[0].devices[1].faults, std::vector<ActiveFault>{lost});
+
+  // The filter keeps the chosen devices and their samples only.
+  r.SetDeviceFilter({0});
+  EXPECT_EQ(MetricValue(r, "xpu_test_temperature_celsius", {{"minor", "0"}}), 40);
+  EXPECT_EQ(MetricValue(r, "xpu_test_temperature_celsius", {{"minor", ""}}), -1);
+  EXPECT_EQ(MetricValue(r, "xpu_device_health", {{"source", "nvml"}, {"uuid", "GPU-b"}}), -1);
+  r.SetDeviceFilter({});
+  r.SetDeviceViews("nvml", v);
+
+  // Blind: its health goes at once, its faults and families stay until stale.
+  r.SetSourceBlind("nvml", "NVML did not answer");
+  EXPECT_EQ(MetricValue(r, "xpu_device_health", {{"source", "nvml"}, {"uuid", "GPU-a"}}), -1);
+  EXPECT_EQ(MetricValue(r, "xpu_device_fault_active", {{"source", "nvml"}, {"uuid", "GPU-b"}}), 1);
+  EXPECT_EQ(r.SourceViews()[0].sight, Sight::kBlind);
+  now += kStaleIntervals * seconds(1) + milliseconds(1);
+  EXPECT_EQ(MetricValue(r, "xpu_device_fault_active", {{"source", "nvml"}, {"uuid", "GPU-b"}}), -1);
+  EXPECT_EQ(MetricValue(r, "xpu_test_temperature_celsius"), -1);
+  // Seeing again, then closed: nothing left.
+  r.SetDeviceViews("nvml", v);
+  EXPECT_EQ(MetricValue(r, "xpu_test_temperature_celsius", {{"minor", "0"}}), 40);
+  r.CloseSource("nvml");
+  EXPECT_EQ(MetricValue(r, "xpu_test_temperature_celsius"), -1);
+  EXPECT_EQ(MetricValue(r, "xpu_device_health", {{"source", "nvml"}}), -1);
+  EXPECT_TRUE(r.SourceViews().empty());
 }
 
 }  // namespace
