@@ -6,6 +6,7 @@
 // nothing here comes from NVIDIA's header. The library is opened at run
 // time (NvmlLibrary); nothing links against it. docs/hal.md, "nvml".
 
+#include <cstddef>
 #include <cstdint>
 
 namespace xpu::hal::nvml {
@@ -59,13 +60,17 @@ struct Utilization {
   unsigned memory;
 };
 
-// nvmlProcessInfo_t (v2, as nvmlDeviceGetComputeRunningProcesses_v3 fills it).
+// nvmlProcessInfo_v2_t, as nvmlDeviceGetComputeRunningProcesses_v2 fills it
+// (its layout never changed; some R535 drivers filled the _v3 function's
+// with a longer one, so _v2 is called where the library has it, and the
+// buffer has room for the longer entries either way).
 struct ProcessInfo {
   unsigned pid;
   unsigned long long used_gpu_memory;  // bytes
   unsigned gpu_instance_id;            // 0xFFFFFFFF without MIG
   unsigned compute_instance_id;
 };
+inline constexpr size_t kLongestProcessInfo = 32;  // bytes, the R535 form
 
 // nvmlEventData_t.
 struct EventData {
@@ -140,5 +145,15 @@ using EventSetCreateFn = Return (*)(EventSet*);
 using DeviceRegisterEventsFn = Return (*)(Device, unsigned long long, EventSet);
 using EventSetWaitFn = Return (*)(EventSet, EventData*, unsigned);
 using EventSetFreeFn = Return (*)(EventSet);
+
+// The layouts are the ABI: a mistake here reads garbage from a real driver
+// (the stand-in shares this header, so only these can see one).
+static_assert(sizeof(PciInfo) == 68 && offsetof(PciInfo, bus_id) == 36);
+static_assert(sizeof(Memory) == 24 && offsetof(Memory, used) == 16);
+static_assert(sizeof(Utilization) == 8);
+static_assert(sizeof(ProcessInfo) == 24 && offsetof(ProcessInfo, used_gpu_memory) == 8 &&
+              offsetof(ProcessInfo, compute_instance_id) == 20);
+static_assert(sizeof(EventData) == 32 && offsetof(EventData, event_data) == 16 &&
+              offsetof(EventData, compute_instance_id) == 28);
 
 }  // namespace xpu::hal::nvml

@@ -72,7 +72,7 @@ Status NvmlLibrary::Open(const std::string& path, std::shared_ptr<const NvmlLibr
        m);
   Bind(handle, {"nvmlDeviceGetName"}, &a.name, m);
   Bind(handle, {"nvmlDeviceGetUUID"}, &a.uuid, m);
-  Bind(handle, {"nvmlDeviceGetPciInfo_v3"}, &a.pci_info, m);
+  Bind(handle, {"nvmlDeviceGetPciInfo_v3", "nvmlDeviceGetPciInfo_v2"}, &a.pci_info, m);
   Bind(handle, {"nvmlDeviceGetTemperature"}, &a.temperature, m);
   Bind(handle, {"nvmlDeviceGetPowerUsage"}, &a.power_usage, m);
   Bind(handle, {"nvmlDeviceGetTotalEnergyConsumption"}, &a.total_energy, m);
@@ -94,7 +94,9 @@ Status NvmlLibrary::Open(const std::string& path, std::shared_ptr<const NvmlLibr
   Bind(handle, {"nvmlDeviceGetMigDeviceHandleByIndex"}, &a.mig_device_by_index, m);
   Bind(handle, {"nvmlDeviceGetGpuInstanceId"}, &a.gpu_instance_id, m);
   Bind(handle, {"nvmlDeviceGetComputeInstanceId"}, &a.compute_instance_id, m);
-  Bind(handle, {"nvmlDeviceGetComputeRunningProcesses_v3"}, &a.compute_processes, m);
+  Bind(handle,
+       {"nvmlDeviceGetComputeRunningProcesses_v2", "nvmlDeviceGetComputeRunningProcesses_v3"},
+       &a.compute_processes, m);
   Bind(handle, {"nvmlEventSetCreate"}, &a.event_set_create, m);
   Bind(handle, {"nvmlDeviceRegisterEvents"}, &a.register_events, m);
   Bind(handle, {"nvmlEventSetWait_v2"}, &a.event_set_wait, m);

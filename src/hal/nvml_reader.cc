@@ -18,6 +18,8 @@ class Calls {
     if (r == nvml::kSuccess) return true;
     if (r == nvml::kErrorGpuIsLost) {
       d_->lost = true;
+    } else if (r == nvml::kErrorResetRequired) {
+      d_->reset_required = true;
     } else if (r != nvml::kErrorNotSupported && r != nvml::kErrorFunctionNotFound &&
                r != nvml::kErrorNotFound) {
       if (d_->errors.size() < 32)
@@ -89,12 +91,16 @@ void ReadMemoryHealth(const NvmlLibrary::Api& a, nvml::Device h, Calls& ok, Nvml
     }
   }
   if (a.retired_pages != nullptr) {
-    unsigned n = 0;  // the count only: no address buffer
-    if (ok(a.retired_pages(h, nvml::kRetiredMultipleSingleBit, &n, nullptr), "retired pages"))
-      d->retired_pages_single_bit = n;
-    n = 0;
-    if (ok(a.retired_pages(h, nvml::kRetiredDoubleBit, &n, nullptr), "retired pages"))
-      d->retired_pages_double_bit = n;
+    // NVML fills the addresses too; a buffer too small answers
+    // INSUFFICIENT_SIZE with the count needed, which is the count.
+    std::vector<unsigned long long> addresses(kMaxNvmlRetiredPages);
+    for (const auto& [cause, into] :
+         {std::pair{nvml::kRetiredMultipleSingleBit, &d->retired_pages_single_bit},
+          {nvml::kRetiredDoubleBit, &d->retired_pages_double_bit}}) {
+      unsigned n = kMaxNvmlRetiredPages;
+      const nvml::Return r = a.retired_pages(h, cause, &n, addresses.data());
+      if (r == nvml::kErrorInsufficientSize || ok(r, "retired pages")) *into = n;
+    }
   }
   int state = 0;
   if (a.retired_pages_pending != nullptr &&
@@ -168,11 +174,19 @@ void ReadMig(const NvmlLibrary::Api& a, nvml::Device h, Calls& ok, NvmlDevice* d
 
 void ReadProcesses(const NvmlLibrary::Api& a, nvml::Device h, Calls& ok, NvmlDevice* d) {
   if (a.compute_processes == nullptr) return;
-  std::vector<nvml::ProcessInfo> infos(kMaxNvmlProcesses);
+  // Room for kMaxNvmlProcesses of the longest entries a driver has written
+  // (nvml_api.h), read at the documented stride.
+  std::vector<nvml::ProcessInfo> infos(
+      (kMaxNvmlProcesses * nvml::kLongestProcessInfo + sizeof(nvml::ProcessInfo) - 1) /
+      sizeof(nvml::ProcessInfo));
   unsigned count = kMaxNvmlProcesses;
-  nvml::Return r = a.compute_processes(h, &count, infos.data());
-  // More than the bound: the first kMaxNvmlProcesses are not given, so none.
-  if (r == nvml::kErrorInsufficientSize || !ok(r, "processes")) return;
+  const nvml::Return r = a.compute_processes(h, &count, infos.data());
+  if (r == nvml::kErrorInsufficientSize) {  // NVML gives none of them then
+    d->errors.push_back("processes: more than " + std::to_string(kMaxNvmlProcesses) +
+                        " hold memory on the card; none read");
+    return;
+  }
+  if (!ok(r, "processes")) return;
   for (unsigned i = 0; i < std::min(count, kMaxNvmlProcesses); ++i) {
     NvmlProcess p;
     p.pid = infos[i].pid;
@@ -199,7 +213,8 @@ Status ReadNvmlDevices(const NvmlLibrary& lib, std::vector<NvmlDevice>* out) {
     Calls ok(lib, &d);
     nvml::Device h = nullptr;
     if (!ok(a.device_by_index(i, &h), "handle") || h == nullptr) {
-      out->push_back(std::move(d));  // listed, unread: lost or in error
+      d.unreadable = !d.lost;  // listed, unread: lost, or not seen at all
+      out->push_back(std::move(d));
       continue;
     }
     ReadIdentity(a, h, ok, &d);
@@ -217,6 +232,7 @@ std::vector<std::string> DeriveNvmlFaults(const NvmlDevice& d) {
   if (d.remap && d.remap->failure) codes.emplace_back(kNvmlRowRemapFailure);
   if (d.remap && d.remap->pending) codes.emplace_back(kNvmlRowRemapPending);
   if (d.retirement_pending.value_or(false)) codes.emplace_back(kNvmlRetirementPending);
+  if (d.reset_required) codes.emplace_back(kNvmlResetRequired);
   return codes;
 }
 

@@ -44,6 +44,11 @@ struct NvmlDevice {
   std::string bus_id;  // canonical, "0000:3b:00.0"; empty if NVML gave none
   // NVML_ERROR_GPU_IS_LOST on any call: the card cannot be reached.
   bool lost = false;
+  // NVML_ERROR_RESET_REQUIRED on any call: the card needs a reset first.
+  bool reset_required = false;
+  // Its handle could not be had (not lost): nothing of it was read, so it is
+  // not seen (its health Unknown, never healthy).
+  bool unreadable = false;
   std::optional<double> temperature_celsius, power_watts, energy_joules;
   std::optional<uint64_t> memory_total_bytes, memory_used_bytes;
   std::optional<unsigned> gpu_utilization, memory_utilization;  // percent
@@ -72,8 +77,9 @@ struct NvmlDevice {
 
 // Bounds of one sample (docs/reliability.md).
 inline constexpr unsigned kMaxNvmlDevices = 64;
-inline constexpr unsigned kMaxNvmlMigDevices = 64;  // per card
-inline constexpr unsigned kMaxNvmlProcesses = 256;  // per card
+inline constexpr unsigned kMaxNvmlMigDevices = 64;     // per card
+inline constexpr unsigned kMaxNvmlProcesses = 256;     // per card
+inline constexpr unsigned kMaxNvmlRetiredPages = 512;  // addresses read per cause
 
 // Every card the library lists (at most kMaxNvmlDevices), read whole. An
 // error only when the list itself cannot be had (nvmlDeviceGetCount_v2
@@ -84,11 +90,14 @@ Status ReadNvmlDevices(const NvmlLibrary& lib, std::vector<NvmlDevice>* out);
 
 // The fault codes a sample shows (docs/hal.md, "nvml"; the fault catalog
 // has their levels): GPU lost, a row remap that failed or waits for a
-// reset, page retirement waiting for a reset.
-inline constexpr const char* kNvmlGpuLost = "0x10DE1001";
-inline constexpr const char* kNvmlRowRemapFailure = "0x10DE1002";
-inline constexpr const char* kNvmlRowRemapPending = "0x10DE1003";
-inline constexpr const char* kNvmlRetirementPending = "0x10DE1004";
+// reset, page retirement waiting for a reset, a card that answers that it
+// needs a reset. 0xFC0100xx: derived by the nvml backend (0x10DE0000 + n
+// is the Xid n, which the kernel log may name up to 65535).
+inline constexpr const char* kNvmlGpuLost = "0xFC010001";
+inline constexpr const char* kNvmlRowRemapFailure = "0xFC010002";
+inline constexpr const char* kNvmlRowRemapPending = "0xFC010003";
+inline constexpr const char* kNvmlRetirementPending = "0xFC010004";
+inline constexpr const char* kNvmlResetRequired = "0xFC010005";
 std::vector<std::string> DeriveNvmlFaults(const NvmlDevice& d);
 
 }  // namespace xpu::hal

@@ -10,6 +10,9 @@
 
 #include "hal/fault_catalog.h"
 #include "hal/nvml_reader.h"
+#include "hal/nvml_sampler.h"
+#include "store/device_registry.h"
+#include "support/metrics_util.h"
 #include "support/test_util.h"
 
 namespace xpu::hal {
@@ -209,6 +212,48 @@ TEST_F(NvmlTest, ALostCardIsMarkedAndTheOthersAreRead) {
   EXPECT_EQ(DeriveNvmlFaults(d[1]), std::vector<std::string>{kNvmlGpuLost});
 }
 
+TEST_F(NvmlTest, ALibraryThatIsNotNvmlIsRefused) {
+  std::shared_ptr<const NvmlLibrary> lib;
+  const Status s = NvmlLibrary::Open("libz.so.1", &lib);
+  EXPECT_EQ(s.code(), Status::Code::kNotFound);
+  EXPECT_NE(s.message().find("not NVML"), std::string::npos) << s.message();
+}
+
+// Answers beyond the bounds, and answers that are neither success nor
+// "not supported": each bounded, recorded or judged, the rest still read.
+TEST_F(NvmlTest, AnswersBeyondTheBoundsAndErrorsAreBoundedAndSaid) {
+  Json f = TwoCards();
+  Json many = Json::array();
+  for (unsigned i = 0; i < kMaxNvmlProcesses + 1; ++i)
+    many.push_back({{"pid", i + 1}, {"used", 1}});
+  f["devices"][0]["processes"] = many;
+  f["devices"][0]["retired"]["single_bit"] = kMaxNvmlRetiredPages + 88;  // more than the buffer
+  f["devices"][1]["errors"] = {{"nvmlDeviceGetEccMode", nvml::kErrorResetRequired},
+                               {"nvmlDeviceGetTemperature", nvml::kErrorUnknown}};
+  Write(f);
+  auto lib = Open();
+  std::vector<NvmlDevice> d = Read(*lib);
+  ASSERT_EQ(d.size(), 2u);
+  EXPECT_TRUE(d[0].processes.empty());
+  ASSERT_EQ(d[0].errors.size(), 1u);
+  EXPECT_NE(d[0].errors[0].find("more than 256"), std::string::npos) << d[0].errors[0];
+  EXPECT_EQ(d[0].retired_pages_single_bit, kMaxNvmlRetiredPages + 88);  // the count NVML gave
+  EXPECT_EQ(d[0].retired_pages_double_bit, 1u);
+  EXPECT_TRUE(d[1].reset_required);
+  EXPECT_EQ(d[1].temperature_celsius, std::nullopt);
+  ASSERT_EQ(d[1].errors.size(), 1u);
+  EXPECT_NE(d[1].errors[0].find("temperature"), std::string::npos) << d[1].errors[0];
+  EXPECT_EQ(DeriveNvmlFaults(d[1]),
+            (std::vector<std::string>{kNvmlRetirementPending, kNvmlResetRequired}));
+  // A card whose handle cannot be had is listed, unread and not lost.
+  f["devices"][1]["errors"] = {{"nvmlDeviceGetHandleByIndex_v2", nvml::kErrorUnknown}};
+  Write(f);
+  d = Read(*lib);
+  EXPECT_TRUE(d[1].unreadable);
+  EXPECT_FALSE(d[1].lost);
+  EXPECT_EQ(d[1].uuid, "");
+}
+
 TEST_F(NvmlTest, FaultsFollowRemapsAndRetirement) {
   NvmlDevice d;
   EXPECT_TRUE(DeriveNvmlFaults(d).empty());
@@ -234,9 +279,170 @@ TEST_F(NvmlTest, EveryDerivedCodeIsInTheCatalog) {
   EXPECT_EQ(catalog->Lookup(kNvmlRowRemapFailure).level, FaultLevel::kIsolateCard);
   EXPECT_EQ(catalog->Lookup(kNvmlRowRemapPending).level, FaultLevel::kResetCard);
   EXPECT_EQ(catalog->Lookup(kNvmlRetirementPending).level, FaultLevel::kResetCard);
-  for (const char* code :
-       {kNvmlGpuLost, kNvmlRowRemapFailure, kNvmlRowRemapPending, kNvmlRetirementPending})
+  EXPECT_EQ(catalog->Lookup(kNvmlResetRequired).level, FaultLevel::kResetCard);
+  for (const char* code : {kNvmlGpuLost, kNvmlRowRemapFailure, kNvmlRowRemapPending,
+                           kNvmlRetirementPending, kNvmlResetRequired})
     EXPECT_TRUE(catalog->Lookup(code).known) << code;
+}
+
+// The sampler over the stand-in, publishing into a real registry.
+class NvmlSamplerTest : public NvmlTest {
+ protected:
+  void SetUp() override {
+    NvmlTest::SetUp();
+    store::DeviceInfo a100;  // XDM lists the A100 only
+    a100.minor = 3;
+    a100.uuid = "XDM-3";
+    a100.bus_id = "0000:3b:00.0";
+    registry_.SetXdmDevices({a100});
+  }
+  std::unique_ptr<NvmlSampler> Make(const std::string& library = FAKE_NVML_PATH,
+                                    std::chrono::milliseconds deadline = {}) {
+    NvmlSampler::Options o;
+    o.library = library;
+    o.interval = std::chrono::seconds(1);
+    o.deadline = deadline;
+    return std::make_unique<NvmlSampler>(o, FaultCatalog::Builtin(), &registry_, &self_);
+  }
+  double Health(const std::string& uuid) {
+    return xpu::testing::MetricValue(registry_, "xpu_device_health",
+                                     {{"source", "nvml"}, {"uuid", uuid}});
+  }
+  store::Sight Sight() {
+    for (const store::SourceView& v : registry_.SourceViews())
+      if (v.source == "nvml") return v.sight;
+    return store::Sight::kNotYet;
+  }
+
+  store::DeviceRegistry registry_;
+  prometheus::Registry self_;
+};
+
+TEST_F(NvmlSamplerTest, PublishesEveryCardJoinedToXdmsListByBusId) {
+  auto s = Make();
+  ASSERT_TRUE(s->SampleOnce());
+  using xpu::testing::MetricValue;
+  EXPECT_EQ(MetricValue(self_, "xpu_nvml_up"), 1);
+  EXPECT_EQ(Sight(), store::Sight::kSeeing);
+  // The A100 by XDM's minor and uuid; its pending remap is reset_card.
+  EXPECT_EQ(
+      MetricValue(
+          registry_, "xpu_device_fault_active",
+          {{"source", "nvml"}, {"minor", "3"}, {"uuid", "XDM-3"}, {"code", kNvmlRowRemapPending}}),
+      1);
+  EXPECT_EQ(Health("XDM-3"), 0);
+  // The H800, which XDM does not list: named by NVML's UUID, judged.
+  EXPECT_EQ(
+      MetricValue(registry_, "xpu_device_fault_active",
+                  {{"source", "nvml"}, {"uuid", "GPU-h800-1"}, {"code", kNvmlRetirementPending}}),
+      1);
+  EXPECT_EQ(Health("GPU-h800-1"), 0);
+  // Its families, on the joined names.
+  EXPECT_EQ(MetricValue(registry_, "xpu_nvml_ecc_errors_total",
+                        {{"minor", "3"}, {"error", "uncorrected"}, {"scope", "aggregate"}}),
+            1);
+  EXPECT_EQ(MetricValue(registry_, "xpu_nvml_clock_event_active",
+                        {{"uuid", "GPU-h800-1"}, {"reason", "hw_thermal_slowdown"}}),
+            1);
+  EXPECT_EQ(MetricValue(registry_, "xpu_nvml_clock_event_active",
+                        {{"uuid", "GPU-h800-1"}, {"reason", "gpu_idle"}}),
+            0);
+  EXPECT_EQ(MetricValue(registry_, "xpu_nvml_nvlink_errors_total",
+                        {{"uuid", "GPU-h800-1"}, {"link", "0"}, {"counter", "crc_flit"}}),
+            7);
+  EXPECT_EQ(MetricValue(registry_, "xpu_nvml_mig_device_info",
+                        {{"minor", "3"}, {"mig_uuid", "MIG-a100-0-1"}, {"gpu_instance", "1"}}),
+            1);
+  EXPECT_EQ(MetricValue(registry_, "xpu_nvml_row_remap_pending", {{"minor", "3"}}), 1);
+}
+
+// A lost card (NVML_ERROR_GPU_IS_LOST) is unhealthy with nvidia_gpu_lost
+// at isolate_card in the sample that finds it; the other card still reads.
+TEST_F(NvmlSamplerTest, ALostCardIsIsolateCardInTheSampleThatFindsIt) {
+  auto s = Make();
+  ASSERT_TRUE(s->SampleOnce());
+  Json f = TwoCards();
+  f["devices"][0]["lost"] = true;
+  Write(f);
+  ASSERT_TRUE(s->SampleOnce());
+  using xpu::testing::MetricValue;
+  EXPECT_EQ(MetricValue(registry_, "xpu_device_fault_level", {{"source", "nvml"}, {"minor", "3"}}),
+            6);
+  EXPECT_EQ(MetricValue(registry_, "xpu_device_fault_active",
+                        {{"source", "nvml"}, {"minor", "3"}, {"code", kNvmlGpuLost}}),
+            1);
+  EXPECT_EQ(Health("XDM-3"), 0);
+  EXPECT_EQ(MetricValue(registry_, "xpu_nvml_clock_event_active",
+                        {{"uuid", "GPU-h800-1"}, {"reason", "hw_thermal_slowdown"}}),
+            1);
+}
+
+// A card whose handle cannot be had is not seen: no health (Unknown to the
+// Node), never healthy; the other card is judged.
+TEST_F(NvmlSamplerTest, ACardThatCannotBeReadHasNoHealth) {
+  auto s = Make();
+  ASSERT_TRUE(s->SampleOnce());
+  Json f = TwoCards();
+  f["devices"][1]["retired"]["pending"] = false;  // healthy but for the handle
+  f["devices"][1]["errors"] = {{"nvmlDeviceGetHandleByIndex_v2", nvml::kErrorUnknown}};
+  Write(f);
+  ASSERT_TRUE(s->SampleOnce());
+  EXPECT_EQ(Health("GPU-h800-1"), -1);
+  EXPECT_EQ(Health("XDM-3"), 0);  // its pending remap
+}
+
+// nvmlInit_v2 failing: the source is blind (Unknown to the Node), never
+// healthy, and says why.
+TEST_F(NvmlSamplerTest, AFailingInitMakesTheSourceBlindNotHealthy) {
+  Json f = TwoCards();
+  f["init_error"] = nvml::kErrorDriverNotLoaded;
+  Write(f);
+  auto s = Make(FreshPath("sampler-init-fails.so"));
+  EXPECT_FALSE(s->SampleOnce());
+  EXPECT_EQ(Sight(), store::Sight::kBlind);
+  EXPECT_EQ(xpu::testing::MetricValue(self_, "xpu_nvml_up"), 0);
+  EXPECT_EQ(xpu::testing::MetricValue(registry_, "xpu_device_health", {{"source", "nvml"}}), -1);
+  bool said = false;
+  for (const store::SourceView& v : registry_.SourceViews())
+    said = said || (v.source == "nvml" && v.why.find("Driver Not Loaded") != std::string::npos);
+  EXPECT_TRUE(said);
+}
+
+// A call the driver never answers holds the reader thread only: the sample
+// ends at its deadline with the source blind (its health withdrawn), the
+// sampler stops at once, and once the call returns it sees again.
+TEST_F(NvmlSamplerTest, AHangingCallMakesTheSourceBlindAtItsDeadline) {
+  auto s = Make(FAKE_NVML_PATH, std::chrono::milliseconds(200));
+  ASSERT_TRUE(s->SampleOnce());
+  EXPECT_EQ(Health("GPU-h800-1"), 0);
+  Json f = TwoCards();
+  f["hang_ms"] = {{"nvmlDeviceGetTemperature", 1500}};
+  Write(f);
+  EXPECT_FALSE(s->SampleOnce());
+  EXPECT_EQ(Sight(), store::Sight::kBlind);
+  EXPECT_EQ(Health("GPU-h800-1"), -1) << "a blind source's health is withdrawn at once";
+  Write(TwoCards());
+  ASSERT_TRUE(xpu::testing::WaitFor([&] { return s->SampleOnce(); }, std::chrono::seconds(10)));
+  EXPECT_EQ(Sight(), store::Sight::kSeeing);
+  // Hanging again, then destroyed while its reader is in the call.
+  f["hang_ms"] = {{"nvmlDeviceGetTemperature", 300}};
+  Write(f);
+  EXPECT_FALSE(s->SampleOnce());
+  s.reset();
+}
+
+// An older driver's library: the missing function is shown, the rest read.
+TEST_F(NvmlSamplerTest, AMissingFunctionIsShownAndTheRestIsRead) {
+  auto s = Make(FAKE_NVML_OLD_PATH);
+  ASSERT_TRUE(s->SampleOnce());
+  using xpu::testing::MetricValue;
+  EXPECT_EQ(
+      MetricValue(self_, "xpu_nvml_missing_functions", {{"function", "nvmlDeviceGetRemappedRows"}}),
+      1);
+  EXPECT_EQ(MetricValue(registry_, "xpu_nvml_row_remap_pending"), -1);
+  EXPECT_EQ(MetricValue(registry_, "xpu_nvml_ecc_errors_total",
+                        {{"minor", "3"}, {"error", "uncorrected"}, {"scope", "aggregate"}}),
+            1);
 }
 
 }  // namespace

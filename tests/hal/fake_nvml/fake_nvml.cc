@@ -5,11 +5,10 @@
 // the file changes. A test injects through the fixture: nvmlInit_v2
 // failing ("init_error"), a lost card ("lost"), a call that hangs
 // ("hang_ms": {"nvmlDeviceGetTemperature": 5000}), a call the card does not
-// support ("unsupported"), and events (Xid, ECC, clocks) that
-// nvmlEventSetWait_v2 delivers once each, in order. Built twice: the
-// fake_nvml_old variant (FAKE_NVML_OLD_DRIVER) is an older driver's
-// library, without nvmlDeviceGetRemappedRows and with only the older name
-// of the clock-event reasons.
+// support ("unsupported"), any other answer to a call ("errors"), and events (Xid, ECC, clocks)
+// that nvmlEventSetWait_v2 delivers once each, in order. Built twice: the fake_nvml_old variant
+// (FAKE_NVML_OLD_DRIVER) is an older driver's library, without nvmlDeviceGetRemappedRows and with
+// only the older name of the clock-event reasons.
 #include <sys/stat.h>
 
 #include <chrono>
@@ -85,6 +84,8 @@ nvml::Return Enter(const char* fn, nvml::Device h, Json* card, Json* mig = nullp
   if (d.value("lost", false)) return nvml::kErrorGpuIsLost;
   for (const Json& u : d.value("unsupported", Json::array()))
     if (u == fn) return nvml::kErrorNotSupported;
+  // Any other answer for a call: {"errors": {"nvmlDeviceGetEccMode": 16}}.
+  if (const Json& e = d.value("errors", Json::object()); e.contains(fn)) return e[fn].get<int>();
   if (card != nullptr) *card = d;
   if (m > 0) {
     const Json& migs = d.value("mig", Json::object()).value("devices", Json::array());
@@ -238,12 +239,22 @@ nvml::Return nvmlDeviceGetTotalEccErrors(nvml::Device h, int type, int counter,
   return nvml::kSuccess;
 }
 
+// As NVML documents it: the addresses into a buffer of *count; one too
+// small (a size query passes 0) answers INSUFFICIENT_SIZE with the count.
 nvml::Return nvmlDeviceGetRetiredPages(nvml::Device h, int cause, unsigned* count,
-                                       unsigned long long* /*addresses*/) {
+                                       unsigned long long* addresses) {
   Json d;
   if (auto r = Enter("nvmlDeviceGetRetiredPages", h, &d); r != nvml::kSuccess) return r;
   const Json& j = d.value("retired", Json::object());
-  *count = j.value(cause == nvml::kRetiredDoubleBit ? "double_bit" : "single_bit", 0U);
+  const unsigned pages =
+      j.value(cause == nvml::kRetiredDoubleBit ? "double_bit" : "single_bit", 0U);
+  if (*count < pages) {
+    *count = pages;
+    return nvml::kErrorInsufficientSize;
+  }
+  if (addresses == nullptr && pages > 0) return nvml::kErrorInvalidArgument;
+  for (unsigned i = 0; i < pages; ++i) addresses[i] = 0x1000ULL * (i + 1);
+  *count = pages;
   return nvml::kSuccess;
 }
 
@@ -354,10 +365,11 @@ nvml::Return nvmlDeviceGetComputeInstanceId(nvml::Device h, unsigned* id) {
   return nvml::kSuccess;
 }
 
-nvml::Return nvmlDeviceGetComputeRunningProcesses_v3(nvml::Device h, unsigned* count,
+// _v2 and _v3 alike here (the entry of _v2, which the backend calls first).
+nvml::Return nvmlDeviceGetComputeRunningProcesses_v2(nvml::Device h, unsigned* count,
                                                      nvml::ProcessInfo* infos) {
   Json d;
-  if (auto r = Enter("nvmlDeviceGetComputeRunningProcesses_v3", h, &d); r != nvml::kSuccess)
+  if (auto r = Enter("nvmlDeviceGetComputeRunningProcesses_v2", h, &d); r != nvml::kSuccess)
     return r;
   const Json& ps = d.value("processes", Json::array());
   if (ps.size() > *count) {
@@ -372,6 +384,11 @@ nvml::Return nvmlDeviceGetComputeRunningProcesses_v3(nvml::Device h, unsigned* c
     infos[i].compute_instance_id = ps[i].value("ci", 0xFFFFFFFFU);
   }
   return nvml::kSuccess;
+}
+
+nvml::Return nvmlDeviceGetComputeRunningProcesses_v3(nvml::Device h, unsigned* count,
+                                                     nvml::ProcessInfo* infos) {
+  return nvmlDeviceGetComputeRunningProcesses_v2(h, count, infos);
 }
 
 nvml::Return nvmlEventSetCreate(nvml::EventSet* set) {

@@ -1,0 +1,330 @@
+#include "hal/nvml_sampler.h"
+
+#include <spdlog/spdlog.h>
+
+#include <map>
+#include <thread>
+
+#include "common/metric_family.h"
+#include "common/mutex.h"
+
+namespace xpu::hal {
+
+// What the sampler and its reader thread share; the thread holds it as long
+// as it runs, which may be longer than the sampler lives (a call that hangs).
+struct NvmlSampler::Reader {
+  explicit Reader(std::string path) : library(std::move(path)) {}
+  const std::string library;
+  Mutex mu;
+  CondVar cv;
+  bool started XPU_GUARDED_BY(mu) = false;  // the thread
+  bool quit XPU_GUARDED_BY(mu) = false;
+  bool asked XPU_GUARDED_BY(mu) = false;       // a read waits for the thread
+  bool reading XPU_GUARDED_BY(mu) = false;     // the thread is in one
+  bool done XPU_GUARDED_BY(mu) = false;        // an answer waits for the sampler
+  uint64_t generation XPU_GUARDED_BY(mu) = 0;  // of the last read asked
+  uint64_t answered XPU_GUARDED_BY(mu) = 0;    // the read the answer is of
+  Status status XPU_GUARDED_BY(mu);
+  std::vector<NvmlDevice> cards XPU_GUARDED_BY(mu);
+  std::vector<std::string> missing XPU_GUARDED_BY(mu);
+
+  // The thread: opens the library at its first read (dlopen and
+  // nvmlInit_v2 may hang too), then reads whenever asked, until quit.
+  static void Run(const std::shared_ptr<Reader>& self) {
+    std::shared_ptr<const NvmlLibrary> lib;
+    MutexLock lock(self->mu);
+    for (;;) {
+      while (!self->asked && !self->quit) self->cv.Wait(lock);
+      if (self->quit) return;
+      self->asked = false;
+      self->reading = true;
+      const uint64_t generation = self->generation;
+      lock.Unlock();
+      std::vector<NvmlDevice> cards;
+      std::vector<std::string> missing;
+      Status s = lib ? Status::Ok() : NvmlLibrary::Open(self->library, &lib);
+      if (s.ok()) {
+        missing = lib->missing();
+        s = ReadNvmlDevices(*lib, &cards);
+      }
+      lock.Lock();
+      self->reading = false;
+      self->done = true;
+      self->answered = generation;
+      self->status = std::move(s);
+      self->cards = std::move(cards);
+      self->missing = std::move(missing);
+      self->cv.NotifyAll();
+    }
+  }
+};
+
+NvmlSampler::NvmlSampler(Options options, std::shared_ptr<const FaultCatalog> catalog,
+                         store::HealthSourcePort* registry, prometheus::Registry* self_metrics,
+                         store::ExemplarStore* exemplars, prometheus::Registry* fault_metrics)
+    : SourceSampler({kSourceNvml,
+                     "xpu_nvml_up",
+                     "Whether the last read of every card through NVML (--hal=nvml) succeeded "
+                     "within its deadline.",
+                     {}},
+                    options.interval, registry, self_metrics),
+      options_(std::move(options)),
+      reader_(std::make_shared<Reader>(options_.library)),
+      faults_(std::move(catalog), fault_metrics != nullptr ? fault_metrics : self_metrics, registry,
+              exemplars),
+      read_errors_(prometheus::BuildCounter()
+                       .Name("xpu_nvml_read_errors_total")
+                       .Help("NVML calls that failed for another reason than \"not supported\" "
+                             "or a lost GPU, by card.")
+                       .Register(*self_metrics)),
+      missing_(prometheus::BuildGauge()
+                   .Name("xpu_nvml_missing_functions")
+                   .Help("NVML functions the driver's library lacks (an older driver); what "
+                         "needs them is not read. Always 1.")
+                   .Register(*self_metrics)) {}
+
+NvmlSampler::~NvmlSampler() {
+  Stop();
+  MutexLock lock(reader_->mu);
+  reader_->quit = true;  // the thread ends now, or when a call that hangs returns
+  reader_->cv.NotifyAll();
+}
+
+void NvmlSampler::TakeOver(Part& old) {
+  if (auto* o = dynamic_cast<NvmlSampler*>(&old)) {
+    faults_.Seed(o->fault_state());
+    identities_ = o->identities();
+  }
+}
+
+bool NvmlSampler::SampleOnce() {
+  const auto deadline = std::chrono::steady_clock::now() +
+                        (options_.deadline.count() > 0 ? options_.deadline : interval());
+  Status status;
+  std::vector<NvmlDevice> cards;
+  std::vector<std::string> missing;
+  bool answered = false;
+  {
+    Reader& r = *reader_;
+    MutexLock lock(r.mu);
+    if (!r.started) {
+      r.started = true;
+      std::thread([reader = reader_] { Reader::Run(reader); }).detach();
+    }
+    r.done = false;  // an answer still here is late, to a read an earlier sample gave up on
+    uint64_t want = 0;
+    if (!r.asked && !r.reading && !r.done) {
+      r.asked = true;
+      want = ++r.generation;
+      r.cv.NotifyAll();
+    }
+    while (!(r.done && r.answered == want && want != 0) && !worker().stopping() &&
+           std::chrono::steady_clock::now() < deadline)
+      r.cv.WaitFor(lock, std::chrono::milliseconds(50));
+    if (r.done && r.answered == want && want != 0) {
+      answered = true;
+      r.done = false;
+      status = std::move(r.status);
+      cards = std::move(r.cards);
+      missing = std::move(r.missing);
+    }
+  }
+  if (!answered) {
+    const std::string why =
+        "NVML did not answer within " +
+        std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
+                           options_.deadline.count() > 0 ? options_.deadline : interval())
+                           .count()) +
+        " ms (a call hangs)";
+    if (logged_.Raise("hang")) spdlog::warn("HAL nvml: {}", why);
+    Blind(why);
+    return false;
+  }
+  if (logged_.Clear("hang")) spdlog::info("HAL nvml: NVML answers again");
+  if (!status.ok()) {
+    if (logged_.Raise("read"))
+      spdlog::warn("HAL nvml: {}; NVIDIA cards are not seen", status.message());
+    Blind(status.message());
+    return false;
+  }
+  if (logged_.Clear("read"))
+    spdlog::info("HAL nvml: reading NVIDIA cards through {}", options_.library);
+  for (const std::string& m : missing) {
+    missing_.Add({{"function", m}}).Set(1);
+    if (logged_.Raise("missing " + m))
+      spdlog::info("HAL nvml: {} lacks {}: what needs it is not read", options_.library, m);
+  }
+  Publish(std::move(cards));
+  return true;
+}
+
+void NvmlSampler::Publish(std::vector<NvmlDevice> cards) {
+  std::map<std::string, store::DeviceInfo> xdm;  // by bus id
+  for (store::DeviceInfo& d : registry()->Devices())
+    if (!d.bus_id.empty()) xdm[d.bus_id] = std::move(d);
+  store::DeviceViews views;
+  std::vector<NvmlJoined> joined;
+  for (NvmlDevice& c : cards) {
+    Identity& known = identities_[c.index];
+    if (c.uuid.empty() && c.bus_id.empty()) {  // lost before it could say who it is
+      c.uuid = known.uuid;
+      c.bus_id = known.bus_id;
+    } else {
+      known = {c.uuid, c.bus_id};
+    }
+  }
+  for (const NvmlDevice& c : cards) {
+    NvmlJoined j{&c, "", c.uuid};
+    store::DeviceView v;
+    v.bus_id = c.bus_id;
+    if (auto it = xdm.find(c.bus_id); it != xdm.end() && !c.bus_id.empty()) {
+      v.minor = it->second.minor;
+      j.minor = std::to_string(v.minor);
+      j.uuid = it->second.uuid;
+    }
+    v.uuid = j.uuid;
+    // A lost card is unhealthy; one whose handle could not be had is not seen.
+    if (c.lost) {
+      v.healthy = false;
+    } else if (!c.unreadable) {
+      v.healthy = true;
+    }
+    const std::string key = !c.bus_id.empty() ? c.bus_id : "card " + std::to_string(c.index);
+    const std::vector<std::string> codes = DeriveNvmlFaults(c);
+    v.faults = faults_.Update(key, "NVIDIA GPU " + key, j.minor, v.uuid, c.bus_id,
+                              {codes.begin(), codes.end()});
+    if (!c.errors.empty()) {
+      read_errors_.Add({{"bus_id", c.bus_id}}).Increment(static_cast<double>(c.errors.size()));
+      if (logged_.Raise("errors " + key))
+        spdlog::warn("HAL nvml: {}: {} (logged once)", key, c.errors.front());
+    } else if (logged_.Clear("errors " + key)) {
+      spdlog::info("HAL nvml: {} reads cleanly again", key);
+    }
+    views.devices.push_back(std::move(v));
+    joined.push_back(std::move(j));
+  }
+  faults_.EndSample();
+  views.families = NvmlFamilies(joined);
+  registry()->SetDeviceViews(kSourceNvml, std::move(views));
+  Seeing();
+}
+
+namespace {
+
+// The clock-event reasons by the label an alert names.
+struct Reason {
+  unsigned long long bit;
+  const char* name;
+};
+constexpr Reason kReasons[] = {
+    {nvml::kClocksEventGpuIdle, "gpu_idle"},
+    {nvml::kClocksEventApplicationsClocksSetting, "applications_clocks_setting"},
+    {nvml::kClocksEventSwPowerCap, "sw_power_cap"},
+    {nvml::kClocksEventHwSlowdown, "hw_slowdown"},
+    {nvml::kClocksEventSyncBoost, "sync_boost"},
+    {nvml::kClocksEventSwThermalSlowdown, "sw_thermal_slowdown"},
+    {nvml::kClocksEventHwThermalSlowdown, "hw_thermal_slowdown"},
+    {nvml::kClocksEventHwPowerBrakeSlowdown, "hw_power_brake_slowdown"},
+};
+
+}  // namespace
+
+std::vector<prometheus::MetricFamily> NvmlFamilies(const std::vector<NvmlJoined>& cards) {
+  using prometheus::MetricType;
+  auto ecc = NewFamily("xpu_nvml_ecc_errors_total",
+                       "ECC errors NVML counted on the card, by error (corrected, uncorrected) "
+                       "and scope (volatile: since the driver loaded; aggregate: the card's life).",
+                       MetricType::Counter);
+  auto retired = NewFamily("xpu_nvml_retired_pages",
+                           "Memory pages the card retired, by cause (single_bit: many corrected "
+                           "errors; double_bit: an uncorrected one).");
+  auto retire_pending = NewFamily("xpu_nvml_page_retirement_pending",
+                                  "Whether pages wait to be retired at the next GPU reset.");
+  auto remapped = NewFamily("xpu_nvml_remapped_rows",
+                            "Memory rows the card remapped, by the error that caused it "
+                            "(corrected, uncorrected).");
+  auto remap_pending = NewFamily("xpu_nvml_row_remap_pending",
+                                 "Whether a row remap waits for a GPU reset to take effect.");
+  auto remap_failure =
+      NewFamily("xpu_nvml_row_remap_failure", "Whether a row remap failed (no spare row left).");
+  auto clocks = NewFamily("xpu_nvml_clock_event_active",
+                          "Whether a reason holds the card's clocks down now (NVML's clock-event, "
+                          "formerly throttle, reasons): 1 active, 0 not.");
+  auto link_up = NewFamily("xpu_nvml_nvlink_up", "Whether the NVLink is active: 1 yes, 0 no.");
+  auto link_errors = NewFamily("xpu_nvml_nvlink_errors_total",
+                               "NVLink data-link errors, by counter (replay, recovery, crc_flit, "
+                               "crc_data).",
+                               MetricType::Counter);
+  auto replays = NewFamily("xpu_nvml_pcie_replays_total", "PCIe replays the card counted.",
+                           MetricType::Counter);
+  auto mig = NewFamily("xpu_nvml_mig_enabled", "Whether MIG mode is on: 1 yes, 0 no.");
+  auto mig_info = NewFamily("xpu_nvml_mig_device_info",
+                            "A MIG device on the card: its own UUID (the kubelet's name for it), "
+                            "GPU and compute instance. Always 1.");
+  auto mig_memory = NewFamily("xpu_nvml_mig_memory_used_bytes", "Memory used on a MIG device.");
+  for (const NvmlJoined& j : cards) {
+    const NvmlDevice& c = *j.card;
+    const MetricLabels id = {{"minor", j.minor}, {"uuid", j.uuid}, {"bus_id", c.bus_id}};
+    auto with = [&id](std::initializer_list<prometheus::ClientMetric::Label> more) {
+      MetricLabels l = id;
+      l.insert(l.end(), more);
+      return l;
+    };
+    for (const auto& [value, error, scope] :
+         {std::tuple{&c.ecc_volatile_corrected, "corrected", "volatile"},
+          {&c.ecc_volatile_uncorrected, "uncorrected", "volatile"},
+          {&c.ecc_aggregate_corrected, "corrected", "aggregate"},
+          {&c.ecc_aggregate_uncorrected, "uncorrected", "aggregate"}})
+      if (*value)
+        ecc.metric.push_back(CounterSample(with({{"error", error}, {"scope", scope}}),
+                                           static_cast<double>(**value)));
+    if (c.retired_pages_single_bit)
+      retired.metric.push_back(
+          GaugeSample(with({{"cause", "single_bit"}}), *c.retired_pages_single_bit));
+    if (c.retired_pages_double_bit)
+      retired.metric.push_back(
+          GaugeSample(with({{"cause", "double_bit"}}), *c.retired_pages_double_bit));
+    if (c.retirement_pending)
+      retire_pending.metric.push_back(GaugeSample(id, *c.retirement_pending ? 1 : 0));
+    if (c.remap) {
+      remapped.metric.push_back(GaugeSample(with({{"error", "corrected"}}), c.remap->corrected));
+      remapped.metric.push_back(
+          GaugeSample(with({{"error", "uncorrected"}}), c.remap->uncorrected));
+      remap_pending.metric.push_back(GaugeSample(id, c.remap->pending ? 1 : 0));
+      remap_failure.metric.push_back(GaugeSample(id, c.remap->failure ? 1 : 0));
+    }
+    if (c.clocks_event_reasons)
+      for (const Reason& r : kReasons)
+        clocks.metric.push_back(
+            GaugeSample(with({{"reason", r.name}}), (*c.clocks_event_reasons & r.bit) != 0));
+    for (const NvmlLink& l : c.nvlinks) {
+      const std::string link = std::to_string(l.link);
+      link_up.metric.push_back(GaugeSample(with({{"link", link}}), l.active ? 1 : 0));
+      for (const auto& [value, counter] : {std::pair{&l.replay, "replay"},
+                                           {&l.recovery, "recovery"},
+                                           {&l.crc_flit, "crc_flit"},
+                                           {&l.crc_data, "crc_data"}})
+        if (*value)
+          link_errors.metric.push_back(CounterSample(with({{"link", link}, {"counter", counter}}),
+                                                     static_cast<double>(**value)));
+    }
+    if (c.pcie_replays) replays.metric.push_back(CounterSample(id, *c.pcie_replays));
+    if (c.mig_enabled) mig.metric.push_back(GaugeSample(id, *c.mig_enabled ? 1 : 0));
+    for (const NvmlMigDevice& m : c.mig) {
+      const MetricLabels ml = with({{"mig_uuid", m.uuid},
+                                    {"gpu_instance", std::to_string(m.gpu_instance)},
+                                    {"compute_instance", std::to_string(m.compute_instance)}});
+      mig_info.metric.push_back(GaugeSample(ml, 1));
+      if (m.memory_used_bytes)
+        mig_memory.metric.push_back(
+            GaugeSample(with({{"mig_uuid", m.uuid}}), static_cast<double>(*m.memory_used_bytes)));
+    }
+  }
+  std::vector<prometheus::MetricFamily> out;
+  for (auto* f : {&ecc, &retired, &retire_pending, &remapped, &remap_pending, &remap_failure,
+                  &clocks, &link_up, &link_errors, &replays, &mig, &mig_info, &mig_memory})
+    if (!f->metric.empty()) out.push_back(std::move(*f));
+  return out;
+}
+
+}  // namespace xpu::hal

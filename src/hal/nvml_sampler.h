@@ -1,0 +1,97 @@
+#pragma once
+
+#include <prometheus/counter.h>
+#include <prometheus/family.h>
+#include <prometheus/registry.h>
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "hal/fault_catalog.h"
+#include "hal/fault_events.h"
+#include "hal/nvml_reader.h"
+#include "hal/source_sampler.h"
+#include "store/exemplars.h"
+#include "store/ports.h"
+
+namespace xpu::hal {
+
+// The registry source name of the nvml backend's view.
+inline constexpr const char* kSourceNvml = "nvml";
+
+// The nvml backend (docs/hal.md, "nvml"): every interval, reads every card
+// through NVIDIA's library and publishes one DeviceViews: each card joined
+// to XDM's list by bus id (named by NVML's UUID while XDM does not list it),
+// lost cards unhealthy with nvidia_gpu_lost, the faults DeriveNvmlFaults
+// gives, and the nvml families (NvmlFamilies).
+//
+// The reads run on a thread of their own (a reader that the sampler asks
+// and waits for), so that a call the driver never answers holds that thread
+// only: past the deadline the source says it is blind, and a sampler that
+// stops leaves the reader to end when the call returns. A library that
+// cannot be loaded or initialised makes the source blind, never healthy.
+//
+// Start()/Stop() from the owning thread; SampleOnce() for tests, not
+// concurrently with a running sampler.
+class NvmlSampler : public SourceSampler {
+ public:
+  struct Options {
+    std::string library = "libnvidia-ml.so.1";  // --hal.nvml.library
+    std::chrono::milliseconds interval{1000};
+    // How long one read of every card may take; 0: the interval.
+    std::chrono::milliseconds deadline{0};
+    bool operator==(const Options&) const = default;
+  };
+  NvmlSampler(Options options, std::shared_ptr<const FaultCatalog> catalog,
+              store::HealthSourcePort* registry, prometheus::Registry* self_metrics,
+              store::ExemplarStore* exemplars = nullptr,
+              prometheus::Registry* fault_metrics = nullptr);
+  ~NvmlSampler() override;
+  NvmlSampler(const NvmlSampler&) = delete;
+  NvmlSampler& operator=(const NvmlSampler&) = delete;
+
+  // Part: the active faults of the sampler it replaces.
+  void TakeOver(Part& old) override;
+  // One sample: false if the source could not see.
+  bool SampleOnce();
+  const Options& options() const { return options_; }
+  FaultEvents::State fault_state() const { return faults_.state(); }
+  // Each card's identity as last read, by NVML's index: a lost card answers
+  // nothing, so it is named by what it was (its index is stable while the
+  // driver stays loaded).
+  struct Identity {
+    std::string uuid, bus_id;
+  };
+  std::map<unsigned, Identity> identities() const { return identities_; }
+
+ private:
+  struct Reader;
+  void Tick() override { (void)SampleOnce(); }
+  void Publish(std::vector<NvmlDevice> cards);
+
+  const Options options_;
+  std::shared_ptr<Reader> reader_;           // shared with its thread, which may outlive this
+  FaultEvents faults_;                       // sampler-thread state
+  std::map<unsigned, Identity> identities_;  // sampler-thread state
+  prometheus::Family<prometheus::Counter>& read_errors_;
+  prometheus::Family<prometheus::Gauge>& missing_;
+  LogOnce logged_;
+};
+
+// One card as the view writes it: what NVML read, and the minor and uuid
+// it is joined to (XDM's when XDM lists its bus id).
+struct NvmlJoined {
+  const NvmlDevice* card;
+  std::string minor;  // "" while XDM does not list it
+  std::string uuid;
+};
+
+// The nvml backend's own families (docs/metrics.md): ECC counts, retired
+// pages, row remaps, clock-event reasons, NVLink state and errors, PCIe
+// replays, MIG mode and devices; each series with minor, uuid and bus_id.
+std::vector<prometheus::MetricFamily> NvmlFamilies(const std::vector<NvmlJoined>& cards);
+
+}  // namespace xpu::hal
