@@ -2,6 +2,7 @@
 // (fake_nvml/fake_nvml.cc): a real dlopen of a real shared library that
 // exports NVML's functions, serving the cards a fixture names; NVIDIA's own
 // library needs a driver and a GPU that cannot run here.
+#include <dlfcn.h>
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -424,11 +425,19 @@ TEST_F(NvmlSamplerTest, AHangingCallMakesTheSourceBlindAtItsDeadline) {
   Write(TwoCards());
   ASSERT_TRUE(xpu::testing::WaitFor([&] { return s->SampleOnce(); }, std::chrono::seconds(10)));
   EXPECT_EQ(Sight(), store::Sight::kSeeing);
-  // Hanging again, then destroyed while its reader is in the call.
+  // Hanging again, then destroyed while its reader is in the call: at once.
   f["hang_ms"] = {{"nvmlDeviceGetTemperature", 300}};
   Write(f);
   EXPECT_FALSE(s->SampleOnce());
   s.reset();
+  // The reader goes on alone; the test waits for it before the process ends.
+  void* lib = dlopen(FAKE_NVML_PATH, RTLD_NOW | RTLD_NOLOAD);
+  ASSERT_NE(lib, nullptr);
+  auto hanging = reinterpret_cast<int (*)()>(dlsym(lib, "xpu_fake_nvml_hanging"));
+  ASSERT_NE(hanging, nullptr);
+  Write(TwoCards());
+  EXPECT_TRUE(xpu::testing::WaitFor([&] { return hanging() == 0; }, std::chrono::seconds(10)));
+  dlclose(lib);
 }
 
 // An older driver's library: the missing function is shown, the rest read.

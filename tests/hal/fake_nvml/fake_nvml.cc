@@ -11,6 +11,7 @@
 // only the older name of the clock-event reasons.
 #include <sys/stat.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstring>
@@ -29,8 +30,9 @@ using Json = nlohmann::json;
 namespace {
 
 std::mutex mu;
-Json fixture;              // guarded by mu
-struct timespec mtime {};  // of the fixture last read
+std::atomic<int> hanging{0};  // calls asleep in a "hang_ms" now
+Json fixture;                 // guarded by mu
+struct timespec mtime {};     // of the fixture last read
 off_t size = -1;
 ino_t inode = 0;
 size_t delivered = 0;  // events handed out
@@ -73,7 +75,9 @@ nvml::Return Enter(const char* fn, nvml::Device h, Json* card, Json* mig = nullp
   if (f.contains("hang_ms") && f["hang_ms"].contains(fn)) {
     const int ms = f["hang_ms"][fn].get<int>();
     lock.unlock();
+    ++hanging;
     std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+    --hanging;
     lock.lock();
   }
   const Json& devices = Fixture().value("devices", Json::array());
@@ -113,6 +117,10 @@ nvml::Return Field(const Json& j, const char* key, T* out) {
 }  // namespace
 
 extern "C" {
+
+// Not NVML's: how many calls hang now, so that a test can wait for a reader
+// it left in one before its process exits.
+int xpu_fake_nvml_hanging() { return hanging.load(); }
 
 nvml::Return nvmlInit_v2() {
   std::lock_guard<std::mutex> lock(mu);
