@@ -44,7 +44,7 @@ NodeReporter::NodeReporter(const kubernetes::KubernetesOptions& kubernetes, Opti
                            std::string base_url, const store::HealthViewPort* registry,
                            prometheus::Registry* self_metrics)
     : kubernetes_(kubernetes),
-      options_(options),
+      options_(std::move(options)),
       base_url_(std::move(base_url)),
       registry_(registry),
       cursor_(registry->raises().end()),
