@@ -31,8 +31,11 @@ namespace {
 
 std::mutex mu;
 std::atomic<int> hanging{0};  // calls asleep in a "hang_ms" now
-Json fixture;                 // guarded by mu
-struct timespec mtime {};     // of the fixture last read
+// Guarded by mu. Never destroyed: a reader the backend left in a hanging
+// call goes on alone (detached) and may still read it while the process
+// runs its exit handlers.
+Json& fixture = *new Json();
+struct timespec mtime {};  // of the fixture last read
 off_t size = -1;
 ino_t inode = 0;
 size_t delivered = 0;  // events handed out
