@@ -24,6 +24,7 @@
 #include "exposition/metrics_endpoint.h"
 #include "hal/hal_sampler.h"
 #include "hal/kmsg_sampler.h"
+#include "hal/nvml_sampler.h"
 #include "hal/pci_sampler.h"
 #include "http/web_server.h"
 #include "kubelet/pod_mapper.h"
@@ -80,6 +81,7 @@ class Exporter {
     const void* hal_part = nullptr;  // identities: a rebuilt part is a new one
     const void* pci_part = nullptr;
     const void* kmsg_part = nullptr;
+    const void* nvml_part = nullptr;
     const void* pods_part = nullptr;
     const void* watcher_part = nullptr;
     const void* reporter_part = nullptr;
@@ -92,6 +94,8 @@ class Exporter {
     std::shared_ptr<const hal::FaultCatalog> pci_faults;
     std::optional<hal::KmsgSampler::Options> kmsg;
     std::shared_ptr<const hal::KmsgCatalog> kmsg_catalog;
+    std::optional<hal::NvmlSampler::Options> nvml;
+    std::shared_ptr<const hal::FaultCatalog> nvml_faults;
     std::optional<kubelet::PodMapperOptions> pods;
     std::optional<kubernetes::KubernetesOptions> watcher;
     std::string watcher_url;

@@ -14,12 +14,14 @@ Exporter::InForce Exporter::in_force() const {
   auto* hal = Running<hal::HalSampler>("hal");
   auto* pci = Running<hal::PciSampler>("pci");
   auto* kmsg = Running<hal::KmsgSampler>("kmsg");
+  auto* nvml = Running<hal::NvmlSampler>("nvml");
   auto* pods = Running<kubelet::PodMapper>("kubelet");
   auto* watcher = Running<kubernetes::PodWatcher>("apiserver");
   auto* reporter = Running<sinks::NodeReporter>("nodehealth");
   f.hal_part = hal;
   f.pci_part = pci;
   f.kmsg_part = kmsg;
+  f.nvml_part = nvml;
   f.pods_part = pods;
   f.watcher_part = watcher;
   f.reporter_part = reporter;
@@ -37,6 +39,10 @@ Exporter::InForce Exporter::in_force() const {
   if (kmsg) {
     f.kmsg = kmsg->options();
     f.kmsg_catalog = kmsg->catalog();
+  }
+  if (nvml) {
+    f.nvml = nvml->options();
+    f.nvml_faults = nvml->fault_catalog();
   }
   if (pods) f.pods = pods->options();
   if (watcher) {

@@ -5,6 +5,7 @@
 #include <google/protobuf/util/json_util.h>
 #include <spdlog/spdlog.h>
 
+#include <functional>
 #include <nlohmann/json.hpp>
 
 #include "app/exporter.h"
@@ -172,6 +173,39 @@ http::Response Exporter::StatusPage() {
   return r;
 }
 
+namespace {
+
+// Each health source's view of the devices into their reports: the HAL's,
+// the kernel log's, and every source of DeviceViews by its name.
+void AddHealthSources(const store::DeviceRegistry& registry,
+                      const std::function<DeviceReport&(int32_t minor)>& device) {
+  for (store::HalDeviceView& h : registry.HalDevices()) {
+    DeviceReport& d = device(h.minor);
+    if (d.uuid.empty()) d.uuid = h.uuid;
+    d.hal_healthy = h.healthy;
+    d.faults = std::move(h.faults);
+  }
+  for (store::KmsgDeviceView& k : registry.KmsgDevices()) {
+    DeviceReport& d = device(k.minor);
+    int worst = 0;
+    for (const store::ActiveFault& f : k.faults) worst = std::max(worst, f.level);
+    d.kmsg_healthy = worst < store::kUnhealthyFaultLevel;
+    d.kmsg_faults = std::move(k.faults);
+  }
+  // A device that XDM does not list (minor -1) is not a row: /status and
+  // the page are by minor; its series are on /metrics.
+  for (auto& [source, views] : registry.SeenDeviceViews()) {
+    for (store::DeviceView& v : views) {
+      if (v.minor < 0) continue;
+      DeviceReport& d = device(v.minor);
+      if (d.uuid.empty()) d.uuid = v.uuid;
+      d.sources[source] = {v.healthy, std::move(v.faults)};
+    }
+  }
+}
+
+}  // namespace
+
 StatusReport Exporter::Report() {
   using SteadyClock = std::chrono::steady_clock;
   const auto now = SteadyClock::now();
@@ -189,21 +223,20 @@ StatusReport Exporter::Report() {
     MutexLock lock(parts_mu_);
     r.xdm_endpoint = cfg_->xdm.xdm_endpoint;
     catalog = catalog_;
-    const hal::HalSampler* hal = Running<hal::HalSampler>("hal");
-    const hal::PciSampler* pci = Running<hal::PciSampler>("pci");
-    const hal::KmsgSampler* kmsg = Running<hal::KmsgSampler>("kmsg");
-    if (hal) {
-      r.hal_backend = hal->backend_name();
-      r.hal_up = hal->up();
+    if (const hal::HalSampler* hal = Running<hal::HalSampler>("hal")) {
       if (auto last = hal->last_success()) r.hal_seconds_since_sample = secs(now - *last);
     }
-    if (pci) {  // "sysfs,pci": up only while every backend is
-      r.hal_backend = hal ? r.hal_backend + ",pci" : "pci";
-      r.hal_up = (!hal || r.hal_up) && pci->up();
-    }
-    if (kmsg) {
-      r.hal_backend = hal || pci ? r.hal_backend + ",kmsg" : "kmsg";
-      r.hal_up = (!(hal || pci) || r.hal_up) && kmsg->up();
+    // Every HAL backend that runs (each a SourceSampler), in the table's
+    // order: "sysfs,pci,kmsg", up only while every one is.
+    bool first = true;
+    for (const PartKind& k : kinds_) {
+      const auto* s = Running<hal::SourceSampler>(k.name);
+      if (s == nullptr) continue;
+      const auto* sysfs = dynamic_cast<const hal::HalSampler*>(s);
+      const std::string name = sysfs != nullptr ? sysfs->backend_name() : std::string(k.name);
+      r.hal_backend = first ? name : r.hal_backend + "," + name;
+      r.hal_up = (first || r.hal_up) && s->up();
+      first = false;
     }
   }
 
@@ -244,19 +277,7 @@ StatusReport Exporter::Report() {
     d.xdm_healthy = info.health == "Healthy";
     d.topology = info.topology;
   }
-  for (store::HalDeviceView& h : devices_.HalDevices()) {
-    DeviceReport& d = device(h.minor);
-    if (d.uuid.empty()) d.uuid = h.uuid;
-    d.hal_healthy = h.healthy;
-    d.faults = std::move(h.faults);
-  }
-  for (store::KmsgDeviceView& k : devices_.KmsgDevices()) {
-    DeviceReport& d = device(k.minor);
-    int worst = 0;
-    for (const store::ActiveFault& f : k.faults) worst = std::max(worst, f.level);
-    d.kmsg_healthy = worst < store::kUnhealthyFaultLevel;
-    d.kmsg_faults = std::move(k.faults);
-  }
+  AddHealthSources(devices_, device);
   for (const store::PodAssignment& p : devices_.PodAssignments()) {
     for (auto& [minor, d] : devices) {
       if (d.uuid == p.uuid) d.pods.push_back(p);

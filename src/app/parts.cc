@@ -4,6 +4,7 @@
 
 #include "hal/hal_sampler.h"
 #include "hal/kmsg_sampler.h"
+#include "hal/nvml_sampler.h"
 #include "hal/pci_sampler.h"
 #include "kubelet/pod_mapper.h"
 #include "kubernetes/pod_watcher.h"
@@ -61,6 +62,27 @@ Status MakeKmsg(const PartContext& c, std::unique_ptr<Part>* out) {
       hal::KmsgSampler::Options{o.kmsg_path, o.kmsg_user_records, o.interval,
                                 o.state_dir.empty() ? "" : o.state_dir + "/kmsg-states.json"},
       c.files.kmsg, c.files.faults, c.devices, c.metrics, c.exemplars);
+  return Status::Ok();
+}
+
+// --hal=nvml, or auto where NVIDIA's library loads and lists a card (asked
+// with the interval as deadline: a driver that hangs leaves it off).
+Status MakeNvml(const PartContext& c, std::unique_ptr<Part>* out) {
+  const hal::HalOptions& o = c.cfg.hal;
+  const hal::HalSelection& sel = c.cfg.parsed->hal;
+  if (!sel.automatic && !sel.nvml) return Status::Ok();
+  if (!sel.nvml) {
+    std::string why;
+    if (!hal::NvmlFindsCards(o.nvml_library, o.interval, &why)) {
+      spdlog::info("HAL nvml backend off: {} (--hal=nvml would retry)", why);
+      return Status::Ok();
+    }
+    spdlog::info("HAL nvml: {}", why);
+  }
+  spdlog::info("HAL backend nvml through {}, every {} ms", o.nvml_library, o.interval.count());
+  *out = std::make_unique<hal::NvmlSampler>(hal::NvmlSampler::Options{o.nvml_library, o.interval},
+                                            c.files.faults, c.devices, c.metrics, c.exemplars,
+                                            c.shared_metrics);
   return Status::Ok();
 }
 
@@ -125,6 +147,7 @@ const std::vector<PartKind>& PartTable() {
       {"hal", Applier::kHal, HalFilesNamed, {}, nullptr, MakeSysfs},
       {"pci", Applier::kHal, HalFilesNamed, {}, nullptr, MakePci},
       {"kmsg", Applier::kHal, HalFilesNamed, {}, nullptr, MakeKmsg},
+      {"nvml", Applier::kHal, HalFilesNamed, {}, nullptr, MakeNvml, hal::kSourceNvml},
       {"kubelet", Applier::kPods, nullptr, {}, nullptr, MakePods},
       {"apiserver", Applier::kWatcher, nullptr, {}, nullptr, MakeWatcher},
       // It names the HAL backends that run and uses the API server's settings.

@@ -96,9 +96,14 @@ Json DeviceJson(const DeviceReport& d) {
   o["health"] = {{"xdm", OrNull(d.xdm_healthy)},
                  {"hal", OrNull(d.hal_healthy)},
                  {"kmsg", OrNull(d.kmsg_healthy)}};
+  std::vector<std::pair<std::string, const std::vector<store::ActiveFault>*>> by_source = {
+      {"hal", &d.faults}, {"kmsg", &d.kmsg_faults}};
+  for (const auto& [source, seen] : d.sources) {
+    o["health"][source] = OrNull(seen.healthy);
+    by_source.emplace_back(source, &seen.faults);
+  }
   o["faults"] = Json::array();
-  for (const auto& [source, faults] :
-       {std::pair{"hal", &d.faults}, std::pair{"kmsg", &d.kmsg_faults}}) {
+  for (const auto& [source, faults] : by_source) {
     for (const store::ActiveFault& f : *faults) {
       o["faults"].push_back({{"code", f.code},
                              {"name", f.name},
@@ -150,6 +155,17 @@ std::string DeviceRow(const DeviceReport& d) {
     if (!faults.empty()) faults += "; ";
     faults += f.code + " " + f.name + " [" + f.level_name + ", kernel log]: " + f.action;
   }
+  // The DeviceViews sources beside the HAL's health, each by its name.
+  std::string hal_health = Health(d.hal_healthy);
+  bool hal_bad = d.hal_healthy == false;
+  for (const auto& [source, seen] : d.sources) {
+    hal_health += "; " + source + ": " + Health(seen.healthy);
+    hal_bad = hal_bad || seen.healthy == false;
+    for (const store::ActiveFault& f : seen.faults) {
+      if (!faults.empty()) faults += "; ";
+      faults += f.code + " " + f.name + " [" + f.level_name + ", " + source + "]: " + f.action;
+    }
+  }
   std::string pods;
   for (const store::PodAssignment& p : d.pods) {
     if (!pods.empty()) pods += ", ";
@@ -163,8 +179,7 @@ std::string DeviceRow(const DeviceReport& d) {
   const std::string temp = d.temperature_celsius ? Format("%g °C", *d.temperature_celsius) : "-";
   const std::string age = d.seconds_since_sample ? Format("%.1f s", *d.seconds_since_sample) : "-";
   return "<tr>" + Cell(std::to_string(d.minor)) + Cell(Html(d.model)) +
-         Cell(Health(d.xdm_healthy), d.xdm_healthy == false) +
-         Cell(Health(d.hal_healthy), d.hal_healthy == false) +
+         Cell(Health(d.xdm_healthy), d.xdm_healthy == false) + Cell(Html(hal_health), hal_bad) +
          Cell(faults.empty() ? "none" : Html(faults), !faults.empty()) + Cell(util) + Cell(mem) +
          Cell(temp) + Cell(age) + Cell(pods.empty() ? "-" : Html(pods)) + "</tr>\n";
 }

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -21,6 +22,13 @@ struct DeviceReport {
   std::optional<bool> kmsg_healthy;             // the kernel log's (the kmsg backend), when it runs
   std::vector<store::ActiveFault> faults;       // the HAL's (sysfs and pci backends)
   std::vector<store::ActiveFault> kmsg_faults;  // the kernel log's
+  // The sources that publish DeviceViews (the nvml backend), by name: each
+  // one's health of the device (nullopt: it could not read it) and faults.
+  struct SourceHealth {
+    std::optional<bool> healthy;
+    std::vector<store::ActiveFault> faults;
+  };
+  std::map<std::string, SourceHealth> sources;
   std::optional<double> seconds_since_sample;
   std::optional<double> utilization;  // ratio
   std::optional<double> memory_used_bytes;

@@ -21,9 +21,11 @@ Status ParseHalSelection(const std::string& flag, HalSelection* out) {
       out->pci = true;
     } else if (item == "kmsg") {
       out->kmsg = true;
+    } else if (item == "nvml") {
+      out->nvml = true;
     } else {
       return Status::InvalidArgument("unknown backend '" + item +
-                                     "' (auto, none, or a list of sysfs, pci and kmsg)");
+                                     "' (auto, none, or a list of sysfs, pci, kmsg and nvml)");
     }
     start = comma + 1;
   }
@@ -35,7 +37,7 @@ void AddHalFlags(const FlagSet& f, HalOptions* o) {
   f(Applier::kHal,
     app.add_option("--hal", o->backend,
                    "HAL backends: auto (each that finds devices), none, or a list of sysfs, "
-                   "pci, kmsg")
+                   "pci, kmsg, nvml")
         ->type_name("BACKENDS")  // parsed by Validate
         ->capture_default_str());
   f(Applier::kHal, app.add_option("--hal.pci.sysfs-root", o->pci_root,
@@ -70,6 +72,11 @@ void AddHalFlags(const FlagSet& f, HalOptions* o) {
   f(Applier::kHal, app.add_flag("--hal.kmsg.user-records", o->kmsg_user_records,
                                 "Also read records written from userspace (facility user), not "
                                 "only the kernel's own"));
+  f(Applier::kHal,
+    app.add_option("--hal.nvml.library", o->nvml_library,
+                   "NVIDIA's NVML library the nvml backend opens at run time (a name the "
+                   "dynamic loader looks up, or a path)")
+        ->capture_default_str());
   f(Applier::kHal, app.add_option("--hal.fault-catalog", o->fault_catalog_file,
                                   "Fault-code catalog YAML replacing the built-in one")
                        ->check(CLI::ExistingFile));

@@ -35,7 +35,7 @@ class HalBackend {
 
 // Where and how often to sample the HAL; the defaults of --hal*.
 struct HalOptions {
-  std::string backend = "auto";  // auto | none | a list of sysfs, pci, kmsg
+  std::string backend = "auto";  // auto | none | a list of sysfs, pci, kmsg, nvml
   std::string root = "/sys/class/xpu";
   // The pci backend: sysfs root (the host's /sys, mounted read-only in a
   // container), device classes and an optional vendor allowlist.
@@ -52,6 +52,9 @@ struct HalOptions {
   // Where the kernel log's active states are kept across restarts
   // (kmsg-states.json in it); empty: not kept.
   std::string state_dir = "/var/lib/xpu-exporter";
+  // The nvml backend: NVIDIA's library, opened at run time (a name dlopen
+  // looks up, or a path).
+  std::string nvml_library = "libnvidia-ml.so.1";
 };
 
 // What --hal selects (ParseHalSelection, hal/flags.h).
@@ -60,6 +63,7 @@ struct HalSelection {
   bool sysfs = false;
   bool pci = false;
   bool kmsg = false;
+  bool nvml = false;
 };
 
 // Backend selection for --hal: "none", "sysfs", or "auto" (sysfs when `root`

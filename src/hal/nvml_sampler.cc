@@ -2,8 +2,10 @@
 
 #include <spdlog/spdlog.h>
 
+#include <future>
 #include <map>
 #include <thread>
+#include <utility>
 
 #include "common/metric_family.h"
 #include "common/mutex.h"
@@ -58,6 +60,36 @@ struct NvmlSampler::Reader {
     }
   }
 };
+
+bool NvmlFindsCards(const std::string& library, std::chrono::milliseconds deadline,
+                    std::string* why) {
+  using Answer = std::pair<bool, std::string>;
+  auto answer = std::make_shared<std::promise<Answer>>();
+  std::future<Answer> got = answer->get_future();
+  std::thread([library, answer] {
+    std::shared_ptr<const NvmlLibrary> lib;
+    Status s = NvmlLibrary::Open(library, &lib);
+    if (!s.ok()) {
+      answer->set_value({false, s.message()});
+      return;
+    }
+    unsigned count = 0;
+    const nvml::Return r =
+        lib->api().device_count != nullptr ? lib->api().device_count(&count) : nvml::kSuccess;
+    if (r != nvml::kSuccess) {
+      answer->set_value({false, "nvmlDeviceGetCount_v2: " + lib->ErrorString(r)});
+      return;
+    }
+    answer->set_value({count > 0, std::to_string(count) + " card(s) through " + library});
+  }).detach();
+  if (got.wait_for(deadline) != std::future_status::ready) {
+    *why = library + " did not answer within " + std::to_string(deadline.count()) + " ms";
+    return false;
+  }
+  Answer a = got.get();
+  *why = std::move(a.second);
+  return a.first;
+}
 
 NvmlSampler::NvmlSampler(Options options, std::shared_ptr<const FaultCatalog> catalog,
                          store::HealthSourcePort* registry, prometheus::Registry* self_metrics,

@@ -59,6 +59,7 @@ class NvmlSampler : public SourceSampler {
   bool SampleOnce();
   const Options& options() const { return options_; }
   FaultEvents::State fault_state() const { return faults_.state(); }
+  const std::shared_ptr<const FaultCatalog>& fault_catalog() const { return faults_.catalog(); }
   // Each card's identity as last read, by NVML's index: a lost card answers
   // nothing, so it is named by what it was (its index is stable while the
   // driver stays loaded).
@@ -80,6 +81,15 @@ class NvmlSampler : public SourceSampler {
   prometheus::Family<prometheus::Gauge>& missing_;
   LogOnce logged_;
 };
+
+// Whether NVIDIA's library (`library`, as --hal.nvml.library) loads,
+// initialises and lists at least one card within `deadline`: what --hal=auto
+// asks before it runs the nvml backend. The attempt runs on a thread of its
+// own, so a driver that never answers leaves that thread alone there and
+// this returns false at the deadline; `why` says what was found or not.
+// Any thread.
+bool NvmlFindsCards(const std::string& library, std::chrono::milliseconds deadline,
+                    std::string* why);
 
 // One card as the view writes it: what NVML read, and the minor and uuid
 // it is joined to (XDM's when XDM lists its bus id).

@@ -291,6 +291,14 @@ void DeviceRegistry::SetDeviceViews(const std::string& source, DeviceViews views
   SeenLocked(source);
 }
 
+std::map<std::string, std::vector<DeviceView>> DeviceRegistry::SeenDeviceViews() const {
+  MutexLock lock(mu_);
+  std::map<std::string, std::vector<DeviceView>> out;
+  for (const auto& [source, views] : views_)
+    if (FreshLocked(source)) out[source] = views.devices;
+  return out;
+}
+
 std::vector<KmsgDeviceView> DeviceRegistry::KmsgDevices() const {
   MutexLock lock(mu_);
   return FreshLocked(kSourceKmsg) ? kmsg_ : std::vector<KmsgDeviceView>{};

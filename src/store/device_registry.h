@@ -89,6 +89,9 @@ class DeviceRegistry : public prometheus::Collectable,
 
   // The kmsg view, empty while it is stale (/status).
   std::vector<KmsgDeviceView> KmsgDevices() const;
+  // The devices of each DeviceViews source that sees now (neither blind nor
+  // stale), by source name, without their families.
+  std::map<std::string, std::vector<DeviceView>> SeenDeviceViews() const;
 
   std::vector<prometheus::MetricFamily> Collect() const override;
 

@@ -435,6 +435,11 @@ void ExpectPartsHold(const Exporter::InForce& f, const Config& cfg) {
     // The test's catalog has no pattern; the built-in one has many.
     EXPECT_EQ(f.kmsg_catalog->patterns().empty(), !cfg.hal.kmsg_catalog_file.empty());
   }
+  EXPECT_EQ(f.nvml.has_value(), p.hal.nvml);
+  if (f.nvml) {
+    EXPECT_TRUE(*f.nvml == (hal::NvmlSampler::Options{cfg.hal.nvml_library, cfg.hal.interval}));
+    EXPECT_EQ(from_file(f.nvml_faults), !cfg.hal.fault_catalog_file.empty());
+  }
   EXPECT_EQ(f.pods.has_value(), !cfg.kubelet.socket.empty());
   if (f.pods) {
     EXPECT_TRUE(*f.pods == cfg.kubelet);
@@ -453,8 +458,9 @@ void ExpectPartsHold(const Exporter::InForce& f, const Config& cfg) {
     EXPECT_EQ(f.reporter->recover_hold, cfg.node_health.hold);
     // It names the backends that run.
     EXPECT_TRUE(f.reporter->sources ==
-                (sinks::FaultSources{f.hal_interval.has_value(), f.pci_interval.has_value(),
-                                     f.kmsg.has_value()}));
+                (sinks::FaultSources{
+                    f.hal_interval.has_value(), f.pci_interval.has_value(), f.kmsg.has_value(),
+                    f.nvml ? std::set<std::string>{"nvml"} : std::set<std::string>{}}));
   }
   ASSERT_NE(f.ingest.ingest, nullptr);
   const upstream::XdmClient::IngestRules& rules = *f.ingest.ingest;
@@ -499,8 +505,10 @@ TEST(ExporterReloadTest, EveryFlagIsAppliedByItsPartOrWaitsForARestart) {
       {"controller.endpoint", "unix://" + so.controller_socket_path},
       {"collector.interval", "100ms"},
       // Every part on, so that each setting's part can be read.
-      {"hal", "sysfs,pci,kmsg"},
+      {"hal", "sysfs,pci,kmsg,nvml"},
       {"hal.kmsg.path", dir.File("kmsg.records")},
+      // No NVIDIA library here: the nvml part runs, blind.
+      {"hal.nvml.library", dir.File("libnvidia-ml.so.1")},
       {"hal.state-dir", dir.File("state")},  // not a machine's /var/lib/xpu-exporter
       {"hal.root", dir.File("hal")},
       {"hal.pci.sysfs-root", dir.File("sys")},
@@ -552,6 +560,7 @@ TEST(ExporterReloadTest, EveryFlagIsAppliedByItsPartOrWaitsForARestart) {
       {"hal.kmsg.path", {dir.File("other.records"), {dir.File("other.records")}}},
       {"hal.kmsg.catalog", {dir.File("kmsg.yml"), {dir.File("kmsg.yml")}}},
       {"hal.kmsg.user-records", {"true", {"true"}}},
+      {"hal.nvml.library", {dir.File("other-nvml.so"), {dir.File("other-nvml.so")}}},
       {"hal.state-dir", {d, {d}}},
       {"kubelet.pod-resources-socket", {dir.File("pods.sock"), {dir.File("pods.sock")}}},
       {"kubelet.interval", {"7s", {"7s"}}},
@@ -636,6 +645,7 @@ TEST(ExporterReloadTest, EveryFlagIsAppliedByItsPartOrWaitsForARestart) {
       EXPECT_EQ(parts_after.hal_part, parts_before.hal_part);
       EXPECT_EQ(parts_after.pci_part, parts_before.pci_part);
       EXPECT_EQ(parts_after.kmsg_part, parts_before.kmsg_part);
+      EXPECT_EQ(parts_after.nvml_part, parts_before.nvml_part);
     }
     if (by != Applier::kPods) {
       EXPECT_EQ(parts_after.pods_part, parts_before.pods_part);

@@ -353,7 +353,9 @@ TEST(HalSelectionTest, AutoNoneOrAListOfBackends) {
   EXPECT_TRUE(s.automatic);
   ASSERT_TRUE(ParseHalSelection("none", &s).ok());
   EXPECT_TRUE(!s.automatic && !s.sysfs && !s.pci);
-  EXPECT_FALSE(ParseHalSelection("sysfs,nvml", &s).ok());
+  ASSERT_TRUE(ParseHalSelection("pci,kmsg,nvml", &s).ok());
+  EXPECT_TRUE(!s.sysfs && s.pci && s.kmsg && s.nvml);
+  EXPECT_FALSE(ParseHalSelection("sysfs,dcgm", &s).ok());
   EXPECT_FALSE(ParseHalSelection("sysfs,", &s).ok());
   EXPECT_FALSE(ParseHalSelection("", &s).ok());
 }

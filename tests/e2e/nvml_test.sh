@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# The nvml backend end to end: xdm-sim serves NVIDIA models (A100, then
+# H800), xpu-exporter runs with --hal=nvml pointed at the stand-in for
+# NVIDIA's library (tests/hal/fake_nvml: the real one needs a driver and a
+# GPU that cannot run here, docs/hal.md), whose cards this test writes in a
+# fixture with the sim's bus ids, and one card more that XDM does not list.
+# Seen: each card joined to XDM's device by bus id, judged and on the page
+# with NVML's families; a lost GPU and a pending row remap raise their
+# faults within an interval; nvmlInit failing makes the source blind
+# (health withdrawn, never healthy) until it works; both sources' health on
+# /status and the landing page.
+source "$(dirname "$0")/lib.sh" "$1"
+FAKE=$BUILD/tests/hal/libfake_nvml.so
+[ -f "$FAKE" ] || fail "no stand-in library at $FAKE (a build with tests)"
+export XPU_FAKE_NVML_FIXTURE=$TMP/nvml.json
+DOMAIN=$(printf '%04x' $((0xa000 + RANDOM % 0x5fff)))
+# fixture [JQ-LIKE PYTHON EDIT]: the two sim cards (minor 0 at
+# <domain>:10:00.0, minor 1 at <domain>:20:00.0) and a third XDM does not
+# list, written whole and renamed over the last (never read half written).
+fixture() {
+  python3 - "$XPU_FAKE_NVML_FIXTURE" "$DOMAIN" "${1:-}" <<'PY'
+import json, os, sys
+path, domain, edit = sys.argv[1:]
+bus = lambda b: "0000%s:%s:00.0" % (domain.upper(), b)
+f = {"devices": [
+    {"name": "NVIDIA A100-SXM4-80GB", "uuid": "GPU-nvml-0", "bus_id": bus("10"),
+     "temperature": 41, "memory": {"total": 85899345920, "used": 1073741824}, "ecc_mode": 1,
+     "ecc": {"volatile_corrected": 3, "volatile_uncorrected": 0,
+             "aggregate_corrected": 17, "aggregate_uncorrected": 1},
+     "remap": {"corrected": 1, "uncorrected": 0, "pending": False, "failure": False},
+     "clocks_event_reasons": 1, "pcie_replays": 4,
+     "mig": {"enabled": True, "devices": [
+         {"uuid": "MIG-nvml-0-1", "gi": 1, "ci": 0, "memory": {"total": 10737418240, "used": 536870912}}]}},
+    {"name": "NVIDIA A100-SXM4-80GB", "uuid": "GPU-nvml-1", "bus_id": bus("20"),
+     "temperature": 44, "memory": {"total": 85899345920, "used": 0}, "ecc_mode": 1,
+     "clocks_event_reasons": 96, "mig": {"enabled": False},
+     "nvlinks": [{"active": True, "replay": 5, "recovery": 1, "crc_flit": 7, "crc_data": 0}]},
+    {"name": "NVIDIA A100-SXM4-80GB", "uuid": "GPU-nvml-x", "bus_id": bus("f0"),
+     "temperature": 40, "memory": {"total": 85899345920, "used": 0}, "mig": {"enabled": False}},
+]}
+exec(edit)
+with open(path + ".tmp", "w") as out:
+    json.dump(f, out)
+os.rename(path + ".tmp", path)
+PY
+}
+health() {  # health MINOR SOURCE VALUE
+  has_metric "xpu_device_health{minor=\"$1\",uuid=\"[^\"]*\",source=\"$2\"} $3"
+}
+fault_on() {  # fault_on MINOR CODE LEVEL
+  has_metric "xpu_device_fault_active{minor=\"$1\",uuid=\"[^\"]*\",code=\"$2\",level=\"$3\",source=\"nvml\"} 1"
+}
+
+for model in A100-SXM4-80GB H800-SXM5-80GB; do
+  echo "e2e_nvml: xdm-sim --model $model"
+  fixture
+  start_sim sim --model "$model" --devices 2 --interval 200ms --pci-domain "$DOMAIN"
+  flags=(--hal nvml --hal.nvml.library "$FAKE" --hal.interval 200ms --collector.interval 200ms)
+  start_exporter sim "${flags[@]}"
+  wait_for 10 has_metric 'xpu_nvml_up 1' || fail "nvml not up: $(scrape | grep -E 'nvml_up|source_up')"
+  # Joined to XDM's devices by bus id: XDM's minor and uuid.
+  wait_for 10 health 0 nvml 1 || fail "no nvml health for minor 0: $(scrape | grep -E 'health' | head)"
+  health 1 nvml 1 || fail "no nvml health for minor 1"
+  health 0 xdm 1 || fail "XDM's own health of minor 0 is not beside it"
+  has_metric "xpu_nvml_ecc_errors_total{minor=\"0\",uuid=\"[^\"]*\",bus_id=\"$DOMAIN:10:00.0\",error=\"corrected\",scope=\"aggregate\"} 17" ||
+    fail "ECC counts of minor 0: $(scrape | grep ecc_errors | head -4)"
+  has_metric "xpu_nvml_nvlink_errors_total{minor=\"1\",[^}]*counter=\"replay\"} 5" ||
+    fail "NVLink replays of minor 1: $(scrape | grep nvlink | head -4)"
+  has_metric 'xpu_nvml_mig_enabled{minor="0",[^}]*} 1' || fail "MIG mode of minor 0"
+  # The card XDM does not list: judged by NVML, named by its own uuid.
+  has_metric 'xpu_device_health{minor="",uuid="GPU-nvml-x",source="nvml"} 1' ||
+    fail "the card XDM does not list is not judged: $(scrape | grep 'source="nvml"' | head)"
+  check_families
+
+  # A pending row remap on minor 0 and a lost GPU on minor 1, within an interval or two.
+  fixture 'f["devices"][0]["remap"]["pending"] = True; f["devices"][1]["lost"] = True'
+  wait_for 5 fault_on 1 0xFC010001 isolate_card || fail "GPU lost not raised: $(scrape | grep fault_active | head)"
+  health 1 nvml 0 || fail "a lost GPU is not unhealthy"
+  wait_for 5 fault_on 0 0xFC010003 reset_card || fail "pending row remap not raised"
+  # Card-level action (reset_card and above) makes the card unhealthy, as for every source.
+  health 0 nvml 0 || fail "a pending remap (reset_card) left minor 0 healthy"
+  status=$(curl -sf "${URL%/metrics}/status")
+  python3 - "$status" <<'PY' || fail "/status does not show both sources: $status"
+import json, sys
+s = json.loads(sys.argv[1])
+assert s["hal"]["backend"] == "nvml" and s["hal"]["up"] is True, s["hal"]
+d1 = [d for d in s["devices"] if d["minor"] == 1][0]
+assert d1["health"]["xdm"] is True and d1["health"]["nvml"] is False, d1["health"]
+assert ("0xFC010001", "nvml") in [(f["code"], f["source"]) for f in d1["faults"]], d1["faults"]
+PY
+  curl -sf "${URL%/metrics}/" | grep -q "0xFC010001" || fail "the landing page does not show the lost GPU"
+  fixture  # back
+  wait_for 5 health 1 nvml 1 || fail "minor 1 not healthy again"
+  kill "$EXP_PID"; wait "$EXP_PID" 2>/dev/null || true
+  kill "$SIM_PID"; wait "$SIM_PID" 2>/dev/null || true
+done
+
+# nvmlInit_v2 failing (the driver not running): blind, never healthy, and
+# seen again once it works.
+fixture 'f["init_error"] = 9'
+start_sim sim --model A100-SXM4-80GB --devices 2 --interval 200ms --pci-domain "$DOMAIN"
+start_exporter sim "${flags[@]}"
+wait_for 10 has_metric 'xpu_exporter_source_up{source="nvml"} 0' ||
+  fail "a failing nvmlInit does not make the source blind: $(scrape | grep -E 'source_up|nvml_up')"
+has_metric 'xpu_device_health{[^}]*source="nvml"}' && fail "a blind source still has health series"
+grep -q "nvml" "$TMP/exporter.log" || fail "the failure is not logged"
+fixture
+wait_for 10 health 0 nvml 1 || fail "not seen once nvmlInit works: $(scrape | grep -E 'source_up|nvml')"
+
+# --hal=auto on a machine without NVIDIA's library: as before, no nvml series.
+kill "$EXP_PID"; wait "$EXP_PID" 2>/dev/null || true
+start_exporter sim --hal auto --hal.nvml.library "$TMP/absent/libnvidia-ml.so.1" --hal.root "$TMP/none"
+wait_for 10 has_metric 'xpu_exporter_upstream_up 1' || fail "no page with auto"
+page=$(scrape) || fail "no page"
+grep -q "nvml" <<<"$page" && fail "auto without the library writes nvml series: $(grep nvml <<<"$page")"
+grep -q "nvml backend off" "$TMP/exporter.log" || fail "auto does not say why nvml is off"
+echo "e2e_nvml: OK"
