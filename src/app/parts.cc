@@ -80,9 +80,13 @@ Status MakeNvml(const PartContext& c, std::unique_ptr<Part>* out) {
     spdlog::info("HAL nvml: {}", why);
   }
   spdlog::info("HAL backend nvml through {}, every {} ms", o.nvml_library, o.interval.count());
-  *out = std::make_unique<hal::NvmlSampler>(hal::NvmlSampler::Options{o.nvml_library, o.interval},
-                                            c.files.faults, c.devices, c.metrics, c.exemplars,
-                                            c.shared_metrics);
+  hal::NvmlSampler::Options options{o.nvml_library, o.interval};
+  if (c.files.kmsg) {  // Xid events as the kernel log's catalog names them: both sources agree
+    options.event_active_for = c.files.kmsg->event_active_for();
+    options.states = c.files.kmsg->states();
+  }
+  *out = std::make_unique<hal::NvmlSampler>(std::move(options), c.files.faults, c.devices,
+                                            c.metrics, c.exemplars, c.shared_metrics);
   return Status::Ok();
 }
 

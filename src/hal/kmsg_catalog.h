@@ -67,6 +67,7 @@ class KmsgCatalog {
   // A state-like code stays active until the device is seen healthy again;
   // any other is an event, active for event_active_for() after its record.
   bool IsState(const std::string& code) const;
+  const std::vector<std::string>& states() const { return states_; }
   std::chrono::seconds event_active_for() const { return event_active_for_; }
   const std::vector<KmsgPattern>& patterns() const { return patterns_; }
 

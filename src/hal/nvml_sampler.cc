@@ -2,6 +2,9 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <cstdio>
+#include <deque>
 #include <future>
 #include <map>
 #include <thread>
@@ -29,6 +32,56 @@ struct NvmlSampler::Reader {
   Status status XPU_GUARDED_BY(mu);
   std::vector<NvmlDevice> cards XPU_GUARDED_BY(mu);
   std::vector<std::string> missing XPU_GUARDED_BY(mu);
+  bool listening XPU_GUARDED_BY(mu) = false;  // the event thread runs
+  // Events the event thread took and the sampler has not (bounded: a card
+  // that floods drops the oldest, counted).
+  std::deque<NvmlEvent> events XPU_GUARDED_BY(mu);
+  uint64_t events_dropped XPU_GUARDED_BY(mu) = 0;
+
+  // The event thread: registers every card for Xid and double-bit ECC
+  // events (the Xid alone where a card refuses the pair), then waits for
+  // them in slices of kEventWaitMs, so that it sees quit promptly; it ends
+  // at quit. A wait that fails at once (not a timeout) is retried after a
+  // second, not spun.
+  static void Listen(const std::shared_ptr<Reader>& self,
+                     const std::shared_ptr<const NvmlLibrary>& lib, unsigned count) {
+    const NvmlLibrary::Api& a = lib->api();
+    nvml::EventSet set = nullptr;
+    if (a.event_set_create(&set) != nvml::kSuccess) return;
+    std::map<nvml::Device, unsigned> index;
+    for (unsigned i = 0; i < std::min(count, kMaxNvmlDevices); ++i) {
+      nvml::Device h = nullptr;
+      if (a.device_by_index(i, &h) != nvml::kSuccess) continue;
+      if (a.register_events(h, nvml::kEventXidCriticalError | nvml::kEventDoubleBitEccError, set) ==
+              nvml::kSuccess ||
+          a.register_events(h, nvml::kEventXidCriticalError, set) == nvml::kSuccess)
+        index[h] = i;
+    }
+    spdlog::info("HAL nvml: listening for Xid and double-bit ECC events of {} card(s)",
+                 index.size());
+    for (;;) {
+      {
+        MutexLock lock(self->mu);
+        if (self->quit) break;
+      }
+      nvml::EventData data{};
+      const nvml::Return r =
+          index.empty() ? nvml::kErrorNotFound : a.event_set_wait(set, &data, kEventWaitMs);
+      MutexLock lock(self->mu);
+      if (r == nvml::kSuccess) {
+        auto it = index.find(data.device);
+        if (it == index.end()) continue;
+        if (self->events.size() >= kMaxPendingEvents) {
+          self->events.pop_front();
+          ++self->events_dropped;
+        }
+        self->events.push_back({it->second, data.event_type, data.event_data});
+      } else if (r != nvml::kErrorTimeout) {
+        self->cv.WaitFor(lock, std::chrono::seconds(1));
+      }
+    }
+    a.event_set_free(set);
+  }
 
   // The thread: opens the library at its first read (dlopen and
   // nvmlInit_v2 may hang too), then reads whenever asked, until quit.
@@ -50,6 +103,14 @@ struct NvmlSampler::Reader {
         s = ReadNvmlDevices(*lib, &cards);
       }
       lock.Lock();
+      if (s.ok() && !cards.empty() && !self->listening && lib->api().event_set_create != nullptr &&
+          lib->api().register_events != nullptr && lib->api().event_set_wait != nullptr &&
+          lib->api().event_set_free != nullptr) {
+        self->listening = true;
+        std::thread([self, lib, n = static_cast<unsigned>(cards.size())] {
+          Listen(self, lib, n);
+        }).detach();
+      }
       self->reading = false;
       self->done = true;
       self->answered = generation;
@@ -126,6 +187,7 @@ void NvmlSampler::TakeOver(Part& old) {
   if (auto* o = dynamic_cast<NvmlSampler*>(&old)) {
     faults_.Seed(o->fault_state());
     identities_ = o->identities();
+    event_seen_ = o->event_seen_;
   }
 }
 
@@ -135,6 +197,7 @@ bool NvmlSampler::SampleOnce() {
   Status status;
   std::vector<NvmlDevice> cards;
   std::vector<std::string> missing;
+  std::vector<NvmlEvent> events;
   bool answered = false;
   {
     Reader& r = *reader_;
@@ -159,6 +222,8 @@ bool NvmlSampler::SampleOnce() {
       status = std::move(r.status);
       cards = std::move(r.cards);
       missing = std::move(r.missing);
+      events.assign(r.events.begin(), r.events.end());
+      r.events.clear();
     }
   }
   if (!answered) {
@@ -186,11 +251,53 @@ bool NvmlSampler::SampleOnce() {
     if (logged_.Raise("missing " + m))
       spdlog::info("HAL nvml: {} lacks {}: what needs it is not read", options_.library, m);
   }
-  Publish(std::move(cards));
+  Publish(std::move(cards), events);
   return true;
 }
 
-void NvmlSampler::Publish(std::vector<NvmlDevice> cards) {
+std::string NvmlEventCode(const NvmlEvent& e) {
+  unsigned long long xid = 0;
+  if ((e.type & nvml::kEventXidCriticalError) != 0) {
+    xid = e.data;
+  } else if ((e.type & nvml::kEventDoubleBitEccError) != 0) {
+    xid = 48;  // NVIDIA's Xid for a double-bit ECC error
+  }
+  if (xid == 0 || xid > 0xFFFF) return "";
+  char code[16];
+  std::snprintf(code, sizeof code, "0x%08llX", 0x10DE0000ULL + xid);
+  return code;
+}
+
+std::set<std::string> NvmlSampler::EventCodes(unsigned index,
+                                              std::chrono::steady_clock::time_point now) const {
+  std::set<std::string> codes;
+  auto it = event_seen_.find(index);
+  if (it == event_seen_.end()) return codes;
+  for (const auto& [code, when] : it->second) {
+    const bool state =
+        std::find(options_.states.begin(), options_.states.end(), code) != options_.states.end();
+    if (state || now - when < options_.event_active_for) codes.insert(code);
+  }
+  return codes;
+}
+
+void NvmlSampler::Publish(std::vector<NvmlDevice> cards, const std::vector<NvmlEvent>& events) {
+  const auto now = std::chrono::steady_clock::now();
+  for (const NvmlEvent& e : events) {
+    const std::string code = NvmlEventCode(e);
+    if (code.empty()) continue;
+    const bool active = EventCodes(e.index, now).count(code) != 0;
+    event_seen_[e.index][code] = now;
+    if (!active)  // logged as it becomes active, not at each repeat
+      spdlog::warn("HAL nvml: card {} reported {} (NVML event {:#x}, data {})", e.index, code,
+                   e.type, e.data);
+  }
+  // Codes no longer active are forgotten (the map stays as small as what is active).
+  for (auto it = event_seen_.begin(); it != event_seen_.end();) {
+    const std::set<std::string> active = EventCodes(it->first, now);
+    std::erase_if(it->second, [&](const auto& kv) { return active.count(kv.first) == 0; });
+    it = it->second.empty() ? event_seen_.erase(it) : std::next(it);
+  }
   std::map<std::string, store::DeviceInfo> xdm;  // by bus id
   for (store::DeviceInfo& d : registry()->Devices())
     if (!d.bus_id.empty()) xdm[d.bus_id] = std::move(d);
@@ -222,9 +329,9 @@ void NvmlSampler::Publish(std::vector<NvmlDevice> cards) {
       v.healthy = true;
     }
     const std::string key = !c.bus_id.empty() ? c.bus_id : "card " + std::to_string(c.index);
-    const std::vector<std::string> codes = DeriveNvmlFaults(c);
-    v.faults = faults_.Update(key, "NVIDIA GPU " + key, j.minor, v.uuid, c.bus_id,
-                              {codes.begin(), codes.end()});
+    std::set<std::string> codes = EventCodes(c.index, now);
+    for (std::string& code : DeriveNvmlFaults(c)) codes.insert(std::move(code));
+    v.faults = faults_.Update(key, "NVIDIA GPU " + key, j.minor, v.uuid, c.bus_id, codes);
     if (!c.errors.empty()) {
       read_errors_.Add({{"bus_id", c.bus_id}}).Increment(static_cast<double>(c.errors.size()));
       if (logged_.Raise("errors " + key))

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,22 @@ namespace xpu::hal {
 
 // The registry source name of the nvml backend's view.
 inline constexpr const char* kSourceNvml = "nvml";
+
+// One event NVML delivered (nvmlEventSetWait_v2): the card by NVML's
+// index, the event type (nvml::kEventXidCriticalError...) and its data (the
+// Xid).
+struct NvmlEvent {
+  unsigned index = 0;
+  unsigned long long type = 0, data = 0;
+};
+// The event thread waits in slices this long, so that it sees a stop.
+inline constexpr unsigned kEventWaitMs = 500;
+// Events held for the sampler at most (a card that floods drops the oldest).
+inline constexpr size_t kMaxPendingEvents = 1024;
+// The fault code of an event, as the kernel-log backend names the same
+// Xid (0x10DE0000 + Xid; a double-bit ECC event is Xid 48's), or "" for
+// one that raises nothing.
+std::string NvmlEventCode(const NvmlEvent& e);
 
 // The nvml backend (docs/hal.md, "nvml"): every interval, reads every card
 // through NVIDIA's library and publishes one DeviceViews: each card joined
@@ -43,6 +60,12 @@ class NvmlSampler : public SourceSampler {
     std::chrono::milliseconds interval{1000};
     // How long one read of every card may take; 0: the interval.
     std::chrono::milliseconds deadline{0};
+    // As the kernel log's catalog says (kmsg_patterns.yaml), so that both
+    // sources agree: how long an event's code stays active after its last
+    // event, and the codes that are states (active for as long as the
+    // sampler and its successors run: Xid 79's remedy is a reboot).
+    std::chrono::milliseconds event_active_for{std::chrono::minutes(10)};
+    std::vector<std::string> states;
     bool operator==(const Options&) const = default;
   };
   NvmlSampler(Options options, std::shared_ptr<const FaultCatalog> catalog,
@@ -71,12 +94,17 @@ class NvmlSampler : public SourceSampler {
  private:
   struct Reader;
   void Tick() override { (void)SampleOnce(); }
-  void Publish(std::vector<NvmlDevice> cards);
+  void Publish(std::vector<NvmlDevice> cards, const std::vector<NvmlEvent>& events);
+  // The codes the events raised that are active now, for card `index`.
+  std::set<std::string> EventCodes(unsigned index, std::chrono::steady_clock::time_point now) const;
 
   const Options options_;
   std::shared_ptr<Reader> reader_;           // shared with its thread, which may outlive this
   FaultEvents faults_;                       // sampler-thread state
   std::map<unsigned, Identity> identities_;  // sampler-thread state
+  // When each card's event codes were last raised, by NVML's index and
+  // code; sampler-thread state, handed over on a reload.
+  std::map<unsigned, std::map<std::string, std::chrono::steady_clock::time_point>> event_seen_;
   prometheus::Family<prometheus::Counter>& read_errors_;
   prometheus::Family<prometheus::Gauge>& missing_;
   LogOnce logged_;

@@ -437,7 +437,12 @@ void ExpectPartsHold(const Exporter::InForce& f, const Config& cfg) {
   }
   EXPECT_EQ(f.nvml.has_value(), p.hal.nvml);
   if (f.nvml) {
-    EXPECT_TRUE(*f.nvml == (hal::NvmlSampler::Options{cfg.hal.nvml_library, cfg.hal.interval}));
+    EXPECT_EQ(f.nvml->library, cfg.hal.nvml_library);
+    EXPECT_EQ(f.nvml->interval, cfg.hal.interval);
+    // The kernel log's catalog's words for events: the test's has no state.
+    EXPECT_EQ(f.nvml->states.empty(), !cfg.hal.kmsg_catalog_file.empty());
+    EXPECT_EQ(f.nvml->event_active_for,
+              std::chrono::seconds(cfg.hal.kmsg_catalog_file.empty() ? 600 : 60));
     EXPECT_EQ(from_file(f.nvml_faults), !cfg.hal.fault_catalog_file.empty());
   }
   EXPECT_EQ(f.pods.has_value(), !cfg.kubelet.socket.empty());

@@ -91,6 +91,15 @@ PY
   curl -sf "${URL%/metrics}/" | grep -q "0xFC010001" || fail "the landing page does not show the lost GPU"
   fixture  # back
   wait_for 5 health 1 nvml 1 || fail "minor 1 not healthy again"
+  # An Xid 79 as NVML's event: isolate_card within an interval, under the
+  # kernel log's code, and it stays (a state: its remedy is a reboot).
+  wait_for 10 grep -q "listening for Xid" "$TMP/exporter.log" || fail "no event listener: $(cat "$TMP/exporter.log")"
+  fixture 'f["events"] = [{"device": 0, "type": 8, "data": 79}]'
+  wait_for 5 fault_on 0 0x10DE004F isolate_card || fail "Xid 79 not raised: $(scrape | grep fault_active | head)"
+  health 0 nvml 0 || fail "Xid 79 left minor 0 healthy"
+  fixture
+  wait_for 1 health 0 nvml 1 && fail "Xid 79 cleared by itself"
+  fault_on 0 0x10DE004F isolate_card || fail "Xid 79 did not stay"
   kill "$EXP_PID"; wait "$EXP_PID" 2>/dev/null || true
   kill "$SIM_PID"; wait "$SIM_PID" 2>/dev/null || true
 done

@@ -378,6 +378,65 @@ TEST_F(NvmlSamplerTest, ALostCardIsIsolateCardInTheSampleThatFindsIt) {
             1);
 }
 
+// NVML's Xid events raise the codes the kernel log gives the same Xid, at
+// the same levels: a state (Xid 79) stays, an event clears after its time.
+TEST_F(NvmlSamplerTest, XidEventsRaiseTheKernelLogsCodesAndEventsClearInTime) {
+  NvmlSampler::Options o;
+  o.library = FAKE_NVML_PATH;
+  o.interval = std::chrono::seconds(1);
+  o.event_active_for = std::chrono::milliseconds(300);
+  o.states = {"0x10DE004F"};
+  auto s = std::make_unique<NvmlSampler>(o, FaultCatalog::Builtin(), &registry_, &self_);
+  Json f = TwoCards();
+  f["devices"][0].erase("remap");  // no pending remap: only the events raise
+  f["devices"][1]["retired"]["pending"] = false;
+  Write(f);
+  void* lib = dlopen(FAKE_NVML_PATH, RTLD_NOW);
+  ASSERT_NE(lib, nullptr);
+  auto sets_made = reinterpret_cast<int (*)()>(dlsym(lib, "xpu_fake_nvml_event_sets_made"));
+  ASSERT_NE(sets_made, nullptr);
+  const int sets_before = sets_made();
+  ASSERT_TRUE(s->SampleOnce());  // the event thread starts with the first read
+  EXPECT_EQ(Health("XDM-3"), 1);
+  // Events come to a set made before them, as NVML's do.
+  ASSERT_TRUE(
+      xpu::testing::WaitFor([&] { return sets_made() > sets_before; }, std::chrono::seconds(5)));
+  f["events"] = {{{"device", 0}, {"type", 8}, {"data", 79}},
+                 {{"device", 1}, {"type", 8}, {"data", 13}}};
+  Write(f);
+  using xpu::testing::MetricValue;
+  auto active = [&](const std::string& uuid, const std::string& code) {
+    return MetricValue(registry_, "xpu_device_fault_active",
+                       {{"source", "nvml"}, {"uuid", uuid}, {"code", code}});
+  };
+  ASSERT_TRUE(
+      xpu::testing::WaitFor([&] { return s->SampleOnce() && active("XDM-3", "0x10DE004F") == 1; },
+                            std::chrono::seconds(5)));
+  EXPECT_EQ(MetricValue(registry_, "xpu_device_fault_level", {{"source", "nvml"}, {"minor", "3"}}),
+            6)
+      << "Xid 79 is isolate_card, as in the kernel log's catalog";
+  EXPECT_EQ(Health("XDM-3"), 0);
+  ASSERT_TRUE(xpu::testing::WaitFor(
+      [&] { return s->SampleOnce() && active("GPU-h800-1", "0x10DE000D") == 1; },
+      std::chrono::seconds(5)));
+  // The event clears once its time has passed; the state stays.
+  ASSERT_TRUE(xpu::testing::WaitFor(
+      [&] { return s->SampleOnce() && active("GPU-h800-1", "0x10DE000D") != 1; },
+      std::chrono::seconds(5)));
+  EXPECT_EQ(active("XDM-3", "0x10DE004F"), 1);
+  EXPECT_EQ(Health("XDM-3"), 0);
+  dlclose(lib);
+}
+
+TEST(NvmlEventCodeTest, XidsDoubleBitEccAndTheRest) {
+  EXPECT_EQ(NvmlEventCode({0, nvml::kEventXidCriticalError, 79}), "0x10DE004F");
+  EXPECT_EQ(NvmlEventCode({0, nvml::kEventDoubleBitEccError, 0}), "0x10DE0030");
+  EXPECT_EQ(NvmlEventCode({0, nvml::kEventXidCriticalError, 0}), "");
+  EXPECT_EQ(NvmlEventCode({0, nvml::kEventXidCriticalError, 0x10000}), "");
+  EXPECT_EQ(NvmlEventCode({0, nvml::kEventSingleBitEccError, 0}), "");
+  EXPECT_EQ(NvmlEventCode({0, nvml::kEventClock, 0}), "");
+}
+
 // A card whose handle cannot be had is not seen: no health (Unknown to the
 // Node), never healthy; the other card is judged.
 TEST_F(NvmlSamplerTest, ACardThatCannotBeReadHasNoHealth) {

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -38,7 +39,11 @@ Json& fixture = *new Json();
 struct timespec mtime {};  // of the fixture last read
 off_t size = -1;
 ino_t inode = 0;
-size_t delivered = 0;  // events handed out
+// As NVML does, each event set gets every event that comes after it was
+// made, once: by set, the index of its next event in the fixture's list.
+// Never destroyed (see fixture).
+std::map<uintptr_t, size_t>& delivered = *new std::map<uintptr_t, size_t>();
+uintptr_t sets_made = 0;
 
 // The fixture now (read again when the file changed); under mu.
 const Json& Fixture() {
@@ -124,6 +129,12 @@ extern "C" {
 // Not NVML's: how many calls hang now, so that a test can wait for a reader
 // it left in one before its process exits.
 int xpu_fake_nvml_hanging() { return hanging.load(); }
+// Not NVML's: how many event sets were made, so that a test can wait for a
+// listener to be in place before it writes events.
+int xpu_fake_nvml_event_sets_made() {
+  std::lock_guard<std::mutex> lock(mu);
+  return static_cast<int>(sets_made);
+}
 
 nvml::Return nvmlInit_v2() {
   std::lock_guard<std::mutex> lock(mu);
@@ -403,7 +414,10 @@ nvml::Return nvmlDeviceGetComputeRunningProcesses_v3(nvml::Device h, unsigned* c
 }
 
 nvml::Return nvmlEventSetCreate(nvml::EventSet* set) {
-  *set = reinterpret_cast<nvml::EventSet>(static_cast<uintptr_t>(1));
+  std::lock_guard<std::mutex> lock(mu);
+  const uintptr_t id = ++sets_made;
+  delivered[id] = Fixture().value("events", Json::array()).size();
+  *set = reinterpret_cast<nvml::EventSet>(id);
   return nvml::kSuccess;
 }
 
@@ -415,15 +429,15 @@ nvml::Return nvmlDeviceRegisterEvents(nvml::Device h, unsigned long long /*types
 
 // Delivers the fixture's next undelivered event, or waits for one (the
 // fixture is read again every 10 ms) until `timeout_ms`.
-nvml::Return nvmlEventSetWait_v2(nvml::EventSet /*set*/, nvml::EventData* data,
-                                 unsigned timeout_ms) {
+nvml::Return nvmlEventSetWait_v2(nvml::EventSet set, nvml::EventData* data, unsigned timeout_ms) {
   const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   for (;;) {
     {
       std::lock_guard<std::mutex> lock(mu);
       const Json& events = Fixture().value("events", Json::array());
-      if (delivered < events.size()) {
-        const Json& e = events[delivered++];
+      size_t& next = delivered[reinterpret_cast<uintptr_t>(set)];
+      if (next < events.size()) {
+        const Json& e = events[next++];
         std::memset(data, 0, sizeof *data);
         data->device = Handle(e.value("device", 0U));
         data->event_type = e.value("type", nvml::kEventXidCriticalError);
@@ -437,6 +451,10 @@ nvml::Return nvmlEventSetWait_v2(nvml::EventSet /*set*/, nvml::EventData* data,
   }
 }
 
-nvml::Return nvmlEventSetFree(nvml::EventSet /*set*/) { return nvml::kSuccess; }
+nvml::Return nvmlEventSetFree(nvml::EventSet set) {
+  std::lock_guard<std::mutex> lock(mu);
+  delivered.erase(reinterpret_cast<uintptr_t>(set));
+  return nvml::kSuccess;
+}
 
 }  // extern "C"
