@@ -4,6 +4,7 @@
 // library needs a driver and a GPU that cannot run here.
 #include <dlfcn.h>
 #include <gtest/gtest.h>
+#include <spdlog/spdlog.h>
 
 #include <filesystem>
 #include <fstream>
@@ -53,11 +54,23 @@ Json TwoCards() {
 class NvmlTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    fixture_ = dir_.File("nvml.json");
+    // spdlog's registry made before any thread logs, as main() makes it:
+    // made lazily by two threads at once, TSan cannot see its guard (the
+    // library is not instrumented).
+    spdlog::default_logger();
+    // One fixture file for the whole process, named once: a reader or
+    // event thread an earlier test left behind (detached, it ends when its
+    // call returns) may still be in the library, which reads the variable,
+    // and setenv beside a getenv is a race.
+    static const std::string shared = [] {
+      static xpu::testing::TempDir dir;  // removed at exit: a late reader finds no file
+      const std::string path = dir.File("nvml.json");
+      setenv("XPU_FAKE_NVML_FIXTURE", path.c_str(), 1);
+      return path;
+    }();
+    fixture_ = shared;
     Write(TwoCards());
-    setenv("XPU_FAKE_NVML_FIXTURE", fixture_.c_str(), 1);
   }
-  void TearDown() override { unsetenv("XPU_FAKE_NVML_FIXTURE"); }
   void Write(const Json& j) {
     // A new file renamed over the old: the library never reads half of it.
     const std::string tmp = fixture_ + ".tmp";
