@@ -199,7 +199,13 @@ void AddHealthSources(const store::DeviceRegistry& registry,
       if (v.minor < 0) continue;
       DeviceReport& d = device(v.minor);
       if (d.uuid.empty()) d.uuid = v.uuid;
-      d.sources[source] = {v.healthy, std::move(v.faults)};
+      // As the health series says it: card-level faults make it unhealthy.
+      int worst = 0;
+      for (const store::ActiveFault& f : v.faults) worst = std::max(worst, f.level);
+      d.sources[source] = {
+          v.healthy ? std::optional<bool>(*v.healthy && worst < store::kUnhealthyFaultLevel)
+                    : std::nullopt,
+          std::move(v.faults)};
     }
   }
 }

@@ -80,7 +80,9 @@ Status MakeNvml(const PartContext& c, std::unique_ptr<Part>* out) {
     spdlog::info("HAL nvml: {}", why);
   }
   spdlog::info("HAL backend nvml through {}, every {} ms", o.nvml_library, o.interval.count());
-  hal::NvmlSampler::Options options{o.nvml_library, o.interval};
+  hal::NvmlSampler::Options options;
+  options.library = o.nvml_library;
+  options.interval = o.interval;
   if (c.files.kmsg) {  // Xid events as the kernel log's catalog names them: both sources agree
     options.event_active_for = c.files.kmsg->event_active_for();
     options.states = c.files.kmsg->states();

@@ -12,6 +12,7 @@
 
 #include "common/metric_family.h"
 #include "common/mutex.h"
+#include "hal/pci_address.h"
 
 namespace xpu::hal {
 
@@ -37,6 +38,10 @@ struct NvmlSampler::Reader {
   // that floods drops the oldest, counted).
   std::deque<NvmlEvent> events XPU_GUARDED_BY(mu);
   uint64_t events_dropped XPU_GUARDED_BY(mu) = 0;
+  // What the event thread has to say, logged by the sampler: a detached
+  // thread never logs itself (it may run while the process exits and
+  // spdlog's registry is destroyed). A warning when `warn`.
+  std::vector<std::pair<bool, std::string>> notes XPU_GUARDED_BY(mu);
 
   // The event thread: registers every card for Xid and double-bit ECC
   // events (the Xid alone where a card refuses the pair), then waits for
@@ -47,7 +52,13 @@ struct NvmlSampler::Reader {
                      const std::shared_ptr<const NvmlLibrary>& lib, unsigned count) {
     const NvmlLibrary::Api& a = lib->api();
     nvml::EventSet set = nullptr;
-    if (a.event_set_create(&set) != nvml::kSuccess) return;
+    if (const nvml::Return r = a.event_set_create(&set); r != nvml::kSuccess) {
+      MutexLock lock(self->mu);
+      self->notes.emplace_back(true, "no Xid events: nvmlEventSetCreate: " + lib->ErrorString(r) +
+                                         " (tried again at the next read)");
+      self->listening = false;
+      return;
+    }
     std::map<nvml::Device, unsigned> index;
     for (unsigned i = 0; i < std::min(count, kMaxNvmlDevices); ++i) {
       nvml::Device h = nullptr;
@@ -57,8 +68,11 @@ struct NvmlSampler::Reader {
           a.register_events(h, nvml::kEventXidCriticalError, set) == nvml::kSuccess)
         index[h] = i;
     }
-    spdlog::info("HAL nvml: listening for Xid and double-bit ECC events of {} card(s)",
-                 index.size());
+    {
+      MutexLock lock(self->mu);
+      self->notes.emplace_back(false, "listening for Xid and double-bit ECC events of " +
+                                          std::to_string(index.size()) + " card(s)");
+    }
     for (;;) {
       {
         MutexLock lock(self->mu);
@@ -216,14 +230,24 @@ bool NvmlSampler::SampleOnce() {
     while (!(r.done && r.answered == want && want != 0) && !worker().stopping() &&
            std::chrono::steady_clock::now() < deadline)
       r.cv.WaitFor(lock, std::chrono::milliseconds(50));
+    for (const auto& [warn, text] : r.notes) {
+      if (warn) {
+        spdlog::warn("HAL nvml: {}", text);
+      } else {
+        spdlog::info("HAL nvml: {}", text);
+      }
+    }
+    r.notes.clear();
     if (r.done && r.answered == want && want != 0) {
       answered = true;
       r.done = false;
       status = std::move(r.status);
       cards = std::move(r.cards);
       missing = std::move(r.missing);
-      events.assign(r.events.begin(), r.events.end());
-      r.events.clear();
+      if (status.ok()) {  // a failed read leaves them for the next good one
+        events.assign(r.events.begin(), r.events.end());
+        r.events.clear();
+      }
     }
   }
   if (!answered) {
@@ -300,7 +324,9 @@ void NvmlSampler::Publish(std::vector<NvmlDevice> cards, const std::vector<NvmlE
   }
   std::map<std::string, store::DeviceInfo> xdm;  // by bus id
   for (store::DeviceInfo& d : registry()->Devices())
-    if (!d.bus_id.empty()) xdm[d.bus_id] = std::move(d);
+    // XDM's bus id in any form it gives (NVIDIA's 8-digit upper case too),
+    // made canonical as NVML's is: the join key.
+    if (std::string bus = CanonicalPciAddress(d.bus_id); !bus.empty()) xdm[bus] = std::move(d);
   store::DeviceViews views;
   std::vector<NvmlJoined> joined;
   for (NvmlDevice& c : cards) {

@@ -295,7 +295,7 @@ std::map<std::string, std::vector<DeviceView>> DeviceRegistry::SeenDeviceViews()
   MutexLock lock(mu_);
   std::map<std::string, std::vector<DeviceView>> out;
   for (const auto& [source, views] : views_)
-    if (FreshLocked(source)) out[source] = views.devices;
+    if (SightLocked(source) == Sight::kSeeing) out[source] = views.devices;
   return out;
 }
 

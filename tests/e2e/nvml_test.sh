@@ -55,7 +55,7 @@ for model in A100-SXM4-80GB H800-SXM5-80GB; do
   echo "e2e_nvml: xdm-sim --model $model"
   fixture
   start_sim sim --model "$model" --devices 2 --interval 200ms --pci-domain "$DOMAIN"
-  flags=(--hal nvml --hal.nvml.library "$FAKE" --hal.interval 200ms --collector.interval 200ms)
+  flags=(--hal nvml --hal.nvml.library "$FAKE" --hal.interval 500ms --collector.interval 200ms)
   start_exporter sim "${flags[@]}"
   wait_for 10 has_metric 'xpu_nvml_up 1' || fail "nvml not up: $(scrape | grep -E 'nvml_up|source_up')"
   # Joined to XDM's devices by bus id: XDM's minor and uuid.
@@ -87,6 +87,9 @@ assert s["hal"]["backend"] == "nvml" and s["hal"]["up"] is True, s["hal"]
 d1 = [d for d in s["devices"] if d["minor"] == 1][0]
 assert d1["health"]["xdm"] is True and d1["health"]["nvml"] is False, d1["health"]
 assert ("0xFC010001", "nvml") in [(f["code"], f["source"]) for f in d1["faults"]], d1["faults"]
+# A card-level fault (a pending remap: reset_card) is unhealthy here as on /metrics.
+d0 = [d for d in s["devices"] if d["minor"] == 0][0]
+assert d0["health"]["nvml"] is False, d0["health"]
 PY
   curl -sf "${URL%/metrics}/" | grep -q "0xFC010001" || fail "the landing page does not show the lost GPU"
   fixture  # back

@@ -391,6 +391,21 @@ TEST_F(NvmlSamplerTest, ALostCardIsIsolateCardInTheSampleThatFindsIt) {
             1);
 }
 
+// XDM may give a bus id in NVIDIA's own form: the join does not depend on it.
+TEST_F(NvmlSamplerTest, JoinsXdmsBusIdInAnyFormItGives) {
+  store::DeviceInfo a100;
+  a100.minor = 3;
+  a100.uuid = "XDM-3";
+  a100.bus_id = "00000000:3B:00.0";
+  registry_.SetXdmDevices({a100});
+  auto s = Make();
+  ASSERT_TRUE(s->SampleOnce());
+  EXPECT_EQ(xpu::testing::MetricValue(registry_, "xpu_device_health",
+                                      {{"source", "nvml"}, {"minor", "3"}, {"uuid", "XDM-3"}}),
+            0)
+      << "joined to minor 3 (its pending remap is reset_card)";
+}
+
 // NVML's Xid events raise the codes the kernel log gives the same Xid, at
 // the same levels: a state (Xid 79) stays, an event clears after its time.
 TEST_F(NvmlSamplerTest, XidEventsRaiseTheKernelLogsCodesAndEventsClearInTime) {
