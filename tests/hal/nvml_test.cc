@@ -4,7 +4,6 @@
 // library needs a driver and a GPU that cannot run here.
 #include <dlfcn.h>
 #include <gtest/gtest.h>
-#include <spdlog/spdlog.h>
 
 #include <filesystem>
 #include <fstream>
@@ -54,10 +53,6 @@ Json TwoCards() {
 class NvmlTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    // spdlog's registry made before any thread logs, as main() makes it:
-    // made lazily by two threads at once, TSan cannot see its guard (the
-    // library is not instrumented).
-    spdlog::default_logger();
     // One fixture file for the whole process, named once: a reader or
     // event thread an earlier test left behind (detached, it ends when its
     // call returns) may still be in the library, which reads the variable,
