@@ -187,9 +187,7 @@ void AddHealthSources(const store::DeviceRegistry& registry,
   }
   for (store::KmsgDeviceView& k : registry.KmsgDevices()) {
     DeviceReport& d = device(k.minor);
-    int worst = 0;
-    for (const store::ActiveFault& f : k.faults) worst = std::max(worst, f.level);
-    d.kmsg_healthy = worst < store::kUnhealthyFaultLevel;
+    d.kmsg_healthy = *store::HealthWithFaults(true, k.faults);
     d.kmsg_faults = std::move(k.faults);
   }
   // A device that XDM does not list (minor -1) is not a row: /status and
@@ -200,12 +198,7 @@ void AddHealthSources(const store::DeviceRegistry& registry,
       DeviceReport& d = device(v.minor);
       if (d.uuid.empty()) d.uuid = v.uuid;
       // As the health series says it: card-level faults make it unhealthy.
-      int worst = 0;
-      for (const store::ActiveFault& f : v.faults) worst = std::max(worst, f.level);
-      d.sources[source] = {
-          v.healthy ? std::optional<bool>(*v.healthy && worst < store::kUnhealthyFaultLevel)
-                    : std::nullopt,
-          std::move(v.faults)};
+      d.sources[source] = {store::HealthWithFaults(v.healthy, v.faults), std::move(v.faults)};
     }
   }
 }

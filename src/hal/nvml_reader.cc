@@ -10,27 +10,37 @@ namespace {
 
 // Judges each call's answer for one card: true on success; GPU lost marks
 // the card; "not supported" (the card or this driver lacks it) is quiet;
-// anything else is recorded.
+// anything else is recorded. Counts the answers, so that the reader can tell
+// a card it heard from one whose every call failed.
 class Calls {
  public:
   Calls(const NvmlLibrary& lib, NvmlDevice* d) : lib_(lib), d_(d) {}
   bool operator()(nvml::Return r, const char* what) {
-    if (r == nvml::kSuccess) return true;
+    if (r == nvml::kSuccess) {
+      ++answered_;
+      return true;
+    }
     if (r == nvml::kErrorGpuIsLost) {
       d_->lost = true;
     } else if (r == nvml::kErrorResetRequired) {
       d_->reset_required = true;
     } else if (r != nvml::kErrorNotSupported && r != nvml::kErrorFunctionNotFound &&
                r != nvml::kErrorNotFound) {
+      ++failed_;
       if (d_->errors.size() < 32)
         d_->errors.push_back(std::string(what) + ": " + lib_.ErrorString(r));
+    } else {
+      ++answered_;  // "the card has none" is an answer
     }
     return false;
   }
+  unsigned answered() const { return answered_; }
+  unsigned failed() const { return failed_; }
 
  private:
   const NvmlLibrary& lib_;
   NvmlDevice* d_;
+  unsigned answered_ = 0, failed_ = 0;
 };
 
 // A string NVML wrote into `buf`, cut at the buffer's end if it forgot its
@@ -71,7 +81,7 @@ void ReadGauges(const NvmlLibrary::Api& a, nvml::Device h, Calls& ok, NvmlDevice
     d->pcie_replays = u;
 }
 
-void ReadMemoryHealth(const NvmlLibrary::Api& a, nvml::Device h, Calls& ok, NvmlDevice* d) {
+void ReadMemoryCounts(const NvmlLibrary::Api& a, nvml::Device h, Calls& ok, NvmlDevice* d) {
   int current = 0, pending = 0;
   if (a.ecc_mode != nullptr && ok(a.ecc_mode(h, &current, &pending), "ecc mode"))
     d->ecc_enabled = current == nvml::kEnabled;
@@ -102,6 +112,12 @@ void ReadMemoryHealth(const NvmlLibrary::Api& a, nvml::Device h, Calls& ok, Nvml
       if (r == nvml::kErrorInsufficientSize || ok(r, "retired pages")) *into = n;
     }
   }
+}
+
+// The calls the card's health is judged on (DeriveNvmlFaults): one that
+// fails for another reason than "not supported" leaves the health unread.
+void ReadHealth(const NvmlLibrary::Api& a, nvml::Device h, Calls& ok, NvmlDevice* d) {
+  const unsigned failed = ok.failed();
   int state = 0;
   if (a.retired_pages_pending != nullptr &&
       ok(a.retired_pages_pending(h, &state), "retirement pending"))
@@ -115,6 +131,7 @@ void ReadMemoryHealth(const NvmlLibrary::Api& a, nvml::Device h, Calls& ok, Nvml
     r.failure = failure != 0;
     d->remap = r;
   }
+  if (ok.failed() > failed) d->unreadable = true;
 }
 
 void ReadLinks(const NvmlLibrary::Api& a, nvml::Device h, Calls& ok, NvmlDevice* d) {
@@ -219,8 +236,10 @@ Status ReadNvmlDevices(const NvmlLibrary& lib, std::vector<NvmlDevice>* out) {
     }
     ReadIdentity(a, h, ok, &d);
     // A lost card answers every call so: one is enough to know.
-    for (auto read : {ReadGauges, ReadMemoryHealth, ReadLinks, ReadMig, ReadProcesses})
+    for (auto read : {ReadGauges, ReadMemoryCounts, ReadHealth, ReadLinks, ReadMig, ReadProcesses})
       if (!d.lost) read(a, h, ok, &d);
+    // Not one answer: nothing of the card was seen.
+    if (ok.answered() == 0 && !d.lost && !d.reset_required) d.unreadable = true;
     out->push_back(std::move(d));
   }
   return Status::Ok();

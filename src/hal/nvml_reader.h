@@ -46,8 +46,11 @@ struct NvmlDevice {
   bool lost = false;
   // NVML_ERROR_RESET_REQUIRED on any call: the card needs a reset first.
   bool reset_required = false;
-  // Its handle could not be had (not lost): nothing of it was read, so it is
-  // not seen (its health Unknown, never healthy).
+  // Its health could not be read (not lost): its handle could not be had, a
+  // call its health is judged on (row remaps, page retirement) failed for
+  // another reason than "not supported", or no call answered at all. It is
+  // not seen: its health Unknown, never healthy (a fault it shows all the
+  // same still counts).
   bool unreadable = false;
   std::optional<double> temperature_celsius, power_watts, energy_joules;
   std::optional<uint64_t> memory_total_bytes, memory_used_bytes;

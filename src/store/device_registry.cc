@@ -52,8 +52,7 @@ void KeepChosen(const std::set<int32_t>& chosen, DeviceViews* views) {
 std::vector<HalDeviceView> MergedOf(std::map<int32_t, HalDeviceView>* merged) {
   std::vector<HalDeviceView> out;
   for (auto& [minor, h] : *merged) {
-    for (const ActiveFault& f : h.faults)
-      if (h.healthy && f.level >= kUnhealthyFaultLevel) h.healthy = false;
+    h.healthy = HealthWithFaults(h.healthy, h.faults);
     out.push_back(std::move(h));
   }
   return out;
@@ -183,8 +182,11 @@ std::vector<SourceView> DeviceRegistry::SourceViews() const {
     } else if (auto it = views_.find(name); it != views_.end()) {
       // It names its devices itself: they count without XDM's list.
       v.joins_device_list = false;
+      // A device whose health it could not read is not seen, unless a
+      // card-level fault it shows all the same judges it.
       for (const DeviceView& d : it->second.devices)
-        if (d.healthy) v.devices.push_back({d.minor, d.bus_id, d.faults});
+        if (HealthWithFaults(d.healthy, d.faults))
+          v.devices.push_back({d.minor, d.bus_id, d.faults});
     }
     out.push_back(std::move(v));
   }
@@ -395,12 +397,10 @@ void DeviceRegistry::WriteIdentityLocked(Families* f) const {
 
 namespace {
 
-// One device's active faults from `source` (fault_active, fault_level);
-// returns the worst level.
-int WriteDeviceFaults(prometheus::MetricFamily* active, prometheus::MetricFamily* level,
-                      const std::string& minor, const std::string& uuid,
-                      const std::vector<ActiveFault>& faults, const char* source) {
-  int worst = 0;
+// One device's active faults from `source` (fault_active, fault_level).
+void WriteDeviceFaults(prometheus::MetricFamily* active, prometheus::MetricFamily* level,
+                       const std::string& minor, const std::string& uuid,
+                       const std::vector<ActiveFault>& faults, const char* source) {
   for (const ActiveFault& a : faults) {
     active->metric.push_back(GaugeSample({{"minor", minor},
                                           {"uuid", uuid},
@@ -408,11 +408,9 @@ int WriteDeviceFaults(prometheus::MetricFamily* active, prometheus::MetricFamily
                                           {"level", a.level_name},
                                           {"source", source}},
                                          1));
-    worst = std::max(worst, a.level);
   }
   level->metric.push_back(
-      GaugeSample({{"minor", minor}, {"uuid", uuid}, {"source", source}}, worst));
-  return worst;
+      GaugeSample({{"minor", minor}, {"uuid", uuid}, {"source", source}}, WorstLevel(faults)));
 }
 
 }  // namespace
@@ -437,10 +435,12 @@ void DeviceRegistry::WriteKmsgLocked(Families* f) const {
   const bool seeing = SightLocked(kSourceKmsg) == Sight::kSeeing;
   for (const KmsgDeviceView& k : kmsg_) {
     const std::string minor = std::to_string(k.minor);
-    const int worst = WriteDeviceFaults(&f->active, &f->level, minor, k.uuid, k.faults, "kmsg");
+    WriteDeviceFaults(&f->active, &f->level, minor, k.uuid, k.faults, "kmsg");
+    // The log judges every card it names: healthy unless a fault says not.
     if (seeing)
-      f->health.metric.push_back(GaugeSample(
-          {{"minor", minor}, {"uuid", k.uuid}, {"source", "kmsg"}}, worst < kUnhealthyFaultLevel));
+      f->health.metric.push_back(
+          GaugeSample({{"minor", minor}, {"uuid", k.uuid}, {"source", "kmsg"}},
+                      *HealthWithFaults(true, k.faults)));
     for (const KmsgDeviceView::Events& e : k.events) {
       f->events.metric.push_back(CounterSample({{"minor", minor},
                                                 {"uuid", k.uuid},
@@ -459,13 +459,12 @@ void DeviceRegistry::WriteViewsLocked(Families* f,
     const bool seeing = SightLocked(source) == Sight::kSeeing;
     for (const DeviceView& d : views.devices) {
       const std::string minor = d.minor >= 0 ? std::to_string(d.minor) : "";
-      const int worst =
-          WriteDeviceFaults(&f->active, &f->level, minor, d.uuid, d.faults, source.c_str());
+      WriteDeviceFaults(&f->active, &f->level, minor, d.uuid, d.faults, source.c_str());
       // Health follows the worst active fault too, as every source's does.
-      if (seeing && d.healthy)
+      if (const std::optional<bool> healthy = HealthWithFaults(d.healthy, d.faults);
+          seeing && healthy)
         f->health.metric.push_back(
-            GaugeSample({{"minor", minor}, {"uuid", d.uuid}, {"source", source}},
-                        *d.healthy && worst < kUnhealthyFaultLevel));
+            GaugeSample({{"minor", minor}, {"uuid", d.uuid}, {"source", source}}, *healthy));
     }
     out->insert(out->end(), views.families.begin(), views.families.end());
   }

@@ -1,6 +1,20 @@
 #include "store/faults.h"
 
+#include <algorithm>
+
 namespace xpu::store {
+
+int WorstLevel(const std::vector<ActiveFault>& faults) {
+  int worst = 0;
+  for (const ActiveFault& f : faults) worst = std::max(worst, f.level);
+  return worst;
+}
+
+std::optional<bool> HealthWithFaults(std::optional<bool> judged,
+                                     const std::vector<ActiveFault>& faults) {
+  if (WorstLevel(faults) >= kUnhealthyFaultLevel) return false;
+  return judged;
+}
 
 const char* SightName(Sight s) {
   switch (s) {

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,15 @@ struct ActiveFault {
 // unhealthy from the HAL's side, as the Ascend device plugin derives health
 // from its fault levels: card-level action is needed.
 inline constexpr int kUnhealthyFaultLevel = 3;
+
+// The worst level among `faults` (0 if none).
+int WorstLevel(const std::vector<ActiveFault>& faults);
+// One source's health of one card, the one rule for /metrics, /status and
+// the landing page: what the source judged (nullopt: it could not judge),
+// made unhealthy by an active fault at kUnhealthyFaultLevel or above, even
+// where the rest could not be judged (a fault seen is seen).
+std::optional<bool> HealthWithFaults(std::optional<bool> judged,
+                                     const std::vector<ActiveFault>& faults);
 
 // Whether a health source can see now (docs/hal.md, "The health model").
 enum class Sight {

@@ -474,6 +474,46 @@ TEST_F(NvmlSamplerTest, ACardThatCannotBeReadHasNoHealth) {
   EXPECT_EQ(Health("XDM-3"), 0);  // its pending remap
 }
 
+// A card whose handle answers but whose health cannot be read is not seen
+// either: a call that tells its health (row remaps, page retirement) failing
+// for another reason than "not supported", or every call failing, leaves its
+// health Unknown, never healthy. A fault it shows all the same still counts.
+TEST_F(NvmlSamplerTest, ACardWhoseHealthCallsFailHasNoHealth) {
+  auto s = Make();
+  Json f = TwoCards();
+  f["devices"][1]["retired"]["pending"] = false;  // healthy as far as it answers
+  f["devices"][1]["errors"] = {{"nvmlDeviceGetRemappedRows", nvml::kErrorUnknown}};
+  Write(f);
+  ASSERT_TRUE(s->SampleOnce());
+  EXPECT_EQ(Health("GPU-h800-1"), -1) << "a failed remap read is not a clean one";
+  // "Not supported" is an answer: a card without row remapping is judged.
+  f["devices"][1]["errors"] = {{"nvmlDeviceGetRemappedRows", nvml::kErrorNotSupported}};
+  Write(f);
+  ASSERT_TRUE(s->SampleOnce());
+  EXPECT_EQ(Health("GPU-h800-1"), 1);
+  // Every call failing (a driver in a bad state answers each with UNKNOWN).
+  Json all = Json::object();
+  for (const char* fn : {"nvmlDeviceGetName", "nvmlDeviceGetUUID", "nvmlDeviceGetPciInfo_v3",
+                         "nvmlDeviceGetTemperature", "nvmlDeviceGetPowerUsage",
+                         "nvmlDeviceGetTotalEnergyConsumption", "nvmlDeviceGetMemoryInfo",
+                         "nvmlDeviceGetUtilizationRates", "nvmlDeviceGetCurrentClocksEventReasons",
+                         "nvmlDeviceGetPcieReplayCounter", "nvmlDeviceGetEccMode",
+                         "nvmlDeviceGetRetiredPages", "nvmlDeviceGetRetiredPagesPendingStatus",
+                         "nvmlDeviceGetRemappedRows", "nvmlDeviceGetNvLinkState",
+                         "nvmlDeviceGetMigMode", "nvmlDeviceGetComputeRunningProcesses_v2"})
+    all[fn] = nvml::kErrorUnknown;
+  f["devices"][1]["errors"] = all;
+  Write(f);
+  ASSERT_TRUE(s->SampleOnce());
+  EXPECT_EQ(Health("GPU-h800-1"), -1) << "nothing read is nothing seen";
+  // A fault seen beside a failed call is still a fault: the A100's pending
+  // remap with its retirement read failing.
+  f["devices"][0]["errors"] = {{"nvmlDeviceGetRetiredPagesPendingStatus", nvml::kErrorUnknown}};
+  Write(f);
+  ASSERT_TRUE(s->SampleOnce());
+  EXPECT_EQ(Health("XDM-3"), 0);
+}
+
 // nvmlInit_v2 failing: the source is blind (Unknown to the Node), never
 // healthy, and says why.
 TEST_F(NvmlSamplerTest, AFailingInitMakesTheSourceBlindNotHealthy) {

@@ -350,8 +350,9 @@ TEST(DeviceRegistryTest, DeviceViewsFollowTheOneRuleOfEverySource) {
   lost.level = 6;
   lost.level_name = "isolate_card";
   v.devices = {{0, "GPU-a", "0000:3b:00.0", true, {}},
-               {-1, "GPU-b", "0000:5e:00.0", true, {lost}},      // XDM does not list it
-               {1, "GPU-c", "0000:86:00.0", std::nullopt, {}}};  // health unread
+               {-1, "GPU-b", "0000:5e:00.0", true, {lost}},          // XDM does not list it
+               {1, "GPU-c", "0000:86:00.0", std::nullopt, {}},       // health unread
+               {2, "GPU-d", "0000:af:00.0", std::nullopt, {lost}}};  // unread, but a fault
   prometheus::MetricFamily temp;
   temp.name = "xpu_test_temperature_celsius";
   temp.help = "t";
@@ -373,14 +374,19 @@ TEST(DeviceRegistryTest, DeviceViewsFollowTheOneRuleOfEverySource) {
                         {{"source", "nvml"}, {"uuid", "GPU-b"}, {"code", "0xFC010001"}}),
             1);
   EXPECT_EQ(MetricValue(r, "xpu_device_health", {{"source", "nvml"}, {"uuid", "GPU-c"}}), -1);
+  // What it could not read is unknown, but the fault it saw is seen.
+  EXPECT_EQ(MetricValue(r, "xpu_device_health", {{"source", "nvml"}, {"uuid", "GPU-d"}}), 0);
   EXPECT_EQ(MetricValue(r, "xpu_test_temperature_celsius", {{"minor", "1"}}), 60);
   std::vector<SourceView> views = r.SourceViews();
   ASSERT_EQ(views.size(), 1u);
   EXPECT_EQ(views[0].source, "nvml");
   EXPECT_EQ(views[0].sight, Sight::kSeeing);
   EXPECT_FALSE(views[0].joins_device_list);
-  ASSERT_EQ(views[0].devices.size(), 2u) << "a device whose health was not read is not seen";
+  ASSERT_EQ(views[0].devices.size(), 3u)
+      << "a device whose health was not read is not seen, unless a card-level fault judges it";
   EXPECT_EQ(views[0].devices[1].faults, std::vector<ActiveFault>{lost});
+  EXPECT_EQ(views[0].devices[2].bus_id, "0000:af:00.0");
+  EXPECT_EQ(views[0].devices[2].faults, std::vector<ActiveFault>{lost});
 
   // The filter keeps the chosen devices and their samples only.
   r.SetDeviceFilter({0});
