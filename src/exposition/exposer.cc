@@ -81,9 +81,9 @@ bool Exposer::Render(PageSink* sink, Format format) {
   }
   store::Snapshot snap = store_->Snap(std::chrono::steady_clock::now());
   series_.Set(static_cast<double>(snap.values.size()));
-  SnapshotWriter::Append(snap, sink, format);
   // Every family first, merged by name (first one's help and type), then
-  // written: a name two collectables share is still one family.
+  // written: a name two collectables share is still one family, and one the
+  // snapshot has too is written into the snapshot's (SnapshotWriter::FillIns).
   std::vector<prometheus::MetricFamily> families;
   std::unordered_map<std::string, size_t> at;
   auto take = [&](const prometheus::Collectable* c) {
@@ -101,8 +101,16 @@ bool Exposer::Render(PageSink* sink, Format format) {
   };
   for (const prometheus::Collectable* c : collectables_) take(c);
   for (const auto& part : parts) take(part.get());
+  SnapshotWriter::FillIns fill_ins;
+  fill_ins.reserve(families.size());
   for (prometheus::MetricFamily& f : families) {
     SortByLabels(&f.metric);
+    fill_ins.emplace_back(f.name, &f);
+  }
+  std::sort(fill_ins.begin(), fill_ins.end());
+  SnapshotWriter::Append(snap, sink, format, &fill_ins);
+  for (prometheus::MetricFamily& f : families) {
+    if (f.metric.empty()) continue;  // written into the snapshot's family
     AppendFamily(f, sink->buf(), format, exemplars_);
     sink->Check();
   }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
+#include <unordered_set>
 
 #include "exposition/text_format.h"
 
@@ -32,6 +33,39 @@ char* Put(char* p, std::string_view s) {
 
 const char* kUnknownHelp = "Samples whose XDM metric ID the catalog does not know, by id.";
 
+// The fill-in of the family that begins at `row`, if there is one, or
+// null; one of another type is emptied unwritten (the snapshot's stands, as
+// a clash between collectables does).
+prometheus::MetricFamily* FindFillIn(const store::Row& row,
+                                     const SnapshotWriter::FillIns* fill_ins) {
+  if (fill_ins == nullptr || fill_ins->empty() || row.entry == nullptr) return nullptr;
+  const std::string_view name = row.entry->name;
+  auto it = std::lower_bound(fill_ins->begin(), fill_ins->end(), name,
+                             [](const auto& f, std::string_view n) { return f.first < n; });
+  if (it == fill_ins->end() || it->first != name) return nullptr;
+  prometheus::MetricFamily* f = it->second;
+  const bool counter = row.entry->type == catalog::MetricType::kCounter;
+  if (f->type != (counter ? prometheus::MetricType::Counter : prometheus::MetricType::Gauge)) {
+    f->metric.clear();
+    return nullptr;
+  }
+  return f;
+}
+
+// Writes the fill-in's samples of devices the family had no row for, and
+// empties it.
+void WriteFillIn(prometheus::MetricFamily* fill, const std::unordered_set<std::string>& uuids,
+                 PageSink* sink, Format format) {
+  std::erase_if(fill->metric, [&uuids](const prometheus::ClientMetric& m) {
+    for (const auto& l : m.label)
+      if (l.name == "uuid") return uuids.count(l.value) != 0;
+    return false;
+  });
+  AppendSamples(*fill, sink->buf(), format);
+  fill->metric.clear();
+  sink->Check();
+}
+
 }  // namespace
 
 std::vector<std::pair<std::string, std::string>> RowLabels(const store::Row& row) {
@@ -48,7 +82,8 @@ std::vector<std::pair<std::string, std::string>> RowLabels(const store::Row& row
   return labels;
 }
 
-void SnapshotWriter::Append(const store::Snapshot& snap, PageSink* sink, Format format) {
+void SnapshotWriter::Append(const store::Snapshot& snap, PageSink* sink, Format format,
+                            const FillIns* fill_ins) {
   if (!snap.set || snap.set->rows.empty()) return;
   const bool om = format == Format::kOpenMetrics;
   const store::SeriesSet& set = *snap.set;
@@ -61,8 +96,16 @@ void SnapshotWriter::Append(const store::Snapshot& snap, PageSink* sink, Format 
   std::string instance_label;  // `,link="` for the current family
   std::string escaped;         // a row's labels after the device's, when written out
   std::string line(1024, '\0');
+  prometheus::MetricFamily* fill = nullptr;  // the current family's fill-in
+  std::unordered_set<std::string> fill_uuids;  // the devices it has rows for
   for (size_t i = 0; i < set.rows.size(); ++i) {
     const store::Row& row = set.rows[i];
+    if (i == 0 || !SameFamily(set.rows[i - 1], row)) {
+      if (fill != nullptr) WriteFillIn(fill, fill_uuids, sink, format);
+      fill = FindFillIn(row, fill_ins);
+      fill_uuids.clear();
+    }
+    if (fill != nullptr) fill_uuids.insert(row.device->uuid);
     std::string* out = sink->buf();
     if (i == 0 || !SameFamily(set.rows[i - 1], row)) {
       const std::string_view help =
@@ -134,6 +177,7 @@ void SnapshotWriter::Append(const store::Snapshot& snap, PageSink* sink, Format 
     out->append(line.data(), p);
     sink->Check();
   }
+  if (fill != nullptr) WriteFillIn(fill, fill_uuids, sink, format);
 }
 
 void SnapshotWriter::Append(const store::Snapshot& snap, std::string* out, Format format) {

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -27,8 +28,18 @@ std::vector<std::pair<std::string, std::string>> RowLabels(const store::Row& row
 // was ~10 MB per format). Stateless; any thread.
 class SnapshotWriter {
  public:
+  // Families another source gives under a name the snapshot may have too
+  // (NVML's temperature of a card XDM does not report), sorted by name.
+  // Append writes each one it meets after that family's rows, leaving out
+  // the samples of a device (by uuid) the family already has a row for
+  // (XDM's value stands), and empties it (a clash of types is emptied
+  // unwritten: the snapshot's stands): one family a name on the page. The
+  // caller writes those still holding samples as families of their own.
+  using FillIns = std::vector<std::pair<std::string_view, prometheus::MetricFamily*>>;
+
   // Appends the snapshot to `sink`, offering it a piece between series.
-  static void Append(const store::Snapshot& snap, PageSink* sink, Format format = Format::kText);
+  static void Append(const store::Snapshot& snap, PageSink* sink, Format format = Format::kText,
+                     const FillIns* fill_ins = nullptr);
   // The whole rendering appended to `out`.
   static void Append(const store::Snapshot& snap, std::string* out, Format format = Format::kText);
 

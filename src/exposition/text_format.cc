@@ -177,6 +177,12 @@ void AppendFamily(const prometheus::MetricFamily& family, std::string* out, Form
   } else {
     AppendHeader(family.name, family.help, type, out);
   }
+  AppendSamples(family, out, format, exemplars);
+}
+
+void AppendSamples(const prometheus::MetricFamily& family, std::string* out, Format format,
+                   const store::ExemplarStore* exemplars) {
+  const bool om = format == Format::kOpenMetrics;
   // Only counters of a family that has exemplars look theirs up.
   const bool with_exemplars = om && exemplars != nullptr &&
                               family.type == prometheus::MetricType::Counter &&

@@ -58,5 +58,9 @@ void AppendLabels(const std::vector<std::pair<std::string, std::string>>& labels
 // exemplar `exemplars` holds for their series, if any.
 void AppendFamily(const prometheus::MetricFamily& family, std::string* out,
                   Format format = Format::kText, const store::ExemplarStore* exemplars = nullptr);
+// AppendFamily's samples without its header: more samples of a family
+// already begun on the page.
+void AppendSamples(const prometheus::MetricFamily& family, std::string* out,
+                   Format format = Format::kText, const store::ExemplarStore* exemplars = nullptr);
 
 }  // namespace xpu::exposition

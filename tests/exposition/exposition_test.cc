@@ -9,6 +9,7 @@
 #include <regex>
 #include <sstream>
 
+#include "exposition/exposer.h"
 #include "exposition/snapshot_writer.h"
 #include "exposition/text_format.h"
 
@@ -108,6 +109,100 @@ TEST(SnapshotWriterTest, WritesHeadersOncePerFamilyAndEscapesLabels) {
        it != std::sregex_iterator(); ++it)
     ++types[(*it)[1]];
   for (const auto& [name, n] : types) EXPECT_EQ(n, 1) << name;
+}
+
+// A collectable that gives fixed families.
+class Fixed : public prometheus::Collectable {
+ public:
+  explicit Fixed(std::vector<prometheus::MetricFamily> f) : f_(std::move(f)) {}
+  std::vector<prometheus::MetricFamily> Collect() const override { return f_; }
+
+ private:
+  std::vector<prometheus::MetricFamily> f_;
+};
+
+prometheus::MetricFamily Temperatures(std::initializer_list<std::pair<const char*, double>> by_uuid,
+                                      prometheus::MetricType type = prometheus::MetricType::Gauge) {
+  prometheus::MetricFamily f;
+  f.name = "xpu_temperature_celsius";
+  f.help = "another source's help";
+  f.type = type;
+  for (const auto& [uuid, v] : by_uuid) {
+    prometheus::ClientMetric m;
+    m.label = {{"minor", ""}, {"uuid", uuid}, {"model", "NVIDIA H800"}};
+    (type == prometheus::MetricType::Counter ? m.counter.value : m.gauge.value) = v;
+    f.metric.push_back(m);
+  }
+  return f;
+}
+
+// Another source's samples of a family XDM's snapshot has (NVML's
+// temperature) go into that family, once on the page, for the devices XDM
+// gives none of; XDM's value stands for a device it has. Without XDM's
+// family, the other source's is a family of its own. In both formats.
+TEST(ExposerTest, AFamilyTheSnapshotHasTooIsWrittenOnceAndXdmsValuesStand) {
+  for (const Format format : {Format::kText, Format::kOpenMetrics}) {
+    store::MetricStore store(catalog::Catalog::Builtin(), {std::chrono::seconds(10), 1000});
+    store.SetDevices({{0, {"GPU-0", "H800"}}, {1, {"GPU-1", "H800"}}});
+    store.Apply({{0, 4, "", 40}, {1, 4, "", 41}, {0, 6, "", 300}}, Clock::now());
+    prometheus::Registry self;
+    Exposer exposer(&store, &self);
+    exposer.SetPart("nvml", std::make_shared<Fixed>(std::vector<prometheus::MetricFamily>{
+                                Temperatures({{"GPU-0", 99}, {"GPU-x", 38}})}));
+    std::string page;
+    exposer.Render(&page, format);
+    const std::string om = format == Format::kOpenMetrics ? " (OpenMetrics)" : "";
+    size_t headers = 0;
+    for (size_t at = page.find("# TYPE xpu_temperature_celsius "); at != std::string::npos;
+         at = page.find("# TYPE xpu_temperature_celsius ", at + 1))
+      ++headers;
+    EXPECT_EQ(headers, 1u) << om << page;
+    EXPECT_NE(page.find("xpu_temperature_celsius{minor=\"0\",uuid=\"GPU-0\",model=\"H800\"} 40\n"),
+              std::string::npos)
+        << om << page;
+    EXPECT_EQ(page.find("} 99"), std::string::npos) << "XDM's value stands" << om << page;
+    EXPECT_NE(page.find("xpu_temperature_celsius{minor=\"\",uuid=\"GPU-x\",model=\"NVIDIA "
+                        "H800\"} 38\n"),
+              std::string::npos)
+        << om << page;
+    EXPECT_EQ(page.find("another source's help"), std::string::npos) << om << page;
+    // The filled-in sample sits in XDM's family, before the next family.
+    EXPECT_LT(page.find("uuid=\"GPU-x\""), page.find("# TYPE xpu_power_watts")) << om << page;
+
+    // XDM gives no temperature: the other source's family stands alone.
+    store::MetricStore power_only(catalog::Catalog::Builtin(), {std::chrono::seconds(10), 1000});
+    power_only.SetDevices({{0, {"GPU-0", "H800"}}});
+    power_only.Apply({{0, 6, "", 300}}, Clock::now());
+    Exposer alone(&power_only, &self);
+    alone.SetPart("nvml", std::make_shared<Fixed>(std::vector<prometheus::MetricFamily>{
+                              Temperatures({{"GPU-0", 99}, {"GPU-x", 38}})}));
+    alone.Render(&page, format);
+    EXPECT_NE(page.find("# HELP xpu_temperature_celsius another source's help"), std::string::npos)
+        << om << page;
+    EXPECT_NE(page.find("uuid=\"GPU-0\",model=\"NVIDIA H800\"} 99\n"), std::string::npos)
+        << om << page;
+    if (format == Format::kOpenMetrics) {
+      EXPECT_EQ(page.substr(page.size() - 6), "# EOF\n");
+    }
+  }
+}
+
+// A family of the same name but another type is dropped: the snapshot's
+// stands, and the page never has the name twice.
+TEST(ExposerTest, AFamilyOfTheSameNameAndAnotherTypeIsDropped) {
+  store::MetricStore store(catalog::Catalog::Builtin(), {std::chrono::seconds(10), 1000});
+  store.SetDevices({{0, {"GPU-0", "H800"}}});
+  store.Apply({{0, 4, "", 40}}, Clock::now());
+  prometheus::Registry self;
+  Exposer exposer(&store, &self);
+  exposer.SetPart("other", std::make_shared<Fixed>(std::vector<prometheus::MetricFamily>{
+                               Temperatures({{"GPU-x", 38}}, prometheus::MetricType::Counter)}));
+  std::string page;
+  exposer.Render(&page);
+  EXPECT_EQ(page.find("GPU-x"), std::string::npos) << page;
+  EXPECT_EQ(page.find("# TYPE xpu_temperature_celsius"),
+            page.rfind("# TYPE xpu_temperature_celsius"))
+      << page;
 }
 
 TEST(TextFormatTest, EscapesHelpAndFormatsSpecialValues) {
