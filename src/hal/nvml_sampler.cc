@@ -5,11 +5,13 @@
 #include <algorithm>
 #include <cstdio>
 #include <deque>
+#include <functional>
 #include <future>
 #include <map>
 #include <thread>
 #include <utility>
 
+#include "catalog/catalog.h"
 #include "common/metric_family.h"
 #include "common/mutex.h"
 #include "hal/pci_address.h"
@@ -202,6 +204,19 @@ void NvmlSampler::TakeOver(Part& old) {
     faults_.Seed(o->fault_state());
     identities_ = o->identities();
     event_seen_ = o->event_seen_;
+    // The events the old reader took and its sampler had not yet: this
+    // sampler raises them (a reload between an Xid and the next sample
+    // must not lose it). One lock at a time, never both.
+    std::deque<NvmlEvent> pending;
+    {
+      MutexLock lock(o->reader_->mu);
+      pending.swap(o->reader_->events);
+    }
+    if (!pending.empty()) {
+      MutexLock lock(reader_->mu);
+      reader_->events.insert(reader_->events.begin(), pending.begin(), pending.end());
+      while (reader_->events.size() > kMaxPendingEvents) reader_->events.pop_front();
+    }
   }
 }
 
@@ -339,13 +354,14 @@ void NvmlSampler::Publish(std::vector<NvmlDevice> cards, const std::vector<NvmlE
     }
   }
   for (const NvmlDevice& c : cards) {
-    NvmlJoined j{&c, "", c.uuid};
+    NvmlJoined j{&c, "", c.uuid, c.name};
     store::DeviceView v;
     v.bus_id = c.bus_id;
     if (auto it = xdm.find(c.bus_id); it != xdm.end() && !c.bus_id.empty()) {
       v.minor = it->second.minor;
       j.minor = std::to_string(v.minor);
       j.uuid = it->second.uuid;
+      j.model = it->second.model;
     }
     v.uuid = j.uuid;
     // A lost card is unhealthy; one whose handle could not be had is not seen.
@@ -391,6 +407,47 @@ constexpr Reason kReasons[] = {
     {nvml::kClocksEventHwThermalSlowdown, "hw_thermal_slowdown"},
     {nvml::kClocksEventHwPowerBrakeSlowdown, "hw_power_brake_slowdown"},
 };
+
+// The gauges XDM reports too, as XDM's families (NvmlFamilies says how the
+// page writes them): the built-in catalog's entries by XDM metric ID.
+std::vector<prometheus::MetricFamily> XdmFamilies(const std::vector<NvmlJoined>& cards) {
+  struct Gauge {
+    uint32_t xdm_id;
+    std::function<std::optional<double>(const NvmlDevice&)> value;
+  };
+  auto opt = [](const auto& v) -> std::optional<double> {
+    if (!v) return std::nullopt;
+    return static_cast<double>(*v);
+  };
+  const Gauge gauges[] = {
+      {1, [](const NvmlDevice& c) -> std::optional<double> {
+         if (!c.gpu_utilization) return std::nullopt;
+         return *c.gpu_utilization / 100.0;
+       }},
+      {2, [&opt](const NvmlDevice& c) { return opt(c.memory_used_bytes); }},
+      {3, [&opt](const NvmlDevice& c) { return opt(c.memory_total_bytes); }},
+      {4, [&opt](const NvmlDevice& c) { return opt(c.temperature_celsius); }},
+      {6, [&opt](const NvmlDevice& c) { return opt(c.power_watts); }},
+      {7, [&opt](const NvmlDevice& c) { return opt(c.energy_joules); }},
+  };
+  const std::shared_ptr<const catalog::Catalog> builtin = catalog::Catalog::Builtin();
+  std::vector<prometheus::MetricFamily> out;
+  for (const Gauge& g : gauges) {
+    const catalog::Entry* e = builtin->Find(g.xdm_id);
+    if (e == nullptr) continue;
+    const bool counter = e->type == catalog::MetricType::kCounter;
+    auto f = NewFamily(e->name, e->help,
+                       counter ? prometheus::MetricType::Counter : prometheus::MetricType::Gauge);
+    for (const NvmlJoined& j : cards) {
+      const std::optional<double> v = g.value(*j.card);
+      if (!v) continue;
+      const MetricLabels l = {{"minor", j.minor}, {"uuid", j.uuid}, {"model", j.model}};
+      f.metric.push_back(counter ? CounterSample(l, *v) : GaugeSample(l, *v));
+    }
+    out.push_back(std::move(f));
+  }
+  return out;
+}
 
 }  // namespace
 
@@ -489,6 +546,8 @@ std::vector<prometheus::MetricFamily> NvmlFamilies(const std::vector<NvmlJoined>
   for (auto* f : {&ecc, &retired, &retire_pending, &remapped, &remap_pending, &remap_failure,
                   &clocks, &link_up, &link_errors, &replays, &mig, &mig_info, &mig_memory})
     if (!f->metric.empty()) out.push_back(std::move(*f));
+  for (prometheus::MetricFamily& f : XdmFamilies(cards))
+    if (!f.metric.empty()) out.push_back(std::move(f));
   return out;
 }
 

@@ -125,11 +125,17 @@ struct NvmlJoined {
   const NvmlDevice* card;
   std::string minor;  // "" while XDM does not list it
   std::string uuid;
+  std::string model;  // XDM's model, or NVML's name while XDM does not list it
 };
 
 // The nvml backend's own families (docs/metrics.md): ECC counts, retired
 // pages, row remaps, clock-event reasons, NVLink state and errors, PCIe
 // replays, MIG mode and devices; each series with minor, uuid and bus_id.
+// Then the gauges XDM also reports (temperature, power, energy, memory,
+// utilization), under the built-in catalog's names, help and labels (minor,
+// uuid, model): the page writes them into XDM's families only for the cards
+// XDM gives no sample of that family for (exposition::SnapshotWriter::FillIns),
+// so a family is never written twice and XDM's value stands where it has one.
 std::vector<prometheus::MetricFamily> NvmlFamilies(const std::vector<NvmlJoined>& cards);
 
 }  // namespace xpu::hal

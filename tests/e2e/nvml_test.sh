@@ -24,7 +24,7 @@ path, domain, edit = sys.argv[1:]
 bus = lambda b: "0000%s:%s:00.0" % (domain.upper(), b)
 f = {"devices": [
     {"name": "NVIDIA A100-SXM4-80GB", "uuid": "GPU-nvml-0", "bus_id": bus("10"),
-     "temperature": 41, "memory": {"total": 85899345920, "used": 1073741824}, "ecc_mode": 1,
+     "temperature": 104, "memory": {"total": 85899345920, "used": 1073741824}, "ecc_mode": 1,
      "ecc": {"volatile_corrected": 3, "volatile_uncorrected": 0,
              "aggregate_corrected": 17, "aggregate_uncorrected": 1},
      "remap": {"corrected": 1, "uncorrected": 0, "pending": False, "failure": False},
@@ -70,6 +70,20 @@ for model in A100-SXM4-80GB H800-SXM5-80GB; do
   # The card XDM does not list: judged by NVML, named by its own uuid.
   has_metric 'xpu_device_health{minor="",uuid="GPU-nvml-x",source="nvml"} 1' ||
     fail "the card XDM does not list is not judged: $(scrape | grep 'source="nvml"' | head)"
+  # XDM's gauges: NVML's temperature, memory and power fill in for the card
+  # XDM does not list, in XDM's families (one HELP/TYPE each), and XDM's
+  # values stand for its own cards.
+  page=$(scrape) || fail "no page"
+  grep -q 'xpu_temperature_celsius{minor="",uuid="GPU-nvml-x",model="NVIDIA A100-SXM4-80GB"} 40$' <<<"$page" ||
+    fail "NVML's temperature of the card XDM does not list: $(grep -E '^xpu_temperature' <<<"$page")"
+  grep -q 'xpu_memory_total_bytes{minor="",uuid="GPU-nvml-x",[^}]*} 85899345920$' <<<"$page" ||
+    fail "NVML's memory of the card XDM does not list"
+  for family in xpu_temperature_celsius xpu_memory_total_bytes xpu_memory_used_bytes; do
+    [ "$(grep -c "^# TYPE $family " <<<"$page")" = 1 ] || fail "$family written twice: $(grep "^# TYPE $family" <<<"$page")"
+    [ "$(grep -c "^$family{minor=\"0\"" <<<"$page")" = 1 ] || fail "minor 0's $family more than once (XDM's and NVML's)"
+  done
+  grep -q 'xpu_temperature_celsius{minor="0",[^}]*} 104$' <<<"$page" &&
+    fail "NVML's temperature of minor 0 (104; the sim's stays under 80) wrote over XDM's"
   check_families
 
   # A pending row remap on minor 0 and a lost GPU on minor 1, within an interval or two.

@@ -367,6 +367,69 @@ TEST_F(NvmlSamplerTest, PublishesEveryCardJoinedToXdmsListByBusId) {
 
 // A lost card (NVML_ERROR_GPU_IS_LOST) is unhealthy with nvidia_gpu_lost
 // at isolate_card in the sample that finds it; the other card still reads.
+// The gauges XDM reports too, under XDM's families and labels (minor,
+// uuid, model): XDM's minor, uuid and model for a card it lists, NVML's own
+// for one it does not; only what the card gives (the H800 gives no power).
+// A reload between an Xid and the sample that would raise it: the new
+// sampler takes the events its predecessor's reader had taken (NVML gives a
+// new event set nothing from before it was made).
+TEST_F(NvmlSamplerTest, EventsTakenBeforeAReloadAreRaisedAfterIt) {
+  Json f = TwoCards();
+  f["devices"][0].erase("remap");
+  Write(f);
+  void* lib = dlopen(FAKE_NVML_PATH, RTLD_NOW);
+  ASSERT_NE(lib, nullptr);
+  auto sets_made = reinterpret_cast<int (*)()>(dlsym(lib, "xpu_fake_nvml_event_sets_made"));
+  auto delivered = reinterpret_cast<int (*)()>(dlsym(lib, "xpu_fake_nvml_events_delivered"));
+  ASSERT_NE(sets_made, nullptr);
+  ASSERT_NE(delivered, nullptr);
+  auto old = Make();
+  const int sets_before = sets_made();
+  ASSERT_TRUE(old->SampleOnce());
+  ASSERT_TRUE(
+      xpu::testing::WaitFor([&] { return sets_made() > sets_before; }, std::chrono::seconds(5)));
+  const int delivered_before = delivered();
+  f["events"] = {{{"device", 0}, {"type", 8}, {"data", 79}}};
+  Write(f);
+  ASSERT_TRUE(xpu::testing::WaitFor([&] { return delivered() > delivered_before; },
+                                    std::chrono::seconds(5)));
+  auto next = Make();
+  // The reader queues what NVML delivered a moment after: taken over until there.
+  ASSERT_TRUE(xpu::testing::WaitFor(
+      [&] {
+        next->TakeOver(*old);
+        return next->SampleOnce() &&
+               xpu::testing::MetricValue(
+                   registry_, "xpu_device_fault_active",
+                   {{"source", "nvml"}, {"uuid", "XDM-3"}, {"code", "0x10DE004F"}}) == 1;
+      },
+      std::chrono::seconds(5)));
+  dlclose(lib);
+}
+
+TEST_F(NvmlSamplerTest, XdmsGaugesUnderXdmsNamesForEveryCard) {
+  store::DeviceInfo a100;
+  a100.minor = 3;
+  a100.uuid = "XDM-3";
+  a100.model = "A100";
+  a100.bus_id = "0000:3b:00.0";
+  registry_.SetXdmDevices({a100});
+  auto s = Make();
+  ASSERT_TRUE(s->SampleOnce());
+  using xpu::testing::MetricValue;
+  const std::map<std::string, std::string> a = {{"minor", "3"}, {"uuid", "XDM-3"}, {"model", "A100"}};
+  const std::map<std::string, std::string> h = {
+      {"minor", ""}, {"uuid", "GPU-h800-1"}, {"model", "NVIDIA H800"}};
+  EXPECT_EQ(MetricValue(registry_, "xpu_temperature_celsius", a), 41);
+  EXPECT_EQ(MetricValue(registry_, "xpu_temperature_celsius", h), 88);
+  EXPECT_EQ(MetricValue(registry_, "xpu_power_watts", a), 91.5);
+  EXPECT_EQ(MetricValue(registry_, "xpu_power_watts", h), -1) << "not supported: none";
+  EXPECT_EQ(MetricValue(registry_, "xpu_energy_joules_total", a), 5000);
+  EXPECT_EQ(MetricValue(registry_, "xpu_memory_used_bytes", a), 1073741824);
+  EXPECT_EQ(MetricValue(registry_, "xpu_memory_total_bytes", h), 85899345920.0);
+  EXPECT_DOUBLE_EQ(MetricValue(registry_, "xpu_utilization_ratio", a), 0.37);
+}
+
 TEST_F(NvmlSamplerTest, ALostCardIsIsolateCardInTheSampleThatFindsIt) {
   auto s = Make();
   ASSERT_TRUE(s->SampleOnce());

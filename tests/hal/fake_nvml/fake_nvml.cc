@@ -43,6 +43,7 @@ ino_t inode = 0;
 // made, once: by set, the index of its next event in the fixture's list.
 // Never destroyed (see fixture).
 std::map<uintptr_t, size_t>& delivered = *new std::map<uintptr_t, size_t>();
+size_t events_delivered = 0;  // by every set; guarded by mu
 uintptr_t sets_made = 0;
 
 // The fixture now (read again when the file changed); under mu.
@@ -134,6 +135,13 @@ int xpu_fake_nvml_hanging() { return hanging.load(); }
 int xpu_fake_nvml_event_sets_made() {
   std::lock_guard<std::mutex> lock(mu);
   return static_cast<int>(sets_made);
+}
+
+// Not NVML's: how many events every set together delivered, so that a
+// test can wait for a listener to have taken one.
+int xpu_fake_nvml_events_delivered() {
+  std::lock_guard<std::mutex> lock(mu);
+  return static_cast<int>(events_delivered);
 }
 
 nvml::Return nvmlInit_v2() {
@@ -438,6 +446,7 @@ nvml::Return nvmlEventSetWait_v2(nvml::EventSet set, nvml::EventData* data, unsi
       size_t& next = delivered[reinterpret_cast<uintptr_t>(set)];
       if (next < events.size()) {
         const Json& e = events[next++];
+        ++events_delivered;
         std::memset(data, 0, sizeof *data);
         data->device = Handle(e.value("device", 0U));
         data->event_type = e.value("type", nvml::kEventXidCriticalError);
