@@ -125,6 +125,35 @@ for name, needle in (("rbac.yaml", "resources: [nodes/status]"), ("rbac.yaml", "
     guard = text.rfind("{{- if .Values.kubernetes." + value + " }}", 0, at)
     if at < 0 or guard < 0 or "{{- end }}" in text[guard:at]:
         errors.append(f"chart {name}: {needle!r} is not under kubernetes.{value}")
+
+
+def open_ifs(text, at):
+    """The template conditions in force at `at`: each open {{- if }} whose
+    then-branch holds it (an else branch holds it under no condition)."""
+    stack = []
+    for m in re.finditer(r"\{\{-? *(if|else if|else|end|range|with)\b([^}]*)\}\}", text[:at]):
+        word, cond = m.group(1), m.group(2).strip()
+        if word in ("if", "range", "with"):
+            stack.append((cond if word == "if" else "", True))
+        elif word in ("else", "else if") and stack:
+            stack[-1] = ("", False)
+        elif word == "end" and stack:
+            stack.pop()
+    return [c for c, then in stack if then]
+
+
+# NVML (docs/kubernetes.md): off by default, and the runtime class, the
+# privileged container and the host's library folder only when it is on.
+if values["hal"]["nvml"].get("enabled") is not False:
+    errors.append("the chart's hal.nvml.enabled must default to false")
+ds_text = open(f"{chart}/templates/daemonset.yaml").read()
+for needle in ("runtimeClassName:", "privileged: true", "--hal.nvml.library=", "NVIDIA_VISIBLE_DEVICES",
+               "name: nvidia-lib"):
+    at = ds_text.find(needle)
+    if at < 0 or not any("hal.nvml.enabled" in c for c in open_ifs(ds_text, at)):
+        errors.append(f"chart daemonset.yaml: {needle!r} is not under hal.nvml.enabled")
+if "--hal.nvml.library" not in help_text:
+    errors.append("the exporter has no --hal.nvml.library (the chart's hostPath mode names it)")
 containerfile = open(f"{root}/deploy/container/Containerfile").read()
 if "USER 65532:65532" not in containerfile or "FROM scratch" not in containerfile:
     errors.append("the image's runtime stage is not FROM scratch with USER 65532")

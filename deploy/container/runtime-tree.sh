@@ -14,6 +14,15 @@ for lib in $(ldd "$bin" | awk '$2 == "=>" && $3 ~ /^\// {print $3} $1 ~ /^\// {p
   case "$lib" in "$root"/*) continue ;; esac
   cp --parents -L "$lib" "$root"
 done
+# glibc's compatibility libraries beside its libc (empty since glibc 2.34,
+# but still named by libraries built against older ones): NVIDIA's
+# libnvidia-ml.so.1, which the nvml backend opens at run time where the
+# NVIDIA container runtime mounts it (docs/kubernetes.md), needs
+# libpthread.so.0, libdl.so.2 and librt.so.1, and dlopen fails without them.
+libdir=$(dirname "$(ldd "$bin" | awk '$1 == "libc.so.6" {print $3}')")
+for compat in libdl.so.2 libpthread.so.0 librt.so.1; do
+  if [ -e "$libdir/$compat" ]; then cp --parents -L "$libdir/$compat" "$root"; fi
+done
 mkdir -p "$root/etc" "$root/tmp"
 chmod 1777 "$root/tmp"
 echo 'xpu:x:65532:65532:xpu-exporter:/nonexistent:/usr/sbin/nologin' >"$root/etc/passwd"
