@@ -96,7 +96,7 @@ void SnapshotWriter::Append(const store::Snapshot& snap, PageSink* sink, Format 
   std::string instance_label;  // `,link="` for the current family
   std::string escaped;         // a row's labels after the device's, when written out
   std::string line(1024, '\0');
-  prometheus::MetricFamily* fill = nullptr;  // the current family's fill-in
+  prometheus::MetricFamily* fill = nullptr;    // the current family's fill-in
   std::unordered_set<std::string> fill_uuids;  // the devices it has rows for
   for (size_t i = 0; i < set.rows.size(); ++i) {
     const store::Row& row = set.rows[i];

@@ -420,7 +420,8 @@ std::vector<prometheus::MetricFamily> XdmFamilies(const std::vector<NvmlJoined>&
     return static_cast<double>(*v);
   };
   const Gauge gauges[] = {
-      {1, [](const NvmlDevice& c) -> std::optional<double> {
+      {1,
+       [](const NvmlDevice& c) -> std::optional<double> {
          if (!c.gpu_utilization) return std::nullopt;
          return *c.gpu_utilization / 100.0;
        }},

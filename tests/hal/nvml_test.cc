@@ -417,7 +417,8 @@ TEST_F(NvmlSamplerTest, XdmsGaugesUnderXdmsNamesForEveryCard) {
   auto s = Make();
   ASSERT_TRUE(s->SampleOnce());
   using xpu::testing::MetricValue;
-  const std::map<std::string, std::string> a = {{"minor", "3"}, {"uuid", "XDM-3"}, {"model", "A100"}};
+  const std::map<std::string, std::string> a = {
+      {"minor", "3"}, {"uuid", "XDM-3"}, {"model", "A100"}};
   const std::map<std::string, std::string> h = {
       {"minor", ""}, {"uuid", "GPU-h800-1"}, {"model", "NVIDIA H800"}};
   EXPECT_EQ(MetricValue(registry_, "xpu_temperature_celsius", a), 41);
