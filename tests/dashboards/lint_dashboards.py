@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Lints the Grafana dashboards in dashboards/: valid JSON, unique panel ids,
 the ${datasource} variable on every panel and target, a unit on every panel,
-node/device template variables, and every metric referenced exists: in the
+node/device template variables (a rollup dashboard, tagged "rollups": cluster and
+node, and it reads recording rules' outputs only, so that a central store that
+keeps only those answers it), and every metric referenced exists: in the
 exporter's catalog, in its golden output (self-metrics, device and HAL
 families), registered in its source, in the recording rules, or among Prometheus' own (up, scrape_*).
 
@@ -17,6 +19,14 @@ root = sys.argv[1]
 errors = []
 
 
+def recorded_metrics():
+    names = set()
+    for rules in glob.glob(os.path.join(root, "alerts/*.yml")):
+        with open(rules) as f:
+            names |= set(re.findall(r"^\s+- record:\s*(\S+)", f.read(), re.M))
+    return names
+
+
 def known_metrics():
     names = {"up", "scrape_duration_seconds", "scrape_samples_scraped"}
     with open(os.path.join(root, "src/catalog/metrics.yaml")) as f:
@@ -28,13 +38,11 @@ def known_metrics():
     for src in glob.glob(os.path.join(root, "src/**/*.cc"), recursive=True):
         with open(src) as f:
             names |= set(re.findall(r'(?:\.Name|Family)\("(xpu_[a-z0-9_]+)"', f.read()))
-    for rules in glob.glob(os.path.join(root, "alerts/*.yml")):
-        with open(rules) as f:
-            names |= set(re.findall(r"^\s+- record:\s*(\S+)", f.read(), re.M))
-    return names
+    return names | recorded_metrics()
 
 
 KNOWN = known_metrics()
+RECORDED = recorded_metrics()
 # Identifiers in PromQL that are not metric names.
 PROMQL_WORDS = {
     "sum", "avg", "min", "max", "count", "topk", "bottomk", "by", "without", "on", "ignoring",
@@ -70,7 +78,8 @@ for path in files:
     variables = {v["name"]: v for v in board.get("templating", {}).get("list", [])}
     if variables.get("datasource", {}).get("type") != "datasource":
         errors.append(f"{name}: no datasource variable")
-    for v in ("node", "device"):
+    rollups = "rollups" in board.get("tags", [])
+    for v in ("cluster", "node") if rollups else ("node", "device"):
         if v not in variables:
             errors.append(f"{name}: no {v} variable")
     text = json.dumps(board)
@@ -95,6 +104,8 @@ for path in files:
             for m in metrics_in(t.get("expr", "")):
                 if m not in KNOWN:
                     errors.append(f"{name}: panel '{title}' uses unknown metric {m}")
+                elif rollups and m not in RECORDED:
+                    errors.append(f"{name}: panel '{title}' reads {m}, not a recorded series")
 
 for e in errors:
     print("FAIL:", e)

@@ -61,6 +61,7 @@ global:
   evaluation_interval: 1s
 rule_files:
   - $ROOT/alerts/xpu-exporter.rules.yml
+  - $ROOT/alerts/xpu-fleet.rules.yml
 alerting:
   alertmanagers:
     - static_configs:
