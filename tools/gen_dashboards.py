@@ -4,6 +4,7 @@
 The JSON files are committed (Grafana imports them as they are); edit this
 script and re-run it rather than editing the JSON by hand:
     python3 tools/gen_dashboards.py
+(tests/dashboards checks that the committed files are its output.)
 Every panel uses the ${datasource} variable, sets a unit, and filters by the
 $node and $device variables where it shows device series.
 """
@@ -32,10 +33,29 @@ def variables(device_multi=True):
     ]}
 
 
+def rollup_variables():
+    """cluster and node of the recorded series (a central store may hold no
+    device series); All matches an absent cluster label too."""
+    def var(name, label, query):
+        return {"name": name, "label": label, "type": "query", "datasource": DS,
+                "definition": query, "query": {"query": query, "refId": name},
+                "multi": True, "includeAll": True, "allValue": ".*", "current": {},
+                "refresh": 2, "sort": 1}
+    return {"list": [
+        {"name": "datasource", "label": "Data source", "type": "datasource",
+         "query": "prometheus", "current": {}, "hide": 0, "refresh": 1},
+        var("cluster", "Cluster", "label_values(cluster:xpu_devices:count, cluster)"),
+        var("node", "Node",
+            'label_values(cluster_instance:xpu_devices:count{cluster=~"$cluster"}, instance)'),
+    ]}
+
+
 class Board:
-    def __init__(self, uid, title, description, device_multi=True):
+    def __init__(self, uid, title, description, device_multi=True, rollups=False):
         self.uid, self.title, self.description = uid, title, description
         self.device_multi = device_multi
+        # A rollup board reads recorded series only (tests/dashboards lints it).
+        self.rollups = rollups
         self.panels = []
         self.x = self.y = 0
 
@@ -66,10 +86,13 @@ class Board:
     def write(self, path):
         board = {
             "uid": self.uid, "title": self.title, "description": self.description,
-            "tags": ["xpu", "xpu-exporter"], "schemaVersion": 39, "version": 1,
-            "editable": True, "graphTooltip": 1, "refresh": "30s",
-            "time": {"from": "now-1h", "to": "now"}, "timezone": "browser",
-            "templating": variables(self.device_multi), "annotations": {"list": []},
+            "tags": ["xpu", "xpu-exporter"] + (["rollups"] if self.rollups else []),
+            "schemaVersion": 39, "version": 1,
+            "editable": True, "graphTooltip": 1, "refresh": "1m" if self.rollups else "30s",
+            "time": {"from": "now-6h" if self.rollups else "now-1h", "to": "now"},
+            "timezone": "browser",
+            "templating": rollup_variables() if self.rollups else variables(self.device_multi),
+            "annotations": {"list": []},
             "links": [{"title": "xPU dashboards", "type": "dashboards", "tags": ["xpu"],
                        "asDropdown": True}],
             "panels": self.panels,
@@ -115,6 +138,55 @@ def fleet():
               "{{instance}} xpu{{minor}}")],
             description="0 none, 1 retry_request, 2 restart_job, 3 restart_card, 4 reset_card, "
                         "5 isolate_after_job, 6 isolate_card")
+    return b
+
+
+C = 'cluster=~"$cluster"'
+CI = 'cluster=~"$cluster",instance=~"$node"'
+
+
+def rollups():
+    b = Board("xpu-fleet-rollups", "xPU fleet rollups (recorded)",
+              "The fleet from the recording rules of alerts/xpu-fleet.rules.yml only: a central "
+              "store (VictoriaMetrics, Mimir, Thanos) that keeps a few series per node answers it.",
+              rollups=True)
+    b.panel("stat", "Devices", "none", [(f"sum(cluster:xpu_devices:count{{{C}}})", "devices")],
+            w=6, h=4, description="Devices in the selected clusters.")
+    b.panel("stat", "Devices by health", "none",
+            [(f"sum by (health) (cluster_health:xpu_devices:count{{{C}}})", "{{health}}")],
+            w=6, h=4, description="Healthy: every source that sees says healthy; unhealthy: one "
+            "says not; unknown: no source sees it (never counted healthy).")
+    b.panel("stat", "Devices with a card-level fault", "none",
+            [(f"sum(cluster:xpu_devices_card_fault:count{{{C}}})", "devices")], w=6, h=4,
+            description="Devices with an active fault at restart_card or worse.")
+    b.panel("stat", "Nodes with a card-level fault", "none",
+            [(f"sum(cluster:xpu_nodes_with_card_fault:count{{{C}}})", "nodes")], w=6, h=4,
+            description="Nodes with at least one device at restart_card or worse.")
+    b.panel("timeseries", "Devices by health", "none",
+            [(f"cluster_health:xpu_devices:count{{{C}}}", "{{cluster}} {{health}}")],
+            description="Per cluster and health state.")
+    b.panel("timeseries", "Power by cluster", "watt",
+            [(f"cluster:xpu_energy_joules:rate5m{{{C}}}", "{{cluster}}")],
+            description="Energy counters' rate over 5 minutes: watts.")
+    b.panel("timeseries", "Utilization by model", "percentunit",
+            [(f"cluster_model:xpu_utilization_ratio:avg{{{C}}}", "{{cluster}} {{model}}")],
+            description="Mean compute utilization of each model's devices.")
+    b.panel("timeseries", "Memory used by model", "percentunit",
+            [(f"cluster_model:xpu_memory_used_bytes:sum{{{C}}} / "
+              f"cluster_model:xpu_memory_total_bytes:sum{{{C}}}", "{{cluster}} {{model}}")],
+            description="Device memory in use over device memory, per model.")
+    b.panel("table", "Nodes with the most card-level faults", "none",
+            [(f"topk(20, cluster_instance:xpu_devices_card_fault:count{{{CI}}})", "{{instance}}")],
+            description="Nodes ranked by devices at restart_card or worse.")
+    b.panel("timeseries", "Utilization by node (busiest 20)", "percentunit",
+            [(f"topk(20, cluster_instance:xpu_utilization_ratio:avg{{{CI}}})", "{{instance}}")],
+            description="Mean utilization of each node's devices.")
+    b.panel("timeseries", "Power by node (highest 20)", "watt",
+            [(f"topk(20, cluster_instance:xpu_energy_joules:rate5m{{{CI}}})", "{{instance}}")],
+            description="Each node's devices' energy rate over 5 minutes.")
+    b.panel("timeseries", "Memory used by node (highest 20)", "bytes",
+            [(f"topk(20, cluster_instance:xpu_memory_used_bytes:sum{{{CI}}})", "{{instance}}")],
+            description="Device memory in use on each node.")
     return b
 
 
@@ -213,12 +285,27 @@ def exporter():
     b.panel("stat", "HAL read errors (range)", "none",
             [(f"sum(increase(xpu_hal_read_errors_total{{{N}}}[$__range])) or vector(0)", "errors")], w=8, h=4)
     b.panel("table", "Exporter build", "none", [(f"xpu_exporter_build_info{{{N}}}", "")], w=8, h=4)
+    b.panel("timeseries", "HTTP: workers, refusals and deadline cuts", "short",
+            [(f"xpu_exporter_http_workers_busy{{{N}}}", "{{instance}} busy"),
+             (f"xpu_exporter_http_workers{{{N}}}", "{{instance}} workers"),
+             (f"sum by (instance, reason) (rate(xpu_exporter_http_requests_refused_total{{{N}}}[5m]))",
+              "{{instance}} refused {{reason}}"),
+             (f"sum by (instance, reason) (rate(xpu_exporter_http_connections_cut_total{{{N}}}[5m]))",
+              "{{instance}} cut {{reason}}")],
+            w=16, h=6,
+            description="Workers busy of all (reserved probe workers included), requests refused "
+                        "(503 capacity, 429 password-check throttle) and connections cut at a "
+                        "deadline, per second. Refusals for capacity raise XpuExporterHttpSaturated.")
     return b
 
 
 if __name__ == "__main__":
-    out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "dashboards")
+    import sys
+    # An other folder (tests/dashboards: the committed JSON is this output).
+    out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(
+        os.path.dirname(os.path.abspath(__file__)), "..", "dashboards")
     for board, name in ((fleet(), "xpu-fleet-overview.json"), (device(), "xpu-device-detail.json"),
-                        (exporter(), "xpu-exporter-health.json")):
+                        (exporter(), "xpu-exporter-health.json"),
+                        (rollups(), "xpu-fleet-rollups.json")):
         board.write(os.path.join(out, name))
         print("wrote", name, len(board.panels), "panels")
