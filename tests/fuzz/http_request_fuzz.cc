@@ -140,8 +140,12 @@ std::string SendRaw(int port, const std::string& request) {
   shutdown(fd, SHUT_WR);
   std::string answer;
   char buf[4096];
+  // The servers close each connection themselves (the probe listener at its
+  // 1 s deadline, civetweb at its head timeout), so they decide what is
+  // answered; the client's wait only outlasts them, with room for a loaded
+  // machine running the sanitizer build at -O0 (2 s once cut an answer).
   pollfd p{fd, POLLIN, 0};
-  while (poll(&p, 1, 2000) > 0) {
+  while (poll(&p, 1, 5000) > 0) {
     const ssize_t n = recv(fd, buf, sizeof buf, 0);
     if (n <= 0) break;
     answer.append(buf, static_cast<size_t>(n));
