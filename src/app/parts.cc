@@ -83,6 +83,7 @@ Status MakeNvml(const PartContext& c, std::unique_ptr<Part>* out) {
   hal::NvmlSampler::Options options;
   options.library = o.nvml_library;
   options.interval = o.interval;
+  options.host_proc = o.nvml_host_proc;
   if (c.files.kmsg) {  // Xid events as the kernel log's catalog names them: both sources agree
     options.event_active_for = c.files.kmsg->event_active_for();
     options.states = c.files.kmsg->states();

@@ -77,6 +77,13 @@ void AddHalFlags(const FlagSet& f, HalOptions* o) {
                    "NVIDIA's NVML library the nvml backend opens at run time (a name the "
                    "dynamic loader looks up, or a path)")
         ->capture_default_str());
+  f(Applier::kHal,
+    app.add_option("--hal.nvml.host-proc", o->nvml_host_proc,
+                   "The host's /proc (the pod's own with hostPID: true, or the host's mounted, "
+                   "e.g. /host/proc): the nvml backend joins each process on a card to its pod "
+                   "and container by its cgroup there (xpu_container_memory_used_bytes); "
+                   "empty: not joined")
+        ->capture_default_str());
   f(Applier::kHal, app.add_option("--hal.fault-catalog", o->fault_catalog_file,
                                   "Fault-code catalog YAML replacing the built-in one")
                        ->check(CLI::ExistingFile));

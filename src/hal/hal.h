@@ -55,6 +55,7 @@ struct HalOptions {
   // The nvml backend: NVIDIA's library, opened at run time (a name dlopen
   // looks up, or a path).
   std::string nvml_library = "libnvidia-ml.so.1";
+  std::string nvml_host_proc;  // empty: the processes on a card are not joined to pods
 };
 
 // What --hal selects (ParseHalSelection, hal/flags.h).

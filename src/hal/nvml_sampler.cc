@@ -15,6 +15,7 @@
 #include "common/metric_family.h"
 #include "common/mutex.h"
 #include "hal/pci_address.h"
+#include "hal/pod_cgroup.h"
 
 namespace xpu::hal {
 
@@ -190,7 +191,15 @@ NvmlSampler::NvmlSampler(Options options, std::shared_ptr<const FaultCatalog> ca
                    .Name("xpu_nvml_missing_functions")
                    .Help("NVML functions the driver's library lacks (an older driver); what "
                          "needs them is not read. Always 1.")
-                   .Register(*self_metrics)) {}
+                   .Register(*self_metrics)),
+      processes_(prometheus::BuildGauge()
+                     .Name("xpu_nvml_processes")
+                     .Help("Compute processes on the NVIDIA cards at the last read, by what "
+                           "their cgroup in --hal.nvml.host-proc said: pod (joined to a pod "
+                           "and container), not_a_pod, unreadable (no such process there, or "
+                           "its cgroup file could not be read), dropped (past the bound of "
+                           "containers), off (--hal.nvml.host-proc not set).")
+                     .Register(*self_metrics)) {}
 
 NvmlSampler::~NvmlSampler() {
   Stop();
@@ -344,6 +353,9 @@ void NvmlSampler::Publish(std::vector<NvmlDevice> cards, const std::vector<NvmlE
     if (std::string bus = CanonicalPciAddress(d.bus_id); !bus.empty()) xdm[bus] = std::move(d);
   store::DeviceViews views;
   std::vector<NvmlJoined> joined;
+  std::map<std::string, double> outcomes = {
+      {"pod", 0}, {"not_a_pod", 0}, {"unreadable", 0}, {"dropped", 0}, {"off", 0}};
+  size_t container_rows = 0;
   for (NvmlDevice& c : cards) {
     Identity& known = identities_[c.index];
     if (c.uuid.empty() && c.bus_id.empty()) {  // lost before it could say who it is
@@ -381,13 +393,59 @@ void NvmlSampler::Publish(std::vector<NvmlDevice> cards, const std::vector<NvmlE
     } else if (logged_.Clear("errors " + key)) {
       spdlog::info("HAL nvml: {} reads cleanly again", key);
     }
+    v.containers = ContainersOf(c, &outcomes, &container_rows);
     views.devices.push_back(std::move(v));
     joined.push_back(std::move(j));
   }
+  for (const auto& [outcome, n] : outcomes) processes_.Add({{"cgroup", outcome}}).Set(n);
   faults_.EndSample();
   views.families = NvmlFamilies(joined);
   registry()->SetDeviceViews(kSourceNvml, std::move(views));
   Seeing();
+}
+
+std::vector<store::ContainerMemory> NvmlSampler::ContainersOf(
+    const NvmlDevice& card, std::map<std::string, double>* outcomes, size_t* rows) {
+  std::map<std::pair<std::string, std::string>, uint64_t> sums;
+  for (const NvmlProcess& p : card.processes) {
+    if (options_.host_proc.empty()) {
+      ++(*outcomes)["off"];
+      continue;
+    }
+    PodCgroup cg;
+    bool in_pod = false;
+    std::string why;
+    if (!ReadPodCgroup(options_.host_proc, p.pid, &cg, &in_pod, &why)) {
+      // A process that ended since the read is usual; a /proc that is not
+      // the host's (no hostPID, no mount) leaves every one unreadable: said
+      // once, and counted.
+      ++(*outcomes)["unreadable"];
+      if (logged_.Raise("proc " + options_.host_proc))
+        spdlog::info(
+            "HAL nvml: {} (if every process is unreadable, --hal.nvml.host-proc is "
+            "not the host's /proc)",
+            why);
+      continue;
+    }
+    if (!in_pod) {
+      ++(*outcomes)["not_a_pod"];
+      continue;
+    }
+    auto it = sums.find({cg.pod_uid, cg.container_id});
+    if (it == sums.end()) {
+      if (*rows >= kMaxNvmlContainerRows) {
+        ++(*outcomes)["dropped"];
+        continue;
+      }
+      ++*rows;
+      it = sums.emplace(std::pair{std::move(cg.pod_uid), std::move(cg.container_id)}, 0).first;
+    }
+    it->second += p.used_bytes;
+    ++(*outcomes)["pod"];
+  }
+  std::vector<store::ContainerMemory> out;
+  for (auto& [key, bytes] : sums) out.push_back({key.first, key.second, bytes});
+  return out;
 }
 
 namespace {

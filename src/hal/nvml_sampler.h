@@ -34,6 +34,9 @@ struct NvmlEvent {
 inline constexpr unsigned kEventWaitMs = 500;
 // Events held for the sampler at most (a card that floods drops the oldest).
 inline constexpr size_t kMaxPendingEvents = 1024;
+// Containers whose memory one read attributes, on all cards together (the
+// series of xpu_container_memory_used_bytes); more are counted as dropped.
+inline constexpr size_t kMaxNvmlContainerRows = 1024;
 // The fault code of an event, as the kernel-log backend names the same
 // Xid (0x10DE0000 + Xid; a double-bit ECC event is Xid 48's), or "" for
 // one that raises nothing.
@@ -66,6 +69,9 @@ class NvmlSampler : public SourceSampler {
     // sampler and its successors run: Xid 79's remedy is a reboot).
     std::chrono::milliseconds event_active_for{std::chrono::minutes(10)};
     std::vector<std::string> states;
+    // The host's /proc (--hal.nvml.host-proc): each process on a card is
+    // joined to its pod by its cgroup there. Empty: processes not joined.
+    std::string host_proc;
     bool operator==(const Options&) const = default;
   };
   NvmlSampler(Options options, std::shared_ptr<const FaultCatalog> catalog,
@@ -107,6 +113,13 @@ class NvmlSampler : public SourceSampler {
   std::map<unsigned, std::map<std::string, std::chrono::steady_clock::time_point>> event_seen_;
   prometheus::Family<prometheus::Counter>& read_errors_;
   prometheus::Family<prometheus::Gauge>& missing_;
+  // The processes on the cards last read, by what their cgroup said.
+  prometheus::Family<prometheus::Gauge>& processes_;
+  // Each card's processes summed by container (those in a pod's cgroup),
+  // and counted into processes_ by outcome.
+  std::vector<store::ContainerMemory> ContainersOf(const NvmlDevice& card,
+                                                   std::map<std::string, double>* outcomes,
+                                                   size_t* rows);
   LogOnce logged_;
 };
 

@@ -45,10 +45,21 @@ namespace {
 // the watcher reads, or on the way to one. Pods come bare (a Pod), in a
 // list (items.*) or in a watch event (object).
 bool KeptPath(const std::string& path) {
-  static const char* const kLeaves[] = {
-      "metadata.resourceVersion", "metadata.continue", "metadata.name",
-      "metadata.namespace",       "metadata.labels",   "metadata.annotations",
-      "spec.containers.name",     "status.phase"};
+  static const char* const kLeaves[] = {"metadata.resourceVersion",
+                                        "metadata.continue",
+                                        "metadata.name",
+                                        "metadata.namespace",
+                                        "metadata.uid",
+                                        "metadata.labels",
+                                        "metadata.annotations",
+                                        "spec.containers.name",
+                                        "status.phase",
+                                        "status.containerStatuses.name",
+                                        "status.containerStatuses.containerID",
+                                        "status.initContainerStatuses.name",
+                                        "status.initContainerStatuses.containerID",
+                                        "status.ephemeralContainerStatuses.name",
+                                        "status.ephemeralContainerStatuses.containerID"};
   static const char* const kRoots[] = {"", "items.", "object."};
   static const char* const kTop[] = {"kind", "type", "code", "reason", "message"};
   for (const char* t : kTop)
@@ -103,6 +114,35 @@ Json ParseKeeping(std::string_view text, bool (*kept)(const std::string& path)) 
   return Json::parse(text.begin(), text.end(), cb, /*allow_exceptions=*/false);
 }
 
+namespace {
+
+// Each container's runtime id ("containerd://<id>" without its scheme) and
+// name, from the statuses of the containers, init and ephemeral ones
+// (bounded: kMaxContainersPerPod).
+void ParseContainerIds(const Json& pod, std::vector<std::pair<std::string, std::string>>* out) {
+  if (!pod.contains("status") || !pod["status"].is_object()) return;
+  const Json& status = pod["status"];
+  for (const char* list :
+       {"containerStatuses", "initContainerStatuses", "ephemeralContainerStatuses"}) {
+    if (!status.contains(list) || !status[list].is_array()) continue;
+    for (const Json& c : status[list]) {
+      if (out->size() >= kMaxContainersPerPod) return;
+      if (!c.is_object() || !c.contains("containerID") || !c["containerID"].is_string() ||
+          !c.contains("name") || !c["name"].is_string())
+        continue;
+      std::string id = c["containerID"].get<std::string>();
+      if (const size_t scheme = id.find("://"); scheme != std::string::npos)
+        id.erase(0, scheme + 3);
+      std::string name = c["name"].get<std::string>();
+      SanitizeLabelValue(&id, kMaxLabelValueBytes);
+      SanitizeLabelValue(&name, kMaxLabelValueBytes);
+      if (!id.empty()) out->emplace_back(std::move(id), std::move(name));
+    }
+  }
+}
+
+}  // namespace
+
 Status ParsePod(const Json& pod, const LabelFilter& filter, PodRecord* out) {
   const std::string* ns = StringAt(pod, "metadata", "namespace");
   const std::string* name = StringAt(pod, "metadata", "name");
@@ -128,6 +168,11 @@ Status ParsePod(const Json& pod, const LabelFilter& filter, PodRecord* out) {
                                [](const auto& a, const auto& b) { return a.first == b.first; }),
                    r.labels.end());
   }
+  if (const std::string* uid = StringAt(pod, "metadata", "uid"); uid != nullptr) {
+    r.uid = *uid;
+    SanitizeLabelValue(&r.uid, kMaxLabelValueBytes);
+  }
+  ParseContainerIds(pod, &r.containers);
   // A finished pod holds no device any more.
   const std::string* phase = StringAt(pod, "status", "phase");
   const bool finished = phase != nullptr && (*phase == "Succeeded" || *phase == "Failed");
@@ -478,7 +523,8 @@ void PodWatcher::Publish() {
   std::vector<store::PodMetadata> meta;
   std::vector<store::ContainerQuota> quotas;
   for (const auto& [key, p] : pods_) {
-    if (!p.labels.empty()) meta.push_back({p.namespace_, p.name, p.labels});
+    if (!p.labels.empty() || !p.uid.empty())
+      meta.push_back({p.namespace_, p.name, p.labels, p.uid, p.containers});
     quotas.insert(quotas.end(), p.quotas.begin(), p.quotas.end());
   }
   registry_->SetPodMetadata(std::move(meta));

@@ -37,6 +37,7 @@ inline constexpr size_t kMaxListBytes = 16 << 20;
 inline constexpr size_t kMaxEventBytes = 4 << 20;  // one watch line
 inline constexpr size_t kMaxNodeBytes = 8 << 20;   // the node object
 inline constexpr size_t kMaxLabelsPerPod = 64;
+inline constexpr size_t kMaxContainersPerPod = 64;  // with their ids, from status
 inline constexpr size_t kMaxLabelValueBytes = 256;
 inline constexpr int kListPageSize = 100;  // pods a page (a node runs 110 at most by default)
 inline constexpr int kWatchTimeoutSeconds = 240;  // the server ends a watch after this
@@ -46,6 +47,10 @@ struct PodRecord {
   std::string namespace_, name;
   std::vector<std::pair<std::string, std::string>> labels;  // exported names, sorted
   std::vector<store::ContainerQuota> quotas;                // HAMi grants
+  std::string uid;                                          // metadata.uid
+  // Each running container's runtime id and name (status.*containerStatuses):
+  // what a process's cgroup names (the nvml backend's per-process memory).
+  std::vector<std::pair<std::string, std::string>> containers;
   bool bad_annotation = false;  // a HAMi annotation did not parse (counted)
 };
 

@@ -235,8 +235,13 @@ void DeviceRegistry::SetPodAssignments(std::vector<PodAssignment> pods) {
 void DeviceRegistry::SetPodMetadata(std::vector<PodMetadata> pods) {
   MutexLock lock(mu_);
   pod_labels_.clear();
-  for (PodMetadata& p : pods)
-    pod_labels_[{std::move(p.namespace_), std::move(p.pod)}] = std::move(p.labels);
+  pod_uids_.clear();
+  for (PodMetadata& p : pods) {
+    if (!p.uid.empty())
+      pod_uids_[p.uid] = {p.namespace_, p.pod, {p.containers.begin(), p.containers.end()}};
+    if (!p.labels.empty())
+      pod_labels_[{std::move(p.namespace_), std::move(p.pod)}] = std::move(p.labels);
+  }
 }
 
 void DeviceRegistry::SetContainerQuotas(std::vector<ContainerQuota> quotas) {
@@ -351,6 +356,11 @@ struct DeviceRegistry::Families {
       NewFamily("xpu_container_memory_limit_bytes",
                 "Device memory a container may use on a shared device (HAMi's grant "
                 "in the pod annotation hami.io/*-devices-allocated).");
+  prometheus::MetricFamily mem_used = NewFamily(
+      "xpu_container_memory_used_bytes",
+      "Device memory a container's processes hold on a device, as the source reads the "
+      "device's processes (nvml), each joined to its pod by its cgroup (--hal.nvml.host-proc); "
+      "only for pods the API server's watch gives.");
   prometheus::MetricFamily core_limit =
       NewFamily("xpu_container_core_limit_ratio",
                 "Share of a shared device's cores a container may use (HAMi's "
@@ -465,8 +475,29 @@ void DeviceRegistry::WriteViewsLocked(Families* f,
           seeing && healthy)
         f->health.metric.push_back(
             GaugeSample({{"minor", minor}, {"uuid", d.uuid}, {"source", source}}, *healthy));
+      if (seeing) WriteContainerMemoryLocked(f, minor, d, source);
     }
     out->insert(out->end(), views.families.begin(), views.families.end());
+  }
+}
+
+// A container's memory on the device, for a pod the API server gave (its
+// uid) and a container it names; any other is no one the page can name.
+void DeviceRegistry::WriteContainerMemoryLocked(Families* f, const std::string& minor,
+                                                const DeviceView& d,
+                                                const std::string& source) const {
+  for (const ContainerMemory& m : d.containers) {
+    const auto pod = pod_uids_.find(m.pod_uid);
+    if (pod == pod_uids_.end()) continue;
+    const auto c = pod->second.containers.find(m.container_id);
+    if (c == pod->second.containers.end()) continue;
+    f->mem_used.metric.push_back(GaugeSample({{"minor", minor},
+                                              {"uuid", d.uuid},
+                                              {"namespace", pod->second.namespace_},
+                                              {"pod", pod->second.pod},
+                                              {"container", c->second},
+                                              {"source", source}},
+                                             static_cast<double>(m.bytes)));
   }
 }
 
@@ -538,7 +569,7 @@ std::vector<prometheus::MetricFamily> DeviceRegistry::Collect() const {
   WriteViewsLocked(&f, &views);
   std::vector<prometheus::MetricFamily> out;
   for (prometheus::MetricFamily* family :
-       {&f.pods, &f.mem_limit, &f.core_limit, &f.split, &f.shared_mem, &f.shared_cores,
+       {&f.pods, &f.mem_limit, &f.mem_used, &f.core_limit, &f.split, &f.shared_mem, &f.shared_cores,
         &f.shared_health, &f.active, &f.events, &f.level, &f.info, &f.topo, &f.health, &f.source_up,
         &f.source_age}) {
     if (!family->metric.empty()) out.push_back(std::move(*family));

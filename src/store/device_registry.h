@@ -125,6 +125,11 @@ class DeviceRegistry : public prometheus::Collectable,
   FaultRaises raises_;  // its own lock; not part of the registry's state
   std::map<std::pair<std::string, std::string>, std::vector<std::pair<std::string, std::string>>>
       pod_labels_ XPU_GUARDED_BY(mu_);  // (namespace, pod) -> labels
+  struct PodByUid {
+    std::string namespace_, pod;
+    std::map<std::string, std::string> containers;  // runtime id -> name
+  };
+  std::map<std::string, PodByUid> pod_uids_ XPU_GUARDED_BY(mu_);  // metadata.uid ->
   std::vector<ContainerQuota> quotas_ XPU_GUARDED_BY(mu_);
   std::vector<DeviceShare> shares_ XPU_GUARDED_BY(mu_);
   std::string MinorOfLocked(const std::string& uuid) const XPU_REQUIRES(mu_);
@@ -136,6 +141,8 @@ class DeviceRegistry : public prometheus::Collectable,
   void WriteFaultsLocked(Families* f) const XPU_REQUIRES(mu_);
   void WriteKmsgLocked(Families* f) const XPU_REQUIRES(mu_);
   void WritePodsLocked(Families* f) const XPU_REQUIRES(mu_);
+  void WriteContainerMemoryLocked(Families* f, const std::string& minor, const DeviceView& d,
+                                  const std::string& source) const XPU_REQUIRES(mu_);
   void WriteSharesLocked(Families* f) const XPU_REQUIRES(mu_);
   void WriteSourcesLocked(Families* f) const XPU_REQUIRES(mu_);
   // The DeviceViews sources' health and faults; their families into `out`.

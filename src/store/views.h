@@ -130,6 +130,10 @@ struct PodAssignment {
 struct PodMetadata {
   std::string namespace_, pod;
   std::vector<std::pair<std::string, std::string>> labels;
+  std::string uid;  // metadata.uid: what a process's cgroup names
+  // Each container's runtime id (status.*containerStatuses, without the
+  // "containerd://") and its name.
+  std::vector<std::pair<std::string, std::string>> containers;
   bool operator==(const PodMetadata&) const = default;
 };
 
@@ -213,12 +217,24 @@ struct FaultViewsSet {
 // the nvml backend first): joined by the source to XDM's list (minor -1
 // while XDM does not list it: the device is still named by its uuid and
 // judged), its health and its active faults.
+// Device memory one container's processes hold on a device, as the source
+// found its processes (the nvml backend) and their cgroups named them: the
+// registry joins the pod uid to the pods the API server gives.
+struct ContainerMemory {
+  std::string pod_uid;       // as metadata.uid
+  std::string container_id;  // the runtime's id
+  uint64_t bytes = 0;
+  bool operator==(const ContainerMemory&) const = default;
+  auto operator<=>(const ContainerMemory&) const = default;
+};
+
 struct DeviceView {
   int32_t minor = -1;
   std::string uuid;
   std::string bus_id;           // canonical, "0000:3b:00.0"; may be empty
   std::optional<bool> healthy;  // nullopt: health could not be read this sample
   std::vector<ActiveFault> faults;
+  std::vector<ContainerMemory> containers;  // sorted; empty unless the source reads processes
   bool operator==(const DeviceView&) const = default;
 };
 

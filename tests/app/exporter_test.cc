@@ -438,6 +438,7 @@ void ExpectPartsHold(const Exporter::InForce& f, const Config& cfg) {
   EXPECT_EQ(f.nvml.has_value(), p.hal.nvml);
   if (f.nvml) {
     EXPECT_EQ(f.nvml->library, cfg.hal.nvml_library);
+    EXPECT_EQ(f.nvml->host_proc, cfg.hal.nvml_host_proc);
     EXPECT_EQ(f.nvml->interval, cfg.hal.interval);
     // The kernel log's catalog's words for events: the test's has no state.
     EXPECT_EQ(f.nvml->states.empty(), !cfg.hal.kmsg_catalog_file.empty());
@@ -566,6 +567,7 @@ TEST(ExporterReloadTest, EveryFlagIsAppliedByItsPartOrWaitsForARestart) {
       {"hal.kmsg.catalog", {dir.File("kmsg.yml"), {dir.File("kmsg.yml")}}},
       {"hal.kmsg.user-records", {"true", {"true"}}},
       {"hal.nvml.library", {dir.File("other-nvml.so"), {dir.File("other-nvml.so")}}},
+      {"hal.nvml.host-proc", {d, {d}}},
       {"hal.state-dir", {d, {d}}},
       {"kubelet.pod-resources-socket", {dir.File("pods.sock"), {dir.File("pods.sock")}}},
       {"kubelet.interval", {"7s", {"7s"}}},

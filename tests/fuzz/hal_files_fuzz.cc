@@ -1,7 +1,11 @@
-// The sysfs HAL files (health, uuid, fault_codes) and fault-code normalising.
+// The sysfs HAL files (health, uuid, fault_codes), fault-code normalising,
+// and a process's cgroup file as the nvml backend reads it.
+#include <cctype>
+
 #include "common/fault_code.h"
 #include "fuzz_util.h"
 #include "hal/fault_catalog.h"
+#include "hal/pod_cgroup.h"
 #include "hal/sysfs_backend.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -17,5 +21,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     for (const auto& c : codes) (void)catalog->Lookup(c);
   }
   (void)xpu::NormalizeFaultCode(text);
+  xpu::hal::PodCgroup cg;
+  if (xpu::hal::ParsePodCgroup(text, &cg)) {
+    // What it names is a uid and a hex id, never text to repair.
+    if (cg.pod_uid.size() != 36 || cg.container_id.size() != 64) abort();
+    for (const char c : cg.pod_uid + cg.container_id)
+      if (!std::isxdigit(static_cast<unsigned char>(c)) && c != '-') abort();
+  }
   return 0;
 }

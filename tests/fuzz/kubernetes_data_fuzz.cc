@@ -34,6 +34,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       xpu::exposition::AppendLabelValue(value, &page);
     }
     for (const auto& q : r.quotas) xpu::exposition::AppendLabelValue(q.uuid, &page);
+    if (r.containers.size() > xpu::kubernetes::kMaxContainersPerPod) abort();
+    for (const auto& [id, name] : r.containers) {
+      if (id.empty() || id.size() > kMaxLabelValueBytes || name.size() > kMaxLabelValueBytes)
+        abort();
+      xpu::exposition::AppendLabelValue(name, &page);
+    }
     if (page.find('\n') != std::string::npos) abort();
   }
   // ParseEvent keeps only the fields the watcher reads (ParseKept): what it
@@ -48,6 +54,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (full_ok != kept_ok) abort();
     if (full_ok && (full.namespace_ != kept.namespace_ || full.name != kept.name ||
                     full.labels != kept.labels || full.quotas.size() != kept.quotas.size() ||
+                    full.uid != kept.uid || full.containers != kept.containers ||
                     full.bad_annotation != kept.bad_annotation))
       abort();
     int bad_full = 0, bad_kept = 0;

@@ -100,6 +100,14 @@ TEST(ParsePodTest, LabelCountAndValueBounded) {
   ASSERT_TRUE(ParsePod(Pod(labels, Json::object()), Filter({".*"}), &r).ok());
   EXPECT_EQ(r.labels.size(), kMaxLabelsPerPod);
   EXPECT_LE(r.labels[0].second.size(), kMaxLabelValueBytes);
+  Json pod = Pod({}, Json::object());
+  for (int i = 0; i < 200; ++i)
+    pod["status"]["containerStatuses"].push_back(
+        {{"name", "c" + std::to_string(i)},
+         {"containerID", "containerd://" + std::string(999, 'a')}});
+  ASSERT_TRUE(ParsePod(pod, Filter({}), &r).ok());
+  EXPECT_EQ(r.containers.size(), kMaxContainersPerPod);
+  EXPECT_LE(r.containers[0].first.size(), kMaxLabelValueBytes);
 }
 
 TEST(ParseNodeSharesTest, RegistersOfEveryTypeAndBadOnesCounted) {
@@ -131,7 +139,12 @@ TEST(ParseKeptTest, KeepsOnlyWhatThePodParserReads) {
       "managedFields":[{"manager":"kubelet","fieldsV1":{"f:status":{"f:conditions":{}}}}]},
     "spec":{"nodeName":"node-a","volumes":[{"name":"v","hostPath":{"path":"/x"}}],
       "containers":[{"name":"main","image":"i","env":[{"name":"E","value":"1"}]}]},
-    "status":{"phase":"Running","conditions":[{"type":"Ready"}]}})";
+    "status":{"phase":"Running","conditions":[{"type":"Ready"}],
+      "containerStatuses":[{"name":"main","containerID":"containerd://abc1","image":"i",
+        "imageID":"registry.example.com/train@sha256:0123456789abcdef0123456789abcdef",
+        "ready":true,"restartCount":0,"started":true,"lastState":{},
+        "state":{"running":{"startedAt":"2026-12-04T00:00:00Z"}}},{"name":"waiting"}],
+      "initContainerStatuses":[{"name":"init","containerID":"cri-o://abc0","ready":false}]}})";
   const std::string list = R"({"kind":"PodList","metadata":{"resourceVersion":"7","continue":"c"},
     "items":[)" + pod + "," +
                            pod + "]}";
@@ -142,7 +155,9 @@ TEST(ParseKeptTest, KeepsOnlyWhatThePodParserReads) {
   ASSERT_EQ(kept["items"].size(), 2u);
   const nlohmann::json& item = kept["items"][0];
   EXPECT_FALSE(item["metadata"].contains("managedFields"));
-  EXPECT_FALSE(item["metadata"].contains("uid"));
+  EXPECT_EQ(item["metadata"]["uid"], "u");  // what a process's cgroup names
+  EXPECT_FALSE(item["status"]["containerStatuses"][0].contains("state"));
+  EXPECT_FALSE(item["status"]["containerStatuses"][0].contains("image"));
   EXPECT_EQ(item["status"]["phase"], "Running");  // read: a finished pod's grants are over
   EXPECT_FALSE(item["status"].contains("conditions"));
   EXPECT_FALSE(item["spec"].contains("volumes"));
@@ -154,6 +169,11 @@ TEST(ParseKeptTest, KeepsOnlyWhatThePodParserReads) {
   ASSERT_TRUE(ParsePod(item, f, &from_kept).ok());
   ASSERT_TRUE(ParsePod(nlohmann::json::parse(pod), f, &from_whole).ok());
   EXPECT_EQ(from_kept.labels, from_whole.labels);
+  EXPECT_EQ(from_kept.uid, "u");
+  // Each container with its runtime id, the scheme cut; one not started has none.
+  const std::vector<std::pair<std::string, std::string>> ids = {{"abc1", "main"}, {"abc0", "init"}};
+  EXPECT_EQ(from_kept.containers, ids);
+  EXPECT_EQ(from_whole.containers, ids);
   ASSERT_EQ(from_kept.quotas.size(), 1u);
   EXPECT_EQ(from_kept.quotas[0].container, "main");
   EXPECT_LT(kept.dump().size() * 2, list.size());
@@ -224,7 +244,7 @@ TEST(RegistryKubernetesTest, LabelsLimitsAndShares) {
   a.container = "main";
   a.resource = "lingjun.com/xpu";
   reg.SetPodAssignments({a});
-  reg.SetPodMetadata({{"ml", "train-0", {{"label_team", "vision"}}}});
+  reg.SetPodMetadata({{"ml", "train-0", {{"label_team", "vision"}}, "", {}}});
   reg.SetContainerQuotas({{"U1", "ml", "train-0", "main", 1 << 30, 0.25}});
   reg.SetDeviceShares({{"U1", "T", 10, int64_t{1} << 35, 1.0, true}});
   const std::string page = prometheus::TextSerializer().Serialize(reg.Collect());

@@ -203,7 +203,7 @@ TEST_F(NodeReporterLiveTest, TheConditionWaitsForADeviceViewsSourceToSpeak) {
   o_.settle_limit = std::chrono::hours(1);
   registry_.OpenSource("nvml", std::chrono::hours(1));
   store::DeviceViews v;
-  v.devices = {{1, "U1", "0000:3b:00.0", true, {NamedFault("0xFC010001", 6, "isolate_card")}}};
+  v.devices = {{1, "U1", "0000:3b:00.0", true, {NamedFault("0xFC010001", 6, "isolate_card")}, {}}};
   registry_.SetDeviceViews("nvml", v);  // before the start: an old view
   auto reporter = Make();
   reporter->Start();

@@ -349,10 +349,10 @@ TEST(DeviceRegistryTest, DeviceViewsFollowTheOneRuleOfEverySource) {
   lost.name = "nvidia_gpu_lost";
   lost.level = 6;
   lost.level_name = "isolate_card";
-  v.devices = {{0, "GPU-a", "0000:3b:00.0", true, {}},
-               {-1, "GPU-b", "0000:5e:00.0", true, {lost}},          // XDM does not list it
-               {1, "GPU-c", "0000:86:00.0", std::nullopt, {}},       // health unread
-               {2, "GPU-d", "0000:af:00.0", std::nullopt, {lost}}};  // unread, but a fault
+  v.devices = {{0, "GPU-a", "0000:3b:00.0", true, {}, {}},
+               {-1, "GPU-b", "0000:5e:00.0", true, {lost}, {}},          // XDM does not list it
+               {1, "GPU-c", "0000:86:00.0", std::nullopt, {}, {}},       // health unread
+               {2, "GPU-d", "0000:af:00.0", std::nullopt, {lost}, {}}};  // unread, but a fault
   prometheus::MetricFamily temp;
   temp.name = "xpu_test_temperature_celsius";
   temp.help = "t";
@@ -411,6 +411,42 @@ TEST(DeviceRegistryTest, DeviceViewsFollowTheOneRuleOfEverySource) {
   EXPECT_EQ(MetricValue(r, "xpu_test_temperature_celsius"), -1);
   EXPECT_EQ(MetricValue(r, "xpu_device_health", {{"source", "nvml"}}), -1);
   EXPECT_TRUE(r.SourceViews().empty());
+}
+
+// A container's memory on a device (the nvml backend's processes, joined
+// by cgroup): on the page for a pod the API server gave, by its name and
+// its container's; nothing for a uid or container id it does not know; gone
+// when the source is blind or the pod is.
+TEST(DeviceRegistryTest, ContainerMemoryIsNamedOnlyForPodsTheApiServerGave) {
+  DeviceRegistry r;
+  r.OpenSource("nvml", seconds(1));
+  const std::string uid = "1f6c2f9e-7a1b-4c2d-9e3f-0a1b2c3d4e5f";
+  const std::string id(64, 'a'), other(64, 'b');
+  DeviceViews v;
+  DeviceView card{0, "GPU-a", "0000:3b:00.0", true, {}, {}};
+  card.containers = {{uid, id, 4096}, {uid, other, 1}, {"no-such-uid", id, 2}};
+  v.devices = {card};
+  r.SetDeviceViews("nvml", v);
+  using xpu::testing::MetricSum;
+  using xpu::testing::MetricValue;
+  EXPECT_EQ(MetricValue(r, "xpu_container_memory_used_bytes"), -1) << "no pod known yet";
+  r.SetPodMetadata({{"ml", "train-0", {}, uid, {{id, "trainer"}}}});
+  EXPECT_EQ(MetricValue(r, "xpu_container_memory_used_bytes",
+                        {{"minor", "0"},
+                         {"uuid", "GPU-a"},
+                         {"namespace", "ml"},
+                         {"pod", "train-0"},
+                         {"container", "trainer"},
+                         {"source", "nvml"}}),
+            4096);
+  EXPECT_EQ(MetricSum(r, "xpu_container_memory_used_bytes"), 4096)
+      << "the unknown container and the unknown pod are not named";
+  r.SetSourceBlind("nvml", "NVML did not answer");
+  EXPECT_EQ(MetricValue(r, "xpu_container_memory_used_bytes"), -1) << "blind: not seen now";
+  r.SetDeviceViews("nvml", v);
+  EXPECT_EQ(MetricSum(r, "xpu_container_memory_used_bytes"), 4096);
+  r.SetPodMetadata({});
+  EXPECT_EQ(MetricValue(r, "xpu_container_memory_used_bytes"), -1) << "the pod is gone";
 }
 
 }  // namespace
