@@ -63,6 +63,7 @@ for i in $(seq 1 "$N"); do
   wait_for 20 grep -q "listening on port" "$TMP/exp$i.log" || fail "exporter $i did not start: $(cat "$TMP/exp$i.log")"
   TARGETS+="\"127.0.0.1:$(grep -o 'listening on port(s) [0-9]*' "$TMP/exp$i.log" | awk '{print $4}')\","
 done
+NODE1=$(grep -o 'listening on port(s) [0-9]*' "$TMP/exp1.log" | awk '{print "127.0.0.1:" $4}')
 wait_for 10 grep -q "xdm-sim ready" "$TMP/sim1.out" || fail "xdm-sim 1 did not start"
 CONTROL=$(grep -o 'control=http://[0-9.:]*' "$TMP/sim1.out" | cut -d= -f2)
 curl -sf -XPOST "$CONTROL/control/allocate" -d '{"id":"trainjob-7f3a","devices":[{"minor":1}]}' >/dev/null ||
@@ -137,17 +138,25 @@ done
 step "every node up in VictoriaMetrics, through one agent each"
 
 # A card-level fault on node 1 (an uncorrectable HBM error: reset_card)
-# reaches the per-node and per-cluster rollups.
+# reaches the per-node and per-cluster rollups, which read 0 before it.
+node1_faults="cluster_instance:xpu_devices_card_fault:count{cluster=\"e2e\",instance=\"$NODE1\"}"
+wait_for 60 equals "$node1_faults" 0 || fail "node 1's rollup before the fault: '$(q "$node1_faults")', not 0"
+wait_for 60 equals 'cluster:xpu_nodes_with_card_fault:count{cluster="e2e"}' 0 ||
+  fail "a node with a card fault before any: $(q 'cluster:xpu_nodes_with_card_fault:count')"
 curl -sf -XPOST "$CONTROL/control/fault" -d '{"minor":2,"code":"0x80E18400"}' >/dev/null || fail "control fault"
+wait_for 60 equals "$node1_faults" 1 || fail "the fault did not reach node 1's rollup: $(q "$node1_faults")"
 wait_for 60 equals 'cluster:xpu_devices_card_fault:count{cluster="e2e"}' 1 ||
   fail "the fault did not reach the rollup: $(q 'cluster:xpu_devices_card_fault:count')"
+wait_for 30 equals 'cluster:xpu_nodes_with_card_fault:count{cluster="e2e"}' 1 ||
+  fail "cluster:xpu_nodes_with_card_fault:count is $(q 'cluster:xpu_nodes_with_card_fault:count'), not 1"
 wait_for 30 equals 'cluster:xpu_devices:count{cluster="e2e"}' $((N * 4)) ||
   fail "cluster:xpu_devices:count is $(q 'cluster:xpu_devices:count'), not $((N * 4))"
 
 step "the fault in the rollups"
 
-# No series twice: dropping the shard label merges nothing (the name kept
-# as a label: an aggregation drops it).
+# No series twice, from the stored series' side (one agent per node, above,
+# is what makes it so): dropping the shard label merges nothing (the name
+# kept as a label: an aggregation drops it).
 all=$(q 'count({job="xpu-exporter",shard=~".+"})')
 merged=$(q 'count(count without (shard) (label_replace({job="xpu-exporter",shard=~".+"}, "name", "$1", "__name__", "(.+)")))')
 [ -n "$all" ] && [ "$all" = "$merged" ] || fail "series duplicated across the shards: $all with the shard label, $merged without"
