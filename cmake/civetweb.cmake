@@ -89,6 +89,10 @@ target_compile_definitions(xpu_civetweb PRIVATE USE_IPV6 NO_SSL_DL OPENSSL_API_3
 # Third-party code: not our warnings; and left uninstrumented by the
 # sanitizer builds, as Debian's library was (its races are not ours to judge).
 target_compile_options(xpu_civetweb PRIVATE -w -fno-sanitize=all)
+# The serving path is -O2 in every build (src/http/CMakeLists.txt says why).
+if(NOT XPU_SANITIZE STREQUAL "")
+  target_compile_options(xpu_civetweb PRIVATE -O2)
+endif()
 target_link_libraries(xpu_civetweb PUBLIC OpenSSL::SSL OpenSSL::Crypto Threads::Threads
                                           ${CMAKE_DL_LIBS})
 set_target_properties(xpu_civetweb PROPERTIES POSITION_INDEPENDENT_CODE ON)
