@@ -8,7 +8,6 @@
 source "$(dirname "$0")/lib.sh" "$1"
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
 HERE="$(cd "$(dirname "$0")" && pwd)"
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
 start_sim sim --interval 200ms --hal-root "$TMP/hal" --kubelet-socket "$TMP/kubelet.sock"
 # A training job holding device 1, as the kubelet will report it.

@@ -20,7 +20,6 @@ SCRAPE_S=2
 for tool in prometheus victoria-metrics vmalert; do
   command -v "$tool" >/dev/null || fail "$tool is not installed (./x deps)"
 done
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
 # VictoriaMetrics, single node, on a temporary port and data folder. Queries
 # see samples as soon as they are stored (no 30 s latency offset).

@@ -17,6 +17,12 @@ trap cleanup EXIT
 
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
+# A loopback port free now, for a program that takes no port 0 (Prometheus,
+# VictoriaMetrics, the package's unit). It is released before the program
+# binds it, so another test may take it first under ctest -j: that program
+# then fails to start, loudly, never silently sharing.
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
 # wait_for TIMEOUT_S CMD...: re-runs CMD until it succeeds (a condition, not a sleep).
 wait_for() {
   local deadline=$((SECONDS + $1)); shift

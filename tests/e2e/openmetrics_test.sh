@@ -7,7 +7,6 @@
 # storage, scrapes the page without error and returns the exemplar from
 # /api/v1/query_exemplars.
 source "$(dirname "$0")/lib.sh" "$1"
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 # What Prometheus 2.42 sends when it scrapes.
 PROM_ACCEPT='application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1'
 

@@ -26,9 +26,8 @@ BASE=$(BUILD_DIR=$BUILD "$ROOT/x" base-image) || fail "no Debian 12 base image"
 start_sim sim --devices 4
 chmod 0755 "$TMP"
 chmod 0666 "$TMP/sim.sock"
-port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-PORT=$(port)
-PROBE=$(port)
+PORT=$(free_port)
+PROBE=$(free_port)
 
 cat >"$TMP/in-container.sh" <<'SH'
 set -eu
