@@ -444,6 +444,7 @@ std::vector<store::ContainerMemory> NvmlSampler::ContainersOf(
     ++(*outcomes)["pod"];
   }
   std::vector<store::ContainerMemory> out;
+  out.reserve(sums.size());
   for (auto& [key, bytes] : sums) out.push_back({key.first, key.second, bytes});
   return out;
 }

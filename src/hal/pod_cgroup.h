@@ -13,7 +13,7 @@
 namespace xpu::hal {
 
 // A cgroup file is a few lines; more than this is not one.
-inline constexpr size_t kMaxCgroupFileBytes = 16 * 1024;
+inline constexpr size_t kMaxCgroupFileBytes = size_t{16} * 1024;
 
 struct PodCgroup {
   std::string pod_uid;       // "1f6c2f9e-7a1b-4c2d-9e3f-0a1b2c3d4e5f", as metadata.uid
