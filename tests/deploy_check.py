@@ -152,14 +152,15 @@ for needle in ("runtimeClassName:", "privileged: true", "--hal.nvml.library=", "
     at = ds_text.find(needle)
     if at < 0 or not any("hal.nvml.enabled" in c for c in open_ifs(ds_text, at)):
         errors.append(f"chart daemonset.yaml: {needle!r} is not under hal.nvml.enabled")
-# The host's /proc (every host process's cgroup) only when asked for, and
+# The host's PID namespace (every host process) only when asked for, and
 # only with NVML.
 if values["hal"]["nvml"].get("processes") is not False:
     errors.append("the chart's hal.nvml.processes must default to false")
-for needle in ("--hal.nvml.host-proc=", "name: host-proc"):
+for needle in ("--hal.nvml.host-proc=", "hostPID: true"):
     at = ds_text.find(needle)
     conds = open_ifs(ds_text, at) if at >= 0 else []
-    if at < 0 or not any("hal.nvml.processes" in c and "hal.nvml.enabled" in c for c in conds):
+    if at < 0 or not (any("hal.nvml.processes" in c for c in conds) and
+                      any("hal.nvml.enabled" in c for c in conds)):
         errors.append(f"chart daemonset.yaml: {needle!r} is not under hal.nvml.enabled and processes")
 if "--hal.nvml.host-proc" not in help_text:
     errors.append("the exporter has no --hal.nvml.host-proc (the chart's hal.nvml.processes names it)")

@@ -78,11 +78,12 @@ void AddHalFlags(const FlagSet& f, HalOptions* o) {
                    "dynamic loader looks up, or a path)")
         ->capture_default_str());
   f(Applier::kHal,
-    app.add_option("--hal.nvml.host-proc", o->nvml_host_proc,
-                   "The host's /proc (the pod's own with hostPID: true, or the host's mounted, "
-                   "e.g. /host/proc): the nvml backend joins each process on a card to its pod "
-                   "and container by its cgroup there (xpu_container_memory_used_bytes); "
-                   "empty: not joined")
+    app.add_option(
+           "--hal.nvml.host-proc", o->nvml_host_proc,
+           "The /proc of the PID namespace NVML's process ids are in (the host's: "
+           "/proc with hostPID: true): the nvml backend joins each process on a card to its pod "
+           "and container by its cgroup there (xpu_container_memory_used_bytes); "
+           "empty: not joined")
         ->capture_default_str());
   f(Applier::kHal, app.add_option("--hal.fault-catalog", o->fault_catalog_file,
                                   "Fault-code catalog YAML replacing the built-in one")

@@ -24,6 +24,9 @@ inline constexpr Return kErrorTimeout = 10;
 inline constexpr Return kErrorFunctionNotFound = 13;
 inline constexpr Return kErrorGpuIsLost = 15;
 inline constexpr Return kErrorResetRequired = 16;
+// NVML_VALUE_NOT_AVAILABLE: a process's used_gpu_memory when the driver cannot
+// give it (WDDM, or MIG without the privilege to see it).
+inline constexpr unsigned long long kValueNotAvailable = ~0ULL;
 inline constexpr Return kErrorUnknown = 999;
 
 struct DeviceSt;

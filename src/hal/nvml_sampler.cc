@@ -195,10 +195,12 @@ NvmlSampler::NvmlSampler(Options options, std::shared_ptr<const FaultCatalog> ca
       processes_(prometheus::BuildGauge()
                      .Name("xpu_nvml_processes")
                      .Help("Compute processes on the NVIDIA cards at the last read, by what "
-                           "their cgroup in --hal.nvml.host-proc said: pod (joined to a pod "
-                           "and container), not_a_pod, unreadable (no such process there, or "
-                           "its cgroup file could not be read), dropped (past the bound of "
-                           "containers), off (--hal.nvml.host-proc not set).")
+                           "their cgroup in --hal.nvml.host-proc said: pod (in a pod's cgroup; "
+                           "named on the page only for a pod the API server's watch gives), "
+                           "not_a_pod, unreadable (no such process there, or its cgroup file "
+                           "could not be read), dropped (past the bound of containers), off "
+                           "(--hal.nvml.host-proc not set), no_memory_value (NVML gave no "
+                           "memory figure).")
                      .Register(*self_metrics)) {}
 
 NvmlSampler::~NvmlSampler() {
@@ -353,8 +355,9 @@ void NvmlSampler::Publish(std::vector<NvmlDevice> cards, const std::vector<NvmlE
     if (std::string bus = CanonicalPciAddress(d.bus_id); !bus.empty()) xdm[bus] = std::move(d);
   store::DeviceViews views;
   std::vector<NvmlJoined> joined;
-  std::map<std::string, double> outcomes = {
-      {"pod", 0}, {"not_a_pod", 0}, {"unreadable", 0}, {"dropped", 0}, {"off", 0}};
+  std::map<std::string, double> outcomes = {{"pod", 0},        {"not_a_pod", 0},
+                                            {"unreadable", 0}, {"dropped", 0},
+                                            {"off", 0},        {"no_memory_value", 0}};
   size_t container_rows = 0;
   for (NvmlDevice& c : cards) {
     Identity& known = identities_[c.index];
@@ -408,6 +411,10 @@ std::vector<store::ContainerMemory> NvmlSampler::ContainersOf(
     const NvmlDevice& card, std::map<std::string, double>* outcomes, size_t* rows) {
   std::map<std::pair<std::string, std::string>, uint64_t> sums;
   for (const NvmlProcess& p : card.processes) {
+    if (p.used_bytes == nvml::kValueNotAvailable) {  // WDDM, or MIG without the privilege
+      ++(*outcomes)["no_memory_value"];
+      continue;
+    }
     if (options_.host_proc.empty()) {
       ++(*outcomes)["off"];
       continue;

@@ -66,6 +66,13 @@ bool ParsePath(std::string_view path, PodCgroup* out) {
   }
   bool under_kubepods = false;
   for (size_t i = 0; i < segs.size(); ++i) {
+    // Read from inside a cgroup namespace (an unprivileged container on
+    // cgroup v2), another process's path is relative to the reader's own
+    // cgroup, "/../../pod<uid>/<id>": the kubelet's tree is above it.
+    if (segs[i] == "..") {
+      under_kubepods = true;
+      continue;
+    }
     // The kubelet's own tree first ("kubepods", "kubepods.slice",
     // "kubelet-kubepods.slice"): a "pod<uid>" anywhere else is not its.
     if (segs[i].find("kubepods") != std::string_view::npos &&

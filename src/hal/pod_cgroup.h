@@ -24,8 +24,10 @@ struct PodCgroup {
 // line whose path holds a kubelet pod cgroup: the cgroupfs driver's
 // ".../kubepods/burstable/pod<uid>/<id>" and the systemd driver's
 // ".../kubepods-burstable-pod<uid_with_underscores>.slice/cri-containerd-<id>.scope"
-// (docker-, crio- and bare ids too). False for a process in no pod (a
-// system service, the host) or a text that is not a cgroup file.
+// (docker-, crio- and bare ids too), also as a reader in a cgroup namespace
+// sees them, relative to its own cgroup ("/../../pod<uid>/<id>"). False for a
+// process in no pod (a system service, the host) or a text that is not a
+// cgroup file.
 bool ParsePodCgroup(std::string_view text, PodCgroup* out);
 
 // Reads `<proc>/<pid>/cgroup` (bounded) and parses it. False, with `*why`

@@ -212,11 +212,6 @@ struct FaultViewsSet {
   bool devices_known = false;              // XDM's list has come
 };
 
-// One device in the view of a health source that publishes the common shape
-// (SetDeviceViews: a backend that needs nothing of its own in the store,
-// the nvml backend first): joined by the source to XDM's list (minor -1
-// while XDM does not list it: the device is still named by its uuid and
-// judged), its health and its active faults.
 // Device memory one container's processes hold on a device, as the source
 // found its processes (the nvml backend) and their cgroups named them: the
 // registry joins the pod uid to the pods the API server gives.
@@ -228,6 +223,11 @@ struct ContainerMemory {
   auto operator<=>(const ContainerMemory&) const = default;
 };
 
+// One device in the view of a health source that publishes the common shape
+// (SetDeviceViews: a backend that needs nothing of its own in the store,
+// the nvml backend first): joined by the source to XDM's list (minor -1
+// while XDM does not list it: the device is still named by its uuid and
+// judged), its health and its active faults.
 struct DeviceView {
   int32_t minor = -1;
   std::string uuid;

@@ -620,7 +620,9 @@ TEST_F(NvmlSamplerTest, ProcessesAreJoinedToTheirPodsByCgroup) {
   f["devices"][1]["processes"] = {{{"pid", 7}, {"used", 1}},
                                   {{"pid", 8}, {"used", 2048}},
                                   {{"pid", 9}, {"used", 4}},
-                                  {{"pid", 10}, {"used", 8}}};  // 10: no such process
+                                  {{"pid", 10}, {"used", 8}},  // 10: no such process
+                                  // NVML_VALUE_NOT_AVAILABLE: never summed
+                                  {{"pid", 8}, {"used", 18446744073709551615ULL}}};
   Write(f);
   registry_.SetPodMetadata({{"ml", "train-0", {}, uid, {{id, "trainer"}}}});
   NvmlSampler::Options o;
@@ -648,6 +650,7 @@ TEST_F(NvmlSamplerTest, ProcessesAreJoinedToTheirPodsByCgroup) {
   EXPECT_EQ(MetricValue(self_, "xpu_nvml_processes", {{"cgroup", "not_a_pod"}}), 1);
   EXPECT_EQ(MetricValue(self_, "xpu_nvml_processes", {{"cgroup", "unreadable"}}), 1);
   EXPECT_EQ(MetricValue(self_, "xpu_nvml_processes", {{"cgroup", "off"}}), 0);
+  EXPECT_EQ(MetricValue(self_, "xpu_nvml_processes", {{"cgroup", "no_memory_value"}}), 1);
 
   // Without the host's /proc nothing is joined, and every process says so.
   o.host_proc.clear();
@@ -655,6 +658,7 @@ TEST_F(NvmlSamplerTest, ProcessesAreJoinedToTheirPodsByCgroup) {
   ASSERT_TRUE(s->SampleOnce());
   EXPECT_EQ(MetricValue(registry_, "xpu_container_memory_used_bytes"), -1);
   EXPECT_EQ(MetricValue(self_, "xpu_nvml_processes", {{"cgroup", "off"}}), 6);
+  EXPECT_EQ(MetricValue(self_, "xpu_nvml_processes", {{"cgroup", "no_memory_value"}}), 1);
 }
 
 // nvmlInit_v2 failing: the source is blind (Unknown to the Node), never

@@ -39,6 +39,11 @@ TEST(PodCgroupTest, EveryDriverAndRuntimeNamesThePodAndContainer) {
            "0::/kubelet.slice/kubelet-kubepods.slice/kubelet-kubepods-besteffort.slice/"
            "kubelet-kubepods-besteffort-pod" +
                kUnderscored + ".slice/cri-containerd-" + kId + ".scope\n",
+           // read from inside a cgroup namespace (the exporter unprivileged on
+           // cgroup v2): relative to its own cgroup, the same QoS class
+           // (cgroupfs driver) or a guaranteed pod (systemd driver)
+           "0::/../../pod" + kUid + "/" + kId + "\n",
+           "0::/../../../kubepods-pod" + kUnderscored + ".slice/cri-containerd-" + kId + ".scope\n",
            // a v1 line without the pod first (the named systemd hierarchy), then one with it
            "1:name=systemd:/system.slice/containerd.service\n0::/kubepods/pod" + kUid + "/" + kId +
                "\n",
