@@ -1,0 +1,1 @@
+// The shared precompiled header (cmake/pch.cmake) is made from this target.
