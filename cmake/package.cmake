@@ -29,13 +29,23 @@ add_custom_command(OUTPUT ${XPU_DEB_GEN}/changelog.gz
   DEPENDS ${XPU_DEB_DIR}/changelog VERBATIM)
 set(xpu_deb_docs ${XPU_DEB_GEN}/changelog.gz)
 if(XPU_HELP2MAN)
+  # help2man dates the page: the date of the changelog's latest entry, so the
+  # page is the same from the same source whenever it is built
+  # (SOURCE_DATE_EPOCH, reproducible-builds.org).
+  file(STRINGS ${XPU_DEB_DIR}/changelog xpu_deb_trailer REGEX "^ -- .*>  " LIMIT_COUNT 1)
+  string(REGEX REPLACE "^.*>  " "" xpu_deb_date "${xpu_deb_trailer}")
+  execute_process(COMMAND date -d "${xpu_deb_date}" +%s OUTPUT_VARIABLE xpu_deb_epoch
+                  OUTPUT_STRIP_TRAILING_WHITESPACE RESULT_VARIABLE xpu_deb_date_rc)
+  if(NOT xpu_deb_date_rc EQUAL 0 OR xpu_deb_epoch STREQUAL "")
+    message(FATAL_ERROR "deploy/debian/changelog: no date in its latest entry's trailer")
+  endif()
   add_custom_command(OUTPUT ${XPU_DEB_GEN}/xpu-exporter.1.gz
     COMMAND ${CMAKE_COMMAND} -E make_directory ${XPU_DEB_GEN}
-    COMMAND ${XPU_HELP2MAN} --no-info --section 1 --source "xpu-exporter"
+    COMMAND ${CMAKE_COMMAND} -E env SOURCE_DATE_EPOCH=${xpu_deb_epoch} ${XPU_HELP2MAN} --no-info --section 1 --source "xpu-exporter"
             --name "Prometheus exporter for AI accelerators (Lingjun Runtime Kit)"
             --output ${XPU_DEB_GEN}/xpu-exporter.1 $<TARGET_FILE:xpu-exporter>
     COMMAND ${XPU_GZIP} -9nf ${XPU_DEB_GEN}/xpu-exporter.1
-    DEPENDS xpu-exporter VERBATIM)
+    DEPENDS xpu-exporter ${XPU_DEB_DIR}/changelog VERBATIM)
   list(APPEND xpu_deb_docs ${XPU_DEB_GEN}/xpu-exporter.1.gz)
   install(FILES ${XPU_DEB_GEN}/xpu-exporter.1.gz DESTINATION share/man/man1
           PERMISSIONS OWNER_READ OWNER_WRITE GROUP_READ WORLD_READ COMPONENT deb OPTIONAL)

@@ -15,7 +15,8 @@ PODMAN=(podman --runtime runc --cgroup-manager cgroupfs)
 
 mkdir -p "$TMP/pkg"
 (cd "$BUILD" && cpack -B "$TMP/pkg" >"$TMP/cpack.log" 2>&1) || fail "cpack: $(tail -5 "$TMP/cpack.log")"
-DEB=$(ls "$TMP"/pkg/xpu-exporter_*_amd64.deb) || fail "no .deb"
+ARCH=$(dpkg --print-architecture)
+DEB=$(ls "$TMP"/pkg/xpu-exporter_*_"$ARCH".deb) || fail "no .deb for $ARCH"
 lintian --fail-on error,warning "$DEB" 2>/dev/null || fail "lintian: $(lintian "$DEB" 2>&1)"
 dpkg-deb -c "$DEB" | grep -q ' ./usr/share/man/man1/xpu-exporter.1.gz$' || fail "no man page in the package"
 
@@ -35,7 +36,7 @@ step() { echo "[in container] $*"; }
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
 # A Debian system's systemd and procps (kill) for the unit's check; curl to scrape.
-apt-get install -y -qq --no-install-recommends /pkg/xpu-exporter_*_amd64.deb systemd procps curl >/dev/null
+apt-get install -y -qq --no-install-recommends /pkg/xpu-exporter_*.deb systemd procps curl >/dev/null
 step "installed: $(dpkg-query -W -f='${Package} ${Version} ${Status}' xpu-exporter)"
 dpkg -L xpu-exporter | sort >/tmp/files
 UNIT=/lib/systemd/system/xpu-exporter.service
