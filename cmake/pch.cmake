@@ -1,6 +1,6 @@
 # One precompiled header for the clang builds (ASan, TSan, the fuzzers),
-# shared by every library and program of ours (xpu_add_library,
-# xpu_add_executable): the standard library, grpc++, protobuf,
+# shared by our libraries and programs (xpu_add_library, xpu_add_executable)
+# compiled at -O0: the standard library, grpc++, protobuf,
 # prometheus-cpp, spdlog, nlohmann, yaml-cpp, CLI11 and gtest are parsed once
 # per build instead of once per batch. In the -O0 TSan build parsing is most
 # of a batch's time (a batch of src/app: 9.4 s of 13.3 s), and these headers
@@ -9,10 +9,10 @@
 # The plain build (gcc) does not use it: gcc's precompiled header of the same
 # list is 220 MB and saved a tenth of a batch.
 #
-# A target that compiles with other options than the build's (a different
-# -O, another sanitizer) cannot read it (clang refuses it, naming the
-# option): xpu_add_library(... NO_SHARED_PCH). Macros a target defines
-# beside (GTEST_HAS_PTHREAD, a test's paths) do not matter to clang.
+# In the sanitizer builds it is made at -O0, and only the targets at -O0
+# read it (xpu_optimize: clang refuses a header made at another -O, naming
+# the option); in a plain clang build every target reads it. Macros a
+# target defines beside (GTEST_HAS_PTHREAD, a test's paths) do not matter.
 #
 # ccache caches what reads it when told that the header's own macros and
 # time stamp are not inputs (sloppiness, below; -fno-pch-timestamp keeps the
@@ -28,6 +28,9 @@ if(XPU_PCH AND CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
                         spdlog::spdlog nlohmann_json::nlohmann_json yaml-cpp CLI11::CLI11 GTest::gtest
                         GTest::gmock Threads::Threads)
   target_compile_options(xpu_pch PRIVATE ${XPU_WARNINGS} -Xclang -fno-pch-timestamp)
+  if(NOT XPU_SANITIZE STREQUAL "" AND NOT XPU_SANITIZE_OPT STREQUAL "-O0")
+    target_compile_options(xpu_pch PRIVATE -O0)
+  endif()
   target_precompile_headers(xpu_pch PRIVATE
     <algorithm> <atomic> <chrono> <cstdint> <cstring> <deque> <filesystem> <functional> <map>
     <memory> <mutex> <optional> <regex> <set> <string> <string_view> <thread> <unordered_map>
