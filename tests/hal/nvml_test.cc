@@ -682,7 +682,11 @@ TEST_F(NvmlSamplerTest, AFailingInitMakesTheSourceBlindNotHealthy) {
 // ends at its deadline with the source blind (its health withdrawn), the
 // sampler stops at once, and once the call returns it sees again.
 TEST_F(NvmlSamplerTest, AHangingCallMakesTheSourceBlindAtItsDeadline) {
-  auto s = Make(FAKE_NVML_PATH, std::chrono::milliseconds(200));
+  // The deadline is what divides a hang from a slow read, so it must stand
+  // well above a whole read: about 4 ms alone in the TSan build, 25 times
+  // that on a loaded CI machine (seen). At 200 ms a loaded run missed it on
+  // every read after the hang, and the sampler rightly stayed blind.
+  auto s = Make(FAKE_NVML_PATH, std::chrono::milliseconds(500));
   // The first read opens the library and starts NVML, which under a loaded
   // sanitizer build can take longer than the deadline: a read that missed it
   // is given up on and the next sample asks again.
@@ -698,7 +702,7 @@ TEST_F(NvmlSamplerTest, AHangingCallMakesTheSourceBlindAtItsDeadline) {
   ASSERT_TRUE(xpu::testing::WaitFor([&] { return s->SampleOnce(); }, std::chrono::seconds(10)));
   EXPECT_EQ(Sight(), store::Sight::kSeeing);
   // Hanging again, then destroyed while its reader is in the call: at once.
-  f["hang_ms"] = {{"nvmlDeviceGetTemperature", 300}};
+  f["hang_ms"] = {{"nvmlDeviceGetTemperature", 1000}};
   Write(f);
   EXPECT_FALSE(s->SampleOnce());
   s.reset();
