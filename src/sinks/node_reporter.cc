@@ -11,14 +11,13 @@
 namespace xpu::sinks {
 namespace {
 
-constexpr std::chrono::seconds kTick{1};  // how often the views are read
 // A patch answers with the whole Node; a post with the Event.
 constexpr size_t kMaxAnswerBytes = kubernetes::kMaxNodeBytes;
 // How long one round may spend posting Events before the condition's turn.
 constexpr std::chrono::seconds kEventBudget{5};
 
-Backoff MakeBackoff() {
-  return Backoff(std::chrono::seconds(1), 2.0, std::chrono::seconds(30), 0.2,
+Backoff MakeBackoff(std::chrono::milliseconds first) {
+  return Backoff(first, 2.0, first * 30, 0.2,
                  [gen = std::mt19937_64(std::random_device{}())]() mutable {
                    return std::uniform_real_distribution<double>(0, 1)(gen);
                  });
@@ -48,9 +47,9 @@ NodeReporter::NodeReporter(const kubernetes::KubernetesOptions& kubernetes, Opti
       base_url_(std::move(base_url)),
       registry_(registry),
       cursor_(registry->raises().end()),
-      patch_backoff_(MakeBackoff()),
-      event_backoff_(MakeBackoff()),
-      read_backoff_(MakeBackoff()),
+      patch_backoff_(MakeBackoff(options_.retry_first)),
+      event_backoff_(MakeBackoff(options_.retry_first)),
+      read_backoff_(MakeBackoff(options_.retry_first)),
       limiter_(options_.event_burst, options_.event_refill) {
   if (kubernetes_.node_name.empty())
     throw std::invalid_argument("the Node's condition and Events need the node name");
@@ -315,7 +314,7 @@ void NodeReporter::Loop() {
       TakeRaises(now);
       SendEvents(api, now);
     }
-  } while (worker_.SleepFor(kTick));
+  } while (worker_.SleepFor(options_.tick));
 }
 
 }  // namespace xpu::sinks

@@ -48,6 +48,12 @@ class NodeReporter : public Part {
     // The Events' token bucket (node_health.h).
     int event_burst = kEventBurst;
     std::chrono::seconds event_refill = kEventRefill;
+    // No flag sets these two; a test shortens them rather than wait out
+    // real seconds. How often the views are read (a round):
+    std::chrono::milliseconds tick{1000};
+    // The wait after a failed call to the API server: doubled at each
+    // failure in a row, at most 30 times this, with jitter.
+    std::chrono::milliseconds retry_first{1000};
     bool operator==(const Options&) const = default;
   };
   // `kubernetes` gives the node, the credentials and node_interval. Throws

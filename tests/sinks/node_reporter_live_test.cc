@@ -54,6 +54,12 @@ class NodeReporterLiveTest : public ::testing::Test {
     o_.event_burst = 5;
     o_.event_refill = std::chrono::hours(1);  // no refill within the test
     o_.recover_hold = std::chrono::seconds(1);
+    // Rounds of 0.2 s, not 1 s (node_interval stays shorter: each round
+    // reads the Node), and refused calls retried after 0.1 s, 0.2 s, ...,
+    // not 1 s, 2 s, ...: the schedule is Backoff's (its own test); here only
+    // that a refused call is retried.
+    o_.tick = std::chrono::milliseconds(200);
+    o_.retry_first = std::chrono::milliseconds(100);
   }
   // The sysfs view, as its sampler publishes it (a reporter waits for one
   // published after it started).
@@ -221,9 +227,10 @@ TEST_F(NodeReporterLiveTest, TheConditionWaitsForADeviceViewsSourceToSpeak) {
 }
 
 // A fault that comes and goes every round: False at once, then no patch
-// until the Node has been healthy for recover_hold.
+// until the Node has been healthy for recover_hold (ten rounds: each
+// healthy spell of the flapping lasts about one).
 TEST_F(NodeReporterLiveTest, AFlappingFaultDoesNotPatchTheNodeOverAndOver) {
-  o_.recover_hold = std::chrono::seconds(8);
+  o_.recover_hold = std::chrono::seconds(2);
   const std::vector<store::ActiveFault> bad = {NamedFault("0x80E18400", 4, "reset_card")};
   SetFaults(bad);
   auto reporter = Make();
@@ -254,7 +261,7 @@ TEST_F(NodeReporterLiveTest, AFlappingFaultDoesNotPatchTheNodeOverAndOver) {
 // worse: patched once they have differed from the Node for the hold, not
 // held for as long as they change.
 TEST_F(NodeReporterLiveTest, AChangeThatKeepsChangingIsNotHeldForEver) {
-  o_.recover_hold = std::chrono::seconds(3);
+  o_.recover_hold = std::chrono::seconds(1);  // five rounds
   SetFaults({NamedFault("0x80E18400", 4, "reset_card")});
   auto reporter = Make();
   reporter->Start();
@@ -263,7 +270,7 @@ TEST_F(NodeReporterLiveTest, AChangeThatKeepsChangingIsNotHeldForEver) {
   EXPECT_EQ(Condition(Patches()[0])["reason"], "ResetCard");
   // True, then False for a lesser card fault, and again: neither is worse
   // than ResetCard, nor what the Node says.
-  for (int i = 0; i < 10 && Patches().size() == 1; ++i) {
+  for (int i = 0; i < 30 && Patches().size() == 1; ++i) {
     const size_t reads = NodeReads();
     SetFaults(i % 2 == 0
                   ? std::vector<store::ActiveFault>{}
