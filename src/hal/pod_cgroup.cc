@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <utility>
 #include <vector>
 
 #include "common/file_util.h"
@@ -65,14 +66,19 @@ bool ParsePath(std::string_view path, PodCgroup* out) {
     path.remove_prefix(slash + 1);
   }
   bool under_kubepods = false;
+  bool after_parents = false;  // the segment right after the leading ".."s
   for (size_t i = 0; i < segs.size(); ++i) {
     // Read from inside a cgroup namespace (an unprivileged container on
     // cgroup v2), another process's path is relative to the reader's own
-    // cgroup, "/../../pod<uid>/<id>": the kubelet's tree is above it.
+    // cgroup, "/../../pod<uid>/<id>": the kubelet's tree is above it, and
+    // the segment after the ".."s may be a pod. The kernel writes ".." only
+    // there: after a name it is no path of its, and proves nothing.
     if (segs[i] == "..") {
-      under_kubepods = true;
+      if (i > 0 && segs[i - 1] != "..") return false;
+      after_parents = true;
       continue;
     }
+    const bool next_to_parents = std::exchange(after_parents, false);
     // The kubelet's own tree first ("kubepods", "kubepods.slice",
     // "kubelet-kubepods.slice"): a "pod<uid>" anywhere else is not its.
     if (segs[i].find("kubepods") != std::string_view::npos &&
@@ -81,7 +87,7 @@ bool ParsePath(std::string_view path, PodCgroup* out) {
       continue;
     }
     PodCgroup found;
-    if (!under_kubepods || !PodSegment(segs[i], &found.pod_uid)) continue;
+    if (!(under_kubepods || next_to_parents) || !PodSegment(segs[i], &found.pod_uid)) continue;
     if (i + 1 >= segs.size() || !ContainerSegment(segs[i + 1], &found.container_id)) return false;
     *out = std::move(found);
     return true;

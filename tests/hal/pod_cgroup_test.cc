@@ -63,6 +63,12 @@ TEST(PodCgroupTest, AProcessInNoPodIsNoPods) {
            std::string(""),
            // a pod's name outside the kubelet's tree is not its pod
            "0::/system.slice/pod" + kUid + "/" + kId + "\n",
+           // "..": only as the first segments (the reader's cgroup namespace
+           // is below the process's cgroup); after a name, or between two,
+           // the kernel never writes it, and it proves no kubelet tree
+           "0::/system.slice/../pod" + kUid + "/" + kId + "\n",
+           "0::/../system.slice/../pod" + kUid + "/" + kId + "\n",
+           "0::/../system.slice/pod" + kUid + "/" + kId + "\n",
            // the pod's own cgroup, no container under it
            "0::/kubepods/besteffort/pod" + kUid + "\n",
            // an id that is not the runtime's (short, upper case), a uid cut short
