@@ -15,18 +15,24 @@
 # target defines beside (GTEST_HAS_PTHREAD, a test's paths) do not matter.
 #
 # ccache caches what reads it when told that the header's own macros and
-# time stamp are not inputs (sloppiness, below; -fno-pch-timestamp keeps the
-# stamp out of the file).
-option(XPU_PCH "One precompiled header for the clang builds" ON)
+# time stamp are not inputs (sloppiness, where CMakeLists.txt sets the
+# launcher; -fno-pch-timestamp keeps the stamp out of the file).
 if(XPU_PCH AND CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
   # Every target compiles with -pthread, as most already do (clang wants
   # the header's -pthread on the reader too; it only defines _REENTRANT).
   add_compile_options(-pthread)
   add_library(xpu_pch OBJECT ${PROJECT_SOURCE_DIR}/cmake/pch.cc)
-  find_package(GTest CONFIG REQUIRED)
+  # gtest and gmock only where tests or harnesses are built (a build
+  # without them need not have them installed).
+  set(test_headers)
+  if(XPU_BUILD_TESTS OR XPU_FUZZ)
+    find_package(GTest CONFIG REQUIRED)
+    target_link_libraries(xpu_pch PRIVATE GTest::gtest GTest::gmock)
+    set(test_headers <gtest/gtest.h> <gmock/gmock.h>)
+  endif()
   target_link_libraries(xpu_pch PRIVATE gRPC::grpc++ protobuf::libprotobuf prometheus-cpp::core
-                        spdlog::spdlog nlohmann_json::nlohmann_json yaml-cpp CLI11::CLI11 GTest::gtest
-                        GTest::gmock Threads::Threads)
+                        spdlog::spdlog nlohmann_json::nlohmann_json yaml-cpp CLI11::CLI11
+                        Threads::Threads)
   target_compile_options(xpu_pch PRIVATE ${XPU_WARNINGS} -Xclang -fno-pch-timestamp)
   if(NOT XPU_SANITIZE STREQUAL "" AND NOT XPU_SANITIZE_OPT STREQUAL "-O0")
     target_compile_options(xpu_pch PRIVATE -O0)
@@ -37,11 +43,7 @@ if(XPU_PCH AND CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
     <vector>
     <grpcpp/grpcpp.h> <google/protobuf/message.h> <prometheus/registry.h>
     <prometheus/counter.h> <prometheus/gauge.h> <prometheus/histogram.h> <spdlog/spdlog.h>
-    <nlohmann/json.hpp> <yaml-cpp/yaml.h> <CLI/CLI.hpp> <gtest/gtest.h> <gmock/gmock.h>)
-  if(CCACHE_PROGRAM)
-    set(CMAKE_CXX_COMPILER_LAUNCHER env
-        CCACHE_SLOPPINESS=pch_defines,time_macros,include_file_mtime,include_file_ctime ${CCACHE_PROGRAM})
-  endif()
+    <nlohmann/json.hpp> <yaml-cpp/yaml.h> <CLI/CLI.hpp> ${test_headers})
 endif()
 
 function(xpu_shared_pch target)
