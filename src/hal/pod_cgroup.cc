@@ -66,19 +66,26 @@ bool ParsePath(std::string_view path, PodCgroup* out) {
     path.remove_prefix(slash + 1);
   }
   bool under_kubepods = false;
-  bool after_parents = false;  // the segment right after the leading ".."s
+  bool pod_may_follow = false;  // the leading ".."s, or a QoS class right after them
   for (size_t i = 0; i < segs.size(); ++i) {
     // Read from inside a cgroup namespace (an unprivileged container on
     // cgroup v2), another process's path is relative to the reader's own
     // cgroup, "/../../pod<uid>/<id>": the kubelet's tree is above it, and
-    // the segment after the ".."s may be a pod. The kernel writes ".." only
-    // there: after a name it is no path of its, and proves nothing.
+    // the segment after the ".."s may be a pod, or the QoS class of one in
+    // another class than the reader's ("/../../../besteffort/pod<uid>/<id>",
+    // cgroupfs). The kernel writes ".." only there: after a name it is no
+    // path of its, and proves nothing.
     if (segs[i] == "..") {
       if (i > 0 && segs[i - 1] != "..") return false;
-      after_parents = true;
+      pod_may_follow = true;
       continue;
     }
-    const bool next_to_parents = std::exchange(after_parents, false);
+    const bool next_to_parents = std::exchange(pod_may_follow, false);
+    if (next_to_parents && segs[i - 1] == ".." &&
+        (segs[i] == "burstable" || segs[i] == "besteffort")) {
+      pod_may_follow = true;
+      continue;
+    }
     // The kubelet's own tree first ("kubepods", "kubepods.slice",
     // "kubelet-kubepods.slice"): a "pod<uid>" anywhere else is not its.
     if (segs[i].find("kubepods") != std::string_view::npos &&

@@ -43,6 +43,11 @@ TEST(PodCgroupTest, EveryDriverAndRuntimeNamesThePodAndContainer) {
            // cgroup v2): relative to its own cgroup, the same QoS class
            // (cgroupfs driver) or a guaranteed pod (systemd driver)
            "0::/../../pod" + kUid + "/" + kId + "\n",
+           // ... or another QoS class (cgroupfs: kubepods/<qos>/pod<uid>), seen
+           // from a burstable and from a guaranteed container
+           "0::/../../../besteffort/pod" + kUid + "/" + kId + "\n",
+           "0::/../../burstable/pod" + kUid + "/" + kId + "\n",
+           "0::/../kubepods/burstable/pod" + kUid + "/" + kId + "\n",
            "0::/../../../kubepods-pod" + kUnderscored + ".slice/cri-containerd-" + kId + ".scope\n",
            // a v1 line without the pod first (the named systemd hierarchy), then one with it
            "1:name=systemd:/system.slice/containerd.service\n0::/kubepods/pod" + kUid + "/" + kId +
@@ -69,6 +74,9 @@ TEST(PodCgroupTest, AProcessInNoPodIsNoPods) {
            "0::/system.slice/../pod" + kUid + "/" + kId + "\n",
            "0::/../system.slice/../pod" + kUid + "/" + kId + "\n",
            "0::/../system.slice/pod" + kUid + "/" + kId + "\n",
+           "0::/../besteffort/burstable/pod" + kUid + "/" + kId + "\n",
+           "0::/kubepods/../pod" + kUid + "/" + kId + "\n",
+           std::string("0::/..\n"),
            // the pod's own cgroup, no container under it
            "0::/kubepods/besteffort/pod" + kUid + "\n",
            // an id that is not the runtime's (short, upper case), a uid cut short
