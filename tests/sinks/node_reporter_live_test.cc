@@ -86,6 +86,9 @@ class NodeReporterLiveTest : public ::testing::Test {
       n += p[0] == "xpu-exporter/node-health" && p[1] == "/api/v1/nodes/node-a";
     return n;
   }
+  // Rounds enough for a change held for recover_hold to have been patched:
+  // a "no patch" seen after them is one a wrong hold could not hide.
+  size_t HoldRounds() const { return static_cast<size_t>(o_.recover_hold / o_.tick) + 2; }
   Json Condition(const Json& patch) { return patch["status"]["conditions"][0]; }
   double Metric(const std::string& name, const std::string& result = "") {
     if (result.empty()) return MetricValue(*metrics_now_, name);
@@ -111,7 +114,8 @@ TEST_F(NodeReporterLiveTest, PatchesTheConditionOnlyWhenItChanges) {
   EXPECT_TRUE(WaitFor([&] { return Metric("xpu_kubernetes_node_condition_synced") == 1; }));
   // Reads of the Node go on; with nothing changed, no patch.
   const size_t reads = NodeReads();
-  ASSERT_TRUE(WaitFor([&] { return NodeReads() >= reads + 3; }, std::chrono::seconds(10)));
+  ASSERT_TRUE(
+      WaitFor([&] { return NodeReads() >= reads + HoldRounds(); }, std::chrono::seconds(10)));
   EXPECT_EQ(Patches().size(), 1u);
 
   SetFaults(
@@ -126,7 +130,8 @@ TEST_F(NodeReporterLiveTest, PatchesTheConditionOnlyWhenItChanges) {
   // A lesser fault going away changes nothing the condition says: no patch.
   SetFaults({NamedFault("0x80CB8001", 6, "isolate_card")});
   const size_t reads2 = NodeReads();
-  ASSERT_TRUE(WaitFor([&] { return NodeReads() >= reads2 + 3; }, std::chrono::seconds(10)));
+  ASSERT_TRUE(
+      WaitFor([&] { return NodeReads() >= reads2 + HoldRounds(); }, std::chrono::seconds(10)));
   EXPECT_EQ(Patches().size(), 2u);
 
   // A restart finds the Node right and patches nothing (once it has a
@@ -139,7 +144,8 @@ TEST_F(NodeReporterLiveTest, PatchesTheConditionOnlyWhenItChanges) {
   ASSERT_TRUE(WaitFor([&] { return Metric("xpu_kubernetes_node_condition_synced") == 1; },
                       std::chrono::seconds(10)));
   const size_t reads3 = NodeReads();
-  ASSERT_TRUE(WaitFor([&] { return NodeReads() >= reads3 + 3; }, std::chrono::seconds(10)));
+  ASSERT_TRUE(
+      WaitFor([&] { return NodeReads() >= reads3 + HoldRounds(); }, std::chrono::seconds(10)));
   EXPECT_EQ(Patches().size(), 2u);
 
   // Someone else sets it True: set back, as a new transition.
@@ -227,10 +233,12 @@ TEST_F(NodeReporterLiveTest, TheConditionWaitsForADeviceViewsSourceToSpeak) {
 }
 
 // A fault that comes and goes every round: False at once, then no patch
-// until the Node has been healthy for recover_hold (ten rounds: each
-// healthy spell of the flapping lasts about one).
+// until the Node has been healthy for recover_hold (seven rounds and a half:
+// each healthy spell of the flapping lasts about one, and the flapping
+// twenty, longer than the hold, so a hold that did not start again at each
+// spell would show).
 TEST_F(NodeReporterLiveTest, AFlappingFaultDoesNotPatchTheNodeOverAndOver) {
-  o_.recover_hold = std::chrono::seconds(2);
+  o_.recover_hold = std::chrono::milliseconds(1500);
   const std::vector<store::ActiveFault> bad = {NamedFault("0x80E18400", 4, "reset_card")};
   SetFaults(bad);
   auto reporter = Make();
@@ -238,8 +246,8 @@ TEST_F(NodeReporterLiveTest, AFlappingFaultDoesNotPatchTheNodeOverAndOver) {
   Publish();
   ASSERT_TRUE(WaitFor([&] { return Patches().size() == 1; }, std::chrono::seconds(10)));
   EXPECT_EQ(Condition(Patches()[0])["status"], "False");
-  // One change a round (a read of the Node starts each), for eight rounds.
-  for (int i = 0; i < 8; ++i) {
+  // One change a round (a read of the Node starts each), for twenty rounds.
+  for (int i = 0; i < 20; ++i) {
     const size_t reads = NodeReads();
     SetFaults(i % 2 == 0 ? std::vector<store::ActiveFault>{} : bad);
     ASSERT_TRUE(WaitFor([&] { return NodeReads() > reads; }, std::chrono::seconds(10)));
