@@ -75,16 +75,25 @@ bool BasicAuth::Acquire(MutexLock& lock, const std::string& who, const std::stri
     --pending_;
     granted_cv_.NotifyAll();
   }
-  const auto deadline = now + kMaxWait;
   auto me = waiters_.insert(waiters_.end(), Waiter{&who, &address, ++arrivals_});
   ++pending_;
+  // The bound grows while a run it waits behind goes on: recomputed at
+  // every wake.
   while (!me->granted && !me->displaced) {
-    if (!granted_cv_.WaitUntil(lock, deadline)) break;
+    const auto deadline = now + WaitBound(Clock::now());
+    if (Clock::now() >= deadline) break;
+    (void)granted_cv_.WaitUntil(lock, deadline);
   }
   const bool got = me->granted;  // Release counted the run for it
   if (!me->granted && !me->displaced) --pending_;
   waiters_.erase(me);
   return got;
+}
+
+BasicAuth::Clock::duration BasicAuth::WaitBound(Clock::time_point now) const {
+  Clock::duration run = *std::max_element(recent_runs_.begin(), recent_runs_.end());
+  for (const auto& start : run_starts_) run = std::max(run, now - start);
+  return std::clamp<Clock::duration>(2 * run, kMaxWait, longest_wait_);
 }
 
 void BasicAuth::NoteFailure(const std::string& key, Clock::time_point now) {
@@ -140,6 +149,7 @@ BasicAuth::Result BasicAuth::Verify(const std::map<std::string, std::string>& us
   // The two keys differ even for an empty user name.
   const std::string who = "u" + client + '\0' + user;
   const std::string address = "a" + client;
+  Clock::time_point started;
   {
     MutexLock lock(mu_);
     if (verified_.count(key)) return known ? Result::kOk : Result::kDenied;
@@ -151,6 +161,8 @@ BasicAuth::Result BasicAuth::Verify(const std::map<std::string, std::string>& us
       ++throttled_;
       return Result::kThrottled;
     }
+    started = Clock::now();
+    if (!probe) run_starts_.push_back(started);
   }
   // crypt_data is about 32 KiB: not on a worker's stack.
   auto data = std::make_unique<crypt_data>();
@@ -160,6 +172,8 @@ BasicAuth::Result BasicAuth::Verify(const std::map<std::string, std::string>& us
   if (probe) {
     probe_running_ = false;
   } else {
+    run_starts_.erase(std::find(run_starts_.begin(), run_starts_.end(), started));
+    recent_runs_[recent_next_++ % recent_runs_.size()] = Clock::now() - started;
     Release(!ok, who, address);
   }
   Remember(ok ? &verified_ : &denied_, key);
@@ -170,6 +184,11 @@ void BasicAuth::Clear() {
   MutexLock lock(mu_);
   verified_.clear();
   denied_.clear();
+}
+
+int BasicAuth::running() const {
+  MutexLock lock(mu_);
+  return running_;
 }
 
 uint64_t BasicAuth::throttled() const {

@@ -40,7 +40,8 @@ void AddWebFlags(const FlagSet& f, WebOptions* o, const std::string& default_lis
                                    "X-Prometheus-Scrape-Timeout-Seconds"));
   f(Applier::kRestart,
     app.add_option("--web.max-auth-checks", o->max_auth_checks,
-                   "Basic-auth password checks (bcrypt) at once; more wait up to 500 ms, then 429")
+                   "Basic-auth password checks (bcrypt) at once; more wait about two runs "
+                   "(0.5 to 4 s), then 429")
         ->check(CLI::Range(1, 64))
         ->capture_default_str());
 }

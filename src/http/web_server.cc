@@ -192,7 +192,8 @@ class WebServer::Metrics : public prometheus::Collectable {
                            "Requests answered without their handler: capacity (503, "
                            "--web.max-connections requests in progress, none freed after a "
                            "short wait), auth_throttle (429, no password check free within "
-                           "500 ms, or displaced by a newer waiting one) or rate_limit (429, the "
+                           "about two runs, 0.5 to 4 s, or displaced by a newer waiting one) or "
+                           "rate_limit (429, the "
                            "web config's rate_limit).",
                            MetricType::Counter,
                            {}};
