@@ -8,6 +8,7 @@
 #include <functional>
 #include <future>
 #include <map>
+#include <optional>
 #include <thread>
 #include <utility>
 
@@ -33,6 +34,8 @@ struct NvmlSampler::Reader {
   bool done XPU_GUARDED_BY(mu) = false;        // an answer waits for the sampler
   uint64_t generation XPU_GUARDED_BY(mu) = 0;  // of the last read asked
   uint64_t answered XPU_GUARDED_BY(mu) = 0;    // the read the answer is of
+  // How long the read the answer is of took.
+  std::chrono::steady_clock::duration took XPU_GUARDED_BY(mu){};
   Status status XPU_GUARDED_BY(mu);
   std::vector<NvmlDevice> cards XPU_GUARDED_BY(mu);
   std::vector<std::string> missing XPU_GUARDED_BY(mu);
@@ -111,6 +114,7 @@ struct NvmlSampler::Reader {
       self->asked = false;
       self->reading = true;
       const uint64_t generation = self->generation;
+      const auto began = std::chrono::steady_clock::now();
       lock.Unlock();
       std::vector<NvmlDevice> cards;
       std::vector<std::string> missing;
@@ -131,6 +135,7 @@ struct NvmlSampler::Reader {
       self->reading = false;
       self->done = true;
       self->answered = generation;
+      self->took = std::chrono::steady_clock::now() - began;
       self->status = std::move(s);
       self->cards = std::move(cards);
       self->missing = std::move(missing);
@@ -201,7 +206,13 @@ NvmlSampler::NvmlSampler(Options options, std::shared_ptr<const FaultCatalog> ca
                            "could not be read), dropped (past the bound of containers), off "
                            "(--hal.nvml.host-proc not set), no_memory_value (NVML gave no "
                            "memory figure).")
-                     .Register(*self_metrics)) {}
+                     .Register(*self_metrics)),
+      read_duration_(prometheus::BuildGauge()
+                         .Name("xpu_nvml_read_duration_seconds")
+                         .Help("How long the last whole read of every card through NVML took, "
+                               "within its deadline (--hal.interval) or past it: a read past it "
+                               "leaves the source blind, as slow, not hung.")
+                         .Register(*self_metrics)) {}
 
 NvmlSampler::~NvmlSampler() {
   Stop();
@@ -232,8 +243,13 @@ void NvmlSampler::TakeOver(Part& old) {
 }
 
 bool NvmlSampler::SampleOnce() {
-  const auto deadline = std::chrono::steady_clock::now() +
-                        (options_.deadline.count() > 0 ? options_.deadline : interval());
+  const std::chrono::milliseconds limit =
+      options_.deadline.count() > 0 ? options_.deadline : interval();
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  // How long a read took that answered after a sample gave up on it: NVML
+  // is slow, not hung.
+  std::optional<std::chrono::steady_clock::duration> late;
+  std::chrono::steady_clock::duration took{};
   Status status;
   std::vector<NvmlDevice> cards;
   std::vector<std::string> missing;
@@ -246,6 +262,7 @@ bool NvmlSampler::SampleOnce() {
       r.started = true;
       std::thread([reader = reader_] { Reader::Run(reader); }).detach();
     }
+    if (r.done) late = r.took;
     r.done = false;  // an answer still here is late, to a read an earlier sample gave up on
     uint64_t want = 0;
     if (!r.asked && !r.reading && !r.done) {
@@ -266,6 +283,7 @@ bool NvmlSampler::SampleOnce() {
     r.notes.clear();
     if (r.done && r.answered == want && want != 0) {
       answered = true;
+      took = r.took;
       r.done = false;
       status = std::move(r.status);
       cards = std::move(r.cards);
@@ -274,20 +292,31 @@ bool NvmlSampler::SampleOnce() {
         events.assign(r.events.begin(), r.events.end());
         r.events.clear();
       }
+    } else if (r.done) {
+      late = r.took;  // the read an earlier sample gave up on, answered while this one waited
     }
   }
+  const auto ms = [](std::chrono::steady_clock::duration d) {
+    return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(d).count());
+  };
   if (!answered) {
-    const std::string why =
-        "NVML did not answer within " +
-        std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
-                           options_.deadline.count() > 0 ? options_.deadline : interval())
-                           .count()) +
-        " ms (a call hangs)";
-    if (logged_.Raise("hang")) spdlog::warn("HAL nvml: {}", why);
+    std::string why;
+    if (late) {
+      read_duration_.Add({}).Set(std::chrono::duration<double>(*late).count());
+      why = "NVML reads take " + ms(*late) + " ms, past the " + ms(limit) +
+            " ms deadline: slow, not hung (the deadline is --hal.interval; a longer one lets "
+            "them finish)";
+      if (logged_.Raise("slow")) spdlog::warn("HAL nvml: {}", why);
+    } else {
+      why = "NVML did not answer within " + ms(limit) + " ms (a call hangs)";
+      if (logged_.Raise("hang")) spdlog::warn("HAL nvml: {}", why);
+    }
     Blind(why);
     return false;
   }
-  if (logged_.Clear("hang")) spdlog::info("HAL nvml: NVML answers again");
+  read_duration_.Add({}).Set(std::chrono::duration<double>(took).count());
+  const bool was_slow = logged_.Clear("slow");
+  if (logged_.Clear("hang") || was_slow) spdlog::info("HAL nvml: NVML answers again");
   if (!status.ok()) {
     if (logged_.Raise("read"))
       spdlog::warn("HAL nvml: {}; NVIDIA cards are not seen", status.message());

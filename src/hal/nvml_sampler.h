@@ -61,7 +61,9 @@ class NvmlSampler : public SourceSampler {
   struct Options {
     std::string library = "libnvidia-ml.so.1";  // --hal.nvml.library
     std::chrono::milliseconds interval{1000};
-    // How long one read of every card may take; 0: the interval.
+    // How long one read of every card may take; 0: the interval. A read
+    // past it leaves the source blind: as hung while it goes on, as slow
+    // once it answered late.
     std::chrono::milliseconds deadline{0};
     // As the kernel log's catalog says (kmsg_patterns.yaml), so that both
     // sources agree: how long an event's code stays active after its last
@@ -115,6 +117,8 @@ class NvmlSampler : public SourceSampler {
   prometheus::Family<prometheus::Gauge>& missing_;
   // The processes on the cards last read, by what their cgroup said.
   prometheus::Family<prometheus::Gauge>& processes_;
+  // The last read's duration (no series before the first answer).
+  prometheus::Family<prometheus::Gauge>& read_duration_;
   // Each card's processes summed by container (those in a pod's cgroup),
   // and counted into processes_ by outcome.
   std::vector<store::ContainerMemory> ContainersOf(const NvmlDevice& card,

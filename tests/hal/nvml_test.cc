@@ -716,6 +716,52 @@ TEST_F(NvmlSamplerTest, AHangingCallMakesTheSourceBlindAtItsDeadline) {
   dlclose(lib);
 }
 
+// A read that does answer, but after its deadline: the source is blind as
+// for a hang (what it would publish is older than a sample may be), but it
+// says the reads are slow, how slow, and what to change, and the gauge
+// shows how long the last read took. Before, it said "a call hangs" for
+// ever, though NVML answered every time.
+TEST_F(NvmlSamplerTest, AReadPastItsDeadlineIsBlindAndSaysItIsSlowNotHung) {
+  auto s = Make(FAKE_NVML_PATH, std::chrono::milliseconds(500));
+  ASSERT_TRUE(xpu::testing::WaitFor([&] { return s->SampleOnce(); }, std::chrono::seconds(10)));
+  const auto why = [&] {
+    for (const store::SourceView& v : registry_.SourceViews())
+      if (v.source == "nvml") return v.why;
+    return std::string();
+  };
+  Json f = TwoCards();
+  f["hang_ms"] = {{"nvmlDeviceGetTemperature", 900}};
+  Write(f);
+  EXPECT_FALSE(s->SampleOnce());
+  EXPECT_NE(why().find("did not answer within 500 ms"), std::string::npos) << why();
+  // The read answers at last (after 900 ms on each card): a later sample
+  // finds its late answer, says so, and asks again (as slow). No sample
+  // sees meanwhile.
+  bool saw = false;
+  ASSERT_TRUE(xpu::testing::WaitFor(
+      [&] {
+        saw = saw || s->SampleOnce();
+        return why().find("slow, not hung") != std::string::npos;
+      },
+      std::chrono::seconds(10)))
+      << why();
+  EXPECT_FALSE(saw);
+  EXPECT_EQ(Sight(), store::Sight::kBlind);
+  EXPECT_NE(why().find("past the 500 ms deadline"), std::string::npos) << why();
+  EXPECT_GE(xpu::testing::MetricValue(self_, "xpu_nvml_read_duration_seconds"), 0.9);
+  // Fast again: it sees, and the gauge follows.
+  Write(TwoCards());
+  ASSERT_TRUE(xpu::testing::WaitFor([&] { return s->SampleOnce(); }, std::chrono::seconds(10)));
+  EXPECT_LT(xpu::testing::MetricValue(self_, "xpu_nvml_read_duration_seconds"), 0.9);
+  s.reset();
+  void* lib = dlopen(FAKE_NVML_PATH, RTLD_NOW | RTLD_NOLOAD);
+  ASSERT_NE(lib, nullptr);
+  auto hanging = reinterpret_cast<int (*)()>(dlsym(lib, "xpu_fake_nvml_hanging"));
+  ASSERT_NE(hanging, nullptr);
+  EXPECT_TRUE(xpu::testing::WaitFor([&] { return hanging() == 0; }, std::chrono::seconds(10)));
+  dlclose(lib);
+}
+
 // An older driver's library: the missing function is shown, the rest read.
 TEST_F(NvmlSamplerTest, AMissingFunctionIsShownAndTheRestIsRead) {
   auto s = Make(FAKE_NVML_OLD_PATH);
