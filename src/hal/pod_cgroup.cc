@@ -14,33 +14,44 @@ namespace {
 
 bool IsLowerHex(char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); }
 
-// The uid at the start of `s` (36 characters, its four separators all '-'
-// or all '_', as the systemd driver escapes them), written with '-'.
-bool UidAt(std::string_view s, std::string* uid) {
-  constexpr size_t kLen = 36;
-  if (s.size() < kLen) return false;
+// A uid the kubelet names a pod's cgroup by, as the whole of `s`: its
+// metadata.uid (36 characters, its four separators all '-' or all '_', as
+// the systemd driver escapes them), written with '-'; or a static pod's (the
+// md5 of its config, 32 hex digits: what its mirror pod's
+// kubernetes.io/config.mirror says).
+bool UidIs(std::string_view s, std::string* uid) {
+  if (s.size() == 32) {
+    for (const char c : s)
+      if (!IsLowerHex(c)) return false;
+    uid->assign(s);
+    return true;
+  }
+  if (s.size() != 36) return false;
   const char sep = s[8];
   if (sep != '-' && sep != '_') return false;
-  for (size_t i = 0; i < kLen; ++i) {
+  for (size_t i = 0; i < s.size(); ++i) {
     const bool at_sep = i == 8 || i == 13 || i == 18 || i == 23;
     if (at_sep ? s[i] != sep : !IsLowerHex(s[i])) return false;
   }
-  uid->assign(s.substr(0, kLen));
+  uid->assign(s);
   for (char& c : *uid)
     if (c == '_') c = '-';
   return true;
 }
 
 // A pod's cgroup: "pod<uid>" (cgroupfs), "[kubelet-]kubepods[-<qos>]-pod<uid>.slice"
-// (systemd). The uid ends the name, before ".slice" if any.
+// (systemd). The uid, of either length, ends the name (before ".slice").
 bool PodSegment(std::string_view seg, std::string* uid) {
   if (seg.ends_with(".slice")) seg.remove_suffix(6);
-  if (seg.size() < 3 + 36) return false;
-  const std::string_view before = seg.substr(0, seg.size() - 36);
-  if (before != "pod" &&
-      !(before.ends_with("-pod") && before.find("kubepods") != std::string_view::npos))
-    return false;
-  return UidAt(seg.substr(seg.size() - 36), uid);
+  for (const size_t len : {size_t{36}, size_t{32}}) {
+    if (seg.size() < 3 + len) continue;
+    const std::string_view before = seg.substr(0, seg.size() - len);
+    if (before != "pod" &&
+        !(before.ends_with("-pod") && before.find("kubepods") != std::string_view::npos))
+      continue;
+    if (UidIs(seg.substr(seg.size() - len), uid)) return true;
+  }
+  return false;
 }
 
 // A container's cgroup under its pod's: "<id>", "cri-containerd-<id>.scope",

@@ -16,7 +16,9 @@ namespace xpu::hal {
 inline constexpr size_t kMaxCgroupFileBytes = size_t{16} * 1024;
 
 struct PodCgroup {
-  std::string pod_uid;       // "1f6c2f9e-7a1b-4c2d-9e3f-0a1b2c3d4e5f", as metadata.uid
+  // "1f6c2f9e-7a1b-4c2d-9e3f-0a1b2c3d4e5f", as metadata.uid; a static pod's
+  // 32 hex digits, as its mirror pod's kubernetes.io/config.mirror.
+  std::string pod_uid;
   std::string container_id;  // 64 hex digits, as status.containerStatuses' id after "://"
 };
 

@@ -168,10 +168,17 @@ Status ParsePod(const Json& pod, const LabelFilter& filter, PodRecord* out) {
                                [](const auto& a, const auto& b) { return a.first == b.first; }),
                    r.labels.end());
   }
-  if (const std::string* uid = StringAt(pod, "metadata", "uid"); uid != nullptr) {
-    r.uid = *uid;
-    SanitizeLabelValue(&r.uid, kMaxLabelValueBytes);
+  if (const std::string* uid = StringAt(pod, "metadata", "uid"); uid != nullptr) r.uid = *uid;
+  // A static pod's mirror: the kubelet runs the pod by the uid it made from
+  // the manifest, which the mirror carries here; its own uid names nothing
+  // on the node.
+  if (meta.contains("annotations") && meta["annotations"].is_object()) {
+    const Json& a = meta["annotations"];
+    if (auto m = a.find(kMirrorAnnotation);
+        m != a.end() && m->is_string() && !m->get_ref<const std::string&>().empty())
+      r.uid = m->get<std::string>();
   }
+  SanitizeLabelValue(&r.uid, kMaxLabelValueBytes);
   ParseContainerIds(pod, &r.containers);
   // A finished pod holds no device any more.
   const std::string* phase = StringAt(pod, "status", "phase");

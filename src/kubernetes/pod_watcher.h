@@ -42,12 +42,17 @@ inline constexpr size_t kMaxLabelValueBytes = 256;
 inline constexpr int kListPageSize = 100;  // pods a page (a node runs 110 at most by default)
 inline constexpr int kWatchTimeoutSeconds = 240;  // the server ends a watch after this
 
+// On a static pod's mirror: the uid the kubelet runs the static pod by.
+inline constexpr char kMirrorAnnotation[] = "kubernetes.io/config.mirror";
+
 // One pod as the exporter keeps it.
 struct PodRecord {
   std::string namespace_, name;
   std::vector<std::pair<std::string, std::string>> labels;  // exported names, sorted
   std::vector<store::ContainerQuota> quotas;                // HAMi grants
-  std::string uid;                                          // metadata.uid
+  // The uid the kubelet runs the pod by (what its cgroup names):
+  // metadata.uid, or a static pod's mirror's kMirrorAnnotation.
+  std::string uid;
   // Each running container's runtime id and name (status.*containerStatuses):
   // what a process's cgroup names (the nvml backend's per-process memory).
   std::vector<std::pair<std::string, std::string>> containers;

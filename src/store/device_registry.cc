@@ -236,12 +236,20 @@ void DeviceRegistry::SetPodMetadata(std::vector<PodMetadata> pods) {
   MutexLock lock(mu_);
   pod_labels_.clear();
   pod_uids_.clear();
+  // A uid two pods claim (a pod may carry a static pod's mirror annotation)
+  // names neither: whose processes they are is not known.
+  std::set<std::string> claimed_twice;
   for (PodMetadata& p : pods) {
-    if (!p.uid.empty())
-      pod_uids_[p.uid] = {p.namespace_, p.pod, {p.containers.begin(), p.containers.end()}};
+    if (!p.uid.empty() &&
+        !pod_uids_
+             .try_emplace(p.uid,
+                          PodByUid{p.namespace_, p.pod, {p.containers.begin(), p.containers.end()}})
+             .second)
+      claimed_twice.insert(p.uid);
     if (!p.labels.empty())
       pod_labels_[{std::move(p.namespace_), std::move(p.pod)}] = std::move(p.labels);
   }
+  for (const std::string& uid : claimed_twice) pod_uids_.erase(uid);
 }
 
 void DeviceRegistry::SetContainerQuotas(std::vector<ContainerQuota> quotas) {

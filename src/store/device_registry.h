@@ -129,7 +129,7 @@ class DeviceRegistry : public prometheus::Collectable,
     std::string namespace_, pod;
     std::map<std::string, std::string> containers;  // runtime id -> name
   };
-  std::map<std::string, PodByUid> pod_uids_ XPU_GUARDED_BY(mu_);  // metadata.uid ->
+  std::map<std::string, PodByUid> pod_uids_ XPU_GUARDED_BY(mu_);  // by PodMetadata::uid
   std::vector<ContainerQuota> quotas_ XPU_GUARDED_BY(mu_);
   std::vector<DeviceShare> shares_ XPU_GUARDED_BY(mu_);
   std::string MinorOfLocked(const std::string& uuid) const XPU_REQUIRES(mu_);

@@ -130,7 +130,9 @@ struct PodAssignment {
 struct PodMetadata {
   std::string namespace_, pod;
   std::vector<std::pair<std::string, std::string>> labels;
-  std::string uid;  // metadata.uid: what a process's cgroup names
+  // What a process's cgroup names: metadata.uid, or a static pod's mirror's
+  // kubernetes.io/config.mirror (the uid the kubelet runs it by).
+  std::string uid;
   // Each container's runtime id (status.*containerStatuses, without the
   // "containerd://") and its name.
   std::vector<std::pair<std::string, std::string>> containers;

@@ -23,10 +23,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   (void)xpu::NormalizeFaultCode(text);
   xpu::hal::PodCgroup cg;
   if (xpu::hal::ParsePodCgroup(text, &cg)) {
-    // What it names is a uid and a hex id, never text to repair.
-    if (cg.pod_uid.size() != 36 || cg.container_id.size() != 64) abort();
+    // What it names is a uid (metadata.uid's form, or a static pod's 32 hex
+    // digits) and a hex id, never text to repair.
+    const size_t n = cg.pod_uid.size();
+    if ((n != 36 && n != 32) || cg.container_id.size() != 64) abort();
     for (const char c : cg.pod_uid + cg.container_id)
       if (!std::isxdigit(static_cast<unsigned char>(c)) && c != '-') abort();
+    if (n == 32 && cg.pod_uid.find('-') != std::string::npos) abort();
   }
   return 0;
 }

@@ -59,6 +59,35 @@ TEST(PodCgroupTest, EveryDriverAndRuntimeNamesThePodAndContainer) {
   }
 }
 
+// A static pod (a manifest the kubelet reads from its own directory) runs
+// under the uid the kubelet made for it, its config's md5 in 32 hex digits,
+// which its mirror pod in the API server carries as kubernetes.io/config.mirror.
+TEST(PodCgroupTest, AStaticPodIsNamedByItsConfigHash) {
+  const std::string hash = "6f1c2e9a7b1d4c2e9f3a0b1c2d3e4f5a";
+  for (const std::string& text : {
+           "0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" + hash +
+               ".slice/cri-containerd-" + kId + ".scope\n",
+           "0::/kubepods.slice/kubepods-pod" + hash + ".slice/crio-" + kId + ".scope\n",
+           "12:memory:/kubepods/besteffort/pod" + hash + "/" + kId + "\n",
+           "0::/../../pod" + hash + "/" + kId + "\n",
+       }) {
+    const PodCgroup cg = Parsed(text);
+    EXPECT_EQ(cg.pod_uid, hash) << text;
+    EXPECT_EQ(cg.container_id, kId) << text;
+  }
+  PodCgroup cg;
+  for (const std::string& text : {
+           // one digit short or long, upper case, not hex
+           "0::/kubepods/besteffort/pod" + hash.substr(1) + "/" + kId + "\n",
+           "0::/kubepods/besteffort/pod" + hash + "0/" + kId + "\n",
+           "0::/kubepods/besteffort/pod6F1C2E9A7B1D4C2E9F3A0B1C2D3E4F5A/" + kId + "\n",
+           "0::/kubepods/besteffort/pod6f1c2e9a7b1d4c2e9f3a0b1c2d3e4f5g/" + kId + "\n",
+           "0::/system.slice/pod" + hash + "/" + kId + "\n",
+       }) {
+    EXPECT_FALSE(ParsePodCgroup(text, &cg)) << text;
+  }
+}
+
 TEST(PodCgroupTest, AProcessInNoPodIsNoPods) {
   PodCgroup cg;
   for (const std::string& text : {

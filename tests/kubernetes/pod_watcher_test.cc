@@ -129,6 +129,46 @@ TEST(ParseNodeSharesTest, RegistersOfEveryTypeAndBadOnesCounted) {
   EXPECT_TRUE(ParseNodeShares(Json::array(), &bad).empty());
 }
 
+// A static pod's mirror in the API server has a uid of its own, but the
+// kubelet runs the pod, and names its cgroup, by the uid it made from the
+// manifest, which the mirror carries as kubernetes.io/config.mirror: the
+// record names that one, so that its processes' memory is named too.
+TEST(ParsePodTest, AMirrorPodIsKnownByItsStaticPodsUid) {
+  const std::string hash = "6f1c2e9a7b1d4c2e9f3a0b1c2d3e4f5a";
+  const LabelFilter f = Filter({});
+  PodRecord r;
+  ASSERT_TRUE(ParsePod(nlohmann::json::parse(R"({"metadata":{"namespace":"kube-system",
+      "name":"infer-node-a","uid":"1f6c2f9e-7a1b-4c2d-9e3f-0a1b2c3d4e5f",
+      "annotations":{"kubernetes.io/config.mirror":")" +
+                                             hash + R"(",
+        "kubernetes.io/config.hash":")" + hash +
+                                             R"("}},
+    "status":{"containerStatuses":[{"name":"main","containerID":"containerd://abc1"}]}})"),
+                       f, &r)
+                  .ok());
+  EXPECT_EQ(r.uid, hash);
+  // Through the kept fields as from the whole document.
+  PodRecord kept;
+  ASSERT_TRUE(ParsePod(ParseKept(R"({"metadata":{"namespace":"kube-system","name":"infer-node-a",
+      "uid":"u","annotations":{"kubernetes.io/config.mirror":")" +
+                                 hash + R"("}}})"),
+                       f, &kept)
+                  .ok());
+  EXPECT_EQ(kept.uid, hash);
+  // An ordinary pod keeps its own; an empty or non-string mirror value is none.
+  for (const char* annotations :
+       {R"({})", R"({"kubernetes.io/config.mirror":""})", R"({"kubernetes.io/config.mirror":7})"}) {
+    PodRecord p;
+    ASSERT_TRUE(ParsePod(nlohmann::json::parse(
+                             std::string(R"({"metadata":{"namespace":"ml","name":"a","uid":"u",)"
+                                         R"("annotations":)") +
+                             annotations + "}}"),
+                         f, &p)
+                    .ok());
+    EXPECT_EQ(p.uid, "u") << annotations;
+  }
+}
+
 // A real pod is mostly fields the watcher never reads (managedFields, status,
 // volumes, env): they are not built into the DOM, and what is read is the
 // same as from the whole document.

@@ -449,5 +449,27 @@ TEST(DeviceRegistryTest, ContainerMemoryIsNamedOnlyForPodsTheApiServerGave) {
   EXPECT_EQ(MetricValue(r, "xpu_container_memory_used_bytes"), -1) << "the pod is gone";
 }
 
+// Two pods that claim one uid (a pod that sets a static pod's mirror
+// annotation on itself, say): which one the processes belong to is not
+// known, so neither is named.
+TEST(DeviceRegistryTest, AUidTwoPodsClaimNamesNeither) {
+  DeviceRegistry r;
+  r.OpenSource("nvml", seconds(1));
+  const std::string hash = "6f1c2e9a7b1d4c2e9f3a0b1c2d3e4f5a";
+  const std::string id(64, 'a');
+  DeviceViews v;
+  DeviceView card{0, "GPU-a", "0000:3b:00.0", true, {}, {}};
+  card.containers = {{hash, id, 4096}};
+  v.devices = {card};
+  r.SetDeviceViews("nvml", v);
+  r.SetPodMetadata({{"kube-system", "infer-node-a", {}, hash, {{id, "main"}}}});
+  EXPECT_EQ(xpu::testing::MetricValue(r, "xpu_container_memory_used_bytes",
+                                      {{"namespace", "kube-system"}, {"pod", "infer-node-a"}}),
+            4096);
+  r.SetPodMetadata({{"kube-system", "infer-node-a", {}, hash, {{id, "main"}}},
+                    {"ml", "imposter", {}, hash, {{id, "main"}}}});
+  EXPECT_EQ(xpu::testing::MetricValue(r, "xpu_container_memory_used_bytes"), -1);
+}
+
 }  // namespace
 }  // namespace xpu::store
