@@ -34,8 +34,9 @@ struct NvmlSampler::Reader {
   bool done XPU_GUARDED_BY(mu) = false;        // an answer waits for the sampler
   uint64_t generation XPU_GUARDED_BY(mu) = 0;  // of the last read asked
   uint64_t answered XPU_GUARDED_BY(mu) = 0;    // the read the answer is of
-  // How long the read the answer is of took.
+  // How long the read the answer is of took; when the one going on began.
   std::chrono::steady_clock::duration took XPU_GUARDED_BY(mu){};
+  std::chrono::steady_clock::time_point reading_since XPU_GUARDED_BY(mu);
   Status status XPU_GUARDED_BY(mu);
   std::vector<NvmlDevice> cards XPU_GUARDED_BY(mu);
   std::vector<std::string> missing XPU_GUARDED_BY(mu);
@@ -115,6 +116,7 @@ struct NvmlSampler::Reader {
       self->reading = true;
       const uint64_t generation = self->generation;
       const auto began = std::chrono::steady_clock::now();
+      self->reading_since = began;
       lock.Unlock();
       std::vector<NvmlDevice> cards;
       std::vector<std::string> missing;
@@ -210,8 +212,9 @@ NvmlSampler::NvmlSampler(Options options, std::shared_ptr<const FaultCatalog> ca
       read_duration_(prometheus::BuildGauge()
                          .Name("xpu_nvml_read_duration_seconds")
                          .Help("How long the last whole read of every card through NVML took, "
-                               "within its deadline (--hal.interval) or past it: a read past it "
-                               "leaves the source blind, as slow, not hung.")
+                               "within its deadline (--hal.interval) or past it, or, while none "
+                               "answers, how long the read going on has taken: a read past the "
+                               "deadline leaves the source blind, as slow or as hung.")
                          .Register(*self_metrics)) {}
 
 NvmlSampler::~NvmlSampler() {
@@ -243,13 +246,14 @@ void NvmlSampler::TakeOver(Part& old) {
 }
 
 bool NvmlSampler::SampleOnce() {
+  using Clock = std::chrono::steady_clock;
   const std::chrono::milliseconds limit =
       options_.deadline.count() > 0 ? options_.deadline : interval();
-  const auto deadline = std::chrono::steady_clock::now() + limit;
-  // How long a read took that answered after a sample gave up on it: NVML
-  // is slow, not hung.
-  std::optional<std::chrono::steady_clock::duration> late;
-  std::chrono::steady_clock::duration took{};
+  const auto deadline = Clock::now() + limit;
+  // How long a read took that answered after a sample gave up on it (NVML
+  // is slow, not hung), and how long the read going on has taken.
+  std::optional<Clock::duration> late, in_flight;
+  Clock::duration took{};
   Status status;
   std::vector<NvmlDevice> cards;
   std::vector<std::string> missing;
@@ -271,7 +275,7 @@ bool NvmlSampler::SampleOnce() {
       r.cv.NotifyAll();
     }
     while (!(r.done && r.answered == want && want != 0) && !worker().stopping() &&
-           std::chrono::steady_clock::now() < deadline)
+           Clock::now() < deadline)
       r.cv.WaitFor(lock, std::chrono::milliseconds(50));
     for (const auto& [warn, text] : r.notes) {
       if (warn) {
@@ -294,26 +298,15 @@ bool NvmlSampler::SampleOnce() {
       }
     } else if (r.done) {
       late = r.took;  // the read an earlier sample gave up on, answered while this one waited
+    } else if (r.reading || r.asked) {
+      in_flight = r.reading ? Clock::now() - r.reading_since : Clock::duration{};
     }
   }
-  const auto ms = [](std::chrono::steady_clock::duration d) {
-    return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(d).count());
-  };
   if (!answered) {
-    std::string why;
-    if (late) {
-      read_duration_.Add({}).Set(std::chrono::duration<double>(*late).count());
-      why = "NVML reads take " + ms(*late) + " ms, past the " + ms(limit) +
-            " ms deadline: slow, not hung (the deadline is --hal.interval; a longer one lets "
-            "them finish)";
-      if (logged_.Raise("slow")) spdlog::warn("HAL nvml: {}", why);
-    } else {
-      why = "NVML did not answer within " + ms(limit) + " ms (a call hangs)";
-      if (logged_.Raise("hang")) spdlog::warn("HAL nvml: {}", why);
-    }
-    Blind(why);
+    Blind(WhyUnanswered(limit, late, in_flight));
     return false;
   }
+  slow_read_.reset();
   read_duration_.Add({}).Set(std::chrono::duration<double>(took).count());
   const bool was_slow = logged_.Clear("slow");
   if (logged_.Clear("hang") || was_slow) spdlog::info("HAL nvml: NVML answers again");
@@ -332,6 +325,38 @@ bool NvmlSampler::SampleOnce() {
   }
   Publish(std::move(cards), events);
   return true;
+}
+
+std::string NvmlSampler::WhyUnanswered(
+    std::chrono::milliseconds limit, std::optional<std::chrono::steady_clock::duration> late,
+    std::optional<std::chrono::steady_clock::duration> in_flight) {
+  const auto ms = [](std::chrono::steady_clock::duration d) {
+    return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(d).count());
+  };
+  if (late) slow_read_ = *late;
+  // The gauge: the late read's time, or the one going on's so far if longer.
+  const auto shown = std::max(late.value_or(std::chrono::steady_clock::duration{}),
+                              in_flight.value_or(std::chrono::steady_clock::duration{}));
+  if (late || in_flight) read_duration_.Add({}).Set(std::chrono::duration<double>(shown).count());
+  // Slow while reads have answered late and the one going on has not run
+  // far longer than they took; a read past that, or before any late
+  // answer, hangs. The reason holds no figure that changes from read to
+  // read: the Node condition carries it, and a new text is a new patch.
+  const bool slow = slow_read_ && (!in_flight || *in_flight <= 2 * *slow_read_ + limit);
+  if (slow) {
+    const std::string why = "NVML answers, but past the " + ms(limit) +
+                            " ms deadline: slow, not hung (xpu_nvml_read_duration_seconds says "
+                            "how long a read takes; the deadline is --hal.interval, and a longer "
+                            "one lets reads finish)";
+    (void)logged_.Clear("hang");
+    if (logged_.Raise("slow"))
+      spdlog::warn("HAL nvml: {}; the last read took {} ms", why, ms(*slow_read_));
+    return why;
+  }
+  const std::string why = "NVML did not answer within " + ms(limit) + " ms (a call hangs)";
+  (void)logged_.Clear("slow");
+  if (logged_.Raise("hang")) spdlog::warn("HAL nvml: {}", why);
+  return why;
 }
 
 std::string NvmlEventCode(const NvmlEvent& e) {

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -103,6 +104,11 @@ class NvmlSampler : public SourceSampler {
   struct Reader;
   void Tick() override { (void)SampleOnce(); }
   void Publish(std::vector<NvmlDevice> cards, const std::vector<NvmlEvent>& events);
+  // Why a sample got no answer in time: slow (reads answer, late) or a hang;
+  // keeps slow_read_ and the duration gauge.
+  std::string WhyUnanswered(std::chrono::milliseconds limit,
+                            std::optional<std::chrono::steady_clock::duration> late,
+                            std::optional<std::chrono::steady_clock::duration> in_flight);
   // The codes the events raised that are active now, for card `index`.
   std::set<std::string> EventCodes(unsigned index, std::chrono::steady_clock::time_point now) const;
 
@@ -117,8 +123,12 @@ class NvmlSampler : public SourceSampler {
   prometheus::Family<prometheus::Gauge>& missing_;
   // The processes on the cards last read, by what their cgroup said.
   prometheus::Family<prometheus::Gauge>& processes_;
-  // The last read's duration (no series before the first answer).
+  // The last read's duration, or the one going on's when no answer came
+  // (no series before either).
   prometheus::Family<prometheus::Gauge>& read_duration_;
+  // How long the last late answer's read took, until a read answers in
+  // time; sampler-thread state.
+  std::optional<std::chrono::steady_clock::duration> slow_read_;
   // Each card's processes summed by container (those in a pod's cgroup),
   // and counted into processes_ by outcome.
   std::vector<store::ContainerMemory> ContainersOf(const NvmlDevice& card,

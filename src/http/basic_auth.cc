@@ -149,11 +149,15 @@ BasicAuth::Result BasicAuth::Verify(const std::map<std::string, std::string>& us
   // The two keys differ even for an empty user name.
   const std::string who = "u" + client + '\0' + user;
   const std::string address = "a" + client;
+  std::unique_ptr<crypt_data> data;
   Clock::time_point started;
   {
     MutexLock lock(mu_);
     if (verified_.count(key)) return known ? Result::kOk : Result::kDenied;
     if (denied_.count(key)) return Result::kDenied;
+    // crypt_data is about 32 KiB: not on a worker's stack; made before a run
+    // is taken, so that nothing can fail while one is held.
+    data = std::make_unique<crypt_data>();
     if (probe) {
       if (probe_running_) return Result::kThrottled;
       probe_running_ = true;
@@ -164,8 +168,6 @@ BasicAuth::Result BasicAuth::Verify(const std::map<std::string, std::string>& us
     started = Clock::now();
     if (!probe) run_starts_.push_back(started);
   }
-  // crypt_data is about 32 KiB: not on a worker's stack.
-  auto data = std::make_unique<crypt_data>();
   const char* out = crypt_r(password.c_str(), hash.c_str(), data.get());
   const bool ok = out != nullptr && out[0] != '*' && ConstantTimeEqual(out, hash) && known;
   MutexLock lock(mu_);

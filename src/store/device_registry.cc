@@ -236,20 +236,15 @@ void DeviceRegistry::SetPodMetadata(std::vector<PodMetadata> pods) {
   MutexLock lock(mu_);
   pod_labels_.clear();
   pod_uids_.clear();
-  // A uid two pods claim (a pod may carry a static pod's mirror annotation)
-  // names neither: whose processes they are is not known.
-  std::set<std::string> claimed_twice;
+  // Every pod that claims a uid is kept: two may (any pod may carry a
+  // static pod's mirror annotation), and a container is named only where
+  // one of them alone lists its id.
   for (PodMetadata& p : pods) {
-    if (!p.uid.empty() &&
-        !pod_uids_
-             .try_emplace(p.uid,
-                          PodByUid{p.namespace_, p.pod, {p.containers.begin(), p.containers.end()}})
-             .second)
-      claimed_twice.insert(p.uid);
+    if (!p.uid.empty())
+      pod_uids_[p.uid].push_back({p.namespace_, p.pod, {p.containers.begin(), p.containers.end()}});
     if (!p.labels.empty())
       pod_labels_[{std::move(p.namespace_), std::move(p.pod)}] = std::move(p.labels);
   }
-  for (const std::string& uid : claimed_twice) pod_uids_.erase(uid);
 }
 
 void DeviceRegistry::SetContainerQuotas(std::vector<ContainerQuota> quotas) {
@@ -490,20 +485,29 @@ void DeviceRegistry::WriteViewsLocked(Families* f,
 }
 
 // A container's memory on the device, for a pod the API server gave (its
-// uid) and a container it names; any other is no one the page can name.
+// uid) and a container it alone names; any other is no one the page can name.
 void DeviceRegistry::WriteContainerMemoryLocked(Families* f, const std::string& minor,
                                                 const DeviceView& d,
                                                 const std::string& source) const {
   for (const ContainerMemory& m : d.containers) {
-    const auto pod = pod_uids_.find(m.pod_uid);
-    if (pod == pod_uids_.end()) continue;
-    const auto c = pod->second.containers.find(m.container_id);
-    if (c == pod->second.containers.end()) continue;
+    const auto claimants = pod_uids_.find(m.pod_uid);
+    if (claimants == pod_uids_.end()) continue;
+    const PodByUid* pod = nullptr;
+    const std::string* container = nullptr;
+    int naming = 0;  // claimants that list the id: named only when one does
+    for (const PodByUid& p : claimants->second) {
+      if (const auto c = p.containers.find(m.container_id); c != p.containers.end()) {
+        pod = &p;
+        container = &c->second;
+        ++naming;
+      }
+    }
+    if (naming != 1) continue;
     f->mem_used.metric.push_back(GaugeSample({{"minor", minor},
                                               {"uuid", d.uuid},
-                                              {"namespace", pod->second.namespace_},
-                                              {"pod", pod->second.pod},
-                                              {"container", c->second},
+                                              {"namespace", pod->namespace_},
+                                              {"pod", pod->pod},
+                                              {"container", *container},
                                               {"source", source}},
                                              static_cast<double>(m.bytes)));
   }

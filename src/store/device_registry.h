@@ -129,7 +129,9 @@ class DeviceRegistry : public prometheus::Collectable,
     std::string namespace_, pod;
     std::map<std::string, std::string> containers;  // runtime id -> name
   };
-  std::map<std::string, PodByUid> pod_uids_ XPU_GUARDED_BY(mu_);  // by PodMetadata::uid
+  // Every pod that claims each PodMetadata::uid (more than one only when a
+  // pod carries another's mirror annotation).
+  std::map<std::string, std::vector<PodByUid>> pod_uids_ XPU_GUARDED_BY(mu_);
   std::vector<ContainerQuota> quotas_ XPU_GUARDED_BY(mu_);
   std::vector<DeviceShare> shares_ XPU_GUARDED_BY(mu_);
   std::string MinorOfLocked(const std::string& uuid) const XPU_REQUIRES(mu_);

@@ -24,6 +24,7 @@ dpkg-deb -c "$DEB" | grep -q ' ./usr/share/man/man1/xpu-exporter.1.gz$' || fail 
 # the base image from it the first time): a machine that cannot reach it
 # cannot run this part, which is not the package's failure.
 MIRROR=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
+command -v curl >/dev/null || fail "no curl (./x deps installs it)"
 curl -fsS -o /dev/null --max-time 20 "$MIRROR/dists/bookworm/Release" ||
   { echo "SKIP: Debian's archive ($MIRROR) cannot be reached: the package is built and lintian clean, not installed"; exit 77; }
 BASE=$(BUILD_DIR=$BUILD "$ROOT/x" base-image) || fail "no Debian 12 base image"

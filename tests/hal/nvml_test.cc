@@ -730,11 +730,11 @@ TEST_F(NvmlSamplerTest, AReadPastItsDeadlineIsBlindAndSaysItIsSlowNotHung) {
     return std::string();
   };
   Json f = TwoCards();
-  f["hang_ms"] = {{"nvmlDeviceGetTemperature", 900}};
+  f["hang_ms"] = {{"nvmlDeviceGetTemperature", 500}};
   Write(f);
   EXPECT_FALSE(s->SampleOnce());
   EXPECT_NE(why().find("did not answer within 500 ms"), std::string::npos) << why();
-  // The read answers at last (after 900 ms on each card): a later sample
+  // The read answers at last (after 500 ms on each card): a later sample
   // finds its late answer, says so, and asks again (as slow). No sample
   // sees meanwhile.
   bool saw = false;
@@ -749,6 +749,26 @@ TEST_F(NvmlSamplerTest, AReadPastItsDeadlineIsBlindAndSaysItIsSlowNotHung) {
   EXPECT_EQ(Sight(), store::Sight::kBlind);
   EXPECT_NE(why().find("past the 500 ms deadline"), std::string::npos) << why();
   EXPECT_GE(xpu::testing::MetricValue(self_, "xpu_nvml_read_duration_seconds"), 0.9);
+  // It stays slow, in the same words (the Node condition carries them: a
+  // new text would be a new patch), whether a sample finds a late answer
+  // or a read going on.
+  const std::string slow = why();
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_FALSE(s->SampleOnce());
+    EXPECT_EQ(why(), slow);
+  }
+  // A read that runs far longer than the slow ones (twice theirs and the
+  // deadline) hangs, and the gauge shows how long it has run.
+  f["hang_ms"] = {{"nvmlDeviceGetTemperature", 60000}};
+  Write(f);
+  ASSERT_TRUE(xpu::testing::WaitFor(
+      [&] {
+        EXPECT_FALSE(s->SampleOnce());
+        return why().find("a call hangs") != std::string::npos;
+      },
+      std::chrono::seconds(15)))
+      << why();
+  EXPECT_GE(xpu::testing::MetricValue(self_, "xpu_nvml_read_duration_seconds"), 2.0);
   // Fast again: it sees, and the gauge follows.
   Write(TwoCards());
   ASSERT_TRUE(xpu::testing::WaitFor([&] { return s->SampleOnce(); }, std::chrono::seconds(10)));

@@ -450,9 +450,10 @@ TEST(DeviceRegistryTest, ContainerMemoryIsNamedOnlyForPodsTheApiServerGave) {
 }
 
 // Two pods that claim one uid (a pod that sets a static pod's mirror
-// annotation on itself, say): which one the processes belong to is not
-// known, so neither is named.
-TEST(DeviceRegistryTest, AUidTwoPodsClaimNamesNeither) {
+// annotation on itself, say): a container is named by the one pod that
+// lists its id (a pod cannot write another's container ids: the kubelet
+// does), and by neither where both list it.
+TEST(DeviceRegistryTest, AUidTwoPodsClaimNamesOnlyWhatOneAloneLists) {
   DeviceRegistry r;
   r.OpenSource("nvml", seconds(1));
   const std::string hash = "6f1c2e9a7b1d4c2e9f3a0b1c2d3e4f5a";
@@ -466,8 +467,17 @@ TEST(DeviceRegistryTest, AUidTwoPodsClaimNamesNeither) {
   EXPECT_EQ(xpu::testing::MetricValue(r, "xpu_container_memory_used_bytes",
                                       {{"namespace", "kube-system"}, {"pod", "infer-node-a"}}),
             4096);
+  // An impostor claims the uid, with containers of its own: the static
+  // pod's container is still its own.
+  r.SetPodMetadata({{"ml", "impostor", {}, hash, {{std::string(64, 'b'), "x"}}},
+                    {"kube-system", "infer-node-a", {}, hash, {{id, "main"}}}});
+  EXPECT_EQ(xpu::testing::MetricValue(r, "xpu_container_memory_used_bytes",
+                                      {{"namespace", "kube-system"}, {"pod", "infer-node-a"}}),
+            4096);
+  EXPECT_EQ(xpu::testing::MetricSum(r, "xpu_container_memory_used_bytes"), 4096);
+  // Both list the id: whose it is is not known, so neither is named.
   r.SetPodMetadata({{"kube-system", "infer-node-a", {}, hash, {{id, "main"}}},
-                    {"ml", "imposter", {}, hash, {{id, "main"}}}});
+                    {"ml", "impostor", {}, hash, {{id, "main"}}}});
   EXPECT_EQ(xpu::testing::MetricValue(r, "xpu_container_memory_used_bytes"), -1);
 }
 

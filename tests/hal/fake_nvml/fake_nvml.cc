@@ -4,7 +4,8 @@
 // test writes in a JSON fixture (XPU_FAKE_NVML_FIXTURE), read again when
 // the file changes. A test injects through the fixture: nvmlInit_v2
 // failing ("init_error"), a lost card ("lost"), a call that hangs
-// ("hang_ms": {"nvmlDeviceGetTemperature": 5000}), a call the card does not
+// ("hang_ms": {"nvmlDeviceGetTemperature": 5000}; it ends early once the
+// fixture no longer names the call), a call the card does not
 // support ("unsupported"), any other answer to a call ("errors"), and events (Xid, ECC, clocks)
 // that nvmlEventSetWait_v2 delivers once each, in order. Built twice: the fake_nvml_old variant
 // (FAKE_NVML_OLD_DRIVER) is an older driver's library, without nvmlDeviceGetRemappedRows and with
@@ -92,12 +93,17 @@ nvml::Return Enter(const char* fn, nvml::Device h, Json* card, Json* mig = nullp
   std::unique_lock<std::mutex> lock(mu);
   const Json& f = Fixture();
   if (f.contains("hang_ms") && f["hang_ms"].contains(fn)) {
-    const int ms = f["hang_ms"][fn].get<int>();
-    lock.unlock();
+    const auto until =
+        std::chrono::steady_clock::now() + std::chrono::milliseconds(f["hang_ms"][fn].get<int>());
     ++hanging;
-    std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+    for (bool still = true; still && std::chrono::steady_clock::now() < until;) {
+      lock.unlock();
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));  // a call that does not return
+      lock.lock();
+      const Json& now = Fixture();
+      still = now.contains("hang_ms") && now["hang_ms"].contains(fn);
+    }
     --hanging;
-    lock.lock();
   }
   const Json& devices = Member(Fixture(), "devices", kNoArray);
   const uintptr_t v = reinterpret_cast<uintptr_t>(h);
