@@ -302,7 +302,47 @@ void BM_ExposerPage(benchmark::State& state) {
   state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(out.size()));
 }
 
+// The device registry's families with per-process memory on (the nvml
+// backend's --hal.nvml.host-proc): 8 cards, each with `range(0)` / 8
+// containers, every one of a pod the watch gave; what a scrape collects.
+void BM_ContainerMemoryRows(benchmark::State& state) {
+  const int containers = static_cast<int>(state.range(0));
+  xpu::store::DeviceRegistry registry;
+  registry.OpenSource("nvml", std::chrono::hours(1));  // fresh for the run
+  xpu::store::DeviceViews views;
+  std::vector<xpu::store::PodMetadata> pods;
+  const auto hex = [](int i, size_t width) {
+    char buf[80];
+    std::snprintf(buf, sizeof buf, "%0*x", static_cast<int>(width), i);
+    return std::string(buf);
+  };
+  for (int32_t card = 0; card < 8; ++card) {
+    xpu::store::DeviceView d;
+    d.minor = card;
+    d.uuid = "GPU-" + std::to_string(card);
+    d.bus_id = "0000:1" + std::to_string(card) + ":00.0";
+    d.healthy = true;
+    for (int i = 0; i < containers / 8; ++i) {
+      const int n = card * 1000 + i;
+      const std::string uid = hex(n, 32), id = hex(n, 64);
+      d.containers.push_back({uid, id, 1u << 30});
+      pods.push_back({"ml", "train-" + std::to_string(n), {}, uid, {{id, "main"}}});
+    }
+    views.devices.push_back(std::move(d));
+  }
+  registry.SetDeviceViews("nvml", views);
+  registry.SetPodMetadata(pods);
+  size_t rows = 0;
+  for (auto _ : state) {
+    const std::vector<prometheus::MetricFamily> families = registry.Collect();
+    rows = families.size();
+    benchmark::DoNotOptimize(families.data());
+  }
+  state.counters["families"] = static_cast<double>(rows);
+}
+
 BENCHMARK(BM_ExposerPage)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_ContainerMemoryRows)->Arg(64)->Arg(1024)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_ParseMessage)->Arg(10'000)->Arg(100'000)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Decode)->Arg(10'000)->Arg(100'000)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_StoreApply)->Arg(10'000)->Arg(100'000)->Unit(benchmark::kMillisecond);
