@@ -344,16 +344,16 @@ std::string NvmlSampler::WhyUnanswered(
   // read: the Node condition carries it, and a new text is a new patch.
   const bool slow = slow_read_ && (!in_flight || *in_flight <= 2 * *slow_read_ + limit);
   if (slow) {
-    const std::string why = "NVML answers, but past the " + ms(limit) +
-                            " ms deadline: slow, not hung (xpu_nvml_read_duration_seconds says "
-                            "how long a read takes; the deadline is --hal.interval, and a longer "
-                            "one lets reads finish)";
+    std::string why = "NVML answers, but past the " + ms(limit) +
+                      " ms deadline: slow, not hung (xpu_nvml_read_duration_seconds says "
+                      "how long a read takes; the deadline is --hal.interval, and a longer "
+                      "one lets reads finish)";
     (void)logged_.Clear("hang");
     if (logged_.Raise("slow"))
       spdlog::warn("HAL nvml: {}; the last read took {} ms", why, ms(*slow_read_));
     return why;
   }
-  const std::string why = "NVML did not answer within " + ms(limit) + " ms (a call hangs)";
+  std::string why = "NVML did not answer within " + ms(limit) + " ms (a call hangs)";
   (void)logged_.Clear("slow");
   if (logged_.Raise("hang")) spdlog::warn("HAL nvml: {}", why);
   return why;
