@@ -246,31 +246,31 @@ void BM_ExposerPage(benchmark::State& state) {
     info.uuid = "PPU-2744a5fa-2135-0e7d-3fab-c78989a8d6e" + std::to_string(d);
     info.model = "PPU-810E";
     info.health = "Healthy";
+    info.bus_id = "0000:1" + std::to_string(d) + ":00.0";
     devices.push_back(info);
     labels[d] = {info.uuid, info.model};
   }
   registry.SetXdmDevices(devices);
   // The sysfs and kmsg backends' views, as a node with both has them (the
   // health families, and the sources' own).
-  std::vector<xpu::store::HalDeviceView> hal_views;
-  std::vector<xpu::store::KmsgDeviceView> kmsg_views;
+  xpu::store::DeviceViews sysfs_views, kmsg_views;
+  kmsg_views.coverage = xpu::store::Coverage::kAddressedSilent;
   for (const xpu::store::DeviceInfo& d : devices) {
-    xpu::store::HalDeviceView h;
+    xpu::store::DeviceView h;
     h.minor = d.minor;
     h.uuid = d.uuid;
     h.healthy = true;
-    hal_views.push_back(h);
-    xpu::store::KmsgDeviceView k;
-    k.minor = d.minor;
-    k.uuid = d.uuid;
-    k.bus_id = "0000:1" + std::to_string(d.minor) + ":00.0";
-    kmsg_views.push_back(k);
+    sysfs_views.devices.push_back(h);
+    xpu::store::DeviceView k;
+    k.bus_id = d.bus_id;
+    k.healthy = true;
+    kmsg_views.devices.push_back(k);
   }
   registry.OpenSource(xpu::store::kSourceSysfs,
                       std::chrono::hours(1));  // fresh for the run
   registry.OpenSource(xpu::store::kSourceKmsg, std::chrono::hours(1));
-  registry.SetHalDevices(hal_views);
-  registry.SetKmsgDevices(kmsg_views);
+  registry.SetDeviceViews(xpu::store::kSourceSysfs, sysfs_views);
+  registry.SetDeviceViews(xpu::store::kSourceKmsg, kmsg_views);
   store.SetDevices(labels);
   store.Apply(batch, Clock::now());
   prometheus::Registry self;

@@ -5,7 +5,11 @@
 #include <google/protobuf/util/json_util.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <deque>
 #include <functional>
+#include <iterator>
+#include <tuple>
 #include <nlohmann/json.hpp>
 
 #include "app/exporter.h"
@@ -153,16 +157,22 @@ http::Response Exporter::Ready() {
                    std::chrono::milliseconds window) { return t && now - *t < window; };
   if (fresh(store_->last_update(), store_->stale_after()))
     return http::Response::Text(200, "Ready: data from XDM\n");
-  MutexLock lock(parts_mu_);
-  const hal::HalSampler* hal = Running<hal::HalSampler>("hal");
-  if (hal && fresh(hal->last_success(), cfg_->hal.interval * 3))
-    return http::Response::Text(200, "Ready: XDM stale, HAL sampling\n");
+  // The registry knows each health source's sight: any that sees serves.
+  std::string seeing;
+  for (const std::string& source : devices_.SeeingSources())
+    seeing += (seeing.empty() ? "" : ",") + source;
+  if (!seeing.empty())
+    return http::Response::Text(200, "Ready: XDM stale, HAL sampling (" + seeing + ")\n");
   std::string why = store_->last_update()
                         ? "Not ready: XDM data is stale (upstream mode " +
                               std::string(upstream::ModeName(client_->mode())) + ")"
                         : "Not ready: no data from XDM yet";
-  why += hal ? "; HAL not sampling\n" : "; HAL off\n";
+  MutexLock lock(parts_mu_);
+  bool hal = false;
+  for (const PartKind& k : kinds_)
+    hal = hal || (k.health_source != nullptr && Running<hal::SourceSampler>(k.name) != nullptr);
   lock.Unlock();
+  why += hal ? "; HAL not sampling\n" : "; HAL off\n";
   return http::Response::Text(503, why);
 }
 
@@ -175,33 +185,38 @@ http::Response Exporter::StatusPage() {
 
 namespace {
 
-// Each health source's view of the devices into their reports: the HAL's,
-// the kernel log's, and every source of DeviceViews by its name.
-void AddHealthSources(const store::DeviceRegistry& registry,
-                      const std::function<DeviceReport&(int32_t minor)>& device) {
-  for (store::HalDeviceView& h : registry.HalDevices()) {
-    DeviceReport& d = device(h.minor);
-    if (d.uuid.empty()) d.uuid = h.uuid;
-    d.hal_healthy = h.healthy;
-    d.faults = std::move(h.faults);
+// The report rows: every card of the inventory, found by its bus address,
+// else its minor, else its uuid; a device only XDM's data names (by minor)
+// gets a row of its own.
+class Rows {
+ public:
+  DeviceReport& Of(const std::string& bus, int32_t minor, const std::string& uuid) {
+    for (DeviceReport& d : rows_)
+      if ((!bus.empty() && d.bus_id == bus) || (minor >= 0 && d.minor == minor) ||
+          (!uuid.empty() && d.uuid == uuid)) {
+        if (d.bus_id.empty()) d.bus_id = bus;
+        if (d.minor < 0) d.minor = minor;
+        if (d.uuid.empty()) d.uuid = uuid;
+        return d;
+      }
+    DeviceReport& d = rows_.emplace_back();
+    d.bus_id = bus;
+    d.minor = minor;
+    d.uuid = uuid;
+    return d;
   }
-  for (store::KmsgDeviceView& k : registry.KmsgDevices()) {
-    DeviceReport& d = device(k.minor);
-    d.kmsg_healthy = *store::HealthWithFaults(true, k.faults);
-    d.kmsg_faults = std::move(k.faults);
+  // By minor (cards no layer names by one last), then bus address.
+  std::vector<DeviceReport> Sorted() && {
+    std::sort(rows_.begin(), rows_.end(), [](const DeviceReport& a, const DeviceReport& b) {
+      return std::make_tuple(a.minor < 0, a.minor, a.bus_id) <
+             std::make_tuple(b.minor < 0, b.minor, b.bus_id);
+    });
+    return {std::make_move_iterator(rows_.begin()), std::make_move_iterator(rows_.end())};
   }
-  // A device that XDM does not list (minor -1) is not a row: /status and
-  // the page are by minor; its series are on /metrics.
-  for (auto& [source, views] : registry.SeenDeviceViews()) {
-    for (store::DeviceView& v : views) {
-      if (v.minor < 0) continue;
-      DeviceReport& d = device(v.minor);
-      if (d.uuid.empty()) d.uuid = v.uuid;
-      // As the health series says it: card-level faults make it unhealthy.
-      d.sources[source] = {store::HealthWithFaults(v.healthy, v.faults), std::move(v.faults)};
-    }
-  }
-}
+
+ private:
+  std::deque<DeviceReport> rows_;  // references stay valid as rows are added
+};
 
 }  // namespace
 
@@ -251,12 +266,12 @@ StatusReport Exporter::Report() {
       {catalog->FindByName("xpu_memory_total_bytes"), &DeviceReport::memory_total_bytes},
       {catalog->FindByName("xpu_temperature_celsius"), &DeviceReport::temperature_celsius},
   };
-  std::map<int32_t, DeviceReport> devices;
-  auto device = [&](int32_t minor) -> DeviceReport& {
-    DeviceReport& d = devices[minor];
-    d.minor = minor;
-    return d;
-  };
+  Rows rows;
+  for (const store::InventoryDevice& card : devices_.Inventory()) {
+    DeviceReport& d = rows.Of(card.bus_id, card.minor, card.uuid);
+    d.model = card.model;
+  }
+  auto device = [&](int32_t minor) -> DeviceReport& { return rows.Of("", minor, ""); };
   // Devices that only the data knows of (ListAndWatch not answered yet) too.
   for (const store::MetricStore::DeviceUpdate& u : store_->device_updates())
     device(u.minor).seconds_since_sample = secs(now - u.updated);
@@ -276,13 +291,22 @@ StatusReport Exporter::Report() {
     d.xdm_healthy = info.health == "Healthy";
     d.topology = info.topology;
   }
-  AddHealthSources(devices_, device);
+  // Every source that sees, each card as the registry named it.
+  for (auto& [source, views] : devices_.SeenDeviceViews()) {
+    for (store::DeviceView& v : views) {
+      DeviceReport& d = rows.Of(v.bus_id, v.minor, v.uuid);
+      // As the health series says it: card-level faults make it unhealthy.
+      d.sources[source] = {
+          store::HealthWithFaults(v.seen ? v.healthy : std::nullopt, v.faults),
+          std::move(v.faults)};
+    }
+  }
+  r.devices = std::move(rows).Sorted();
   for (const store::PodAssignment& p : devices_.PodAssignments()) {
-    for (auto& [minor, d] : devices) {
+    for (DeviceReport& d : r.devices) {
       if (d.uuid == p.uuid) d.pods.push_back(p);
     }
   }
-  for (auto& [minor, d] : devices) r.devices.push_back(std::move(d));
   return r;
 }
 

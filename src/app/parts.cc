@@ -128,9 +128,8 @@ Status MakeReporter(const PartContext& c, std::unique_ptr<Part>* out) {
   o.condition = nh.condition;
   o.events = nh.events;
   o.recover_hold = nh.hold;
-  o.sources = {c.on("hal"), c.on("pci"), c.on("kmsg"), {}};  // the HAL backends it names
-  for (const PartKind& k : PartTable())                      // and those that publish DeviceViews
-    if (k.health_source != nullptr && c.on(k.name)) o.sources.others.insert(k.health_source);
+  for (const PartKind& k : PartTable())  // the health sources that run
+    if (k.health_source != nullptr && c.on(k.name)) o.sources.insert(k.health_source);
   *out = std::make_unique<sinks::NodeReporter>(c.cfg.kubernetes, o, api, c.devices, c.metrics);
   return Status::Ok();
 }
@@ -151,9 +150,9 @@ bool NodeHealthChanged(const Config& running, const Config& next) {
 
 const std::vector<PartKind>& PartTable() {
   static const std::vector<PartKind> table = {
-      {"hal", Applier::kHal, HalFilesNamed, {}, nullptr, MakeSysfs},
-      {"pci", Applier::kHal, HalFilesNamed, {}, nullptr, MakePci},
-      {"kmsg", Applier::kHal, HalFilesNamed, {}, nullptr, MakeKmsg},
+      {"hal", Applier::kHal, HalFilesNamed, {}, nullptr, MakeSysfs, store::kSourceSysfs},
+      {"pci", Applier::kHal, HalFilesNamed, {}, nullptr, MakePci, store::kSourcePci},
+      {"kmsg", Applier::kHal, HalFilesNamed, {}, nullptr, MakeKmsg, store::kSourceKmsg},
       {"nvml", Applier::kHal, HalFilesNamed, {}, nullptr, MakeNvml, hal::kSourceNvml},
       {"kubelet", Applier::kPods, nullptr, {}, nullptr, MakePods},
       {"apiserver", Applier::kWatcher, nullptr, {}, nullptr, MakeWatcher},
@@ -161,7 +160,7 @@ const std::vector<PartKind>& PartTable() {
       {"nodehealth",
        Applier::kNodeHealth,
        nullptr,
-       {"hal", "pci", "kmsg", kHealthSources, "apiserver"},
+       {kHealthSources, "apiserver"},
        NodeHealthChanged,
        MakeReporter},
   };

@@ -53,9 +53,9 @@ struct PartKind {
   // configuration switches it off. An error fails the start or the reload
   // before anything changed.
   Status (*make)(const PartContext& ctx, std::unique_ptr<Part>* out) = nullptr;
-  // The registry source it publishes DeviceViews as (a health source that
-  // needs nothing of its own in the store), or null: the Node reporter
-  // waits for its first view and is rebuilt with it.
+  // The registry source it publishes its view as (every HAL backend: one
+  // lane), or null: the Node reporter waits for its first view, /-/ready
+  // asks the registry for its sight, and the reporter is rebuilt with it.
   const char* health_source = nullptr;
 };
 

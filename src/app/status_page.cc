@@ -90,14 +90,12 @@ Json UpstreamJson(const StatusReport& r) {
 
 Json DeviceJson(const DeviceReport& d) {
   Json o;
-  o["minor"] = d.minor;
+  o["minor"] = d.minor >= 0 ? Json(d.minor) : Json(nullptr);
+  o["busId"] = d.bus_id;
   o["uuid"] = d.uuid;
   o["model"] = d.model;
-  o["health"] = {{"xdm", OrNull(d.xdm_healthy)},
-                 {"hal", OrNull(d.hal_healthy)},
-                 {"kmsg", OrNull(d.kmsg_healthy)}};
-  std::vector<std::pair<std::string, const std::vector<store::ActiveFault>*>> by_source = {
-      {"hal", &d.faults}, {"kmsg", &d.kmsg_faults}};
+  o["health"] = {{"xdm", OrNull(d.xdm_healthy)}};
+  std::vector<std::pair<std::string, const std::vector<store::ActiveFault>*>> by_source;
   for (const auto& [source, seen] : d.sources) {
     o["health"][source] = OrNull(seen.healthy);
     by_source.emplace_back(source, &seen.faults);
@@ -147,19 +145,11 @@ std::string Health(const std::optional<bool>& h) { return !h ? "-" : *h ? "healt
 
 std::string DeviceRow(const DeviceReport& d) {
   std::string faults;
-  for (const store::ActiveFault& f : d.faults) {
-    if (!faults.empty()) faults += "; ";
-    faults += f.code + " " + f.name + " [" + f.level_name + "]: " + f.action;
-  }
-  for (const store::ActiveFault& f : d.kmsg_faults) {
-    if (!faults.empty()) faults += "; ";
-    faults += f.code + " " + f.name + " [" + f.level_name + ", kernel log]: " + f.action;
-  }
-  // The DeviceViews sources beside the HAL's health, each by its name.
-  std::string hal_health = Health(d.hal_healthy);
-  bool hal_bad = d.hal_healthy == false;
+  // Each source's health, by its name.
+  std::string hal_health;
+  bool hal_bad = false;
   for (const auto& [source, seen] : d.sources) {
-    hal_health += "; " + source + ": " + Health(seen.healthy);
+    hal_health += (hal_health.empty() ? "" : "; ") + source + ": " + Health(seen.healthy);
     hal_bad = hal_bad || seen.healthy == false;
     for (const store::ActiveFault& f : seen.faults) {
       if (!faults.empty()) faults += "; ";
@@ -178,8 +168,9 @@ std::string DeviceRow(const DeviceReport& d) {
                               : "-";
   const std::string temp = d.temperature_celsius ? Format("%g °C", *d.temperature_celsius) : "-";
   const std::string age = d.seconds_since_sample ? Format("%.1f s", *d.seconds_since_sample) : "-";
-  return "<tr>" + Cell(std::to_string(d.minor)) + Cell(Html(d.model)) +
-         Cell(Health(d.xdm_healthy), d.xdm_healthy == false) + Cell(Html(hal_health), hal_bad) +
+  return "<tr>" + Cell(d.minor >= 0 ? std::to_string(d.minor) : "-") + Cell(Html(d.bus_id)) +
+         Cell(Html(d.model)) + Cell(Health(d.xdm_healthy), d.xdm_healthy == false) +
+         Cell(hal_health.empty() ? "-" : Html(hal_health), hal_bad) +
          Cell(faults.empty() ? "none" : Html(faults), !faults.empty()) + Cell(util) + Cell(mem) +
          Cell(temp) + Cell(age) + Cell(pods.empty() ? "-" : Html(pods)) + "</tr>\n";
 }
@@ -235,7 +226,7 @@ std::string LandingPageHtml(const StatusReport& r, const std::string& path) {
       upstream::ModeName(r.upstream.mode) + "</b> · HAL: <b id=\"hal\">" + Html(r.hal_backend) +
       (r.hal_up ? " (up)" : " (down)") +
       "</b> · updated <span id=\"updated\">at load</span></p>\n"
-      "<table id=\"devices\"><thead><tr><th>minor</th><th>model</th><th>health (XDM)</th>"
+      "<table id=\"devices\"><thead><tr><th>minor</th><th>bus</th><th>model</th><th>health (XDM)</th>"
       "<th>health (HAL)</th><th>active faults</th><th>utilization</th><th>memory</th>"
       "<th>temperature</th><th>last sample</th><th>pods</th></tr></thead><tbody id=\"rows\">\n";
   for (const DeviceReport& d : r.devices) h += DeviceRow(d);

@@ -14,16 +14,13 @@ namespace xpu::app {
 // One device as /status and the landing page show it: what XDM, the HAL, the
 // store and the kubelet know of it. Absent values are nullopt.
 struct DeviceReport {
-  int32_t minor = 0;
+  int32_t minor = -1;  // -1: no layer names it by a minor (yet)
+  std::string bus_id;  // canonical; empty when no layer knows it
   std::string uuid;
   std::string model;
   std::optional<bool> xdm_healthy;
-  std::optional<bool> hal_healthy;
-  std::optional<bool> kmsg_healthy;             // the kernel log's (the kmsg backend), when it runs
-  std::vector<store::ActiveFault> faults;       // the HAL's (sysfs and pci backends)
-  std::vector<store::ActiveFault> kmsg_faults;  // the kernel log's
-  // The sources that publish DeviceViews (the nvml backend), by name: each
-  // one's health of the device (nullopt: it could not read it) and faults.
+  // Every health source that sees (sysfs, pci, kmsg, nvml), by name: its
+  // health of the device (nullopt: it could not read it) and its faults.
   struct SourceHealth {
     std::optional<bool> healthy;
     std::vector<store::ActiveFault> faults;
@@ -50,7 +47,9 @@ struct StatusReport {
   std::string hal_backend = "none";
   bool hal_up = false;
   std::optional<double> hal_seconds_since_sample;
-  std::vector<DeviceReport> devices;  // sorted by minor
+  // Every card of the inventory, then devices only XDM's data names; by
+  // minor, then bus address.
+  std::vector<DeviceReport> devices;
 };
 
 // /status: the JSON document of docs/http-api.md.

@@ -19,9 +19,10 @@ std::string HeldBack(uint64_t n, const char* what) {
 }  // namespace
 
 FaultEvents::FaultEvents(std::shared_ptr<const FaultCatalog> catalog,
-                         prometheus::Registry* self_metrics, store::HealthSourcePort* registry,
-                         store::ExemplarStore* exemplars)
+                         prometheus::Registry* self_metrics, std::string source,
+                         store::HealthSourcePort* registry, store::ExemplarStore* exemplars)
     : catalog_(std::move(catalog)),
+      source_(std::move(source)),
       registry_(registry),
       exemplars_(exemplars),
       events_(prometheus::BuildCounter()
@@ -47,14 +48,15 @@ std::vector<store::ActiveFault> FaultEvents::Update(const std::string& key, cons
       events_
           .Add({{"minor", minor},
                 {"uuid", uuid},
+                {"bus_id", bus_id},
                 {"code", info.code},
                 {"level", LevelName(info.level)},
-                {"source", "hal"}})
+                {"source", source_}})
           .Increment();
       if (registry_ != nullptr)
         NoteRaise(
             registry_, exemplars_,
-            {"hal", minor, uuid, bus_id, ActiveFaultOf(info), std::chrono::system_clock::now()},
+            {source_, minor, uuid, bus_id, ActiveFaultOf(info), std::chrono::system_clock::now()},
             live_);
       if (!info.known) unknown_codes_.Increment();
       uint64_t held = 0;
@@ -101,6 +103,7 @@ void LeaveFaultExemplar(const store::HealthSourcePort& registry, store::Exemplar
   exemplars->Set("xpu_device_fault_events_total",
                  {{"minor", raise.minor},
                   {"uuid", raise.uuid},
+                  {"bus_id", raise.bus_id},
                   {"code", raise.fault.code},
                   {"level", raise.fault.level_name},
                   {"source", raise.source}},

@@ -43,8 +43,10 @@ class FaultEvents {
   // and, with `exemplars` too, leaves an exemplar on its
   // xpu_device_fault_events_total series: the pod that held the device then
   // (OpenMetrics; docs/http-api.md).
+  // `source` names the backend on its series and raises ("sysfs", "pci",
+  // "nvml").
   FaultEvents(std::shared_ptr<const FaultCatalog> catalog, prometheus::Registry* self_metrics,
-              store::HealthSourcePort* registry = nullptr,
+              std::string source, store::HealthSourcePort* registry = nullptr,
               store::ExemplarStore* exemplars = nullptr);
 
   // The catalog entries of `codes`, now active on the device known as `key`
@@ -74,6 +76,7 @@ class FaultEvents {
 
  private:
   const std::shared_ptr<const FaultCatalog> catalog_;
+  const std::string source_;
   store::HealthSourcePort* const registry_;
   store::ExemplarStore* const exemplars_;
   prometheus::Family<prometheus::Counter>& events_;

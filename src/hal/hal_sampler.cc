@@ -24,7 +24,8 @@ HalSampler::HalSampler(std::unique_ptr<HalBackend> backend,
                        .Name("xpu_hal_read_errors_total")
                        .Help("HAL reads that failed or returned malformed data, by device.")
                        .Register(*self_metrics)),
-      faults_(std::move(catalog), fault_metrics != nullptr ? fault_metrics : self_metrics, registry,
+      faults_(std::move(catalog), fault_metrics != nullptr ? fault_metrics : self_metrics,
+              store::kSourceSysfs, registry,
               exemplars) {
   if (!backend_) throw std::invalid_argument("HalSampler needs a backend");
 }
@@ -56,9 +57,9 @@ void HalSampler::SampleOnce() {
     return;
   }
   if (logged_.Clear("list")) spdlog::info("HAL {}: enumerating devices again", backend_->name());
-  std::vector<store::HalDeviceView> views;
+  store::DeviceViews views;
   for (const HalDeviceId& id : ids) {
-    store::HalDeviceView v;
+    store::DeviceView v;
     v.minor = id.minor;
     v.uuid = id.uuid;
     const std::string minor = std::to_string(id.minor);
@@ -78,18 +79,19 @@ void HalSampler::SampleOnce() {
       logged_.Clear("faults" + minor);
     } else {
       // Keep what was active: a torn read is not a recovery. Nor is it
-      // sight: no health for the device, and it counts as not seen.
-      v.faults_read = false;
+      // sight: no health for the device, and it counts as not seen (its
+      // faults still count: False stays False).
+      v.seen = false;
       v.healthy.reset();
       read_errors_.Add({{"minor", minor}}).Increment();
       Warn("faults" + minor, "device " + minor + ": " + fs.message());
       active = faults_.Previous(minor);
     }
     v.faults = faults_.Update(minor, "device " + minor, minor, v.uuid, "", active);
-    views.push_back(std::move(v));
+    views.devices.push_back(std::move(v));
   }
   faults_.EndSample();
-  registry()->SetHalDevices(std::move(views));
+  registry()->SetDeviceViews(store::kSourceSysfs, std::move(views));
   Seeing();
   {
     MutexLock lock(mu_);

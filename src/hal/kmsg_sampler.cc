@@ -388,27 +388,30 @@ void KmsgSampler::Publish() {
       c = expired ? dev.codes.erase(c) : std::next(c);
     }
   }
-  // One entry per device XDM lists: the log's addresses joined to its bus_id
-  // (a record of any other device, a NIC's AER, is not ours).
-  std::vector<store::KmsgDeviceView> view;
-  for (const store::DeviceInfo& d : registry()->Devices()) {
-    store::KmsgDeviceView v;
-    v.bus_id = CanonicalPciAddress(d.bus_id);
-    if (v.bus_id.empty()) continue;  // no address to join the log's records to: no kmsg series
-    v.minor = d.minor;
-    v.uuid = d.uuid;
-    auto it = v.bus_id.empty() ? devices_.end() : devices_.find(v.bus_id);
-    if (it == devices_.end()) {
-      view.push_back(std::move(v));
-      continue;
-    }
-    Device& dev = it->second;
-    for (const std::string& code : dev.fresh) {
-      const FaultInfo info = faults_->Lookup(code);
-      NoteRaise(registry(), exemplars_,
-                {"kmsg", std::to_string(d.minor), d.uuid, v.bus_id, ActiveFaultOf(info),
-                 std::chrono::system_clock::now()},
-                /*live=*/true);
+  // Every address the log names, by address: the registry keeps those of
+  // the inventory's cards (a NIC's AER is no card of ours).
+  std::map<std::string, store::InventoryDevice> cards;
+  for (store::InventoryDevice& d : registry()->Inventory())
+    if (!d.bus_id.empty()) cards[d.bus_id] = std::move(d);
+  store::DeviceViews view;
+  view.coverage = store::Coverage::kAddressedSilent;
+  for (auto& [address, dev] : devices_) {
+    store::DeviceView v;
+    v.bus_id = address;
+    v.healthy = true;  // the log judges a card by its faults alone
+    auto card = cards.find(address);
+    // A raise is news when it is written, and told once the card is one of
+    // the inventory's: a record of a card not known yet waits for it.
+    if (card != cards.end()) {
+      const std::string minor = card->second.minor >= 0 ? std::to_string(card->second.minor) : "";
+      for (const std::string& code : dev.fresh) {
+        const FaultInfo info = faults_->Lookup(code);
+        NoteRaise(registry(), exemplars_,
+                  {store::kSourceKmsg, minor, card->second.uuid, address, ActiveFaultOf(info),
+                   std::chrono::system_clock::now()},
+                  /*live=*/true);
+      }
+      dev.fresh.clear();
     }
     for (const auto& [code, active] : dev.codes) {
       v.faults.push_back(ActiveFaultOf(faults_->Lookup(code)));
@@ -417,12 +420,9 @@ void KmsgSampler::Publish() {
       const FaultInfo info = faults_->Lookup(code);
       v.events.push_back({info.code, LevelName(info.level), count});
     }
-    view.push_back(std::move(v));
+    view.devices.push_back(std::move(v));
   }
-  // A fresh record of a device XDM does not list (yet) raised nothing here:
-  // when it joins later, its raise is no longer news.
-  for (auto& [address, dev] : devices_) dev.fresh.clear();
-  registry()->SetKmsgDevices(std::move(view));
+  registry()->SetDeviceViews(store::kSourceKmsg, std::move(view));
   KeepStates();
 }
 

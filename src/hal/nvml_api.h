@@ -57,6 +57,18 @@ struct Memory {
   unsigned long long used;
 };
 
+// nvmlMemory_v2_t, in bytes: `used` without the driver's reservation
+// (what nvidia-smi shows as Used; nvmlMemory_t's `used` counts it).
+struct MemoryV2 {
+  unsigned version;
+  unsigned long long total;
+  unsigned long long reserved;
+  unsigned long long free;
+  unsigned long long used;
+};
+// nvmlMemory_v2: NVML_STRUCT_VERSION(Memory, 2), the struct's size | 2 << 24.
+inline constexpr unsigned kMemoryV2Version = sizeof(MemoryV2) | (2U << 24);
+
 // nvmlUtilization_t, percent over the last sample period.
 struct Utilization {
   unsigned gpu;
@@ -133,6 +145,8 @@ using DeviceGetTemperatureFn = Return (*)(Device, int, unsigned*);
 using DeviceGetUintFn = Return (*)(Device, unsigned*);           // power (mW), PCIe replays...
 using DeviceGetUllFn = Return (*)(Device, unsigned long long*);  // energy (mJ), reasons
 using DeviceGetMemoryInfoFn = Return (*)(Device, Memory*);
+using DeviceGetMemoryInfoV2Fn = Return (*)(Device, MemoryV2*);
+using DeviceGetHandleByPciBusIdFn = Return (*)(const char*, Device*);
 using DeviceGetUtilizationRatesFn = Return (*)(Device, Utilization*);
 using DeviceGetEnableStatePairFn = Return (*)(Device, int*, int*);  // ECC mode
 using DeviceGetTotalEccErrorsFn = Return (*)(Device, int, int, unsigned long long*);
@@ -153,6 +167,8 @@ using EventSetFreeFn = Return (*)(EventSet);
 // (the stand-in shares this header, so only these can see one).
 static_assert(sizeof(PciInfo) == 68 && offsetof(PciInfo, bus_id) == 36);
 static_assert(sizeof(Memory) == 24 && offsetof(Memory, used) == 16);
+static_assert(sizeof(MemoryV2) == 40 && offsetof(MemoryV2, reserved) == 16 &&
+              offsetof(MemoryV2, used) == 32 && kMemoryV2Version == 0x02000028);
 static_assert(sizeof(Utilization) == 8);
 static_assert(sizeof(ProcessInfo) == 24 && offsetof(ProcessInfo, used_gpu_memory) == 8 &&
               offsetof(ProcessInfo, compute_instance_id) == 20);

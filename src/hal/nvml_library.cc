@@ -77,6 +77,9 @@ Status NvmlLibrary::Open(const std::string& path, std::shared_ptr<const NvmlLibr
   Bind(handle, {"nvmlDeviceGetPowerUsage"}, &a.power_usage, m);
   Bind(handle, {"nvmlDeviceGetTotalEnergyConsumption"}, &a.total_energy, m);
   Bind(handle, {"nvmlDeviceGetMemoryInfo"}, &a.memory_info, m);
+  Bind(handle, {"nvmlDeviceGetMemoryInfo_v2"}, &a.memory_info_v2, m);
+  Bind(handle, {"nvmlDeviceGetHandleByPciBusId_v2", "nvmlDeviceGetHandleByPciBusId"},
+       &a.device_by_bus_id, m);
   Bind(handle, {"nvmlDeviceGetUtilizationRates"}, &a.utilization, m);
   Bind(handle, {"nvmlDeviceGetEccMode"}, &a.ecc_mode, m);
   Bind(handle, {"nvmlDeviceGetTotalEccErrors"}, &a.total_ecc_errors, m);

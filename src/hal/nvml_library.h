@@ -32,6 +32,8 @@ class NvmlLibrary {
     nvml::DeviceGetUintFn power_usage = nullptr;
     nvml::DeviceGetUllFn total_energy = nullptr;
     nvml::DeviceGetMemoryInfoFn memory_info = nullptr;
+    nvml::DeviceGetMemoryInfoV2Fn memory_info_v2 = nullptr;  // drivers from R510
+    nvml::DeviceGetHandleByPciBusIdFn device_by_bus_id = nullptr;
     nvml::DeviceGetUtilizationRatesFn utilization = nullptr;
     nvml::DeviceGetEnableStatePairFn ecc_mode = nullptr;
     nvml::DeviceGetTotalEccErrorsFn total_ecc_errors = nullptr;

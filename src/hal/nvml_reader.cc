@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <set>
 
 #include "hal/pci_address.h"
 
@@ -65,8 +66,14 @@ void ReadGauges(const NvmlLibrary::Api& a, nvml::Device h, Calls& ok, NvmlDevice
   if (a.power_usage != nullptr && ok(a.power_usage(h, &u), "power")) d->power_watts = u / 1000.0;
   if (a.total_energy != nullptr && ok(a.total_energy(h, &ull), "energy"))
     d->energy_joules = static_cast<double>(ull) / 1000.0;
+  nvml::MemoryV2 mem2{};
+  mem2.version = nvml::kMemoryV2Version;
   nvml::Memory mem{};
-  if (a.memory_info != nullptr && ok(a.memory_info(h, &mem), "memory")) {
+  if (a.memory_info_v2 != nullptr && ok(a.memory_info_v2(h, &mem2), "memory")) {
+    d->memory_total_bytes = mem2.total;
+    d->memory_used_bytes = mem2.used;
+    d->memory_reserved_bytes = mem2.reserved;
+  } else if (!d->lost && a.memory_info != nullptr && ok(a.memory_info(h, &mem), "memory")) {
     d->memory_total_bytes = mem.total;
     d->memory_used_bytes = mem.used;
   }
@@ -218,7 +225,8 @@ void ReadProcesses(const NvmlLibrary::Api& a, nvml::Device h, Calls& ok, NvmlDev
 
 }  // namespace
 
-Status ReadNvmlDevices(const NvmlLibrary& lib, std::vector<NvmlDevice>* out) {
+Status ReadNvmlDevices(const NvmlLibrary& lib, std::vector<NvmlDevice>* out,
+                       const std::vector<std::string>& ask) {
   out->clear();
   const NvmlLibrary::Api& a = lib.api();
   unsigned count = 0;
@@ -241,6 +249,29 @@ Status ReadNvmlDevices(const NvmlLibrary& lib, std::vector<NvmlDevice>* out) {
     // Not one answer: nothing of the card was seen.
     if (ok.answered() == 0 && !d.lost && !d.reset_required) d.unreadable = true;
     out->push_back(std::move(d));
+  }
+  // The cards asked for by address that no card read by index named: one
+  // NVML says is lost takes the place of a lost card it could not name.
+  if (a.device_by_bus_id == nullptr) return Status::Ok();
+  std::set<std::string> named;
+  for (const NvmlDevice& d : *out)
+    if (!d.bus_id.empty()) named.insert(d.bus_id);
+  for (const std::string& bus : ask) {
+    if (named.count(bus) != 0 || out->size() >= kMaxNvmlDevices + ask.size()) continue;
+    nvml::Device h = nullptr;
+    const nvml::Return r = a.device_by_bus_id(bus.c_str(), &h);
+    if (r != nvml::kErrorGpuIsLost) continue;  // found by index already, or not NVIDIA's
+    auto anonymous = std::find_if(out->begin(), out->end(), [](const NvmlDevice& d) {
+      return d.lost && d.bus_id.empty() && d.uuid.empty();
+    });
+    if (anonymous == out->end()) {
+      NvmlDevice d;
+      d.index = kMaxNvmlDevices + static_cast<unsigned>(named.size());
+      d.lost = true;
+      anonymous = out->insert(out->end(), std::move(d));
+    }
+    anonymous->bus_id = bus;
+    named.insert(bus);
   }
   return Status::Ok();
 }

@@ -53,7 +53,10 @@ struct NvmlDevice {
   // same still counts).
   bool unreadable = false;
   std::optional<double> temperature_celsius, power_watts, energy_joules;
-  std::optional<uint64_t> memory_total_bytes, memory_used_bytes;
+  // Used as nvidia-smi shows it (nvmlDeviceGetMemoryInfo_v2), the driver's
+  // reservation apart; where only the first version exists, used counts it
+  // and reserved is unknown.
+  std::optional<uint64_t> memory_total_bytes, memory_used_bytes, memory_reserved_bytes;
   std::optional<unsigned> gpu_utilization, memory_utilization;  // percent
   std::optional<bool> ecc_enabled;
   std::optional<uint64_t> ecc_volatile_corrected, ecc_volatile_uncorrected;
@@ -89,7 +92,11 @@ inline constexpr unsigned kMaxNvmlRetiredPages = 512;  // addresses read per cau
 // failed); a card that fails a call is still listed with what it gave.
 // Any thread; each call blocks for as long as the driver does (the caller
 // bounds it: NvmlSampler reads on a thread of its own, with a deadline).
-Status ReadNvmlDevices(const NvmlLibrary& lib, std::vector<NvmlDevice>* out);
+// `ask`: bus addresses of cards NVML is to be asked for by address
+// (nvmlDeviceGetHandleByPciBusId_v2) when no card read by index has it: a
+// card lost before it said who it is is then known by its address.
+Status ReadNvmlDevices(const NvmlLibrary& lib, std::vector<NvmlDevice>* out,
+                       const std::vector<std::string>& ask = {});
 
 // The fault codes a sample shows (docs/hal.md, "nvml"; the fault catalog
 // has their levels): GPU lost, a row remap that failed or waits for a

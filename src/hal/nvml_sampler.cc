@@ -30,6 +30,9 @@ struct NvmlSampler::Reader {
   bool started XPU_GUARDED_BY(mu) = false;  // the thread
   bool quit XPU_GUARDED_BY(mu) = false;
   bool asked XPU_GUARDED_BY(mu) = false;       // a read waits for the thread
+  // The inventory's cards NVML may have (NVIDIA's, or of a vendor not
+  // known), to ask for by address (ReadNvmlDevices).
+  std::vector<std::string> ask XPU_GUARDED_BY(mu);
   bool reading XPU_GUARDED_BY(mu) = false;     // the thread is in one
   bool done XPU_GUARDED_BY(mu) = false;        // an answer waits for the sampler
   uint64_t generation XPU_GUARDED_BY(mu) = 0;  // of the last read asked
@@ -117,13 +120,14 @@ struct NvmlSampler::Reader {
       const uint64_t generation = self->generation;
       const auto began = std::chrono::steady_clock::now();
       self->reading_since = began;
+      const std::vector<std::string> ask = self->ask;
       lock.Unlock();
       std::vector<NvmlDevice> cards;
       std::vector<std::string> missing;
       Status s = lib ? Status::Ok() : NvmlLibrary::Open(self->library, &lib);
       if (s.ok()) {
         missing = lib->missing();
-        s = ReadNvmlDevices(*lib, &cards);
+        s = ReadNvmlDevices(*lib, &cards, ask);
       }
       lock.Lock();
       if (s.ok() && !cards.empty() && !self->listening && lib->api().event_set_create != nullptr &&
@@ -187,7 +191,8 @@ NvmlSampler::NvmlSampler(Options options, std::shared_ptr<const FaultCatalog> ca
                     options.interval, registry, self_metrics),
       options_(std::move(options)),
       reader_(std::make_shared<Reader>(options_.library)),
-      faults_(std::move(catalog), fault_metrics != nullptr ? fault_metrics : self_metrics, registry,
+      faults_(std::move(catalog), fault_metrics != nullptr ? fault_metrics : self_metrics,
+              kSourceNvml, registry,
               exemplars),
       read_errors_(prometheus::BuildCounter()
                        .Name("xpu_nvml_read_errors_total")
@@ -246,6 +251,9 @@ void NvmlSampler::TakeOver(Part& old) {
 }
 
 bool NvmlSampler::SampleOnce() {
+  std::vector<std::string> ask;
+  for (const store::InventoryDevice& d : registry()->Inventory())
+    if (!d.bus_id.empty() && (d.vendor.empty() || d.vendor == "0x10de")) ask.push_back(d.bus_id);
   using Clock = std::chrono::steady_clock;
   const std::chrono::milliseconds limit =
       options_.deadline.count() > 0 ? options_.deadline : interval();
@@ -271,6 +279,7 @@ bool NvmlSampler::SampleOnce() {
     uint64_t want = 0;
     if (!r.asked && !r.reading && !r.done) {
       r.asked = true;
+      r.ask = std::move(ask);
       want = ++r.generation;
       r.cv.NotifyAll();
     }
@@ -402,11 +411,11 @@ void NvmlSampler::Publish(std::vector<NvmlDevice> cards, const std::vector<NvmlE
     std::erase_if(it->second, [&](const auto& kv) { return active.count(kv.first) == 0; });
     it = it->second.empty() ? event_seen_.erase(it) : std::next(it);
   }
-  std::map<std::string, store::DeviceInfo> xdm;  // by bus id
-  for (store::DeviceInfo& d : registry()->Devices())
-    // XDM's bus id in any form it gives (NVIDIA's 8-digit upper case too),
-    // made canonical as NVML's is: the join key.
-    if (std::string bus = CanonicalPciAddress(d.bus_id); !bus.empty()) xdm[bus] = std::move(d);
+  // Each card as the inventory names it (XDM's minor, uuid and model where
+  // it lists the card), by its address.
+  std::map<std::string, store::InventoryDevice> named;
+  for (store::InventoryDevice& d : registry()->Inventory())
+    if (!d.bus_id.empty()) named[d.bus_id] = std::move(d);
   store::DeviceViews views;
   std::vector<NvmlJoined> joined;
   std::map<std::string, double> outcomes = {{"pod", 0},        {"not_a_pod", 0},
@@ -426,11 +435,11 @@ void NvmlSampler::Publish(std::vector<NvmlDevice> cards, const std::vector<NvmlE
     NvmlJoined j{&c, "", c.uuid, c.name};
     store::DeviceView v;
     v.bus_id = c.bus_id;
-    if (auto it = xdm.find(c.bus_id); it != xdm.end() && !c.bus_id.empty()) {
-      v.minor = it->second.minor;
-      j.minor = std::to_string(v.minor);
-      j.uuid = it->second.uuid;
-      j.model = it->second.model;
+    if (auto it = named.find(c.bus_id); it != named.end() && !c.bus_id.empty()) {
+      const store::InventoryDevice& card = it->second;
+      if (card.minor >= 0) j.minor = std::to_string(card.minor);
+      if (!card.uuid.empty()) j.uuid = card.uuid;
+      if (!card.model.empty()) j.model = card.model;
     }
     v.uuid = j.uuid;
     // A lost card is unhealthy; one whose handle could not be had is not seen.
@@ -457,6 +466,10 @@ void NvmlSampler::Publish(std::vector<NvmlDevice> cards, const std::vector<NvmlE
   for (const auto& [outcome, n] : outcomes) processes_.Add({{"cgroup", outcome}}).Set(n);
   faults_.EndSample();
   views.families = NvmlFamilies(joined);
+  // NVML answers for NVIDIA's cards: one of the inventory it does not list
+  // (nor find by its address) is not seen.
+  views.coverage = store::Coverage::kListed;
+  views.vendor = "0x10de";
   registry()->SetDeviceViews(kSourceNvml, std::move(views));
   Seeing();
 }
@@ -605,6 +618,10 @@ std::vector<prometheus::MetricFamily> NvmlFamilies(const std::vector<NvmlJoined>
                             "A MIG device on the card: its own UUID (the kubelet's name for it), "
                             "GPU and compute instance. Always 1.");
   auto mig_memory = NewFamily("xpu_nvml_mig_memory_used_bytes", "Memory used on a MIG device.");
+  auto reserved = NewFamily("xpu_nvml_memory_reserved_bytes",
+                            "Device memory the driver and firmware reserve for themselves "
+                            "(nvmlDeviceGetMemoryInfo_v2; not in xpu_memory_used_bytes, as "
+                            "nvidia-smi shows Used and Reserved apart).");
   for (const NvmlJoined& j : cards) {
     const NvmlDevice& c = *j.card;
     const MetricLabels id = {{"minor", j.minor}, {"uuid", j.uuid}, {"bus_id", c.bus_id}};
@@ -652,6 +669,8 @@ std::vector<prometheus::MetricFamily> NvmlFamilies(const std::vector<NvmlJoined>
                                                      static_cast<double>(**value)));
     }
     if (c.pcie_replays) replays.metric.push_back(CounterSample(id, *c.pcie_replays));
+    if (c.memory_reserved_bytes)
+      reserved.metric.push_back(GaugeSample(id, static_cast<double>(*c.memory_reserved_bytes)));
     if (c.mig_enabled) mig.metric.push_back(GaugeSample(id, *c.mig_enabled ? 1 : 0));
     for (const NvmlMigDevice& m : c.mig) {
       const MetricLabels ml = with({{"mig_uuid", m.uuid},
@@ -665,7 +684,8 @@ std::vector<prometheus::MetricFamily> NvmlFamilies(const std::vector<NvmlJoined>
   }
   std::vector<prometheus::MetricFamily> out;
   for (auto* f : {&ecc, &retired, &retire_pending, &remapped, &remap_pending, &remap_failure,
-                  &clocks, &link_up, &link_errors, &replays, &mig, &mig_info, &mig_memory})
+                  &clocks, &link_up, &link_errors, &replays, &mig, &mig_info, &mig_memory,
+                  &reserved})
     if (!f->metric.empty()) out.push_back(std::move(*f));
   for (prometheus::MetricFamily& f : XdmFamilies(cards))
     if (!f.metric.empty()) out.push_back(std::move(f));

@@ -227,6 +227,8 @@ Status PciScanner::Scan(std::vector<PciDevice>* out) const {
     if (!class_code || !ReadAttribute(path + "/vendor", &text).ok()) continue;
     const auto vendor = ParseHex(text);
     if (!vendor || !filter_.Matches(*class_code, *vendor)) continue;
+    // An SR-IOV virtual function is part of its physical card, not a card.
+    if (fs::exists(path + "/physfn", ec)) continue;
     PciDevice d;
     d.address = address;
     d.class_code = *class_code;

@@ -38,7 +38,9 @@ std::string CanonicalPciAddress(std::string_view text) {
   std::from_chars(domain.data(), domain.data() + domain.size(), d, 16);
   std::from_chars(bus.data(), bus.data() + bus.size(), b, 16);
   std::from_chars(dev.data(), dev.data() + dev.size(), s, 16);
-  if (d > 0xffff || s > 0x1f) return "";
+  // A 32-bit domain is one (Intel VMD puts its devices at 10000: and up):
+  // written with as many digits as it has, at least four, as the kernel does.
+  if (s > 0x1f) return "";
   char buf[32];
   std::snprintf(buf, sizeof buf, "%04x:%02x:%02x.%c", d, b, s, fn[0]);
   return buf;

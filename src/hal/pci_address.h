@@ -12,7 +12,8 @@ namespace xpu::hal {
 bool IsHex(std::string_view s);
 
 // "0000:3b:00.0", "00000000:3B:00.0" (NVIDIA's 8-digit domain) and
-// "3b:00.0" -> "0000:3b:00.0"; empty if not a PCI address. The join key
+// "3b:00.0" -> "0000:3b:00.0", "10000:e1:00.0" (a 32-bit domain, as Intel
+// VMD's) as it is; empty if not a PCI address. The join key
 // between XDM's bus_id and the PCI tree.
 std::string CanonicalPciAddress(std::string_view text);
 

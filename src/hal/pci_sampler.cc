@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cstdio>
 
 namespace xpu::hal {
 
@@ -28,13 +29,7 @@ std::vector<std::string> DerivePciFaults(const store::PciDeviceView& v) {
   return codes;
 }
 
-std::vector<store::PciDeviceView> PciTracker::Update(const std::vector<PciDevice>& scan,
-                                                     const std::vector<store::DeviceInfo>& xdm) {
-  std::map<std::string, const store::DeviceInfo*> by_bus;
-  for (const store::DeviceInfo& d : xdm) {
-    const std::string a = CanonicalPciAddress(d.bus_id);
-    if (!a.empty()) by_bus[a] = &d;
-  }
+std::vector<store::PciDeviceView> PciTracker::Update(const std::vector<PciDevice>& scan) {
   std::map<std::string, const PciDevice*> seen;
   for (const PciDevice& d : scan) seen[d.address] = &d;
   for (const auto& [address, d] : seen) tracks_.try_emplace(address);
@@ -52,6 +47,9 @@ std::vector<store::PciDeviceView> PciTracker::Update(const std::vector<PciDevice
     } else {
       const PciDevice& d = *it->second;
       v.bus_id = address;
+      char vendor[16];
+      std::snprintf(vendor, sizeof vendor, "0x%04x", d.vendor);
+      v.vendor = vendor;
       v.driver = d.driver;
       v.power_state = d.power_state;
       v.current_link_speed = d.current_link_speed;
@@ -69,9 +67,6 @@ std::vector<store::PciDeviceView> PciTracker::Update(const std::vector<PciDevice
       for (const PciAer& a : d.aer) v.aer.push_back({a.severity, a.type, a.count});
       for (const PciSensor& s : d.hwmon) v.hwmon.push_back({s.kind, s.sensor, s.value});
     }
-    auto x = by_bus.find(address);
-    v.minor = x == by_bus.end() ? "" : std::to_string(x->second->minor);
-    v.uuid = x == by_bus.end() ? "" : x->second->uuid;
     const bool up = v.present && !v.driver.empty();
     if (t.up && !up) t.lost = true;
     if (t.lost && up) {
@@ -101,7 +96,8 @@ PciSampler::PciSampler(PciScanner scanner, std::shared_ptr<const FaultCatalog> c
                        .Help("PCI sysfs files that exist but could not be read or parsed.")
                        .Register(*self_metrics)
                        .Add({})),
-      faults_(std::move(catalog), fault_metrics != nullptr ? fault_metrics : self_metrics, registry,
+      faults_(std::move(catalog), fault_metrics != nullptr ? fault_metrics : self_metrics,
+              store::kSourcePci, registry,
               exemplars) {}
 
 void PciSampler::TakeOver(Part& old) {
@@ -127,11 +123,17 @@ bool PciSampler::SampleOnce() {
     if (logged_.Raise("file " + d.address))
       spdlog::warn("HAL pci: {}: {} (logged once)", d.address, d.errors.front());
   }
-  std::vector<store::PciDeviceView> views = tracker_.Update(scan, registry()->Devices());
+  std::vector<store::PciDeviceView> views = tracker_.Update(scan);
+  // Each card as the inventory names it so far (its raises' labels).
+  std::map<std::string, store::InventoryDevice> named;
+  for (store::InventoryDevice& d : registry()->Inventory())
+    if (!d.bus_id.empty()) named[d.bus_id] = std::move(d);
   for (store::PciDeviceView& v : views) {
     const std::vector<std::string> codes = DerivePciFaults(v);
-    v.faults = faults_.Update(v.bus_id, "PCI device " + v.bus_id, v.minor, v.uuid, v.bus_id,
-                              {codes.begin(), codes.end()});
+    const store::InventoryDevice& card = named[v.bus_id];
+    v.faults = faults_.Update(v.bus_id, "PCI device " + v.bus_id,
+                              card.minor >= 0 ? std::to_string(card.minor) : "", card.uuid,
+                              v.bus_id, {codes.begin(), codes.end()});
   }
   faults_.EndSample();
   registry()->SetPciDevices(std::move(views));

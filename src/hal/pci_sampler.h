@@ -41,8 +41,8 @@ inline constexpr uint32_t kNarrowSamplesForFault = 3;
 // left to the alert rules with the capability exported.
 std::vector<std::string> DerivePciFaults(const store::PciDeviceView& v);
 
-// Turns successive scans into what the registry exports: each device joined
-// to XDM's by bus_id, devices that left the bus kept as absent, and resets
+// Turns successive scans into what the registry exports: each card by its
+// address (the registry names it), cards that left the bus kept as absent, and resets
 // observed (present and bound, then gone or unbound, then back). Pure state
 // machine, fed by PciSampler; one thread.
 class PciTracker {
@@ -51,9 +51,7 @@ class PciTracker {
   // first, so a tree whose addresses keep changing cannot grow it.
   explicit PciTracker(size_t max_tracked = kMaxPciDevices) : max_tracked_(max_tracked) {}
 
-  // `xdm` is XDM's device list, for the join.
-  std::vector<store::PciDeviceView> Update(const std::vector<PciDevice>& scan,
-                                           const std::vector<store::DeviceInfo>& xdm);
+  std::vector<store::PciDeviceView> Update(const std::vector<PciDevice>& scan);
 
  private:
   struct Track {

@@ -234,10 +234,10 @@ bool PodMapper::PollOnce() {
   std::vector<KnownDevice> devices;
   for (const auto& d : registry_->Devices())
     devices.push_back({d.uuid, std::to_string(d.minor), d.bus_id});
-  for (const auto& h : registry_->HalDevices())
-    devices.push_back({h.uuid, std::to_string(h.minor), {}});
-  for (const auto& p : registry_->PciDevices())
-    if (!p.uuid.empty()) devices.push_back({p.uuid, p.minor, p.bus_id});
+  // Every other card a layer names by a uuid (the sysfs tree's, NVML's).
+  for (const auto& c : registry_->Inventory())
+    if (!c.uuid.empty())
+      devices.push_back({c.uuid, c.minor >= 0 ? std::to_string(c.minor) : "", c.bus_id});
   PodMatch match = MatchPods(resp, devices, dra_);
   if (match.dra_unmatched > 0 && said_.Raise("dra-unmatched"))
     spdlog::info("kubelet: {} DRA device(s) name none of ours (--kubelet.dra.device-names)",

@@ -18,10 +18,13 @@ using Json = nlohmann::json;
 // One fault worth naming in the condition's message.
 struct Named {
   int level = 0;
+  bool bit = false;  // the card's own health bit, not a fault: after faults of its level
+  std::string key;   // the card's (the inventory's)
   int32_t minor = 0;
   std::string source, code, level_name, text;
   bool operator<(const Named& o) const {
-    return std::tie(o.level, minor, source, code) < std::tie(level, o.minor, o.source, o.code);
+    return std::tie(o.level, bit, minor, key, source, code) <
+           std::tie(level, o.bit, o.minor, o.key, o.source, o.code);
   }
 };
 
@@ -109,8 +112,8 @@ std::string ReasonOfSight(const store::SourceView& v) {
 // The condition's message for the faults `named` (sorted, worst first):
 // as many as fit kMaxMessageBytes, and how many more.
 std::string FaultsMessage(const std::vector<Named>& named) {
-  std::map<int32_t, bool> sick;
-  for (const Named& n : named) sick[n.minor] = true;
+  std::map<std::string, bool> sick;
+  for (const Named& n : named) sick[n.key] = true;
   std::string message = std::to_string(sick.size()) + " device(s) need card-level action: ";
   size_t shown = 0;
   for (const Named& n : named) {
@@ -129,8 +132,7 @@ std::string FaultsMessage(const std::vector<Named>& named) {
 
 }  // namespace
 
-NodeCondition ConditionOf(const std::vector<store::SourceView>& views, bool devices_known,
-                          const std::vector<store::DeviceInfo>& devices) {
+NodeCondition ConditionOf(const std::vector<store::SourceView>& views, bool inventory_known) {
   if (views.empty())
     return {"Unknown", "NoFaultSource",
             "no HAL backend reads the devices' faults (--hal): their health is not known here"};
@@ -139,21 +141,33 @@ NodeCondition ConditionOf(const std::vector<store::SourceView>& views, bool devi
   for (const store::SourceView& v : views) sorted.push_back(&v);
   std::sort(sorted.begin(), sorted.end(),
             [](const auto* a, const auto* b) { return a->source < b->source; });
-  std::map<int32_t, std::string> bus_of;
-  for (const store::DeviceInfo& d : devices) bus_of[d.minor] = d.bus_id;
-  // 1. A card-level fault that a source which sees shows: False, whatever
-  // its neighbours cannot see. A blind or stale source's faults are no
-  // evidence either way.
+  auto name = [](const store::SourceView::Device& d) {
+    return d.minor >= 0 ? std::to_string(d.minor) : std::string();
+  };
+  // 1. A card-level fault, or a card that says it is unhealthy, that a
+  // source which sees shows: False, whatever its neighbours cannot see. A
+  // card it could not read this sample keeps the faults last read (a failed
+  // read is no recovery). A blind or stale source's faults are no evidence
+  // either way.
   std::vector<Named> named;
   for (const store::SourceView* v : sorted) {
     if (v->sight != store::Sight::kSeeing) continue;
     for (const store::SourceView::Device& d : v->devices) {
-      if (d.minor < 0) continue;  // not a device XDM lists: not ours to judge
-      const std::string bus = d.bus_id.empty() ? bus_of[d.minor] : d.bus_id;
+      bool faulted = false;
       for (const store::ActiveFault& f : d.faults) {
         if (f.level < store::kUnhealthyFaultLevel) continue;
-        named.push_back({f.level, d.minor, v->source, f.code, f.level_name,
-                         Describe(std::to_string(d.minor), bus, f, v->source)});
+        faulted = true;
+        named.push_back({f.level, false, d.key, d.minor, v->source, f.code, f.level_name,
+                         Describe(name(d), d.bus_id, f, v->source)});
+      }
+      if (!faulted && d.seen && d.healthy == false) {
+        store::ActiveFault bit;
+        bit.name = "reports itself unhealthy";
+        bit.level_name = "unhealthy";
+        std::string text = Describe(name(d), d.bus_id, bit, v->source);
+        text.replace(text.find(":  "), 3, ": ");
+        named.push_back({store::kUnhealthyFaultLevel, true, d.key, d.minor, v->source, "",
+                         "device_unhealthy", std::move(text)});
       }
     }
   }
@@ -170,31 +184,31 @@ NodeCondition ConditionOf(const std::vector<store::SourceView>& views, bool devi
     blind += (blind.empty() ? "" : "; ") + NotSeeing(*v);
   }
   if (!reason.empty()) return {"Unknown", reason, Cut("device health is not known: " + blind)};
-  // 3. Without XDM's list the pci and kmsg views join nothing: their
+  // 3. The kernel log's addresses name no card: without an inventory its
   // silence is no health.
   std::string joins;
   for (const store::SourceView* v : sorted)
-    if (v->joins_device_list) joins += (joins.empty() ? "" : ", ") + v->source;
-  if (!devices_known && !joins.empty())
-    return {
-        "Unknown", "DeviceListUnknown",
-        "XDM's device list is not known yet: " + joins + " cannot join what it sees to devices"};
-  // 4. Every source must see every device XDM lists.
+    if (v->needs_inventory) joins += (joins.empty() ? "" : ", ") + v->source;
+  if (!inventory_known && !joins.empty())
+    return {"Unknown", "DeviceListUnknown",
+            "no inventory of the cards yet (neither XDM's list nor a source that finds cards): " +
+                joins + " cannot join what it sees to devices"};
+  // 4. Every source must see every card it covers.
   std::string unseen;
   size_t missing = 0;
   for (const store::SourceView* v : sorted) {
-    std::map<int32_t, bool> seen;
-    for (const store::SourceView::Device& d : v->devices) seen[d.minor] = true;
-    for (const store::DeviceInfo& d : devices) {
-      if (seen.count(d.minor) != 0) continue;
+    for (const store::SourceView::Device& d : v->devices) {
+      if (d.seen) continue;
       if (++missing <= 8)
-        unseen += (unseen.empty() ? "" : "; ") + v->source + " does not see xpu " +
-                  std::to_string(d.minor) + (d.bus_id.empty() ? "" : " (" + d.bus_id + ")");
+        unseen += (unseen.empty() ? "" : "; ") + v->source + " does not see " +
+                  (d.minor >= 0 ? "xpu " + std::to_string(d.minor) +
+                                      (d.bus_id.empty() ? "" : " (" + d.bus_id + ")")
+                                : "PCI device " + d.bus_id);
     }
   }
   if (missing > 0)
     return {"Unknown", "DeviceNotSeen",
-            Cut(std::to_string(missing) + " device(s) XDM lists are not seen by every source: " +
+            Cut(std::to_string(missing) + " device(s) are not seen by every source that covers them: " +
                 unseen + (missing > 8 ? "; ..." : ""))};
   std::string names;
   for (const store::SourceView* v : sorted) names += (names.empty() ? "" : ", ") + v->source;

@@ -38,18 +38,9 @@ inline constexpr size_t kMaxQueuedEvents = 64;
 // repeating driver line must not use up the budget of other faults.
 inline constexpr std::chrono::minutes kEventRepeatWindow{10};
 
-// Which backends feed the fault views: the condition says Unknown when none
-// does, and waits for each that does to have published once.
-struct FaultSources {
-  bool hal = false;  // the sysfs backend
-  bool pci = false;
-  bool kmsg = false;
-  // The sources that publish DeviceViews (store::HealthSourcePort), by
-  // name: each waited for until its first view.
-  std::set<std::string> others;
-  bool any() const { return hal || pci || kmsg || !others.empty(); }
-  bool operator==(const FaultSources&) const = default;
-};
+// Which health sources run, by registry name ("sysfs", "pci", "kmsg",
+// "nvml"): the reporter waits for each to have published once.
+using FaultSources = std::set<std::string>;
 
 struct NodeCondition {
   std::string status;  // "True", "False", "Unknown"
@@ -61,27 +52,29 @@ struct NodeCondition {
 // A ladder level's name as a reason: "isolate_card" -> "IsolateCard".
 std::string ReasonOf(std::string_view level_name);
 
-// The condition the health sources' views give (docs/kubernetes.md, "The
-// health model"), in this order:
-// - False when a source that sees (store::Sight::kSeeing) shows an active
-//   fault at restart_card or worse on a device with a minor (one XDM lists,
-//   or one of the sysfs tree's own; a PCI function not joined to XDM's
-//   list is not ours): reason the worst
-//   level's, message those faults, worst first ("xpu 3 (0000:3b:00.0):
-//   0x10DE004F Xid 79 ... [isolate_card, kmsg]"), cut to kMaxMessageBytes
-//   with how many more. A blind neighbour does not hide it.
+// The condition the health sources' views give (docs/hal.md, "The health
+// model"; docs/kubernetes.md), in this order:
+// - False when a source that sees (store::Sight::kSeeing) shows, on any card
+//   of the inventory it covers, an active fault at restart_card or worse
+//   (read this sample, or kept from the last read of a card it could not
+//   read now), or says the card itself is unhealthy (its own health bit,
+//   reason DeviceUnhealthy): reason the worst level's, message those
+//   faults, worst first ("xpu 3 (0000:3b:00.0): 0x10DE004F Xid 79 ...
+//   [isolate_card, kmsg]"; a card not named by a minor is "PCI device
+//   0000:3b:00.0"), cut to kMaxMessageBytes with how many more. A blind
+//   neighbour does not hide it.
 // - Unknown when no source runs (NoFaultSource), when a source is blind,
 //   stale or has not looked yet (reason "<Source>Blind", "...Stale",
 //   "...NotReady", the first by name; the message names each), when a
-//   source that joins by XDM's list runs while that list is not known
-//   (`devices_known`; DeviceListUnknown), or when a device XDM lists
-//   (`devices`) is missing from a source's view (DeviceNotSeen).
-// - True otherwise: every source sees every listed device, and none shows
+//   source whose addresses name no card (kmsg) runs while no inventory is
+//   known (`inventory_known`: neither XDM's list nor a source that names
+//   cards has spoken; DeviceListUnknown), or when a card a source covers is
+//   not seen by it (DeviceNotSeen).
+// - True otherwise: every source sees every card it covers, and none shows
 //   a card-level fault.
 // A pure function: the same views give the same text (it is compared to
 // decide whether to patch), whatever their order.
-NodeCondition ConditionOf(const std::vector<store::SourceView>& views, bool devices_known,
-                          const std::vector<store::DeviceInfo>& devices);
+NodeCondition ConditionOf(const std::vector<store::SourceView>& views, bool inventory_known);
 
 // How bad a condition says the node is: 0 for True (and for Unknown
 // because a listed device is not yet in a view, DeviceNotSeen: a view lags

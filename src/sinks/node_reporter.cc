@@ -157,8 +157,8 @@ void NodeReporter::Said(const std::string& what, bool ok, const kubernetes::Http
 bool NodeReporter::Settled(Clock::time_point now) const {
   if (now - started_ >= options_.settle_limit) return true;
   // Views published since this reporter started (a reload may have switched
-  // a backend on whose last view, from before, is gone), the pci and kmsg
-  // ones twice: the second was built after XDM's list was known.
+  // a backend on whose last view, from before, is gone): the registry joins
+  // each to the inventory as it is now, so one is enough.
   const store::FaultViewsSet set = registry_->fault_views_set();
   const store::FaultViewsSet& base = views_at_start_;
   // A source that says it cannot see has spoken too: it is Unknown's reason.
@@ -168,16 +168,9 @@ bool NodeReporter::Settled(Clock::time_point now) const {
     auto it = sight.find(source);
     return it != sight.end() && it->second == store::Sight::kBlind;
   };
-  const FaultSources& s = options_.sources;
-  auto count = [](const store::FaultViewsSet& of, const std::string& source) {
-    auto it = of.others.find(source);
-    return it != of.others.end() ? it->second : 0;
-  };
-  for (const std::string& source : s.others)
-    if (count(set, source) < count(base, source) + 1 && !blind(source.c_str())) return false;
-  return (!s.hal || set.hal >= base.hal + 1 || blind(store::kSourceSysfs)) &&
-         (!s.pci || set.pci >= base.pci + 2 || blind(store::kSourcePci)) &&
-         (!s.kmsg || set.kmsg >= base.kmsg + 2 || blind(store::kSourceKmsg));
+  for (const std::string& source : options_.sources)
+    if (set.of(source) < base.of(source) + 1 && !blind(source.c_str())) return false;
+  return true;
 }
 
 void NodeReporter::ReadNode(const kubernetes::ApiClient& api) {
@@ -206,8 +199,8 @@ void NodeReporter::ReadNode(const kubernetes::ApiClient& api) {
 }
 
 void NodeReporter::SyncCondition(const kubernetes::ApiClient& api, Clock::time_point now) {
-  const NodeCondition want = ConditionOf(
-      registry_->SourceViews(), registry_->fault_views_set().devices_known, registry_->Devices());
+  const NodeCondition want =
+      ConditionOf(registry_->SourceViews(), registry_->fault_views_set().inventory_known);
   if (on_node_ == want) {
     differs_since_.reset();
     synced_->Set(1);

@@ -6,34 +6,19 @@
 #include <string>
 
 #include "common/metric_family.h"
+#include "hal/pci_address.h"
 #include "store/pci_families.h"
 
 namespace xpu::store {
 namespace {
 
-int32_t MinorOfView(const DeviceInfo& d) { return d.minor; }
-int32_t MinorOfView(const HalDeviceView& d) { return d.minor; }
-int32_t MinorOfView(const DeviceView& d) { return d.minor; }
-// A PCI function not joined to a device has no minor.
-int32_t MinorOfView(const PciDeviceView& d) {
-  return d.minor.empty() ? -1 : static_cast<int32_t>(std::stol(d.minor));
-}
+constexpr size_t kNone = static_cast<size_t>(-1);
 
-// Keeps the views of the chosen devices (--collector.devices); every one when
-// none is chosen.
-template <typename View>
-void KeepChosen(const std::set<int32_t>& chosen, std::vector<View>* views) {
+// A family's samples of the chosen devices only (--xdm.devices): a sample
+// without a minor, or of a device not named, is no chosen device's.
+void KeepChosen(const std::set<int32_t>& chosen, std::vector<prometheus::MetricFamily>* families) {
   if (chosen.empty()) return;
-  std::erase_if(*views, [&](const View& v) { return chosen.count(MinorOfView(v)) == 0; });
-}
-
-// A DeviceViews with only the chosen devices, and only their samples in its
-// families (a sample without a minor, or of a device not joined, is no
-// chosen device's).
-void KeepChosen(const std::set<int32_t>& chosen, DeviceViews* views) {
-  if (chosen.empty()) return;
-  KeepChosen(chosen, &views->devices);
-  for (prometheus::MetricFamily& family : views->families) {
+  for (prometheus::MetricFamily& family : *families) {
     std::erase_if(family.metric, [&](const prometheus::ClientMetric& m) {
       for (const prometheus::ClientMetric::Label& l : m.label) {
         if (l.name != "minor") continue;
@@ -48,17 +33,127 @@ void KeepChosen(const std::set<int32_t>& chosen, DeviceViews* views) {
   }
 }
 
-// The merged views in order, health following the worst active fault.
-std::vector<HalDeviceView> MergedOf(std::map<int32_t, HalDeviceView>* merged) {
-  std::vector<HalDeviceView> out;
-  for (auto& [minor, h] : *merged) {
-    h.healthy = HealthWithFaults(h.healthy, h.faults);
-    out.push_back(std::move(h));
+std::string MinorLabel(int32_t minor) { return minor >= 0 ? std::to_string(minor) : ""; }
+
+// The one join (DeviceRegistry::Inventory): cards found by their bus
+// address, else their minor, else their uuid; what a layer knows is added to
+// the card it names.
+class InventoryBuilder {
+ public:
+  size_t Find(const std::string& bus, int32_t minor, const std::string& uuid) const {
+    if (!bus.empty()) {
+      auto it = by_bus_.find(bus);
+      // A card with an address is another card than one at another address.
+      if (it != by_bus_.end()) return it->second;
+    }
+    if (minor >= 0)
+      if (auto it = by_minor_.find(minor); it != by_minor_.end() && Fits(it->second, bus))
+        return it->second;
+    if (!uuid.empty())
+      if (auto it = by_uuid_.find(uuid); it != by_uuid_.end() && Fits(it->second, bus))
+        return it->second;
+    return kNone;
   }
-  return out;
+  // Finds the card or adds it; fills in what it lacks.
+  size_t Name(const std::string& bus, int32_t minor, const std::string& uuid,
+              const std::string& model) {
+    if (bus.empty() && minor < 0 && uuid.empty()) return kNone;  // names nothing
+    size_t i = Find(bus, minor, uuid);
+    if (i == kNone) {
+      i = devices.size();
+      devices.emplace_back();
+    }
+    InventoryDevice& d = devices[i];
+    if (d.bus_id.empty() && !bus.empty()) by_bus_[d.bus_id = bus] = i;
+    if (d.minor < 0 && minor >= 0 && by_minor_.count(minor) == 0) by_minor_[d.minor = minor] = i;
+    if (d.uuid.empty() && !uuid.empty() && by_uuid_.count(uuid) == 0) by_uuid_[d.uuid = uuid] = i;
+    if (d.model.empty()) d.model = model;
+    return i;
+  }
+  std::vector<InventoryDevice> devices;
+
+ private:
+  bool Fits(size_t i, const std::string& bus) const {
+    return bus.empty() || devices[i].bus_id.empty() || devices[i].bus_id == bus;
+  }
+  std::map<std::string, size_t> by_bus_;
+  std::map<int32_t, size_t> by_minor_;
+  std::map<std::string, size_t> by_uuid_;
+};
+
+// Whether `source`'s view answers for card `d` (listed or not).
+bool Covers(const DeviceViews& v, const InventoryDevice& d) {
+  switch (v.coverage) {
+    case Coverage::kListed:
+      return !v.vendor.empty() && d.vendor == v.vendor;
+    case Coverage::kAddressed:
+    case Coverage::kAddressedSilent:
+      return !d.bus_id.empty();
+  }
+  return false;
 }
 
 }  // namespace
+
+struct DeviceRegistry::Joined {
+  std::vector<InventoryDevice> inventory;
+  // Each fresh source's view, its devices' inventory indexes (kNone: not a
+  // card of the inventory, or not chosen).
+  struct Source {
+    const std::string* name;
+    const DeviceViews* views;
+    std::vector<size_t> at;
+  };
+  std::vector<Source> sources;
+  size_t Find(const std::string& bus, int32_t minor, const std::string& uuid) const {
+    for (size_t i = 0; i < inventory.size(); ++i) {
+      const InventoryDevice& d = inventory[i];
+      if (!bus.empty() ? d.bus_id == bus
+                       : (minor >= 0 && d.minor == minor) || (!uuid.empty() && d.uuid == uuid))
+        return i;
+    }
+    return kNone;
+  }
+};
+
+DeviceRegistry::Joined DeviceRegistry::JoinLocked() const {
+  InventoryBuilder b;
+  // 1. The bus: every accelerator function the pci source found, lost or not.
+  if (FreshLocked(kSourcePci))
+    for (const PciDeviceView& p : pci_) {
+      const size_t i = b.Name(p.bus_id, -1, "", "");
+      b.devices[i].vendor = p.vendor;
+      b.devices[i].present = p.present;
+    }
+  // 2. XDM's list names them (a device it lists off the bus is one still).
+  for (const DeviceInfo& d : xdm_raw_)
+    b.Name(hal::CanonicalPciAddress(d.bus_id), d.minor, d.uuid, d.model);
+  // 3. The sources that name cards themselves (the sysfs tree, NVML).
+  for (const auto& [source, views] : views_) {
+    if (views.coverage == Coverage::kAddressedSilent || !FreshLocked(source)) continue;
+    for (const DeviceView& v : views.devices) b.Name(v.bus_id, v.minor, v.uuid, "");
+  }
+  Joined j;
+  j.inventory = std::move(b.devices);
+  if (!filter_.empty())
+    std::erase_if(j.inventory,
+                  [&](const InventoryDevice& d) { return filter_.count(d.minor) == 0; });
+  for (InventoryDevice& d : j.inventory)
+    d.key = !d.bus_id.empty() ? d.bus_id
+            : d.minor >= 0    ? "minor/" + std::to_string(d.minor)
+                              : "uuid/" + d.uuid;
+  for (const auto& [source, views] : views_) {
+    if (!FreshLocked(source)) continue;
+    Joined::Source s{&source, &views, {}};
+    const bool silent = views.coverage == Coverage::kAddressedSilent;
+    for (const DeviceView& v : views.devices)
+      s.at.push_back(silent && v.bus_id.empty() ? kNone
+                     : silent                   ? j.Find(v.bus_id, -1, "")
+                                                : j.Find(v.bus_id, v.minor, v.uuid));
+    j.sources.push_back(std::move(s));
+  }
+  return j;
+}
 
 bool DeviceRegistry::SetXdmDevices(std::vector<DeviceInfo> devices) {
   MutexLock lock(mu_);
@@ -68,7 +163,8 @@ bool DeviceRegistry::SetXdmDevices(std::vector<DeviceInfo> devices) {
 
 bool DeviceRegistry::RefilterLocked() {
   std::vector<DeviceInfo> devices = xdm_raw_;
-  KeepChosen(filter_, &devices);
+  if (!filter_.empty())
+    std::erase_if(devices, [&](const DeviceInfo& d) { return filter_.count(d.minor) == 0; });
   if (known_ && devices == devices_) return false;
   devices_ = std::move(devices);
   known_ = true;
@@ -80,10 +176,8 @@ void DeviceRegistry::SetDeviceFilter(std::set<int32_t> minors) {
   MutexLock lock(mu_);
   filter_ = std::move(minors);
   if (known_) RefilterLocked();
-  // The HAL's and PCI's views now; their next samples filter too.
-  KeepChosen(filter_, &hal_);
-  KeepChosen(filter_, &pci_);
-  for (auto& [source, views] : views_) KeepChosen(filter_, &views);
+  // Views are filtered as they are joined; the sources' own families now.
+  for (auto& [source, views] : views_) KeepChosen(filter_, &views.families);
 }
 
 void DeviceRegistry::OnXdmDevicesChanged(DevicesListener listener) {
@@ -96,17 +190,14 @@ std::vector<DeviceInfo> DeviceRegistry::Devices() const {
   return devices_;
 }
 
+std::vector<InventoryDevice> DeviceRegistry::Inventory() const {
+  MutexLock lock(mu_);
+  return JoinLocked().inventory;
+}
+
 void DeviceRegistry::SetXdmLive(bool live) {
   MutexLock lock(mu_);
   xdm_live_ = live;
-}
-
-void DeviceRegistry::SetHalDevices(std::vector<HalDeviceView> devices) {
-  MutexLock lock(mu_);
-  KeepChosen(filter_, &devices);
-  hal_ = std::move(devices);
-  ++views_set_.hal;
-  SeenLocked(kSourceSysfs);
 }
 
 void DeviceRegistry::SetClock(Clock clock) {
@@ -133,9 +224,7 @@ void DeviceRegistry::SetSourceBlind(const std::string& source, std::string why) 
 void DeviceRegistry::CloseSource(const std::string& source) {
   MutexLock lock(mu_);
   sources_.erase(source);
-  if (source == kSourceSysfs) hal_.clear();
   if (source == kSourcePci) pci_.clear();
-  if (source == kSourceKmsg) kmsg_.clear();
   views_.erase(source);
 }
 
@@ -162,69 +251,55 @@ Sight DeviceRegistry::SightLocked(const std::string& source) const {
 
 std::vector<SourceView> DeviceRegistry::SourceViews() const {
   MutexLock lock(mu_);
-  std::map<int32_t, std::string> bus_of;
-  for (const DeviceInfo& d : devices_) bus_of[d.minor] = d.bus_id;
+  const Joined j = JoinLocked();
   std::vector<SourceView> out;
   for (const auto& [name, state] : sources_) {
     SourceView v;
     v.source = name;
     v.sight = SightLocked(name);
     v.why = state.why;
-    v.joins_device_list = name != kSourceSysfs;
-    if (name == kSourceSysfs) {
-      for (const HalDeviceView& h : hal_)  // a device whose faults could not be read is not seen
-        if (h.faults_read) v.devices.push_back({h.minor, bus_of[h.minor], h.faults});
-    } else if (name == kSourcePci) {
-      for (const PciDeviceView& p : pci_)
-        v.devices.push_back({p.minor.empty() ? -1 : std::stoi(p.minor), p.bus_id, p.faults});
-    } else if (name == kSourceKmsg) {
-      for (const KmsgDeviceView& k : kmsg_) v.devices.push_back({k.minor, k.bus_id, k.faults});
-    } else if (auto it = views_.find(name); it != views_.end()) {
-      // It names its devices itself: they count without XDM's list.
-      v.joins_device_list = false;
-      // A device whose health it could not read is not seen, unless a
-      // card-level fault it shows all the same judges it.
-      for (const DeviceView& d : it->second.devices)
-        if (HealthWithFaults(d.healthy, d.faults))
-          v.devices.push_back({d.minor, d.bus_id, d.faults});
+    auto vs = views_.find(name);
+    v.needs_inventory = vs != views_.end() && vs->second.coverage == Coverage::kAddressedSilent;
+    const Joined::Source* s = nullptr;
+    for (const Joined::Source& js : j.sources)
+      if (*js.name == name) s = &js;
+    if (s != nullptr) {
+      std::map<size_t, const DeviceView*> listed;
+      for (size_t i = 0; i < s->at.size(); ++i)
+        if (s->at[i] != kNone) listed[s->at[i]] = &s->views->devices[i];
+      const bool silent = s->views->coverage == Coverage::kAddressedSilent;
+      for (size_t i = 0; i < j.inventory.size(); ++i) {
+        const InventoryDevice& card = j.inventory[i];
+        auto l = listed.find(i);
+        if (l == listed.end() && !Covers(*s->views, card)) continue;
+        SourceView::Device d{card.key, card.minor, card.bus_id, {}, true, {}};
+        if (l != listed.end()) {
+          const DeviceView& dv = *l->second;
+          d.faults = dv.faults;
+          // Seen: read this sample, and judged (health read, or a card-level
+          // fault that judges it all the same).
+          d.healthy = dv.seen ? HealthWithFaults(dv.healthy, dv.faults) : std::nullopt;
+          d.seen = dv.seen && d.healthy.has_value();
+        } else {
+          d.seen = silent;  // the log says nothing of a healthy card
+          if (silent) d.healthy = true;
+        }
+        v.devices.push_back(std::move(d));
+      }
     }
     out.push_back(std::move(v));
   }
   return out;
 }
 
-DeviceRegistry::FaultViewsSet DeviceRegistry::fault_views_set() const {
+FaultViewsSet DeviceRegistry::fault_views_set() const {
   MutexLock lock(mu_);
   FaultViewsSet set = views_set_;
   set.devices_known = known_;
+  set.inventory_known = known_;
+  for (const auto& [source, views] : views_)
+    if (views.coverage != Coverage::kAddressedSilent) set.inventory_known = true;
   return set;
-}
-
-std::vector<HalDeviceView> DeviceRegistry::HalDevices() const {
-  MutexLock lock(mu_);
-  return MergedHalLocked();
-}
-
-std::vector<HalDeviceView> DeviceRegistry::MergedHalLocked() const {
-  std::map<int32_t, HalDeviceView> merged;
-  if (FreshLocked(kSourceSysfs))
-    for (const HalDeviceView& h : hal_) merged[h.minor] = h;
-  if (!FreshLocked(kSourcePci)) return MergedOf(&merged);
-  for (const PciDeviceView& p : pci_) {
-    if (p.minor.empty()) continue;  // not joined to a device XDM lists
-    const int32_t minor = std::stoi(p.minor);
-    auto [it, fresh] = merged.try_emplace(minor);
-    HalDeviceView& h = it->second;
-    if (fresh) {
-      h.minor = minor;
-      h.uuid = p.uuid;
-      h.healthy = true;
-    }
-    for (const ActiveFault& f : p.faults) {
-      if (std::find(h.faults.begin(), h.faults.end(), f) == h.faults.end()) h.faults.push_back(f);
-    }
-  }
-  return MergedOf(&merged);
 }
 
 void DeviceRegistry::SetPodAssignments(std::vector<PodAssignment> pods) {
@@ -257,11 +332,11 @@ void DeviceRegistry::SetDeviceShares(std::vector<DeviceShare> shares) {
   shares_ = std::move(shares);
 }
 
-std::string DeviceRegistry::MinorOfLocked(const std::string& uuid) const {
+std::string DeviceRegistry::MinorOfLocked(const Joined& j, const std::string& uuid) const {
   for (const DeviceInfo& d : devices_)
     if (d.uuid == uuid) return std::to_string(d.minor);
-  for (const HalDeviceView& h : hal_)
-    if (h.uuid == uuid) return std::to_string(h.minor);
+  for (const InventoryDevice& d : j.inventory)
+    if (!uuid.empty() && d.uuid == uuid) return MinorLabel(d.minor);
   return {};
 }
 
@@ -271,52 +346,84 @@ std::vector<PodAssignment> DeviceRegistry::PodAssignments() const {
 }
 
 void DeviceRegistry::SetPciDevices(std::vector<PciDeviceView> devices) {
-  // With a subset chosen, a PCI function counts only when joined to one of it.
   MutexLock lock(mu_);
-  KeepChosen(filter_, &devices);
-  pci_ = std::move(devices);
-  if (known_) ++views_set_.pci;
-  SeenLocked(kSourcePci);
-}
-
-void DeviceRegistry::SetKmsgDevices(std::optional<std::vector<KmsgDeviceView>> devices) {
-  if (!devices) return CloseSource(kSourceKmsg);
-  MutexLock lock(mu_);
-  if (!filter_.empty()) {  // a subset chosen: only its devices
-    std::vector<KmsgDeviceView> chosen;
-    for (KmsgDeviceView& d : *devices)
-      if (filter_.count(d.minor) != 0) chosen.push_back(std::move(d));
-    devices = std::move(chosen);
+  DeviceViews views;
+  views.coverage = Coverage::kAddressed;
+  for (const PciDeviceView& p : devices) {
+    DeviceView v;
+    v.bus_id = p.bus_id;
+    v.healthy = true;  // the bus judges a card by its faults alone
+    v.faults = p.faults;
+    views.devices.push_back(std::move(v));
   }
-  if (known_) ++views_set_.kmsg;
-  kmsg_ = std::move(*devices);
-  SeenLocked(kSourceKmsg);
+  pci_ = std::move(devices);
+  views_[kSourcePci] = std::move(views);
+  ++views_set_.views[kSourcePci];
+  SeenLocked(kSourcePci);
 }
 
 void DeviceRegistry::SetDeviceViews(const std::string& source, DeviceViews views) {
   MutexLock lock(mu_);
-  KeepChosen(filter_, &views);
-  ++views_set_.others[source];
+  KeepChosen(filter_, &views.families);
+  ++views_set_.views[source];
   views_[source] = std::move(views);
   SeenLocked(source);
 }
 
 std::map<std::string, std::vector<DeviceView>> DeviceRegistry::SeenDeviceViews() const {
   MutexLock lock(mu_);
+  const Joined j = JoinLocked();
   std::map<std::string, std::vector<DeviceView>> out;
-  for (const auto& [source, views] : views_)
-    if (SightLocked(source) == Sight::kSeeing) out[source] = views.devices;
+  for (const Joined::Source& s : j.sources) {
+    if (SightLocked(*s.name) != Sight::kSeeing) continue;
+    std::vector<DeviceView>& devices = out[*s.name];
+    std::set<size_t> listed;
+    for (size_t i = 0; i < s.at.size(); ++i) {
+      if (s.at[i] == kNone) continue;
+      const InventoryDevice& card = j.inventory[s.at[i]];
+      DeviceView v = s.views->devices[i];
+      v.minor = card.minor;
+      v.uuid = card.uuid.empty() ? v.uuid : card.uuid;
+      v.bus_id = card.bus_id;
+      listed.insert(s.at[i]);
+      devices.push_back(std::move(v));
+    }
+    if (s.views->coverage != Coverage::kAddressedSilent) continue;
+    for (size_t i = 0; i < j.inventory.size(); ++i) {
+      if (listed.count(i) != 0 || j.inventory[i].bus_id.empty()) continue;
+      DeviceView v;
+      v.minor = j.inventory[i].minor;
+      v.uuid = j.inventory[i].uuid;
+      v.bus_id = j.inventory[i].bus_id;
+      v.healthy = true;
+      devices.push_back(std::move(v));
+    }
+  }
   return out;
 }
 
-std::vector<KmsgDeviceView> DeviceRegistry::KmsgDevices() const {
+std::vector<std::string> DeviceRegistry::SeeingSources() const {
   MutexLock lock(mu_);
-  return FreshLocked(kSourceKmsg) ? kmsg_ : std::vector<KmsgDeviceView>{};
+  std::vector<std::string> out;
+  for (const auto& [name, state] : sources_)
+    if (SightLocked(name) == Sight::kSeeing) out.push_back(name);
+  return out;
 }
 
 std::vector<PciDeviceView> DeviceRegistry::PciDevices() const {
   MutexLock lock(mu_);
-  return FreshLocked(kSourcePci) ? pci_ : std::vector<PciDeviceView>{};
+  if (!FreshLocked(kSourcePci)) return {};
+  const Joined j = JoinLocked();
+  std::vector<PciDeviceView> out;
+  for (const PciDeviceView& p : pci_) {
+    const size_t i = j.Find(p.bus_id, -1, "");
+    if (i == kNone) continue;  // not chosen
+    PciDeviceView named = p;
+    named.minor = MinorLabel(j.inventory[i].minor);
+    named.uuid = j.inventory[i].uuid;
+    out.push_back(std::move(named));
+  }
+  return out;
 }
 
 std::optional<double> PciDeviceView::capable_link_speed() const {
@@ -341,7 +448,7 @@ struct DeviceRegistry::Families {
       NewFamily("xpu_device_health", "Device health as each source sees it: 1 healthy, 0 not.");
   prometheus::MetricFamily active =
       NewFamily("xpu_device_fault_active",
-                "A fault code the HAL reports active on a device, with its catalog level; "
+                "A fault code a health source reports active on a device, with its catalog level; "
                 "always 1 while active.");
   prometheus::MetricFamily events =
       NewFamily("xpu_device_fault_events_total", kFaultEventsHelp, prometheus::MetricType::Counter);
@@ -387,7 +494,33 @@ struct DeviceRegistry::Families {
                 "How old a health source's last view is (absent before the first).");
 };
 
-void DeviceRegistry::WriteIdentityLocked(Families* f) const {
+namespace {
+
+// A card's identity labels on every health and fault series.
+MetricLabels CardLabels(const InventoryDevice& card, const std::string& uuid) {
+  return {{"minor", MinorLabel(card.minor)},
+          {"uuid", card.uuid.empty() ? uuid : card.uuid},
+          {"bus_id", card.bus_id}};
+}
+
+MetricLabels With(MetricLabels labels, std::initializer_list<prometheus::ClientMetric::Label> more) {
+  labels.insert(labels.end(), more);
+  return labels;
+}
+
+// One card's active faults from `source` (fault_active, fault_level).
+void WriteDeviceFaults(prometheus::MetricFamily* active, prometheus::MetricFamily* level,
+                       const MetricLabels& card, const std::vector<ActiveFault>& faults,
+                       const std::string& source) {
+  for (const ActiveFault& a : faults)
+    active->metric.push_back(GaugeSample(
+        With(card, {{"code", a.code}, {"level", a.level_name}, {"source", source}}), 1));
+  level->metric.push_back(GaugeSample(With(card, {{"source", source}}), WorstLevel(faults)));
+}
+
+}  // namespace
+
+void DeviceRegistry::WriteIdentityLocked(const Joined& j, Families* f) const {
   for (const DeviceInfo& d : devices_) {
     const std::string minor = std::to_string(d.minor);
     MetricLabels labels = {{"minor", minor}};
@@ -402,91 +535,57 @@ void DeviceRegistry::WriteIdentityLocked(Families* f) const {
                                             {"peers", t.peers}},
                                            1));
     }
-    if (xdm_live_)
-      f->health.metric.push_back(GaugeSample(
-          {{"minor", minor}, {"uuid", d.uuid}, {"source", "xdm"}}, d.health == "Healthy"));
+    if (!xdm_live_) continue;
+    const size_t i = j.Find(hal::CanonicalPciAddress(d.bus_id), d.minor, d.uuid);
+    const std::string bus = i == kNone ? "" : j.inventory[i].bus_id;
+    f->health.metric.push_back(
+        GaugeSample({{"minor", minor}, {"uuid", d.uuid}, {"bus_id", bus}, {"source", "xdm"}},
+                    d.health == "Healthy"));
   }
 }
 
-namespace {
-
-// One device's active faults from `source` (fault_active, fault_level).
-void WriteDeviceFaults(prometheus::MetricFamily* active, prometheus::MetricFamily* level,
-                       const std::string& minor, const std::string& uuid,
-                       const std::vector<ActiveFault>& faults, const char* source) {
-  for (const ActiveFault& a : faults) {
-    active->metric.push_back(GaugeSample({{"minor", minor},
-                                          {"uuid", uuid},
-                                          {"code", a.code},
-                                          {"level", a.level_name},
-                                          {"source", source}},
-                                         1));
-  }
-  level->metric.push_back(
-      GaugeSample({{"minor", minor}, {"uuid", uuid}, {"source", source}}, WorstLevel(faults)));
-}
-
-}  // namespace
-
-void DeviceRegistry::WriteFaultsLocked(Families* f) const {
-  // The merged "hal" health says nothing while either of its sources that
-  // is open cannot see.
-  bool seeing = true;
-  for (const char* source : {kSourceSysfs, kSourcePci})
-    if (sources_.count(source) != 0 && SightLocked(source) != Sight::kSeeing) seeing = false;
-  for (const HalDeviceView& h : MergedHalLocked()) {
-    const std::string minor = std::to_string(h.minor);
-    if (h.healthy && seeing)
-      f->health.metric.push_back(
-          GaugeSample({{"minor", minor}, {"uuid", h.uuid}, {"source", "hal"}}, *h.healthy ? 1 : 0));
-    WriteDeviceFaults(&f->active, &f->level, minor, h.uuid, h.faults, "hal");
-  }
-}
-
-void DeviceRegistry::WriteKmsgLocked(Families* f) const {
-  if (!FreshLocked(kSourceKmsg)) return;
-  const bool seeing = SightLocked(kSourceKmsg) == Sight::kSeeing;
-  for (const KmsgDeviceView& k : kmsg_) {
-    const std::string minor = std::to_string(k.minor);
-    WriteDeviceFaults(&f->active, &f->level, minor, k.uuid, k.faults, "kmsg");
-    // The log judges every card it names: healthy unless a fault says not.
-    if (seeing)
-      f->health.metric.push_back(
-          GaugeSample({{"minor", minor}, {"uuid", k.uuid}, {"source", "kmsg"}},
-                      *HealthWithFaults(true, k.faults)));
-    for (const KmsgDeviceView::Events& e : k.events) {
-      f->events.metric.push_back(CounterSample({{"minor", minor},
-                                                {"uuid", k.uuid},
-                                                {"code", e.code},
-                                                {"level", e.level_name},
-                                                {"source", "kmsg"}},
-                                               static_cast<double>(e.count)));
-    }
-  }
-}
-
-void DeviceRegistry::WriteViewsLocked(Families* f,
+void DeviceRegistry::WriteViewsLocked(const Joined& j, Families* f,
                                       std::vector<prometheus::MetricFamily>* out) const {
-  for (const auto& [source, views] : views_) {
-    if (!FreshLocked(source)) continue;
+  for (const Joined::Source& s : j.sources) {
+    const std::string& source = *s.name;
     const bool seeing = SightLocked(source) == Sight::kSeeing;
-    for (const DeviceView& d : views.devices) {
-      const std::string minor = d.minor >= 0 ? std::to_string(d.minor) : "";
-      WriteDeviceFaults(&f->active, &f->level, minor, d.uuid, d.faults, source.c_str());
-      // Health follows the worst active fault too, as every source's does.
-      if (const std::optional<bool> healthy = HealthWithFaults(d.healthy, d.faults);
+    std::vector<bool> listed(j.inventory.size());
+    for (size_t i = 0; i < s.at.size(); ++i) {
+      if (s.at[i] == kNone) continue;
+      listed[s.at[i]] = true;
+      const DeviceView& d = s.views->devices[i];
+      const InventoryDevice& card = j.inventory[s.at[i]];
+      const MetricLabels labels = CardLabels(card, d.uuid);
+      WriteDeviceFaults(&f->active, &f->level, labels, d.faults, source);
+      // Health follows the worst active fault too, as every source's does;
+      // a card it could not read has none.
+      if (const std::optional<bool> healthy =
+              HealthWithFaults(d.seen ? d.healthy : std::nullopt, d.faults);
           seeing && healthy)
-        f->health.metric.push_back(
-            GaugeSample({{"minor", minor}, {"uuid", d.uuid}, {"source", source}}, *healthy));
-      if (seeing) WriteContainerMemoryLocked(f, minor, d, source);
+        f->health.metric.push_back(GaugeSample(With(labels, {{"source", source}}), *healthy));
+      for (const DeviceView::Events& e : d.events)
+        f->events.metric.push_back(CounterSample(
+            With(labels, {{"code", e.code}, {"level", e.level_name}, {"source", source}}),
+            static_cast<double>(e.count)));
+      if (seeing) WriteContainerMemoryLocked(f, card, d, source);
     }
-    out->insert(out->end(), views.families.begin(), views.families.end());
+    // A silent source judges every card with an address it says nothing of:
+    // healthy, no fault.
+    if (s.views->coverage == Coverage::kAddressedSilent) {
+      for (size_t i = 0; i < j.inventory.size(); ++i) {
+        if (listed[i] || j.inventory[i].bus_id.empty()) continue;
+        const MetricLabels labels = CardLabels(j.inventory[i], "");
+        WriteDeviceFaults(&f->active, &f->level, labels, {}, source);
+        if (seeing) f->health.metric.push_back(GaugeSample(With(labels, {{"source", source}}), 1));
+      }
+    }
+    out->insert(out->end(), s.views->families.begin(), s.views->families.end());
   }
 }
 
 // A container's memory on the device, for a pod the API server gave (its
 // uid) and a container it alone names; any other is no one the page can name.
-void DeviceRegistry::WriteContainerMemoryLocked(Families* f, const std::string& minor,
+void DeviceRegistry::WriteContainerMemoryLocked(Families* f, const InventoryDevice& card,
                                                 const DeviceView& d,
                                                 const std::string& source) const {
   for (const ContainerMemory& m : d.containers) {
@@ -503,8 +602,8 @@ void DeviceRegistry::WriteContainerMemoryLocked(Families* f, const std::string& 
       }
     }
     if (naming != 1) continue;
-    f->mem_used.metric.push_back(GaugeSample({{"minor", minor},
-                                              {"uuid", d.uuid},
+    f->mem_used.metric.push_back(GaugeSample({{"minor", MinorLabel(card.minor)},
+                                              {"uuid", card.uuid.empty() ? d.uuid : card.uuid},
                                               {"namespace", pod->namespace_},
                                               {"pod", pod->pod},
                                               {"container", *container},
@@ -513,9 +612,9 @@ void DeviceRegistry::WriteContainerMemoryLocked(Families* f, const std::string& 
   }
 }
 
-void DeviceRegistry::WritePodsLocked(Families* f) const {
+void DeviceRegistry::WritePodsLocked(const Joined& j, Families* f) const {
   for (const PodAssignment& p : pods_) {
-    const std::string minor = MinorOfLocked(p.uuid);
+    const std::string minor = MinorOfLocked(j, p.uuid);
     std::vector<prometheus::ClientMetric::Label> labels = {{"minor", minor},
                                                            {"uuid", p.uuid},
                                                            {"namespace", p.namespace_},
@@ -536,9 +635,9 @@ void DeviceRegistry::WritePodsLocked(Families* f) const {
   }
 }
 
-void DeviceRegistry::WriteSharesLocked(Families* f) const {
+void DeviceRegistry::WriteSharesLocked(const Joined& j, Families* f) const {
   for (const ContainerQuota& q : quotas_) {
-    std::vector<prometheus::ClientMetric::Label> l = {{"minor", MinorOfLocked(q.uuid)},
+    std::vector<prometheus::ClientMetric::Label> l = {{"minor", MinorOfLocked(j, q.uuid)},
                                                       {"uuid", q.uuid},
                                                       {"namespace", q.namespace_},
                                                       {"pod", q.pod},
@@ -548,7 +647,7 @@ void DeviceRegistry::WriteSharesLocked(Families* f) const {
     if (q.core_ratio > 0) f->core_limit.metric.push_back(GaugeSample(l, q.core_ratio));
   }
   for (const DeviceShare& d : shares_) {
-    std::vector<prometheus::ClientMetric::Label> l = {{"minor", MinorOfLocked(d.uuid)},
+    std::vector<prometheus::ClientMetric::Label> l = {{"minor", MinorOfLocked(j, d.uuid)},
                                                       {"uuid", d.uuid}};
     f->split.metric.push_back(GaugeSample(l, static_cast<double>(d.split_count)));
     f->shared_mem.metric.push_back(GaugeSample(l, static_cast<double>(d.memory_bytes)));
@@ -570,15 +669,14 @@ void DeviceRegistry::WriteSourcesLocked(Families* f) const {
 
 std::vector<prometheus::MetricFamily> DeviceRegistry::Collect() const {
   MutexLock lock(mu_);
+  const Joined j = JoinLocked();
   Families f;
-  WriteIdentityLocked(&f);
-  WriteFaultsLocked(&f);
-  WriteKmsgLocked(&f);
-  WritePodsLocked(&f);
-  WriteSharesLocked(&f);
+  WriteIdentityLocked(j, &f);
+  WritePodsLocked(j, &f);
+  WriteSharesLocked(j, &f);
   WriteSourcesLocked(&f);
   std::vector<prometheus::MetricFamily> views;
-  WriteViewsLocked(&f, &views);
+  WriteViewsLocked(j, &f, &views);
   std::vector<prometheus::MetricFamily> out;
   for (prometheus::MetricFamily* family :
        {&f.pods, &f.mem_limit, &f.mem_used, &f.core_limit, &f.split, &f.shared_mem, &f.shared_cores,
@@ -587,7 +685,15 @@ std::vector<prometheus::MetricFamily> DeviceRegistry::Collect() const {
     if (!family->metric.empty()) out.push_back(std::move(*family));
   }
   if (FreshLocked(kSourcePci)) {
-    for (prometheus::MetricFamily& family : PciFamilies(pci_)) out.push_back(std::move(family));
+    std::vector<PciDeviceView> named;
+    for (const PciDeviceView& p : pci_) {
+      const size_t i = j.Find(p.bus_id, -1, "");
+      if (i == kNone) continue;  // not chosen
+      named.push_back(p);
+      named.back().minor = MinorLabel(j.inventory[i].minor);
+      named.back().uuid = j.inventory[i].uuid;
+    }
+    for (prometheus::MetricFamily& family : PciFamilies(named)) out.push_back(std::move(family));
   }
   for (prometheus::MetricFamily& family : views) out.push_back(std::move(family));
   return out;

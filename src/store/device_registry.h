@@ -19,21 +19,29 @@
 
 namespace xpu::store {
 
-// The node's devices as XDM last described them and as the HAL last sampled
-// them, exposed as xpu_device_info, xpu_device_topology_info,
-// xpu_device_health{source="xdm"|"hal"}, xpu_device_fault_active and
-// xpu_device_fault_level. Thread-safe: the upstream client and the HAL
-// sampler write, scrapes and /status read.
+// The node's devices and every health source's view of them. The inventory
+// (Inventory()) is the one join: every card the pci source finds on the bus
+// (keyed by its canonical address), every device XDM lists, and every device
+// a source that names cards publishes (the sysfs tree's, NVML's), each found
+// by its bus address, else its minor, else its uuid, and named by whoever
+// knows its minor, uuid and model. No layer's absence removes a card.
+// Every source publishes the same view (DeviceViews: one lane), keyed by
+// what it knows of each card; the registry joins it to the inventory and
+// writes xpu_device_health{source}, xpu_device_fault_active{source},
+// xpu_device_fault_level{source} (labels minor, uuid, bus_id), and
+// xpu_device_info, xpu_device_topology_info from XDM's list.
+// Thread-safe: the upstream client and the samplers write, scrapes, /status
+// and the sinks read.
 class DeviceRegistry : public prometheus::Collectable,
                        public DeviceListPort,
                        public HealthSourcePort,
                        public PodPort,
                        public HealthViewPort {
  public:
-  // Only these minors are kept from every source (--xdm.devices); empty:
-  // every device. May change at any time (a reload): every view is
-  // re-filtered at once; devices added back come from the XDM list at once
-  // and from the HAL and PCI at their next sample.
+  // Only the devices with these minors are kept from every source
+  // (--xdm.devices): a card no layer names by a minor is left out while a
+  // subset is chosen. Empty: every device. May change at any time (a
+  // reload): every view is re-filtered at once.
   void SetDeviceFilter(std::set<int32_t> minors);
   // Called with the new list, under the registry's lock, whenever
   // SetXdmDevices changes it: how derived views (the MetricStore's device
@@ -50,30 +58,22 @@ class DeviceRegistry : public prometheus::Collectable,
 
   // HealthSourcePort (the HAL backends; store/ports.h says the rule).
   std::vector<DeviceInfo> Devices() const override;
+  std::vector<InventoryDevice> Inventory() const override;
   std::vector<PodAssignment> PodAssignments() const override;
   void OpenSource(const std::string& source, std::chrono::milliseconds interval) override;
   void SetSourceBlind(const std::string& source, std::string why) override;
   void CloseSource(const std::string& source) override;
-  // Written as xpu_device_health{source="hal"}, xpu_device_fault_*{source="hal"}.
-  void SetHalDevices(std::vector<HalDeviceView> devices) override;
-  // Written as the pci backend's own families (docs/hal.md: presence,
-  // driver, link, AER, hwmon, resets; store/pci_families.h) and its faults,
-  // both from the one view under the registry's lock, so a page's PCI
-  // families and the faults derived from them are one sample.
+  // The pci source: its own families (docs/hal.md: presence, driver, link,
+  // AER, hwmon, resets; store/pci_families.h) and, derived under the same
+  // lock, its view in the one lane (every card by address), so a page's
+  // PCI families and the faults derived from them are one sample. Its
+  // functions are the inventory's first cards.
   void SetPciDevices(std::vector<PciDeviceView> devices) override;
-  // xpu_device_fault_*{source="kmsg"} and xpu_device_health{source="kmsg"}.
-  void SetKmsgDevices(std::optional<std::vector<KmsgDeviceView>> devices) override;
   void SetDeviceViews(const std::string& source, DeviceViews views) override;
   FaultRaises& raises() override { return raises_; }
 
   // PodPort (the kubelet, the API server's watch; docs/kubernetes.md).
-  // The HAL's fresh views as exported: the sysfs backend's devices, plus
-  // the pci backend's derived faults on the devices it joined to a minor (a
-  // device only the pci backend sees counts as healthy but for its faults),
-  // with health following the worst active fault (kUnhealthyFaultLevel).
-  // A stale view adds nothing.
-  std::vector<HalDeviceView> HalDevices() const override;
-  // Empty while the view is stale.
+  // The pci source's fresh view, each function named from the inventory.
   std::vector<PciDeviceView> PciDevices() const override;
   void SetPodAssignments(std::vector<PodAssignment> pods) override;
   void SetPodMetadata(std::vector<PodMetadata> pods) override;
@@ -81,17 +81,18 @@ class DeviceRegistry : public prometheus::Collectable,
   void SetDeviceShares(std::vector<DeviceShare> shares) override;
 
   // HealthViewPort (the Node reporter).
-  // Each open source's view now, by name: what the Node condition judges.
+  // Each open source's view now, by name, over the cards it covers: what
+  // the Node condition judges.
   std::vector<SourceView> SourceViews() const override;
-  using FaultViewsSet = store::FaultViewsSet;
   FaultViewsSet fault_views_set() const override;
   const FaultRaises& raises() const override { return raises_; }
 
-  // The kmsg view, empty while it is stale (/status).
-  std::vector<KmsgDeviceView> KmsgDevices() const;
-  // The devices of each DeviceViews source that sees now (neither blind nor
-  // stale), by source name, without their families.
+  // The devices of each source that sees now (neither blind nor stale), by
+  // source name, each named from the inventory (minor, uuid, bus_id), the
+  // cards a silent source covers without a word included (/status).
   std::map<std::string, std::vector<DeviceView>> SeenDeviceViews() const;
+  // The sources that see now, by name (/-/ready).
+  std::vector<std::string> SeeingSources() const;
 
   std::vector<prometheus::MetricFamily> Collect() const override;
 
@@ -100,11 +101,9 @@ class DeviceRegistry : public prometheus::Collectable,
   std::vector<DeviceInfo> devices_ XPU_GUARDED_BY(mu_);  // sorted by minor
   bool known_ XPU_GUARDED_BY(mu_) = false;
   bool xdm_live_ XPU_GUARDED_BY(mu_) = true;
-  std::vector<HalDeviceView> hal_ XPU_GUARDED_BY(mu_);
   std::vector<PodAssignment> pods_ XPU_GUARDED_BY(mu_);
-  std::vector<PciDeviceView> pci_ XPU_GUARDED_BY(mu_);
-  std::vector<KmsgDeviceView> kmsg_ XPU_GUARDED_BY(mu_);
-  std::map<std::string, DeviceViews> views_ XPU_GUARDED_BY(mu_);  // SetDeviceViews, by source
+  std::vector<PciDeviceView> pci_ XPU_GUARDED_BY(mu_);  // the pci source's own view
+  std::map<std::string, DeviceViews> views_ XPU_GUARDED_BY(mu_);  // every source's, by name
   // What each open health source last said of itself.
   struct SourceState {
     std::chrono::milliseconds interval{1000};
@@ -123,6 +122,12 @@ class DeviceRegistry : public prometheus::Collectable,
   void SeenLocked(const std::string& source) XPU_REQUIRES(mu_);
   FaultViewsSet views_set_ XPU_GUARDED_BY(mu_);
   FaultRaises raises_;  // its own lock; not part of the registry's state
+
+  // The inventory now (filtered), and each fresh source's devices joined to
+  // it: `at[i]` is the inventory index of views.devices[i], or npos.
+  struct Joined;
+  Joined JoinLocked() const XPU_REQUIRES(mu_);
+
   std::map<std::pair<std::string, std::string>, std::vector<std::pair<std::string, std::string>>>
       pod_labels_ XPU_GUARDED_BY(mu_);  // (namespace, pod) -> labels
   struct PodByUid {
@@ -134,22 +139,19 @@ class DeviceRegistry : public prometheus::Collectable,
   std::map<std::string, std::vector<PodByUid>> pod_uids_ XPU_GUARDED_BY(mu_);
   std::vector<ContainerQuota> quotas_ XPU_GUARDED_BY(mu_);
   std::vector<DeviceShare> shares_ XPU_GUARDED_BY(mu_);
-  std::string MinorOfLocked(const std::string& uuid) const XPU_REQUIRES(mu_);
-  std::vector<HalDeviceView> MergedHalLocked() const XPU_REQUIRES(mu_);
+  std::string MinorOfLocked(const Joined& j, const std::string& uuid) const XPU_REQUIRES(mu_);
   // Collect's families, each group written by one helper under mu_ and
   // put out in Collect's order.
   struct Families;
-  void WriteIdentityLocked(Families* f) const XPU_REQUIRES(mu_);
-  void WriteFaultsLocked(Families* f) const XPU_REQUIRES(mu_);
-  void WriteKmsgLocked(Families* f) const XPU_REQUIRES(mu_);
-  void WritePodsLocked(Families* f) const XPU_REQUIRES(mu_);
-  void WriteContainerMemoryLocked(Families* f, const std::string& minor, const DeviceView& d,
+  void WriteIdentityLocked(const Joined& j, Families* f) const XPU_REQUIRES(mu_);
+  void WritePodsLocked(const Joined& j, Families* f) const XPU_REQUIRES(mu_);
+  void WriteContainerMemoryLocked(Families* f, const InventoryDevice& card, const DeviceView& d,
                                   const std::string& source) const XPU_REQUIRES(mu_);
-  void WriteSharesLocked(Families* f) const XPU_REQUIRES(mu_);
+  void WriteSharesLocked(const Joined& j, Families* f) const XPU_REQUIRES(mu_);
   void WriteSourcesLocked(Families* f) const XPU_REQUIRES(mu_);
-  // The DeviceViews sources' health and faults; their families into `out`.
-  void WriteViewsLocked(Families* f, std::vector<prometheus::MetricFamily>* out) const
-      XPU_REQUIRES(mu_);
+  // Every source's health and faults; their families into `out`.
+  void WriteViewsLocked(const Joined& j, Families* f,
+                        std::vector<prometheus::MetricFamily>* out) const XPU_REQUIRES(mu_);
   DevicesListener listener_;                             // set before writers start
   std::set<int32_t> filter_ XPU_GUARDED_BY(mu_);         // empty: every device
   std::vector<DeviceInfo> xdm_raw_ XPU_GUARDED_BY(mu_);  // the list before filtering

@@ -50,21 +50,28 @@ const char* SightName(Sight s);
 inline constexpr int kStaleIntervals = 3;
 
 // One health source's view as the Node condition judges it: whether it can
-// see, why not, and the devices it sees with their active faults.
+// see, why not, and every card of the inventory it covers (store/views.h,
+// Coverage), with what it says of each.
 struct SourceView {
-  std::string source;  // "sysfs", "pci", "kmsg"
+  std::string source;  // "sysfs", "pci", "kmsg", "nvml"
   Sight sight = Sight::kNotYet;
   std::string why;  // when blind: what it could not do
-  // It sees devices only through XDM's list (joined by PCI address), so
-  // without that list it sees none.
-  bool joins_device_list = false;
+  // Its devices are addresses that name no card by themselves (kmsg): with
+  // no inventory known yet it covers nothing.
+  bool needs_inventory = false;
   struct Device {
-    int32_t minor = -1;  // -1: not joined to a device XDM lists
+    std::string key;     // the inventory's
+    int32_t minor = -1;  // -1: not named by a minor
     std::string bus_id;
+    // What it judged of the card (nullopt: it could not); only when seen.
+    std::optional<bool> healthy;
+    // false: a card it covers that it could not read this sample (or does
+    // not list): its faults are the last ones read.
+    bool seen = true;
     std::vector<ActiveFault> faults;
     bool operator==(const Device&) const = default;
   };
-  std::vector<Device> devices;  // every device it sees now
+  std::vector<Device> devices;  // every card it covers, by inventory order
   bool operator==(const SourceView&) const = default;
 };
 
@@ -72,8 +79,8 @@ struct SourceView {
 // while the exporter watched (not one found active at a backend's first
 // sample, nor a record replayed from the kernel's ring at start).
 struct FaultRaise {
-  std::string source;  // "hal", "kmsg"
-  std::string minor;   // XDM's minor and uuid; empty when not joined
+  std::string source;  // the source that raised it: "sysfs", "pci", "kmsg", "nvml"
+  std::string minor;   // the card's minor and uuid, empty while no layer names it
   std::string uuid;
   std::string bus_id;  // the PCI address, when the source knows it
   ActiveFault fault;

@@ -30,12 +30,16 @@ class DeviceListPort {
   ~DeviceListPort() = default;
 };
 
-// A health source (a HAL backend): it joins what it sees to XDM's list and
-// publishes its view, or says it is blind (docs/hal.md, "The health model").
+// A health source (a HAL backend): it publishes what it sees of the cards,
+// keyed by what it knows of each (bus address, minor, uuid), or says it is
+// blind (docs/hal.md, "The health model"). The registry makes the join.
 class HealthSourcePort {
  public:
   // XDM's device list now, filtered (--xdm.devices).
   virtual std::vector<DeviceInfo> Devices() const = 0;
+  // Every card of the node now, named as far as any layer names it
+  // (store/views.h, InventoryDevice), filtered.
+  virtual std::vector<InventoryDevice> Inventory() const = 0;
   // Which containers hold which devices (a raise's exemplar names the pod).
   virtual std::vector<PodAssignment> PodAssignments() const = 0;
   // A sampler opens its source when it is built (nothing seen yet:
@@ -49,16 +53,12 @@ class HealthSourcePort {
   virtual void OpenSource(const std::string& source, std::chrono::milliseconds interval) = 0;
   virtual void SetSourceBlind(const std::string& source, std::string why) = 0;
   virtual void CloseSource(const std::string& source) = 0;
-  // Each replaces the source's view: it sees. The sysfs one sorted by
-  // minor, the pci one by bus_id, the kmsg one an entry per device it
-  // joined (nullopt: the backend off, as CloseSource).
-  virtual void SetHalDevices(std::vector<HalDeviceView> devices) = 0;
+  // The pci source's view (sorted by bus_id): its own families, and its
+  // view in the one lane derived from it.
   virtual void SetPciDevices(std::vector<PciDeviceView> devices) = 0;
-  virtual void SetKmsgDevices(std::optional<std::vector<KmsgDeviceView>> devices) = 0;
-  // Any other source's view (store/views.h, DeviceViews): written as
+  // Replaces the source's view: it sees. Written as
   // xpu_device_health{source}, xpu_device_fault_*{source} and its own
-  // families, withdrawn by the rule above. The way a new backend publishes
-  // without a type or a setter of its own in the store.
+  // families, withdrawn by the rule above.
   virtual void SetDeviceViews(const std::string& source, DeviceViews views) = 0;
   // The raises the backends saw happen (not the ones found at start), which
   // the Node reporter turns into Events (hal::NoteRaise adds them).
@@ -73,8 +73,8 @@ class HealthSourcePort {
 class PodPort {
  public:
   virtual std::vector<DeviceInfo> Devices() const = 0;
-  // The HAL's fresh views (the kubelet's DRA matching joins by bus id).
-  virtual std::vector<HalDeviceView> HalDevices() const = 0;
+  // Every card (the kubelet's DRA matching joins by bus id and uuid).
+  virtual std::vector<InventoryDevice> Inventory() const = 0;
   virtual std::vector<PciDeviceView> PciDevices() const = 0;
   // Each replaces the last: the kubelet's assignments
   // (xpu_device_pod_info), the API server's pod labels, HAMi's grants

@@ -71,43 +71,11 @@ inline const DeviceInfoLabel kDeviceInfoLabels[] = {
     {"memory_mib", nullptr, [](const DeviceInfo& d) { return std::to_string(d.total_memory_mib); }},
 };
 
-// One device as the HAL sampled it.
-struct HalDeviceView {
-  int32_t minor = 0;
-  std::string uuid;
-  std::optional<bool> healthy;  // nullopt: health could not be read
-  std::vector<ActiveFault> faults;
-  // false: the fault codes could not be read this sample (`faults` are the
-  // last ones read): the device is not seen (no health, and the Node
-  // condition counts it unseen).
-  bool faults_read = true;
-  bool operator==(const HalDeviceView&) const = default;
-};
-
-// xpu_device_fault_events_total's help, for both of its writers (the HAL's
-// FaultEvents counters, the kmsg view's counts written here).
+// xpu_device_fault_events_total's help, for both of its writers (the
+// backends' FaultEvents counters, the counts a view carries written here).
 inline constexpr const char* kFaultEventsHelp =
-    "Fault raises on a device, by code, catalog level and source: for hal a code seen active "
-    "after not being active, for kmsg a fault record in the kernel's log.";
-
-// The kernel log's view of one of XDM's devices (the kmsg backend, which
-// joins the records' PCI addresses to XDM's bus_id): the codes active now,
-// and how many fault records each code had since the oldest record the
-// kernel still holds. A device the log says nothing of has none of either.
-struct KmsgDeviceView {
-  std::string bus_id;  // canonical, "0000:3b:00.0"
-  int32_t minor = 0;
-  std::string uuid;
-  std::vector<ActiveFault> faults;
-  struct Events {
-    std::string code;
-    std::string level_name;
-    uint64_t count = 0;
-    bool operator==(const Events&) const = default;
-  };
-  std::vector<Events> events;
-  bool operator==(const KmsgDeviceView&) const = default;
-};
+    "Fault raises on a device, by code, catalog level and source: for sysfs, pci and nvml a "
+    "code seen active after not being active, for kmsg a fault record in the kernel's log.";
 
 // A container that the kubelet reports holding a device: through the device
 // plugin (resource set) or a DRA claim (claim, driver, pool, device set).
@@ -157,12 +125,14 @@ struct DeviceShare {
   bool operator==(const DeviceShare&) const = default;
 };
 
-// One PCI function as the `pci` HAL backend last read it (docs/hal.md), joined
-// to XDM's device by bus_id when XDM lists it.
+// One PCI function as the `pci` HAL backend last read it (docs/hal.md): a
+// card of the inventory, keyed by its address. The registry names it (minor,
+// uuid) from the inventory's join when it writes or hands it out.
 struct PciDeviceView {
   std::string bus_id;  // canonical PCI address, "0000:3b:00.0"
-  std::string minor;   // XDM's minor and uuid when joined, else empty
+  std::string minor;   // the inventory's minor and uuid for it, else empty
   std::string uuid;
+  std::string vendor;  // "0x10de"
   bool present = true;  // false: gone from the bus since it was last seen
   std::string driver;   // bound driver; empty when unbound
   std::string power_state;
@@ -196,22 +166,24 @@ struct PciDeviceView {
   bool operator==(const PciDeviceView&) const = default;
 };
 
-// The health sources' names (docs/hal.md, "The health model"): the sysfs
-// backend's views, the pci backend's and the kernel log's.
+// The health sources' names (docs/hal.md, "The health model").
 inline constexpr const char* kSourceSysfs = "sysfs";
 inline constexpr const char* kSourcePci = "pci";
 inline constexpr const char* kSourceKmsg = "kmsg";
 
-// How often each fault view has been set since the registry was made (the
-// kmsg one with a view, not nullopt): a reader of the node's health
-// (sinks::NodeReporter) waits for the backends that run to have spoken
-// before it says anything. The pci and kmsg views join their devices to
-// XDM's list, so they count only once that list is known; the second such
-// view was certainly built from it.
+// How often each source's view has been set since the registry was made, by
+// source: a reader of the node's health (sinks::NodeReporter) waits for the
+// backends that run to have spoken before it says anything.
 struct FaultViewsSet {
-  uint64_t hal = 0, pci = 0, kmsg = 0;
-  std::map<std::string, uint64_t> others;  // the sources of DeviceViews, by name
-  bool devices_known = false;              // XDM's list has come
+  std::map<std::string, uint64_t> views;
+  bool devices_known = false;  // XDM's list has come
+  // XDM's list has come, or a source that finds cards (pci, sysfs, nvml)
+  // has spoken: the kernel log's addresses can be joined to cards.
+  bool inventory_known = false;
+  uint64_t of(const std::string& source) const {
+    auto it = views.find(source);
+    return it == views.end() ? 0 : it->second;
+  }
 };
 
 // Device memory one container's processes hold on a device, as the source
@@ -225,28 +197,71 @@ struct ContainerMemory {
   auto operator<=>(const ContainerMemory&) const = default;
 };
 
-// One device in the view of a health source that publishes the common shape
-// (SetDeviceViews: a backend that needs nothing of its own in the store,
-// the nvml backend first): joined by the source to XDM's list (minor -1
-// while XDM does not list it: the device is still named by its uuid and
-// judged), its health and its active faults.
+// One device in a health source's view: the one lane every source (sysfs,
+// pci, kmsg, nvml, any new backend) publishes through. A source names the
+// device by what it knows of it (a bus address, a minor, a uuid: any it has);
+// the registry joins it to the inventory (DeviceRegistry::Inventory) and
+// writes xpu_device_health{source}, xpu_device_fault_*{source}.
 struct DeviceView {
-  int32_t minor = -1;
-  std::string uuid;
+  int32_t minor = -1;           // -1: the source does not know it
+  std::string uuid;             // may be empty
   std::string bus_id;           // canonical, "0000:3b:00.0"; may be empty
   std::optional<bool> healthy;  // nullopt: health could not be read this sample
   std::vector<ActiveFault> faults;
+  // false: the device could not be read this sample: `faults` are the last
+  // ones read (a failed read is no recovery), and its health is not known.
+  bool seen = true;
   std::vector<ContainerMemory> containers;  // sorted; empty unless the source reads processes
+  // Fault records the source counted itself (kmsg), by code: written as
+  // xpu_device_fault_events_total. A source that counts with FaultEvents has none.
+  struct Events {
+    std::string code;
+    std::string level_name;
+    uint64_t count = 0;
+    bool operator==(const Events&) const = default;
+  };
+  std::vector<Events> events;
   bool operator==(const DeviceView&) const = default;
 };
 
-// Such a source's whole view: its devices, and the families only it writes,
-// each sample of a device labelled "minor" as the device's view is (empty
-// while not joined). The registry writes the families with the view's
+// Which cards of the inventory a source answers for: "not seen" counts only
+// inside it (docs/hal.md, "The health model").
+enum class Coverage {
+  // The devices it lists (the sysfs tree's), and every card of the
+  // inventory from `DeviceViews::vendor` (NVML: NVIDIA's).
+  kListed,
+  // Every card with a bus address: one it does not list is not seen (pci).
+  kAddressed,
+  // Every card with a bus address: one it does not list is seen, with no
+  // fault (the kernel's log says nothing of a healthy card). Its devices
+  // are addresses of any function, so they name no card themselves: they
+  // count only for cards the inventory has.
+  kAddressedSilent,
+};
+
+// A source's whole view: its devices, its coverage, and the families only it
+// writes, each sample of a device labelled "minor" as the device's view is
+// (empty while not named). The registry writes the families with the view's
 // health and faults, under one lock, while the view is fresh.
 struct DeviceViews {
   std::vector<DeviceView> devices;
   std::vector<prometheus::MetricFamily> families;
+  Coverage coverage = Coverage::kListed;
+  std::string vendor;  // with kListed: "0x10de"; empty: none
+};
+
+// One card of the node (DeviceRegistry::Inventory): keyed by its canonical
+// bus address where any layer knows it, named by whoever knows it (XDM, the
+// sysfs tree, NVML, the kubelet). Its existence needs none of them.
+struct InventoryDevice {
+  std::string key;     // bus_id, or "minor/N", or "uuid/X" for a device without one
+  std::string bus_id;  // canonical; empty when no layer knows it
+  int32_t minor = -1;  // -1: not named by a minor (yet)
+  std::string uuid;
+  std::string model;
+  std::string vendor;   // "0x10de", from the pci source
+  bool present = true;  // false: the pci source saw it leave the bus
+  bool operator==(const InventoryDevice&) const = default;
 };
 
 }  // namespace xpu::store

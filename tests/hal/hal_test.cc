@@ -14,9 +14,11 @@
 #include "hal/fault_catalog.h"
 #include "hal/hal_sampler.h"
 #include "hal/sysfs_backend.h"
+#include "sinks/node_health.h"
 #include "store/device_registry.h"
 #include "support/metrics_util.h"
 #include "support/test_util.h"
+#include "support/views_util.h"
 
 namespace xpu::hal {
 namespace {
@@ -197,7 +199,7 @@ TEST_F(SamplerTest, RaisesClearsAndCountsFaultEvents) {
   Device(0, "1\n", "");
   Device(1, "0\n", "0x80E18400\n");
   sampler_->SampleOnce();
-  auto hal = registry_.HalDevices();
+  auto hal = xpu::testing::ViewOf(registry_, "sysfs");
   ASSERT_EQ(hal.size(), 2u);
   EXPECT_EQ(hal[0].healthy, true);
   EXPECT_EQ(hal[1].healthy, false);
@@ -210,7 +212,7 @@ TEST_F(SamplerTest, RaisesClearsAndCountsFaultEvents) {
   EXPECT_EQ(Value(metrics_, "xpu_device_fault_events_total", ev), 1);
   Device(1, "0\n", "");
   sampler_->SampleOnce();
-  EXPECT_TRUE(registry_.HalDevices()[1].faults.empty());
+  EXPECT_TRUE(xpu::testing::ViewOf(registry_, "sysfs")[1].faults.empty());
   Device(1, "0\n", "0x80E18400\n");
   sampler_->SampleOnce();
   EXPECT_EQ(Value(metrics_, "xpu_device_fault_events_total", ev), 2);
@@ -230,15 +232,16 @@ TEST(FaultEventsTest, RaiseLeavesThePodHoldingTheDeviceAsExemplar) {
   b.pod = "train-a";  // the first by name is the one named
   a.container = b.container = "main";
   registry.SetPodAssignments({a, b});
-  FaultEvents events(FaultCatalog::Builtin(), &metrics, &registry, &exemplars);
+  FaultEvents events(FaultCatalog::Builtin(), &metrics, "sysfs", &registry, &exemplars);
   events.Update("1", "xpu1", "1", "U1", "", {"0x80E18400"});
   events.Update("2", "xpu2", "2", "U2", "", {"0x80E18400"});  // nobody holds it
   events.EndSample();
   const store::LabelPairs series = {{"minor", "1"},
                                     {"uuid", "U1"},
+                                    {"bus_id", ""},
                                     {"code", "0x80E18400"},
                                     {"level", "reset_card"},
-                                    {"source", "hal"}};
+                                    {"source", "sysfs"}};
   auto e = exemplars.Find("xpu_device_fault_events_total", series);
   ASSERT_TRUE(e.has_value());
   EXPECT_EQ(e->labels,
@@ -269,7 +272,7 @@ TEST(FaultEventsTest, RaiseLeavesThePodHoldingTheDeviceAsExemplar) {
 TEST(FaultEventsTest, OnlyRaisesAfterTheFirstSampleAreLive) {
   store::DeviceRegistry registry;
   prometheus::Registry metrics;
-  FaultEvents events(FaultCatalog::Builtin(), &metrics, &registry);
+  FaultEvents events(FaultCatalog::Builtin(), &metrics, "sysfs", &registry);
   uint64_t cursor = registry.raises().end();
   events.Update("1", "xpu1", "1", "U1", "0000:3b:00.0", {"0x80E18400"});
   events.EndSample();
@@ -281,14 +284,14 @@ TEST(FaultEventsTest, OnlyRaisesAfterTheFirstSampleAreLive) {
   events.EndSample();
   std::vector<store::FaultRaise> raised = registry.raises().Since(&cursor);
   ASSERT_EQ(raised.size(), 1u);
-  EXPECT_EQ(raised[0].source, "hal");
+  EXPECT_EQ(raised[0].source, "sysfs");
   EXPECT_EQ(raised[0].minor, "1");
   EXPECT_EQ(raised[0].uuid, "U1");
   EXPECT_EQ(raised[0].bus_id, "0000:3b:00.0");
   EXPECT_EQ(raised[0].fault.code, "0x80CB8001");
   EXPECT_EQ(raised[0].fault.level_name, "isolate_card");
 
-  FaultEvents rebuilt(FaultCatalog::Builtin(), &metrics, &registry);
+  FaultEvents rebuilt(FaultCatalog::Builtin(), &metrics, "sysfs", &registry);
   rebuilt.Seed(events.state());
   rebuilt.Update("1", "xpu1", "1", "U1", "", {"0x80E18400", "0x80CB8001", "0x80E01801"});
   ASSERT_EQ(registry.raises().Since(&cursor).size(), 1u);
@@ -328,7 +331,7 @@ TEST(FaultEventsTest, FlappingCodeIsLoggedOnceAMinuteAndCountedEveryTime) {
   auto old = spdlog::default_logger();
   spdlog::set_default_logger(std::make_shared<spdlog::logger>("test", sink));
   prometheus::Registry metrics;
-  FaultEvents events(FaultCatalog::Builtin(), &metrics);
+  FaultEvents events(FaultCatalog::Builtin(), &metrics, "sysfs");
   for (int i = 0; i < 50; ++i) {
     events.Update("1", "xpu1", "1", "U1", "", {"0x80E18400"});
     events.EndSample();
@@ -354,7 +357,7 @@ TEST_F(SamplerTest, TornReadKeepsActiveFaultsAndCountsTheError) {
   sampler_->SampleOnce();
   Device(0, "1\n", "0x80C9");  // caught mid-write
   sampler_->SampleOnce();
-  ASSERT_EQ(registry_.HalDevices()[0].faults.size(), 1u);
+  ASSERT_EQ(xpu::testing::ViewOf(registry_, "sysfs")[0].faults.size(), 1u);
   EXPECT_EQ(Value(metrics_, "xpu_hal_read_errors_total", {{"minor", "0"}}), 1);
   EXPECT_EQ(Value(metrics_, "xpu_device_fault_events_total", {{"code", "0x80C98000"}}), 1);
 }
@@ -362,7 +365,7 @@ TEST_F(SamplerTest, TornReadKeepsActiveFaultsAndCountsTheError) {
 TEST_F(SamplerTest, UnknownCodesGetTheDefaultLevelAndAreCounted) {
   Device(0, "1\n", "0xDEADBEEF\n");
   sampler_->SampleOnce();
-  auto f = registry_.HalDevices()[0].faults.at(0);
+  auto f = xpu::testing::ViewOf(registry_, "sysfs")[0].faults.at(0);
   EXPECT_FALSE(f.known);
   EXPECT_EQ(f.level_name, LevelName(FaultCatalog::Builtin()->default_level()));
   EXPECT_EQ(Value(metrics_, "xpu_hal_unknown_fault_codes_total"), 1);
@@ -372,7 +375,7 @@ TEST_F(SamplerTest, BadHealthFileHidesHalHealthForThatDeviceOnly) {
   Device(0, "maybe\n", "");
   Device(1, "1\n", "");
   sampler_->SampleOnce();
-  auto hal = registry_.HalDevices();
+  auto hal = xpu::testing::ViewOf(registry_, "sysfs");
   EXPECT_FALSE(hal[0].healthy.has_value());
   EXPECT_EQ(hal[1].healthy, true);
   auto fams = registry_.Collect();
@@ -399,31 +402,31 @@ TEST_F(SamplerTest, VanishedRootMeansHalDownAndItsHealthIsWithdrawn) {
             if (l.name == "source" && l.value == source) ++n;
     return n;
   };
-  EXPECT_EQ(count("xpu_device_health", "hal"), 1);
+  EXPECT_EQ(count("xpu_device_health", "sysfs"), 1);
   EXPECT_EQ(Value(registry_, "xpu_exporter_source_up", {{"source", "sysfs"}}), 1);
   fs::remove_all(dir_.path());
   sampler_->SampleOnce();
   EXPECT_FALSE(sampler_->up());
   EXPECT_EQ(Value(metrics_, "xpu_hal_up"), 0);
-  EXPECT_EQ(count("xpu_device_health", "hal"), 0) << "a blind source's health stays on the page";
-  EXPECT_EQ(count("xpu_device_fault_active", "hal"), 1) << "the fault seen last, until stale";
+  EXPECT_EQ(count("xpu_device_health", "sysfs"), 0) << "a blind source's health stays on the page";
+  EXPECT_EQ(count("xpu_device_fault_active", "sysfs"), 1) << "the fault seen last, until stale";
   EXPECT_EQ(Value(registry_, "xpu_exporter_source_up", {{"source", "sysfs"}}), 0);
   ASSERT_EQ(registry_.SourceViews().size(), 1u);
   EXPECT_EQ(registry_.SourceViews()[0].sight, store::Sight::kBlind);
   now += store::kStaleIntervals * std::chrono::seconds(1) + std::chrono::milliseconds(1);
   sampler_->SampleOnce();
-  EXPECT_EQ(count("xpu_device_fault_active", "hal"), 0) << "a stale view stays on the page";
-  EXPECT_TRUE(registry_.HalDevices().empty());
+  EXPECT_EQ(count("xpu_device_fault_active", "sysfs"), 0) << "a stale view stays on the page";
+  EXPECT_TRUE(xpu::testing::ViewOf(registry_, "sysfs").empty());
   // Back: seen again at once.
   Device(0, "1\n", "");
   sampler_->SampleOnce();
-  EXPECT_EQ(count("xpu_device_health", "hal"), 1);
+  EXPECT_EQ(count("xpu_device_health", "sysfs"), 1);
   EXPECT_EQ(registry_.SourceViews()[0].sight, store::Sight::kSeeing);
 }
 
 // A device whose fault codes cannot be read is not seen: no health on the
-// page, and the Node condition's view leaves it out (DeviceNotSeen), even
-// when nothing was ever read from it.
+// page, and the Node condition's view says so (DeviceNotSeen), even when
+// nothing was ever read from it.
 TEST_F(SamplerTest, ADeviceWhoseFaultsCannotBeReadIsNotSeen) {
   Device(0, "1\n", "");
   Device(1, "1\n", "");
@@ -432,12 +435,49 @@ TEST_F(SamplerTest, ADeviceWhoseFaultsCannotBeReadIsNotSeen) {
   sampler_->SampleOnce();
   const auto views = registry_.SourceViews();
   ASSERT_EQ(views.size(), 1u);
-  ASSERT_EQ(views[0].devices.size(), 1u);
+  ASSERT_EQ(views[0].devices.size(), 2u);
   EXPECT_EQ(views[0].devices[0].minor, 0);
+  EXPECT_TRUE(views[0].devices[0].seen);
+  EXPECT_EQ(views[0].devices[1].minor, 1);
+  EXPECT_FALSE(views[0].devices[1].seen);
+  EXPECT_EQ(sinks::ConditionOf(views, true).reason, "DeviceNotSeen");
   int health = 0;
   for (const auto& f : registry_.Collect())
     if (f.name == "xpu_device_health") health += static_cast<int>(f.metric.size());
   EXPECT_EQ(health, 1) << "device 1's health without its faults";
+}
+
+// A reset_card card whose driver starts answering errors for its fault
+// codes: the faults last read are kept, and the Node condition stays False
+// (a failed read is no recovery), though the card is not seen.
+TEST_F(SamplerTest, AResetCardCardWhoseFaultReadStartsFailingKeepsTheConditionFalse) {
+  Device(0, "1\n", "");
+  Device(1, "1\n", "0x80E18400\n");  // reset_card
+  sampler_->SampleOnce();
+  EXPECT_EQ(sinks::ConditionOf(registry_.SourceViews(), true).status, "False");
+  fs::remove(fs::path(dir_.path()) / "xpu1/fault_codes");
+  fs::create_directory(fs::path(dir_.path()) / "xpu1/fault_codes");  // EISDIR from now on
+  for (int i = 0; i < 3; ++i) {
+    sampler_->SampleOnce();
+    const sinks::NodeCondition c = sinks::ConditionOf(registry_.SourceViews(), true);
+    EXPECT_EQ(c.status, "False") << c.reason << ": " << c.message;
+    EXPECT_EQ(c.reason, "ResetCard");
+  }
+  EXPECT_EQ(Value(metrics_, "xpu_hal_read_errors_total", {{"minor", "1"}}), 3);
+}
+
+// The card's own health bit (health 0, no fault code) reaches the
+// condition: False, not True.
+TEST_F(SamplerTest, AnUnhealthyBitWithoutAFaultCodeMakesTheConditionFalse) {
+  Device(0, "1\n", "");
+  Device(1, "0\n", "");
+  sampler_->SampleOnce();
+  const sinks::NodeCondition c = sinks::ConditionOf(registry_.SourceViews(), true);
+  EXPECT_EQ(c.status, "False");
+  EXPECT_EQ(c.reason, "DeviceUnhealthy");
+  EXPECT_NE(c.message.find("xpu 1: reports itself unhealthy [unhealthy, sysfs]"),
+            std::string::npos)
+      << c.message;
 }
 
 TEST_F(SamplerTest, FaultLevelIsTheWorstActive) {
@@ -523,15 +563,15 @@ namespace {
 // when the health file says 1, a job-level one does not.
 TEST(HalHealthTest, HealthFollowsTheWorstActiveFaultLevel) {
   store::DeviceRegistry reg;
-  store::HalDeviceView job, card;
+  store::DeviceView job, card;
   job.minor = 0;
   job.healthy = true;
   job.faults.push_back({"0x80C98000", "icn_link_degraded", 2, "restart_job", "", "", true});
   card.minor = 1;
   card.healthy = true;
   card.faults.push_back({"0x80E18400", "hbm_uncorrectable_ecc", 4, "reset_card", "", "", true});
-  reg.SetHalDevices({job, card});
-  const auto hal = reg.HalDevices();
+  reg.SetDeviceViews("sysfs", {{job, card}, {}});
+  const auto hal = xpu::testing::ViewOf(reg, "sysfs");
   ASSERT_EQ(hal.size(), 2u);
   EXPECT_EQ(hal[0].healthy, true);
   EXPECT_EQ(hal[1].healthy, false);

@@ -19,6 +19,7 @@
 #include "store/device_registry.h"
 #include "support/metrics_util.h"
 #include "support/test_util.h"
+#include "support/views_util.h"
 
 namespace xpu::hal {
 namespace {
@@ -236,9 +237,9 @@ class KmsgSamplerTest : public ::testing::Test {
     sampler_->HandleRecord(std::to_string(facility * 8 + 3) + "," + std::to_string(++seq_) + "," +
                            std::to_string(t_us) + ",-;" + text + "\n");
   }
-  const store::KmsgDeviceView& Device(int32_t minor) {
+  const store::DeviceView& Device(int32_t minor) {
     sampler_->Publish();
-    view_ = registry_.KmsgDevices();
+    view_ = xpu::testing::ViewOf(registry_, "kmsg");
     for (const auto& v : view_)
       if (v.minor == minor) return v;
     ADD_FAILURE() << "minor " << minor << " not in the view";
@@ -259,7 +260,7 @@ class KmsgSamplerTest : public ::testing::Test {
   store::ExemplarStore exemplars_;
   prometheus::Registry metrics_;
   std::unique_ptr<KmsgSampler> sampler_;
-  std::vector<store::KmsgDeviceView> view_;
+  std::vector<store::DeviceView> view_;
 };
 
 // A log that fails to read (here a directory, which opens and then answers
@@ -283,7 +284,7 @@ TEST_F(KmsgSamplerTest, AReadErrorKeepsTheSourceBlindUntilAReadWorks) {
   };
   ASSERT_TRUE(xpu::testing::WaitFor(blind, std::chrono::seconds(10)));
   // Ten intervals of errors and retries: no view published.
-  EXPECT_FALSE(xpu::testing::WaitFor([&] { return registry_.fault_views_set().kmsg > 0; },
+  EXPECT_FALSE(xpu::testing::WaitFor([&] { return registry_.fault_views_set().of("kmsg") > 0; },
                                      std::chrono::milliseconds(500)));
   EXPECT_TRUE(blind());
   s.Stop();
@@ -335,7 +336,7 @@ TEST_F(KmsgSamplerTest, OtherDevicesUserRecordsAndUnmatchedLinesDoNotRaise) {
   EXPECT_EQ(Metric("xpu_kmsg_malformed_records_total"), 1);
   // Only XDM's devices are in the view, each once.
   sampler_->Publish();
-  EXPECT_EQ(registry_.KmsgDevices().size(), 2u);
+  EXPECT_EQ(xpu::testing::ViewOf(registry_, "kmsg").size(), 2u);
 }
 
 // A fault written after the sampler started leaves an exemplar naming the
@@ -350,6 +351,7 @@ TEST_F(KmsgSamplerTest, AFreshRecordNamesThePodHoldingTheDevice) {
   registry_.SetPodAssignments({p});
   const store::LabelPairs series = {{"minor", "1"},
                                     {"uuid", "GPU-b"},
+                                    {"bus_id", "0000:03:00.0"},
                                     {"code", "0x10020003"},
                                     {"level", "reset_card"},
                                     {"source", "kmsg"}};
@@ -374,10 +376,12 @@ TEST_F(KmsgSamplerTest, AFreshRecordNamesThePodHoldingTheDevice) {
   EXPECT_EQ(raised[0].bus_id, "0000:03:00.0");
   EXPECT_EQ(raised[0].fault.code, "0x10020003");
   EXPECT_EQ(raised[0].fault.level_name, "reset_card");
-  // A fresh record of a device XDM does not list yet raises nothing, then
-  // or when the device joins later (it would be old news by then).
+  // A fresh record of an address no layer knows as a card yet raises
+  // nothing then (a NIC's AER is no card of ours); once the card is known
+  // (here XDM lists it late), its raise is told, once.
   Record("NVRM: Xid (PCI:0000:5e:00): 79, pid=1, name=a, GPU has fallen off the bus.", now_us_ + 2);
   sampler_->Publish();
+  EXPECT_TRUE(registry_.raises().Since(&cursor).empty());
   store::DeviceInfo late;
   late.minor = 7;
   late.uuid = "GPU-late";
@@ -386,9 +390,15 @@ TEST_F(KmsgSamplerTest, AFreshRecordNamesThePodHoldingTheDevice) {
   devices.push_back(late);
   registry_.SetXdmDevices(devices);
   sampler_->Publish();
-  EXPECT_TRUE(registry_.raises().Since(&cursor).empty());
+  raised = registry_.raises().Since(&cursor);
+  ASSERT_EQ(raised.size(), 1u) << "a raise is news when written, told once the card is known";
+  EXPECT_EQ(raised[0].minor, "7");
+  EXPECT_EQ(raised[0].bus_id, "0000:5e:00.0");
+  EXPECT_EQ(raised[0].fault.level_name, "isolate_card");
+  sampler_->Publish();
+  EXPECT_TRUE(registry_.raises().Since(&cursor).empty()) << "told once";
   bool active = false;
-  for (const store::KmsgDeviceView& v : registry_.KmsgDevices())
+  for (const store::DeviceView& v : xpu::testing::ViewOf(registry_, "kmsg"))
     active |= v.minor == 7 && v.faults.size() == 1;
   EXPECT_TRUE(active) << "the fault itself is on the page";
 }
@@ -409,7 +419,7 @@ TEST_F(KmsgSamplerTest, RecordsReadAgainAreCountedOnce) {
   next.HandleRecord(xid);  // the ring, read again from its start
   next.HandleRecord("3,8,999000001,-;NVRM: Xid (PCI:0000:3b:00): 13, pid=2, y\n");
   next.Publish();
-  const std::vector<store::KmsgDeviceView> seen = registry_.KmsgDevices();
+  const std::vector<store::DeviceView> seen = xpu::testing::ViewOf(registry_, "kmsg");
   auto zero = std::find_if(seen.begin(), seen.end(), [](const auto& v) { return v.minor == 0; });
   ASSERT_NE(zero, seen.end()) << "device 0 is not in the rebuilt sampler's view";
   ASSERT_EQ(zero->events.size(), 1u);
@@ -506,7 +516,7 @@ patterns:
   s.HandleRecord("3,3,999999002,-;rs 0000:01:00.0\n");
   s.Publish();
   std::vector<std::string> codes;
-  const std::vector<store::KmsgDeviceView> view = registry.KmsgDevices();
+  const std::vector<store::DeviceView> view = xpu::testing::ViewOf(registry, "kmsg");
   ASSERT_EQ(view.size(), 1u);
   for (const auto& f : view[0].faults) codes.push_back(f.code);
   EXPECT_EQ(codes, std::vector<std::string>{"0x00000002"});
@@ -708,7 +718,7 @@ TEST_F(KmsgSamplerTest, ASeededSamplerKeepsItsPredecessorsProgressAndItsOwnState
   next.RestoreStates();
   next.Publish();
   bool xid79 = false;
-  for (const auto& v : registry_.KmsgDevices())
+  for (const auto& v : xpu::testing::ViewOf(registry_, "kmsg"))
     for (const auto& f : v.faults) xid79 |= v.minor == 0 && f.code == "0x10DE004F";
   EXPECT_TRUE(xid79) << "the new directory's kept state was not taken";
 }

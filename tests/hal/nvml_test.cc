@@ -12,6 +12,7 @@
 #include "hal/fault_catalog.h"
 #include "hal/nvml_reader.h"
 #include "hal/nvml_sampler.h"
+#include "sinks/node_health.h"
 #include "store/device_registry.h"
 #include "support/metrics_util.h"
 #include "support/test_util.h"
@@ -452,6 +453,71 @@ TEST_F(NvmlSamplerTest, ALostCardIsIsolateCardInTheSampleThatFindsIt) {
   EXPECT_EQ(MetricValue(registry_, "xpu_nvml_clock_event_active",
                         {{"uuid", "GPU-h800-1"}, {"reason", "hw_thermal_slowdown"}}),
             1);
+}
+
+// A card lost before NVML ever named it (the exporter restarted after the
+// Xid 79: NVML's index read answers GPU_IS_LOST from the first call, with
+// no uuid or bus id): asked for by the address the inventory knows (here
+// XDM's list), found lost, and its isolate_card is on a series that names
+// its bus address and reaches the Node condition: False, not DeviceNotSeen.
+TEST_F(NvmlSamplerTest, ACardLostFromTheFirstReadIsFoundByItsAddress) {
+  Json f = TwoCards();
+  f["devices"][0]["lost"] = true;
+  Write(f);
+  auto s = Make();
+  ASSERT_TRUE(s->SampleOnce());
+  using xpu::testing::MetricValue;
+  EXPECT_EQ(MetricValue(registry_, "xpu_device_fault_active",
+                        {{"source", "nvml"},
+                         {"bus_id", "0000:3b:00.0"},
+                         {"minor", "3"},
+                         {"code", kNvmlGpuLost}}),
+            1);
+  EXPECT_EQ(MetricValue(registry_, "xpu_device_fault_level", {{"source", "nvml"}, {"bus_id", ""}}),
+            -1)
+      << "no card without an address beside it";
+  const sinks::NodeCondition c = sinks::ConditionOf(registry_.SourceViews(), true);
+  EXPECT_EQ(c.status, "False") << c.reason << ": " << c.message;
+  EXPECT_NE(c.message.find("xpu 3 (0000:3b:00.0): " + std::string(kNvmlGpuLost)),
+            std::string::npos)
+      << c.message;
+}
+
+// Memory used as nvidia-smi shows it (nvmlDeviceGetMemoryInfo_v2), with the
+// driver's reservation on the page apart: the H200's own readings (NVIDIA's
+// binding, idle and under load, tests/fixtures/nvidia-h200/) through a
+// stand-in that answers both versions as that driver did.
+TEST_F(NvmlSamplerTest, MemoryUsedIsWhatTheSecondVersionSaysAndTheReservationIsApart) {
+  std::ifstream tsv(std::string(XPU_FIXTURES_DIR) + "/nvidia-h200/pynvml-readings.tsv");
+  ASSERT_TRUE(tsv.good());
+  std::map<std::pair<std::string, std::string>, double> reading;
+  for (std::string line; std::getline(tsv, line);) {
+    if (line.empty() || line[0] == '#') continue;
+    std::istringstream in(line);
+    std::string state, field, value;
+    std::getline(in, state, '\t');
+    std::getline(in, field, '\t');
+    std::getline(in, value, '\t');
+    reading[{state, field}] = std::stod(value);
+  }
+  for (const char* state : {"idle", "load"}) {
+    const double total = reading.at({state, "memory total B"});
+    const double v1 = reading.at({state, "memory used B (v1)"});
+    const double v2 = reading.at({state, "memory used B (v2)"});
+    ASSERT_GT(v1, v2) << "the first version counts the reservation";
+    Json f = TwoCards();
+    f["devices"][0]["memory"] = {{"total", static_cast<uint64_t>(total)},
+                                 {"used", static_cast<uint64_t>(v2)},
+                                 {"reserved", static_cast<uint64_t>(v1 - v2)}};
+    Write(f);
+    auto s = Make();
+    ASSERT_TRUE(s->SampleOnce());
+    using xpu::testing::MetricValue;
+    const std::map<std::string, std::string> card = {{"uuid", "XDM-3"}};
+    EXPECT_EQ(MetricValue(registry_, "xpu_memory_used_bytes", card), v2) << state;
+    EXPECT_EQ(MetricValue(registry_, "xpu_memory_total_bytes", card), total) << state;
+    EXPECT_EQ(MetricValue(registry_, "xpu_nvml_memory_reserved_bytes", card), v1 - v2) << state;
+  }
 }
 
 // XDM may give a bus id in NVIDIA's own form: the join does not depend on it.

@@ -19,6 +19,7 @@
 #include "store/device_registry.h"
 #include "support/metrics_util.h"
 #include "support/test_util.h"
+#include "support/views_util.h"
 
 namespace xpu::hal {
 namespace {
@@ -250,35 +251,45 @@ TEST_F(PciTreeTest, MissingTreeIsAnError) {
   EXPECT_FALSE(PciScanner(dir_.path() + "/nope", PciFilter()).Scan(&out).ok());
 }
 
-TEST_F(PciTreeTest, TrackerJoinsXdmByBusIdAndCountsResets) {
+// The tracker keys each card by its address; the registry's one join names
+// it from XDM's list (NVIDIA's spelling of the address too), present or not.
+TEST_F(PciTreeTest, TheRegistryNamesTheTrackersCardsByBusIdAndTheTrackerCountsResets) {
   Gpu("0000:3b:00.0");
   store::DeviceInfo xdm;
   xdm.minor = 2;
   xdm.uuid = "GPU-2";
   xdm.bus_id = "00000000:3B:00.0";
+  store::DeviceRegistry reg;
+  reg.SetXdmDevices({xdm});
+  auto named = [&reg](std::vector<store::PciDeviceView> v) {
+    reg.SetPciDevices(std::move(v));
+    return reg.PciDevices();
+  };
   PciTracker t;
-  auto v = t.Update(Scan(), {xdm});
+  auto v = t.Update(Scan());
   ASSERT_EQ(v.size(), 1u);
-  EXPECT_EQ(v[0].minor, "2");
-  EXPECT_EQ(v[0].uuid, "GPU-2");
+  EXPECT_EQ(v[0].minor, "") << "the tracker names nothing";
+  EXPECT_EQ(v[0].vendor, "0x10de");
+  EXPECT_EQ(named(v)[0].minor, "2");
+  EXPECT_EQ(named(v)[0].uuid, "GPU-2");
   EXPECT_EQ(v[0].resets_observed, 0u);
   // The driver unbinds: present, unbound; then it binds again: one reset.
   const std::string d = dir_.path() + "/devices/pci0000:00/0000:3b:00.0";
   fs::remove(d + "/driver");
-  v = t.Update(Scan(), {xdm});
+  v = t.Update(Scan());
   EXPECT_EQ(v[0].driver, "");
   EXPECT_TRUE(v[0].present);
   fs::create_directory_symlink("../../../bus/pci/drivers/nvidia", d + "/driver");
-  v = t.Update(Scan(), {xdm});
+  v = t.Update(Scan());
   EXPECT_EQ(v[0].resets_observed, 1u);
   // It falls off the bus: kept as absent, with its identity; then returns.
   fs::remove(dir_.path() + "/bus/pci/devices/0000:3b:00.0");
-  v = t.Update(Scan(), {xdm});
+  v = t.Update(Scan());
   ASSERT_EQ(v.size(), 1u);
   EXPECT_FALSE(v[0].present);
-  EXPECT_EQ(v[0].uuid, "GPU-2");
+  EXPECT_EQ(named(v)[0].uuid, "GPU-2");
   fs::create_directory_symlink(d, dir_.path() + "/bus/pci/devices/0000:3b:00.0");
-  v = t.Update(Scan(), {xdm});
+  v = t.Update(Scan());
   EXPECT_TRUE(v[0].present);
   EXPECT_EQ(v[0].resets_observed, 2u);
 }
@@ -291,7 +302,7 @@ TEST_F(PciTreeTest, TheRegistryWritesThePciFamiliesFromThePciView) {
   store::DeviceRegistry reg;
   PciTracker t;
   for (const auto& f : reg.Collect()) EXPECT_EQ(f.name.rfind("xpu_pci", 0), std::string::npos);
-  reg.SetPciDevices(t.Update(Scan(), {}));
+  reg.SetPciDevices(t.Update(Scan()));
   std::map<std::string, size_t> series;
   for (const auto& f : reg.Collect()) series[f.name] = f.metric.size();
   EXPECT_EQ(series["xpu_pci_driver_bound"], 1u);
@@ -429,7 +440,7 @@ TEST_F(PciTreeTest, AFailedScanMakesTheSourceBlindAndItsViewGoesWhenStale) {
     std::map<std::string, size_t> n;
     for (const auto& f : reg.Collect())
       for (const auto& m : f.metric)
-        if (f.name != "xpu_device_health" || m.label.back().value == "hal") ++n[f.name];
+        if (f.name != "xpu_device_health" || m.label.back().value == "pci") ++n[f.name];
     return n;
   };
   for (uint32_t i = 0; i < kNarrowSamplesForFault; ++i) ASSERT_TRUE(sampler.SampleOnce());
@@ -450,7 +461,7 @@ TEST_F(PciTreeTest, AFailedScanMakesTheSourceBlindAndItsViewGoesWhenStale) {
   EXPECT_EQ(stale.count("xpu_pcie_link_width_lanes"), 0u) << "the stale view's values froze";
   EXPECT_EQ(stale.count("xpu_device_fault_active"), 0u);
   EXPECT_TRUE(reg.PciDevices().empty());
-  EXPECT_TRUE(reg.HalDevices().empty());
+  EXPECT_TRUE(xpu::testing::ViewOf(reg, "pci").empty());
 }
 
 TEST_F(PciTreeTest, DerivedFaultsReachTheHalViewAndMakeTheDeviceUnhealthy) {
@@ -461,10 +472,10 @@ TEST_F(PciTreeTest, DerivedFaultsReachTheHalViewAndMakeTheDeviceUnhealthy) {
                      std::chrono::milliseconds(1000), &reg, &self);
   for (uint32_t i = 1; i < kNarrowSamplesForFault; ++i) {
     ASSERT_TRUE(sampler.SampleOnce());
-    EXPECT_TRUE(reg.HalDevices()[0].faults.empty()) << "sample " << i;
+    EXPECT_TRUE(xpu::testing::ViewOf(reg, "pci")[0].faults.empty()) << "sample " << i;
   }
   ASSERT_TRUE(sampler.SampleOnce());
-  auto hal = reg.HalDevices();
+  auto hal = xpu::testing::ViewOf(reg, "pci");
   ASSERT_EQ(hal.size(), 1u);
   EXPECT_EQ(hal[0].minor, 0);
   ASSERT_EQ(hal[0].faults.size(), 1u);
@@ -494,8 +505,8 @@ TEST_F(PciTreeTest, ASamplerHandedTheOldOnesStateKeepsANarrowLinkFaultWithoutARa
       std::make_unique<PciSampler>(PciScanner(dir_.path(), PciFilter()), FaultCatalog::Builtin(),
                                    std::chrono::milliseconds(1000), &reg, &self);
   for (uint32_t i = 0; i < kNarrowSamplesForFault; ++i) ASSERT_TRUE(old->SampleOnce());
-  ASSERT_EQ(reg.HalDevices().size(), 1u);
-  ASSERT_EQ(reg.HalDevices()[0].faults.size(), 1u);
+  ASSERT_EQ(xpu::testing::ViewOf(reg, "pci").size(), 1u);
+  ASSERT_EQ(xpu::testing::ViewOf(reg, "pci")[0].faults.size(), 1u);
   ASSERT_EQ(events(), 1);
   PciSampler fresh(PciScanner(dir_.path(), PciFilter()), FaultCatalog::Builtin(),
                    std::chrono::milliseconds(1000), &reg, &self);
@@ -503,9 +514,9 @@ TEST_F(PciTreeTest, ASamplerHandedTheOldOnesStateKeepsANarrowLinkFaultWithoutARa
   fresh.SeedTracker(old->tracker_state());
   old.reset();
   ASSERT_TRUE(fresh.SampleOnce());
-  ASSERT_EQ(reg.HalDevices().size(), 1u);
-  ASSERT_EQ(reg.HalDevices()[0].faults.size(), 1u) << "the fault was cleared by the reload";
-  EXPECT_EQ(reg.HalDevices()[0].faults[0].code, kFaultLinkDowntrained);
+  ASSERT_EQ(xpu::testing::ViewOf(reg, "pci").size(), 1u);
+  ASSERT_EQ(xpu::testing::ViewOf(reg, "pci")[0].faults.size(), 1u) << "the fault was cleared by the reload";
+  EXPECT_EQ(xpu::testing::ViewOf(reg, "pci")[0].faults[0].code, kFaultLinkDowntrained);
   EXPECT_EQ(events(), 1);  // not raised again
 }
 
@@ -539,7 +550,7 @@ TEST_F(PciTreeTest, LinksAreJudgedAgainstTheSlotAndOverTime) {
 
   PciTracker tracker;
   std::vector<store::PciDeviceView> views;
-  for (uint32_t i = 0; i < kNarrowSamplesForFault; ++i) views = tracker.Update(Scan(), {});
+  for (uint32_t i = 0; i < kNarrowSamplesForFault; ++i) views = tracker.Update(Scan());
   ASSERT_EQ(views.size(), 5u);
   EXPECT_EQ(views[0].capable_link_speed(), 16e9);
   EXPECT_EQ(views[1].capable_link_width(), 8);
@@ -551,11 +562,11 @@ TEST_F(PciTreeTest, LinksAreJudgedAgainstTheSlotAndOverTime) {
   EXPECT_EQ(DerivePciFaults(views[4]), std::vector<std::string>{kFaultLinkDowntrained});
   // Retrained: the count starts again.
   Write(d + "/current_link_width", "16\n");
-  views = tracker.Update(Scan(), {});
+  views = tracker.Update(Scan());
   EXPECT_EQ(views[4].narrow_samples, 0u);
   EXPECT_TRUE(DerivePciFaults(views[4]).empty());
   Write(d + "/current_link_width", "8\n");
-  views = tracker.Update(Scan(), {});
+  views = tracker.Update(Scan());
   EXPECT_TRUE(DerivePciFaults(views[4]).empty()) << "one narrow sample after a retrain";
 
   // Exported: both ends and the capability.
@@ -594,7 +605,7 @@ TEST(PciTrackerTest, ChurningAddressesDoNotGrowItWithoutBound) {
     std::snprintf(addr, sizeof addr, "%04x:%02x:00.0", i / 256, i % 256);
     d.address = addr;
     d.driver = "x";
-    v = t.Update({d}, {});
+    v = t.Update({d});
     ASSERT_LE(v.size(), kBound) << "after scan " << i;
     // The device of this scan is always among them, and present.
     const auto now = std::find_if(v.begin(), v.end(),

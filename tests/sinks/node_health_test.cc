@@ -35,14 +35,26 @@ std::vector<store::DeviceInfo> Devices() {
 using store::Sight;
 using store::SourceView;
 
-// A source that sees, with `devices` (minor, faults), bus ids from Devices().
+// A card as a source's view shows it: keyed by its address (or its minor),
+// read this sample, healthy by its own word.
+SourceView::Device Dev(int32_t minor, const std::string& bus,
+                       std::vector<store::ActiveFault> faults = {}) {
+  return {bus.empty() ? "minor/" + std::to_string(minor) : bus,
+          minor,
+          bus,
+          true,
+          true,
+          std::move(faults)};
+}
+
+// A source that sees, with `devices`; kmsg's addresses name no card.
 SourceView View(const std::string& source, std::vector<SourceView::Device> devices = {},
                 Sight sight = Sight::kSeeing) {
   SourceView v;
   v.source = source;
   v.sight = sight;
   v.why = sight == Sight::kBlind ? "cannot open it" : "";
-  v.joins_device_list = source != "sysfs";
+  v.needs_inventory = source == "kmsg";
   v.devices = std::move(devices);
   return v;
 }
@@ -50,21 +62,21 @@ SourceView View(const std::string& source, std::vector<SourceView::Device> devic
 // Every device of Devices(), with no fault.
 std::vector<SourceView::Device> All() {
   std::vector<SourceView::Device> d;
-  for (const store::DeviceInfo& i : Devices()) d.push_back({i.minor, i.bus_id, {}});
+  for (const store::DeviceInfo& i : Devices()) d.push_back(Dev(i.minor, i.bus_id));
   return d;
 }
 
 TEST(NodeConditionTest, TrueWithoutCardFaultsFalseWithThemUnknownWithoutSources) {
   std::vector<SourceView> views = {View("sysfs", All()), View("pci", All()), View("kmsg", All())};
   views[0].devices[1].faults = {Fault("0x80E01801", 2, "restart_job")};  // below restart_card
-  NodeCondition c = ConditionOf(views, true, Devices());
+  NodeCondition c = ConditionOf(views, true);
   EXPECT_EQ(c.status, "True");
   EXPECT_EQ(c.reason, "NoCardFaults");
   EXPECT_EQ(c.message, "no active fault at restart_card or worse (sources: kmsg, pci, sysfs)");
 
   views[0].devices[1].faults.push_back(Fault("0x80E18400", 4, "reset_card"));
   views[2].devices[2].faults = {Fault("0x10DE004F", 6, "isolate_card")};
-  c = ConditionOf(views, true, Devices());
+  c = ConditionOf(views, true);
   EXPECT_EQ(c.status, "False");
   EXPECT_EQ(c.reason, "IsolateCard");  // the worst level's
   // Worst first; the lesser fault is not named; addresses from the views.
@@ -74,21 +86,21 @@ TEST(NodeConditionTest, TrueWithoutCardFaultsFalseWithThemUnknownWithoutSources)
             "fault_80E18400 [reset_card, sysfs]");
   // The same views in another order give the same text (it decides patches).
   std::reverse(views.begin(), views.end());
-  EXPECT_EQ(ConditionOf(views, true, Devices()), c);
+  EXPECT_EQ(ConditionOf(views, true), c);
 
-  c = ConditionOf({}, true, Devices());
+  c = ConditionOf({}, true);
   EXPECT_EQ(c.status, "Unknown");
   EXPECT_EQ(c.reason, "NoFaultSource");
-  // XDM's list not known: the kernel log's silence is no health; a sysfs
+  // No inventory known: the kernel log's silence is no health; a sysfs
   // fault (keyed by minor, no join needed) still says False.
-  c = ConditionOf({View("sysfs"), View("pci"), View("kmsg")}, false, {});
+  c = ConditionOf({View("sysfs"), View("pci"), View("kmsg")}, false);
   EXPECT_EQ(c.status, "Unknown");
   EXPECT_EQ(c.reason, "DeviceListUnknown");
-  EXPECT_EQ(ConditionOf({View("sysfs")}, false, {}).status, "True");
+  EXPECT_EQ(ConditionOf({View("sysfs")}, false).status, "True");
   std::vector<SourceView::Device> sick = All();
   sick[0].faults = {Fault("0x80E18400", 4, "reset_card")};
-  EXPECT_EQ(ConditionOf({View("sysfs", sick), View("kmsg")}, false, {}).status, "False");
-  EXPECT_EQ(ConditionOf({View("kmsg", All())}, true, Devices()).message,
+  EXPECT_EQ(ConditionOf({View("sysfs", sick), View("kmsg")}, false).status, "False");
+  EXPECT_EQ(ConditionOf({View("kmsg", All())}, true).message,
             "no active fault at restart_card or worse (sources: kmsg)");
 }
 
@@ -97,45 +109,86 @@ TEST(NodeConditionTest, TrueWithoutCardFaultsFalseWithThemUnknownWithoutSources)
 // fault. Neither may read True; a source that sees still says False.
 TEST(NodeConditionTest, ABlindOrStaleSourceIsNeverTrueAndHidesNoFault) {
   for (Sight sight : {Sight::kBlind, Sight::kStale, Sight::kNotYet}) {
-    const NodeCondition c = ConditionOf({View("kmsg", All(), sight)}, true, Devices());
+    const NodeCondition c = ConditionOf({View("kmsg", All(), sight)}, true);
     EXPECT_EQ(c.status, "Unknown") << store::SightName(sight);
     EXPECT_EQ(c.reason.rfind("Kmsg", 0), 0u) << c.reason;
   }
   std::vector<SourceView::Device> sick = All();
   sick[1].faults = {Fault("0x80E18400", 4, "reset_card")};
   // The blind source's own last faults are no evidence: Unknown, not True.
-  NodeCondition c = ConditionOf({View("sysfs", sick, Sight::kBlind)}, true, Devices());
+  NodeCondition c = ConditionOf({View("sysfs", sick, Sight::kBlind)}, true);
   EXPECT_EQ(c.status, "Unknown");
   EXPECT_EQ(c.reason, "SysfsBlind");
   EXPECT_EQ(c.message, "device health is not known: sysfs cannot see (cannot open it)");
   // A blind neighbour does not hide a fault a seeing source shows.
-  c = ConditionOf({View("kmsg", All(), Sight::kBlind), View("sysfs", sick)}, true, Devices());
+  c = ConditionOf({View("kmsg", All(), Sight::kBlind), View("sysfs", sick)}, true);
   EXPECT_EQ(c.status, "False");
   EXPECT_EQ(c.reason, "ResetCard");
-  // A listed device that a source does not see: Unknown.
+  // A card a source covers and did not see: Unknown.
   std::vector<SourceView::Device> two = All();
-  two.pop_back();
-  c = ConditionOf({View("pci", two), View("sysfs", All())}, true, Devices());
+  two.back().seen = false;
+  two.back().healthy.reset();
+  c = ConditionOf({View("pci", two), View("sysfs", All())}, true);
   EXPECT_EQ(c.status, "Unknown");
   EXPECT_EQ(c.reason, "DeviceNotSeen");
   EXPECT_EQ(c.message,
-            "1 device(s) XDM lists are not seen by every source: pci does not see xpu 2 "
+            "1 device(s) are not seen by every source that covers them: pci does not see xpu 2 "
             "(0000:02:00.0)");
 }
 
-// Every combination for up to four sources and three devices, against the
-// rules written out once more, plainly: each source seeing, blind, stale or
-// not yet (four sources: the first three); each device with no fault, one
-// below card level or one at it (shown by the source of its index), listed
-// by XDM or not, seen by the source after it or not; XDM's list known or
+// A read that fails keeps the faults last read: the card is not seen, but
+// its card-level fault still says False (a failed read is no recovery).
+// The card's own health bit counts: unhealthy with no fault code is False.
+TEST(NodeConditionTest, AFailedReadKeepsFalseAndAnUnhealthyBitIsFalse) {
+  std::vector<SourceView::Device> d = All();
+  d[1].faults = {Fault("0x80E18400", 4, "reset_card")};
+  d[1].seen = false;
+  d[1].healthy.reset();
+  NodeCondition c = ConditionOf({View("sysfs", d)}, true);
+  EXPECT_EQ(c.status, "False");
+  EXPECT_EQ(c.reason, "ResetCard");
+  d = All();
+  d[2].healthy = false;
+  c = ConditionOf({View("sysfs", d)}, true);
+  EXPECT_EQ(c.status, "False");
+  EXPECT_EQ(c.reason, "DeviceUnhealthy");
+  EXPECT_EQ(c.message,
+            "1 device(s) need card-level action: xpu 2 (0000:02:00.0): reports itself unhealthy "
+            "[unhealthy, sysfs]");
+  EXPECT_EQ(SeverityOf(c), store::kUnhealthyFaultLevel);
+  // A fault of the same level is named first.
+  d[0].faults = {Fault("0x80000003", 3, "restart_card")};
+  c = ConditionOf({View("sysfs", d)}, true);
+  EXPECT_EQ(c.reason, "RestartCard");
+}
+
+// A card no layer names by a minor (XDM down, a card only the bus shows) is
+// judged all the same, named by its address.
+TEST(NodeConditionTest, AFaultOnACardNoLayerNamesCounts) {
+  std::vector<SourceView::Device> d = All();
+  d.push_back(Dev(-1, "0000:99:00.0", {Fault("0x10DE004F", 6, "isolate_card")}));
+  const NodeCondition c = ConditionOf({View("kmsg", d)}, true);
+  EXPECT_EQ(c.status, "False");
+  EXPECT_EQ(c.message,
+            "1 device(s) need card-level action: PCI device 0000:99:00.0: 0x10DE004F "
+            "fault_10DE004F [isolate_card, kmsg]");
+}
+
+// Every combination for up to four sources and two cards, against the rules
+// table of docs/hal.md ("The Node condition") written out plainly, not
+// ConditionOf's code: each source seeing, blind, stale or not yet (four
+// sources: the first three); each card with no fault, one below card level
+// or one at it (shown by the source of its index), its own health bit good
+// or bad (by that source), named by a minor or only by its address, and, at
+// the next source, read this sample, covered and not read (a failed read:
+// the faults last read kept) or not covered at all; an inventory known or
 // not.
-TEST(NodeConditionTest, EveryCombinationOfSightsFaultsAndListsFollowsTheRules) {
-  // One thread, pure logic, 570,240 combinations: ThreadSanitizer has
+TEST(NodeConditionTest, EveryCombinationOfSightsFaultsAndCoverageFollowsTheRules) {
+  // One thread, pure logic, 427,680 combinations: ThreadSanitizer has
   // nothing to judge here and at -O0 takes minutes (the plain build walks
-  // it all). Under AddressSanitizer, whose -O0 build took 86 s for it (the
-  // longest test of its suite), one combination in seven (kStride), spread
-  // evenly over every dimension (a prime stride): the memory checks see
-  // each code path the walk takes, the plain build checks every answer.
+  // it all). Under AddressSanitizer one combination in seven (kStride),
+  // spread evenly over every dimension (a prime stride): the memory checks
+  // see each code path the walk takes, the plain build checks every answer.
 #if defined(__has_feature)
 #if __has_feature(thread_sanitizer)
   GTEST_SKIP() << "single-threaded exhaustive walk: run by the plain build (ASan: a part)";
@@ -149,6 +202,7 @@ TEST(NodeConditionTest, EveryCombinationOfSightsFaultsAndListsFollowsTheRules) {
 #else
   constexpr size_t kStride = 1;
 #endif
+  constexpr int kCards = 2, kStates = 36;  // 3 faults x 2 bits x 2 names x 3 at the next source
   size_t combination = 0;
   const char* names[] = {"sysfs", "pci", "kmsg", "nvml"};
   const Sight sights[] = {Sight::kSeeing, Sight::kBlind, Sight::kStale, Sight::kNotYet};
@@ -158,77 +212,72 @@ TEST(NodeConditionTest, EveryCombinationOfSightsFaultsAndListsFollowsTheRules) {
     int source_combos = 1;
     for (int i = 0; i < n; ++i) source_combos *= kinds;
     for (int sc = 0; sc < source_combos; ++sc) {
-      for (int dc = 0; dc < 12 * 12 * 12 * 2; ++dc) {
+      for (int dc = 0; dc < kStates * kStates * 2; ++dc) {
         if (combination++ % kStride != 0) continue;
         const bool known = dc % 2 == 0;
         std::vector<SourceView> views;
         for (int i = 0, x = sc; i < n; ++i, x /= kinds)
           views.push_back(View(names[i], {}, sights[x % kinds]));
-        std::vector<store::DeviceInfo> listed;
-        bool expect_false = false, any_not_seeing = false, unseen = false, joins = false;
+        // The rules table, row by row.
+        bool faulted = false;     // 1. a card-level fault or a bad health bit, seen by a seer
+        bool not_seeing = false;  // 2. a source blind, stale or not yet
+        bool no_inventory = false;  // 3. kmsg runs without an inventory
+        bool unseen = false;        // 4. a covered card not read this sample
         for (int i = 0; i < n; ++i) {
-          any_not_seeing |= views[i].sight != Sight::kSeeing;
-          joins |= views[i].joins_device_list;
+          not_seeing |= views[i].sight != Sight::kSeeing;
+          no_inventory |= !known && std::string(names[i]) == "kmsg";
         }
-        for (int d = 0, x = dc / 2; d < 3; ++d, x /= 12) {
-          const int fault = x % 3, is_listed = (x / 3) % 2, hidden = (x / 6) % 2;
-          const int shower = d % n;       // the source that shows its fault
-          const int hider = (d + 1) % n;  // the source that may not see it
-          store::DeviceInfo info;
-          info.minor = d;
-          info.bus_id = "0000:0" + std::to_string(d) + ":00.0";
-          if (is_listed) listed.push_back(info);
+        for (int d = 0, x = dc / 2; d < kCards; ++d, x /= kStates) {
+          const int y = x % kStates;
+          const int fault = y % 3, bad_bit = (y / 3) % 2, unnamed = (y / 6) % 2, at_next = y / 12;
+          const int shower = d % n;       // the source that shows its fault and bit
+          const int next = (d + 1) % n;   // the source that may not read or cover it
+          const std::string bus = "0000:0" + std::to_string(d) + ":00.0";
           for (int i = 0; i < n; ++i) {
-            if (i == hider && hidden) continue;
-            SourceView::Device dev{d, info.bus_id, {}};
+            if (i == next && at_next == 2) continue;  // not covered
+            SourceView::Device dev = Dev(unnamed ? -1 : d, bus);
             if (i == shower && fault == 1) dev.faults = {Fault("0x00000001", 2, "restart_job")};
             if (i == shower && fault == 2) dev.faults = {Fault("0x00000002", 4, "reset_card")};
+            if (i == shower && bad_bit) dev.healthy = false;
+            if (i == next && at_next == 1) {  // covered, its read failed: faults kept
+              dev.seen = false;
+              dev.healthy.reset();
+            }
             views[i].devices.push_back(dev);
           }
-          // Its card-level fault counts when shown by a source that sees it.
-          if (fault == 2 && !(shower == hider && hidden) && views[shower].sight == Sight::kSeeing)
-            expect_false = true;
-          if (is_listed && hidden) unseen = true;
+          const bool shown = !(shower == next && at_next == 2);
+          const bool read = !(shower == next && at_next != 0);
+          if (views[shower].sight == Sight::kSeeing &&
+              ((fault == 2 && shown) || (bad_bit && read)))
+            faulted = true;
+          if (at_next == 1) unseen = true;
         }
-        const NodeCondition c =
-            ConditionOf(views, known, known ? listed : std::vector<store::DeviceInfo>{});
-        const bool blind = any_not_seeing || (!known && joins) || (known && unseen);
-        const std::string want = expect_false ? "False" : blind ? "Unknown" : "True";
+        const NodeCondition c = ConditionOf(views, known);
+        const bool unknown = not_seeing || no_inventory || unseen;
+        const std::string want = faulted ? "False" : unknown ? "Unknown" : "True";
         ++walked;
         if (c.status != want) {
           ADD_FAILURE() << n << " sources, combo " << sc << "/" << dc << ": " << c.status << " ("
                         << c.reason << ": " << c.message << "), want " << want;
           return;
         }
-        // Never True where anything could not be seen.
-        if (blind) {
-          ASSERT_NE(c.status, "True");
+        if (unknown) {
+          ASSERT_NE(c.status, "True");  // never True where anything could not be seen
         }
       }
     }
   }
-  const size_t all = (4u + 16u + 64u + 81u) * 1728u * 2u;
+  const size_t all = (4u + 16u + 64u + 81u) * kStates * kStates * 2u;
   EXPECT_EQ(combination, all);
   EXPECT_EQ(walked, (all + kStride - 1) / kStride);
 }
 
-// A source's view of a device that is not one XDM lists (minor -1: a PCI
-// function the pci backend does not join) judges nothing.
-TEST(NodeConditionTest, AFaultOnAnUnjoinedFunctionIsNotOurs) {
-  std::vector<SourceView::Device> d = All();
-  d.push_back({-1, "0000:99:00.0", {Fault("0xFD000001", 6, "isolate_card")}});
-  EXPECT_EQ(ConditionOf({View("pci", d)}, true, Devices()).status, "True");
-}
-
 // Many faults: the message stays within the limit and says how many more.
 TEST(NodeConditionTest, ALongListIsCutAndCounted) {
-  std::vector<SourceView::Device> many(500);
-  for (int i = 0; i < 500; ++i) {
-    many[i].minor = i;
-    many[i].faults = {Fault("0x80E18400", 4, "reset_card")};
-  }
+  std::vector<SourceView::Device> many;
+  for (int i = 0; i < 500; ++i) many.push_back(Dev(i, "", {Fault("0x80E18400", 4, "reset_card")}));
   std::vector<SourceView> views = {View("sysfs", many)};
-  const NodeCondition c = ConditionOf(views, true, {});
+  const NodeCondition c = ConditionOf(views, true);
   EXPECT_LE(c.message.size(), kMaxMessageBytes);
   EXPECT_EQ(c.message.rfind("500 device(s) need card-level action: xpu 0: 0x80E18400", 0), 0u)
       << c.message;
@@ -241,7 +290,7 @@ TEST(NodeConditionTest, ALongListIsCutAndCounted) {
   std::string& name = views[0].devices[0].faults[0].name;
   name = std::string(601, 'a');
   for (int i = 0; i < 300; ++i) name += "\xC3\xA9";  // é
-  const NodeCondition cut = ConditionOf(views, true, {});
+  const NodeCondition cut = ConditionOf(views, true);
   EXPECT_LE(cut.message.size(), kMaxMessageBytes);
   EXPECT_EQ(cut.message.substr(cut.message.size() - 5), "\xC3\xA9...");
   EXPECT_NO_THROW(Json(cut.message).dump()) << "cut inside a character";

@@ -50,7 +50,7 @@ class NodeReporterLiveTest : public ::testing::Test {
     k_.ca_file = dir_.File("ca.crt");
     k_.node_interval = std::chrono::milliseconds(100);
     o_.condition = o_.events = true;
-    o_.sources.hal = true;
+    o_.sources = {"sysfs"};
     o_.event_burst = 5;
     o_.event_refill = std::chrono::hours(1);  // no refill within the test
     o_.recover_hold = std::chrono::seconds(1);
@@ -64,16 +64,23 @@ class NodeReporterLiveTest : public ::testing::Test {
   // The sysfs view, as its sampler publishes it (a reporter waits for one
   // published after it started).
   void SetFaults(std::vector<store::ActiveFault> on_1) {
-    std::vector<store::HalDeviceView> hal(2);
-    hal[0].minor = 0;
-    hal[1].minor = 1;
-    hal[1].faults = std::move(on_1);
-    registry_.SetHalDevices(hal);
+    on_1_ = std::move(on_1);
+    Publish();
   }
-  void Publish() { registry_.SetHalDevices(registry_.HalDevices()); }
+  void Publish() {
+    store::DeviceViews sysfs;
+    sysfs.devices.resize(2);
+    for (int32_t i = 0; i < 2; ++i) {
+      sysfs.devices[i].minor = i;
+      sysfs.devices[i].healthy = true;
+    }
+    sysfs.devices[1].faults = on_1_;
+    registry_.SetDeviceViews(store::kSourceSysfs, sysfs);
+  }
+  std::vector<store::ActiveFault> on_1_;
   void Raise(const store::ActiveFault& f, const std::string& minor = "1") {
     registry_.raises().Add(
-        {"hal", minor, "U" + minor, "0000:3b:00.0", f, std::chrono::system_clock::now()});
+        {"sysfs", minor, "U" + minor, "0000:3b:00.0", f, std::chrono::system_clock::now()});
   }
   std::unique_ptr<NodeReporter> Make() {
     return std::make_unique<NodeReporter>(k_, o_, api_.url(), &registry_, metrics_now_);
@@ -177,45 +184,54 @@ TEST_F(NodeReporterLiveTest, PatchesTheConditionOnlyWhenItChanges) {
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
 }
 
-// Until every backend that runs has published since the reporter started
-// (the pci and kmsg views twice: the first may predate XDM's list), the
-// condition waits: a kernel log still being read must not make the Node
-// look healthy.
+// Until every backend that runs has published since the reporter started,
+// the condition waits: a kernel log still being read must not make the Node
+// look healthy. One view is enough: the registry joins each to the
+// inventory as it is now (before the one lane, the kmsg view joined XDM's
+// list itself and was waited for twice).
 TEST_F(NodeReporterLiveTest, TheConditionWaitsForTheBackendsToSpeak) {
-  o_.sources.kmsg = true;
+  o_.sources.insert("kmsg");
   o_.settle_limit = std::chrono::hours(1);
-  std::vector<store::KmsgDeviceView> kmsg(1);
-  kmsg[0].minor = 1;
-  kmsg[0].bus_id = "0000:3b:00.0";
-  kmsg[0].faults = {NamedFault("0x10DE004F", 6, "isolate_card")};
-  registry_.SetKmsgDevices(kmsg);  // before the start: an old view
-  registry_.SetKmsgDevices(kmsg);
+  store::DeviceInfo xdm;
+  xdm.minor = 1;
+  xdm.bus_id = "0000:3b:00.0";
+  registry_.SetXdmDevices({xdm});
+  registry_.OpenSource(store::kSourceKmsg, std::chrono::hours(1));
+  store::DeviceViews kmsg;
+  kmsg.coverage = store::Coverage::kAddressedSilent;
+  kmsg.devices.resize(1);
+  kmsg.devices[0].bus_id = "0000:3b:00.0";
+  kmsg.devices[0].healthy = true;
+  kmsg.devices[0].faults = {NamedFault("0x10DE004F", 6, "isolate_card")};
+  registry_.SetDeviceViews(store::kSourceKmsg, kmsg);  // before the start: an old view
   auto reporter = Make();
   reporter->Start();
   Publish();
   const size_t reads = NodeReads();
   ASSERT_TRUE(WaitFor([&] { return NodeReads() >= reads + 3; }, std::chrono::seconds(10)));
   EXPECT_EQ(Patches().size(), 0u);
-  registry_.SetKmsgDevices(kmsg);
-  ASSERT_TRUE(WaitFor([&] { return NodeReads() >= reads + 6; }, std::chrono::seconds(10)));
-  EXPECT_EQ(Patches().size(), 0u);
-  registry_.SetKmsgDevices(kmsg);
+  registry_.SetDeviceViews(store::kSourceKmsg, kmsg);
   ASSERT_TRUE(WaitFor([&] { return Patches().size() == 1; }, std::chrono::seconds(10)));
   EXPECT_EQ(Condition(Patches()[0])["status"], "False");
-  EXPECT_NE(Condition(Patches()[0])["message"].get<std::string>().find("[isolate_card, kmsg]"),
-            std::string::npos);
+  EXPECT_NE(Condition(Patches()[0])["message"].get<std::string>().find(
+                "xpu 1 (0000:3b:00.0): 0x10DE004F"),
+            std::string::npos)
+      << Condition(Patches()[0])["message"];
   reporter->Stop();
 }
 
-// A source that publishes DeviceViews (FaultSources::others, the nvml
-// backend's way) is waited for as the others are: until a view published
+// A source that publishes DeviceViews (the nvml backend) is waited for as the others are: until a view published
 // after the reporter started; then its fault is the condition's.
 TEST_F(NodeReporterLiveTest, TheConditionWaitsForADeviceViewsSourceToSpeak) {
-  o_.sources.others = {"nvml"};
+  o_.sources.insert("nvml");
   o_.settle_limit = std::chrono::hours(1);
   registry_.OpenSource("nvml", std::chrono::hours(1));
   store::DeviceViews v;
-  v.devices = {{1, "U1", "0000:3b:00.0", true, {NamedFault("0xFC010001", 6, "isolate_card")}, {}}};
+  v.devices.resize(1);
+  v.devices[0].uuid = "U1";
+  v.devices[0].bus_id = "0000:3b:00.0";
+  v.devices[0].healthy = true;
+  v.devices[0].faults = {NamedFault("0xFC010001", 6, "isolate_card")};
   registry_.SetDeviceViews("nvml", v);  // before the start: an old view
   auto reporter = Make();
   reporter->Start();

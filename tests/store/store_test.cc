@@ -8,6 +8,7 @@
 #include "store/device_registry.h"
 #include "store/metric_store.h"
 #include "support/metrics_util.h"
+#include "support/views_util.h"
 
 namespace xpu::store {
 namespace {
@@ -22,6 +23,43 @@ class StoreTest : public ::testing::Test {
 };
 
 std::vector<Sample> Batch(std::initializer_list<Sample> s) { return s; }
+
+// One device of a source's view, named by what the source knows of it.
+DeviceView V(int32_t minor, const std::string& uuid, const std::string& bus,
+             std::optional<bool> healthy = true, std::vector<ActiveFault> faults = {}) {
+  DeviceView v;
+  v.minor = minor;
+  v.uuid = uuid;
+  v.bus_id = bus;
+  v.healthy = healthy;
+  v.faults = std::move(faults);
+  return v;
+}
+
+DeviceViews Views(std::vector<DeviceView> devices, Coverage coverage = Coverage::kListed) {
+  DeviceViews v;
+  v.devices = std::move(devices);
+  v.coverage = coverage;
+  return v;
+}
+
+PciDeviceView Pci(const std::string& bus, bool present = true) {
+  PciDeviceView p;
+  p.bus_id = bus;
+  p.vendor = "0x10de";
+  p.present = present;
+  p.driver = present ? "nvidia" : "";
+  return p;
+}
+
+ActiveFault Fault(const std::string& code, int level, const std::string& level_name) {
+  ActiveFault f;
+  f.code = code;
+  f.name = "fault_" + code;
+  f.level = level;
+  f.level_name = level_name;
+  return f;
+}
 
 TEST_F(StoreTest, KeepsLatestSamplePerSeries) {
   store_.Apply(Batch({{0, 4, "", 40}, {1, 4, "", 41}}), t0_);
@@ -198,24 +236,18 @@ TEST(DeviceRegistryFilterTest, KeepsOnlyChosenMinorsFromEverySource) {
   DeviceInfo a, b;
   a.minor = 0;
   a.uuid = "U0";
+  a.bus_id = "0000:01:00.0";
   b.minor = 1;
   b.uuid = "U1";
+  b.bus_id = "0000:02:00.0";
   reg.SetXdmDevices({a, b});
   ASSERT_EQ(reg.Devices().size(), 1u);
   EXPECT_EQ(reg.Devices()[0].minor, 1);
-  HalDeviceView h0, h1;
-  h0.minor = 0;
-  h1.minor = 1;
-  reg.SetHalDevices({h0, h1});
-  ASSERT_EQ(reg.HalDevices().size(), 1u);
-  EXPECT_EQ(reg.HalDevices()[0].minor, 1);
-  PciDeviceView p0, p1, unjoined;
-  p0.bus_id = "0000:01:00.0";
-  p0.minor = "0";
-  p1.bus_id = "0000:02:00.0";
-  p1.minor = "1";
-  unjoined.bus_id = "0000:03:00.0";
-  reg.SetPciDevices({p0, p1, unjoined});
+  reg.SetDeviceViews(kSourceSysfs, Views({V(0, "", ""), V(1, "", "")}));
+  ASSERT_EQ(xpu::testing::ViewOf(reg, kSourceSysfs).size(), 1u);
+  EXPECT_EQ(xpu::testing::ViewOf(reg, kSourceSysfs)[0].minor, 1);
+  // A card no layer names by a minor is no chosen one.
+  reg.SetPciDevices({Pci("0000:01:00.0"), Pci("0000:02:00.0"), Pci("0000:03:00.0")});
   ASSERT_EQ(reg.PciDevices().size(), 1u);
   EXPECT_EQ(reg.PciDevices()[0].minor, "1");
 }
@@ -230,19 +262,17 @@ TEST(DeviceRegistryFilterTest, FilterChangesAtRunTimeInBothDirections) {
   std::vector<std::vector<DeviceInfo>> pushed;
   reg.OnXdmDevicesChanged([&](const std::vector<DeviceInfo>& d) { pushed.push_back(d); });
   reg.SetXdmDevices({a, b});
-  HalDeviceView h0, h1;
-  h0.minor = 0;
-  h1.minor = 1;
-  reg.SetHalDevices({h0, h1});
+  reg.SetDeviceViews(kSourceSysfs, Views({V(0, "", ""), V(1, "", "")}));
   reg.SetDeviceFilter({1});
   ASSERT_EQ(reg.Devices().size(), 1u);
-  EXPECT_EQ(reg.HalDevices().size(), 1u);
+  EXPECT_EQ(xpu::testing::ViewOf(reg, kSourceSysfs).size(), 1u);
   ASSERT_EQ(pushed.size(), 2u);
   EXPECT_EQ(pushed.back().size(), 1u);
   reg.SetDeviceFilter({});
   EXPECT_EQ(reg.Devices().size(), 2u);  // without a new ListAndWatch push
   ASSERT_EQ(pushed.size(), 3u);
   EXPECT_EQ(pushed.back().size(), 2u);
+  EXPECT_EQ(xpu::testing::ViewOf(reg, kSourceSysfs).size(), 2u) << "the views are kept whole";
 }
 
 // A reloaded catalog: series of unchanged entries keep their values, those
@@ -315,23 +345,127 @@ TEST(DeviceRegistryTest, ExposesInfoTopologyAndXdmHealth) {
   EXPECT_EQ(fams[2].metric[0].gauge.value, 0);
 }
 
-// The fault views' counts that the Node's condition waits on: the pci and
-// kmsg views join to XDM's list and count only once it is known; the sysfs
-// view counts at once; the kmsg view switched off (nullopt) does not count.
-TEST(DeviceRegistryTest, FaultViewsCountOnlyOnceTheyCanJoinXdmsList) {
+// The views' counts that the Node's condition waits on: each counts at once
+// (the registry joins it to the inventory as it is now). The inventory is
+// known once XDM's list or a source that finds cards has spoken, never from
+// the kernel log's addresses alone.
+TEST(DeviceRegistryTest, ViewsCountAtOnceAndTheInventoryIsKnownFromCardsNotAddresses) {
   DeviceRegistry r;
-  r.SetHalDevices({});
+  r.SetDeviceViews(kSourceKmsg, Views({}, Coverage::kAddressedSilent));
+  EXPECT_EQ(r.fault_views_set().of(kSourceKmsg), 1u);
+  EXPECT_FALSE(r.fault_views_set().inventory_known);
   r.SetPciDevices({});
-  r.SetKmsgDevices(std::vector<KmsgDeviceView>{});
-  EXPECT_EQ(r.fault_views_set().hal, 1u);
-  EXPECT_EQ(r.fault_views_set().pci, 0u);
-  EXPECT_EQ(r.fault_views_set().kmsg, 0u);
-  r.SetXdmDevices({});
-  r.SetPciDevices({});
-  r.SetKmsgDevices(std::vector<KmsgDeviceView>{});
-  r.SetKmsgDevices(std::nullopt);
-  EXPECT_EQ(r.fault_views_set().pci, 1u);
-  EXPECT_EQ(r.fault_views_set().kmsg, 1u);
+  EXPECT_EQ(r.fault_views_set().of(kSourcePci), 1u);
+  EXPECT_TRUE(r.fault_views_set().inventory_known);
+  EXPECT_FALSE(r.fault_views_set().devices_known);
+  DeviceRegistry x;
+  x.SetXdmDevices({});
+  EXPECT_TRUE(x.fault_views_set().inventory_known);
+}
+
+// The inventory (docs/hal.md): every accelerator the bus shows is a card
+// from the first sample, keyed by its address; XDM's list, the sysfs tree
+// and NVML name cards already known (NVIDIA's spelling of an address too);
+// a device XDM lists off the bus, or the sysfs tree's own, is a card still;
+// one that left the bus stays, lost; two unnamed cards never collide.
+TEST(InventoryTest, TheBusIsTheInventoryAndEveryLayerNamesWhatItKnows) {
+  DeviceRegistry r;
+  r.SetPciDevices({Pci("0000:3b:00.0"), Pci("0000:5e:00.0"), Pci("0000:86:00.0", false),
+                   Pci("10000:e1:00.0")});
+  std::vector<InventoryDevice> inv = r.Inventory();
+  ASSERT_EQ(inv.size(), 4u) << "no daemon, no other source: the bus alone";
+  EXPECT_EQ(inv[0].key, "0000:3b:00.0");
+  EXPECT_EQ(inv[0].minor, -1);
+  EXPECT_EQ(inv[0].vendor, "0x10de");
+  EXPECT_FALSE(inv[2].present);
+  DeviceInfo a, off;
+  a.minor = 3;
+  a.uuid = "U3";
+  a.model = "H200";
+  a.bus_id = "00000000:5E:00.0";
+  off.minor = 9;  // a device XDM lists that the bus does not show
+  off.uuid = "U9";
+  r.SetXdmDevices({a, off});
+  r.SetDeviceViews(kSourceSysfs, Views({V(9, "", "")}));
+  r.SetDeviceViews("nvml", Views({V(-1, "GPU-x", "0000:3b:00.0")}));
+  inv = r.Inventory();
+  ASSERT_EQ(inv.size(), 5u);
+  EXPECT_EQ(inv[0].uuid, "GPU-x");
+  EXPECT_EQ(inv[1].minor, 3);
+  EXPECT_EQ(inv[1].uuid, "U3");
+  EXPECT_EQ(inv[1].model, "H200");
+  EXPECT_EQ(inv[4].key, "minor/9");
+  EXPECT_EQ(inv[4].uuid, "U9");
+  // Two cards no layer names carry their addresses: two series, not one.
+  PciDeviceView lost = Pci("0000:86:00.0", false);
+  lost.faults = {Fault("0xFC000004", 6, "isolate_card")};
+  PciDeviceView vmd = Pci("10000:e1:00.0");
+  vmd.faults = {Fault("0xFC000004", 6, "isolate_card")};
+  r.SetPciDevices({Pci("0000:3b:00.0"), Pci("0000:5e:00.0"), lost, vmd});
+  using xpu::testing::MetricValue;
+  EXPECT_EQ(MetricValue(r, "xpu_device_fault_level",
+                        {{"source", "pci"}, {"bus_id", "0000:86:00.0"}, {"minor", ""}}),
+            6);
+  EXPECT_EQ(MetricValue(r, "xpu_device_fault_level",
+                        {{"source", "pci"}, {"bus_id", "10000:e1:00.0"}, {"minor", ""}}),
+            6);
+  EXPECT_EQ(MetricValue(r, "xpu_device_health", {{"source", "pci"}, {"bus_id", "0000:5e:00.0"}}),
+            1);
+  EXPECT_EQ(MetricValue(r, "xpu_device_health", {{"source", "pci"}, {"minor", "3"}}), 1)
+      << "named by XDM";
+}
+
+// Coverage: the kernel log judges every card with an address (its silence
+// is health), an address that is no card of the inventory (a NIC) is
+// dropped; NVML covers NVIDIA's cards only, so a PPU beside them is not
+// "unseen" by it; a card it covers and does not list is.
+TEST(InventoryTest, EachSourceJudgesOnlyTheCardsItCovers) {
+  DeviceRegistry r;
+  PciDeviceView ppu = Pci("0000:10:00.0");
+  ppu.vendor = "0x1ded";
+  r.SetPciDevices({Pci("0000:3b:00.0"), Pci("0000:5e:00.0"), ppu});
+  const ActiveFault xid79 = Fault("0x10DE004F", 6, "isolate_card");
+  r.SetDeviceViews(kSourceKmsg, Views({V(-1, "", "0000:3b:00.0", true, {xid79}),
+                                       V(-1, "", "0000:99:00.0", true, {xid79})},
+                                      Coverage::kAddressedSilent));
+  DeviceViews nvml = Views({V(-1, "GPU-a", "0000:3b:00.0")});
+  nvml.vendor = "0x10de";
+  r.SetDeviceViews("nvml", nvml);
+  using xpu::testing::MetricValue;
+  EXPECT_EQ(MetricValue(r, "xpu_device_health", {{"source", "kmsg"}, {"bus_id", "0000:3b:00.0"}}),
+            0);
+  EXPECT_EQ(MetricValue(r, "xpu_device_health", {{"source", "kmsg"}, {"bus_id", "0000:10:00.0"}}),
+            1)
+      << "the log's silence on a card is its health";
+  EXPECT_EQ(MetricValue(r, "xpu_device_fault_level", {{"bus_id", "0000:99:00.0"}}), -1)
+      << "not a card";
+  std::map<std::string, SourceView> by;
+  for (SourceView& v : r.SourceViews()) by[v.source] = v;
+  ASSERT_EQ(by["kmsg"].devices.size(), 3u);
+  EXPECT_TRUE(by["kmsg"].needs_inventory);
+  ASSERT_EQ(by["nvml"].devices.size(), 2u) << "NVIDIA's two cards, not the PPU";
+  EXPECT_TRUE(by["nvml"].devices[0].seen);
+  EXPECT_FALSE(by["nvml"].devices[1].seen) << "an NVIDIA card NVML does not list";
+  EXPECT_EQ(by["nvml"].devices[1].bus_id, "0000:5e:00.0");
+  ASSERT_EQ(by["pci"].devices.size(), 3u);
+}
+
+// A read that fails keeps the faults last read: not seen by the condition,
+// its faults still there for it, and on the page its kept card-level fault
+// still judges its health (a fault seen is seen).
+TEST(InventoryTest, AnUnreadCardKeepsItsFaultsAndHasNoHealth) {
+  DeviceRegistry r;
+  DeviceView v = V(0, "U0", "", std::nullopt, {Fault("0x80E18400", 4, "reset_card")});
+  v.seen = false;
+  r.SetDeviceViews(kSourceSysfs, Views({v}));
+  using xpu::testing::MetricValue;
+  EXPECT_EQ(MetricValue(r, "xpu_device_health", {{"source", "sysfs"}}), 0);
+  EXPECT_EQ(MetricValue(r, "xpu_device_fault_level", {{"source", "sysfs"}}), 4);
+  const std::vector<SourceView> views = r.SourceViews();
+  ASSERT_EQ(views.size(), 1u);
+  ASSERT_EQ(views[0].devices.size(), 1u);
+  EXPECT_FALSE(views[0].devices[0].seen);
+  EXPECT_EQ(views[0].devices[0].faults.size(), 1u);
 }
 
 // A source that publishes the common shape (SetDeviceViews, the nvml
@@ -349,10 +483,10 @@ TEST(DeviceRegistryTest, DeviceViewsFollowTheOneRuleOfEverySource) {
   lost.name = "nvidia_gpu_lost";
   lost.level = 6;
   lost.level_name = "isolate_card";
-  v.devices = {{0, "GPU-a", "0000:3b:00.0", true, {}, {}},
-               {-1, "GPU-b", "0000:5e:00.0", true, {lost}, {}},          // XDM does not list it
-               {1, "GPU-c", "0000:86:00.0", std::nullopt, {}, {}},       // health unread
-               {2, "GPU-d", "0000:af:00.0", std::nullopt, {lost}, {}}};  // unread, but a fault
+  v.devices = {V(0, "GPU-a", "0000:3b:00.0"),
+               V(-1, "GPU-b", "0000:5e:00.0", true, {lost}),          // XDM does not list it
+               V(1, "GPU-c", "0000:86:00.0", std::nullopt),           // health unread
+               V(2, "GPU-d", "0000:af:00.0", std::nullopt, {lost})};  // unread, but a fault
   prometheus::MetricFamily temp;
   temp.name = "xpu_test_temperature_celsius";
   temp.help = "t";
@@ -365,7 +499,7 @@ TEST(DeviceRegistryTest, DeviceViewsFollowTheOneRuleOfEverySource) {
   }
   v.families = {temp};
   r.SetDeviceViews("nvml", v);
-  EXPECT_EQ(r.fault_views_set().others.at("nvml"), 1u);
+  EXPECT_EQ(r.fault_views_set().of("nvml"), 1u);
   using xpu::testing::MetricValue;
   EXPECT_EQ(MetricValue(r, "xpu_device_health", {{"source", "nvml"}, {"uuid", "GPU-a"}}), 1);
   // Named and judged without XDM's list: unhealthy by its fault.
@@ -381,12 +515,14 @@ TEST(DeviceRegistryTest, DeviceViewsFollowTheOneRuleOfEverySource) {
   ASSERT_EQ(views.size(), 1u);
   EXPECT_EQ(views[0].source, "nvml");
   EXPECT_EQ(views[0].sight, Sight::kSeeing);
-  EXPECT_FALSE(views[0].joins_device_list);
-  ASSERT_EQ(views[0].devices.size(), 3u)
-      << "a device whose health was not read is not seen, unless a card-level fault judges it";
+  EXPECT_FALSE(views[0].needs_inventory);
+  ASSERT_EQ(views[0].devices.size(), 4u);
   EXPECT_EQ(views[0].devices[1].faults, std::vector<ActiveFault>{lost});
-  EXPECT_EQ(views[0].devices[2].bus_id, "0000:af:00.0");
-  EXPECT_EQ(views[0].devices[2].faults, std::vector<ActiveFault>{lost});
+  EXPECT_FALSE(views[0].devices[2].seen)
+      << "a device whose health was not read is not seen, unless a card-level fault judges it";
+  EXPECT_EQ(views[0].devices[3].bus_id, "0000:af:00.0");
+  EXPECT_TRUE(views[0].devices[3].seen);
+  EXPECT_EQ(views[0].devices[3].faults, std::vector<ActiveFault>{lost});
 
   // The filter keeps the chosen devices and their samples only.
   r.SetDeviceFilter({0});
@@ -423,7 +559,7 @@ TEST(DeviceRegistryTest, ContainerMemoryIsNamedOnlyForPodsTheApiServerGave) {
   const std::string uid = "1f6c2f9e-7a1b-4c2d-9e3f-0a1b2c3d4e5f";
   const std::string id(64, 'a'), other(64, 'b');
   DeviceViews v;
-  DeviceView card{0, "GPU-a", "0000:3b:00.0", true, {}, {}};
+  DeviceView card = V(0, "GPU-a", "0000:3b:00.0");
   card.containers = {{uid, id, 4096}, {uid, other, 1}, {"no-such-uid", id, 2}};
   v.devices = {card};
   r.SetDeviceViews("nvml", v);
@@ -459,7 +595,7 @@ TEST(DeviceRegistryTest, AUidTwoPodsClaimNamesOnlyWhatOneAloneLists) {
   const std::string hash = "6f1c2e9a7b1d4c2e9f3a0b1c2d3e4f5a";
   const std::string id(64, 'a');
   DeviceViews v;
-  DeviceView card{0, "GPU-a", "0000:3b:00.0", true, {}, {}};
+  DeviceView card = V(0, "GPU-a", "0000:3b:00.0");
   card.containers = {{hash, id, 4096}};
   v.devices = {card};
   r.SetDeviceViews("nvml", v);

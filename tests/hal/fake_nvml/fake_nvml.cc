@@ -25,6 +25,7 @@
 #include <thread>
 
 #include "hal/nvml_api.h"
+#include "hal/pci_address.h"
 
 namespace nvml = xpu::hal::nvml;
 using Json = nlohmann::json;
@@ -251,9 +252,50 @@ nvml::Return nvmlDeviceGetMemoryInfo(nvml::Device h, nvml::Memory* mem) {
   const Json& j = (m.is_object() ? m : d).value("memory", Json());
   if (!j.is_object()) return nvml::kErrorNotSupported;
   mem->total = j.value("total", 0ULL);
-  mem->used = j.value("used", 0ULL);
+  mem->used = j.value("used", 0ULL) + j.value("reserved", 0ULL);
   mem->free = mem->total - std::min(mem->total, mem->used);
   return nvml::kSuccess;
+}
+
+// The second version, as drivers from R510 answer it: `used` without the
+// driver's reservation (the fixture's "used"; "reserved" apart), as
+// nvidia-smi shows them; the first version's `used` counts the reservation.
+nvml::Return nvmlDeviceGetMemoryInfo_v2(nvml::Device h, nvml::MemoryV2* mem) {
+  Json d, m;
+  if (auto r = Enter("nvmlDeviceGetMemoryInfo_v2", h, &d, &m); r != nvml::kSuccess) return r;
+  if (mem == nullptr || mem->version != nvml::kMemoryV2Version)
+    return nvml::kErrorInvalidArgument;  // NVML_ERROR_ARGUMENT_VERSION_MISMATCH is 25; close
+  const Json& j = (m.is_object() ? m : d).value("memory", Json());
+  if (!j.is_object()) return nvml::kErrorNotSupported;
+  mem->total = j.value("total", 0ULL);
+  mem->reserved = j.value("reserved", 0ULL);
+  mem->used = j.value("used", 0ULL);
+  mem->free = mem->total - std::min(mem->total, mem->used + mem->reserved);
+  return nvml::kSuccess;
+}
+
+// A card by its PCI address in any of NVML's forms: found whether or not it
+// is lost (GPU_IS_LOST then, the handle filled, as the real library does).
+nvml::Return nvmlDeviceGetHandleByPciBusId_v2(const char* bus, nvml::Device* device) {
+  if (bus == nullptr || device == nullptr) return nvml::kErrorInvalidArgument;
+  const std::string want = xpu::hal::CanonicalPciAddress(bus);
+  if (want.empty()) return nvml::kErrorInvalidArgument;
+  unsigned index = 0;
+  bool found = false;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    const Json& devices = Member(Fixture(), "devices", kNoArray);
+    for (unsigned i = 0; i < devices.size() && !found; ++i)
+      if (xpu::hal::CanonicalPciAddress(devices[i].value("bus_id", "")) == want) {
+        index = i;
+        found = true;
+      }
+  }
+  if (!found) return nvml::kErrorNotFound;
+  Json d;
+  const nvml::Return r = Enter("nvmlDeviceGetHandleByPciBusId_v2", Handle(index), &d);
+  if (r == nvml::kSuccess || r == nvml::kErrorGpuIsLost) *device = Handle(index);
+  return r;
 }
 
 nvml::Return nvmlDeviceGetUtilizationRates(nvml::Device h, nvml::Utilization* u) {
