@@ -127,15 +127,15 @@ def fleet():
             [(f"xpu_memory_used_bytes{{{ND}}} / xpu_memory_total_bytes{{{ND}}}",
               "{{instance}} xpu{{minor}}")])
     b.panel("table", "Device health (0 = unhealthy in at least one source)", "bool_yes_no",
-            [(f"min by (instance, minor, uuid) (xpu_device_health{{{ND}}})", "")])
+            [(f"min by (instance, bus_id, minor, uuid) (xpu_device_health{{{ND}}})", "")])
     b.panel("table", "Active faults", "none",
             [(f"xpu_device_fault_active{{{ND}}}", "")],
             description="Fault codes the HAL reports active, with their catalog level.")
     b.panel("bargauge", "Busiest devices", "percentunit",
             [(f"topk(10, xpu_utilization_ratio{{{N}}})", "{{instance}} xpu{{minor}}")])
     b.panel("timeseries", "Worst fault level by device", "none",
-            [(f"max by (instance, minor) (xpu_device_fault_level{{{ND}}})",
-              "{{instance}} xpu{{minor}}")],
+            [(f"max by (instance, bus_id, minor) (xpu_device_fault_level{{{ND}}})",
+              "{{instance}} {{bus_id}} xpu{{minor}}")],
             description="0 none, 1 retry_request, 2 restart_job, 3 restart_card, 4 reset_card, "
                         "5 isolate_after_job, 6 isolate_card")
     return b
@@ -233,7 +233,7 @@ def device():
     b.panel("timeseries", "Health by source", "bool_yes_no",
             [(f"xpu_device_health{{{ND}}}", "{{source}}")])
     b.panel("table", "Active faults", "none", [(f"xpu_device_fault_active{{{ND}}}", "")])
-    b.panel("timeseries", "Fault level and raises, by source (hal, kmsg)", "none",
+    b.panel("timeseries", "Fault level and raises, by source (sysfs, pci, kmsg, nvml)", "none",
             [(f"xpu_device_fault_level{{{ND}}}", "level ({{source}})"),
              (f"sum by (source) (increase(xpu_device_fault_events_total{{{ND}}}[$__rate_interval]))",
               "raises ({{source}})")])

@@ -525,6 +525,11 @@ void DeviceRegistry::WriteIdentityLocked(const Joined& j, Families* f) const {
     const std::string minor = std::to_string(d.minor);
     MetricLabels labels = {{"minor", minor}};
     for (const DeviceInfoLabel& l : kDeviceInfoLabels) labels.push_back({l.name, l.format(d)});
+    // The address as every other family writes it (the rules key cards by
+    // it); XDM's own text where it is no PCI address.
+    for (prometheus::ClientMetric::Label& l : labels)
+      if (l.name == "bus_id")
+        if (std::string bus = hal::CanonicalPciAddress(l.value); !bus.empty()) l.value = bus;
     f->info.metric.push_back(GaugeSample(std::move(labels), 1));
     for (const TopologyLevel& t : d.topology) {
       f->topo.metric.push_back(GaugeSample({{"minor", minor},

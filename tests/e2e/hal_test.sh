@@ -14,7 +14,7 @@ wait_for 10 has_metric 'xpu_device_health{minor="2",.*source="xdm"} 1' || fail "
 has_metric 'xpu_device_fault_level{minor="2",.*} 0' || fail "fault level not 0 at start"
 
 curl -sf -XPOST "$CONTROL/control/fault" -d '{"minor":2,"code":"0x80E18400"}' >/dev/null
-took=$(wait_ms $((HAL_MS + SLACK_MS)) has_metric 'xpu_device_fault_active{minor="2",uuid="[^"]*",code="0x80E18400",level="reset_card",source="hal"} 1') ||
+took=$(wait_ms $((HAL_MS + SLACK_MS)) has_metric 'xpu_device_fault_active{minor="2",uuid="[^"]*",bus_id="[^"]*",code="0x80E18400",level="reset_card",source="sysfs"} 1') ||
   fail "fault not visible within one HAL interval"
 echo "fault visible after ${took} ms (HAL interval ${HAL_MS} ms)"
 has_metric 'xpu_device_fault_level{minor="2",.*} 4' || fail "fault level not 4"
@@ -22,7 +22,7 @@ has_metric 'xpu_device_fault_level{minor="2",.*} 4' || fail "fault level not 4"
 # XDM silent: the HAL still sees new faults.
 curl -sf -XPOST "$CONTROL/control/pause" >/dev/null
 curl -sf -XPOST "$CONTROL/control/fault" -d '{"minor":3,"code":"0x80CB8001"}' >/dev/null
-took=$(wait_ms $((HAL_MS + SLACK_MS)) has_metric 'xpu_device_fault_active{minor="3",.*code="0x80CB8001",level="isolate_card",source="hal"} 1') ||
+took=$(wait_ms $((HAL_MS + SLACK_MS)) has_metric 'xpu_device_fault_active{minor="3",.*code="0x80CB8001",level="isolate_card",source="sysfs"} 1') ||
   fail "fault not visible within one HAL interval while XDM is paused"
 echo "fault visible after ${took} ms with XDM paused"
 wait_for 10 has_metric 'xpu_exporter_upstream_up 0' || fail "upstream should be down while paused"
@@ -35,13 +35,13 @@ curl -sf -XPOST "$CONTROL/control/resume" >/dev/null
 curl -sf -XDELETE "$CONTROL/control/fault?minor=2" >/dev/null
 wait_for 10 bash -c "curl -sf $URL/metrics >$TMP/page && ! grep -q 'xpu_device_fault_active{minor=\"2\"' $TMP/page" ||
   fail "fault not cleared"
-has_metric 'xpu_device_fault_events_total{code="0x80E18400",level="reset_card",minor="2",source="hal",uuid="[^"]*"} 1' ||
+has_metric 'xpu_device_fault_events_total{bus_id="",code="0x80E18400",level="reset_card",minor="2",source="sysfs",uuid="[^"]*"} 1' ||
   has_metric 'xpu_device_fault_events_total{.*minor="2".*} 1' || fail "events counter lost"
 has_metric 'xpu_device_fault_level{minor="2",.*} 0' || fail "fault level not back to 0"
 
 # Unhealthy: both sources say 0.
 curl -sf -XPOST "$CONTROL/control/health" -d '{"minor":4,"healthy":false}' >/dev/null
-wait_for 10 has_metric 'xpu_device_health{minor="4",.*source="hal"} 0' || fail "HAL health not 0"
+wait_for 10 has_metric 'xpu_device_health{minor="4",.*source="sysfs"} 0' || fail "HAL health not 0"
 wait_for 10 has_metric 'xpu_device_health{minor="4",.*source="xdm"} 0' || fail "XDM health not 0"
 scrape >"$TMP/final.txt"
 promtool check metrics <"$TMP/final.txt" || fail "promtool"

@@ -36,7 +36,8 @@ wait_for 20 last_is Unknown/KmsgBlind || fail "kmsg blind: not Unknown/KmsgBlind
 wait_for 10 has_metric 'xpu_exporter_source_up{source="kmsg"} 0' || fail "kmsg up"
 has_metric 'xpu_exporter_source_up{source="sysfs"} 1' || fail "sysfs not up"
 [ "$(health_of kmsg)" = 0 ] || fail "a blind kernel log has health series: $(scrape | grep 'source="kmsg"' | head -3)"
-[ "$(health_of hal)" -gt 0 ] || fail "no hal health while sysfs and pci see"
+[ "$(health_of sysfs)" -gt 0 ] || fail "no sysfs health while sysfs sees"
+[ "$(health_of pci)" -gt 0 ] || fail "no pci health while pci sees"
 never_true_since 0 "kmsg unreadable"
 curl -sfk "$API/control/patches" | grep -q 'kmsg cannot see' || fail "the message does not name the blind source"
 
@@ -48,13 +49,13 @@ wait_for 10 bash -c '[ "$(grep -c "source=\"kmsg\"} 1" <(curl -sf '"$URL"'/metri
 never_true_since 0 "kmsg unreadable"
 wait_for 25 last_is True/NoCardFaults || fail "not True once every source sees: $(patches)"
 
-# 2. The PCI root gone: Unknown at once (worse than True), its share of the
-# hal health withdrawn; back: True after the hold.
+# 2. The PCI root gone: Unknown at once (worse than True), its health
+# withdrawn; back: True after the hold.
 N=$(npatches)
 ln -sfn "$TMP/nowhere" "$TMP/pci"
 wait_for 10 last_is Unknown/PciBlind || fail "pci blind: $(patches "$N")"
-wait_for 5 bash -c "[ \$(curl -sf $URL/metrics | grep -c '^xpu_device_health{.*source=\"hal\"}') = 0 ]" ||
-  fail "hal health stays while pci is blind"
+wait_for 5 bash -c "[ \$(curl -sf $URL/metrics | grep -c '^xpu_device_health{.*source=\"pci\"}') = 0 ]" ||
+  fail "pci health stays while pci is blind"
 has_metric 'xpu_exporter_source_up{source="pci"} 0' || fail "pci up while blind"
 # A few intervals later the pci view is stale: its families go too.
 wait_for 10 bash -c "! curl -sf $URL/metrics | grep -q '^xpu_pcie_link_width_lanes'" ||
@@ -67,14 +68,14 @@ wait_for 25 last_is True/NoCardFaults || fail "not True after pci came back: $(p
   fail "pci: want Unknown, then True once back: $(patches "$N")"
 
 # 3. A card fault, then the sysfs tree gone under it (a driver crash takes
-# it): False at once; then Unknown (SysfsBlind), never True; the hal
+# it): False at once; then Unknown (SysfsBlind), never True; the sysfs
 # health withdrawn at once. Back: the fault is seen again: False.
 curl -sf -XPOST "$CONTROL/control/fault" -d '{"minor":2,"code":"0x80E18400"}' >/dev/null
 wait_for 10 last_is False/ResetCard || fail "no False for a reset_card fault: $(patches)"
 N=$(npatches)
 ln -sfn "$TMP/nowhere" "$TMP/sysfs"
-wait_for 5 bash -c "[ \$(curl -sf $URL/metrics | grep -c '^xpu_device_health{.*source=\"hal\"}') = 0 ]" ||
-  fail "hal health stays while sysfs is blind"
+wait_for 5 bash -c "[ \$(curl -sf $URL/metrics | grep -c '^xpu_device_health{.*source=\"sysfs\"}') = 0 ]" ||
+  fail "sysfs health stays while sysfs is blind"
 has_metric 'xpu_exporter_source_up{source="sysfs"} 0' || fail "sysfs up while blind"
 wait_for 25 last_is Unknown/SysfsBlind || fail "sysfs blind: $(patches "$N")"
 never_true_since "$N" "sysfs tree removed under a fault"

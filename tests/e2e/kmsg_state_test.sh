@@ -13,7 +13,7 @@ printf '3,1,%s,-;NVRM: Xid (PCI:0000:20:00): 79, pid=1, name=e2e, GPU has fallen
   "$(now_us)" >"$TMP/kmsg.records"
 flags=(--hal kmsg --hal.kmsg.path "$TMP/kmsg.records" --hal.state-dir "$TMP/state"
   --hal.interval 200ms --collector.interval 200ms)
-XID79='xpu_device_fault_active{minor="1",uuid="[^"]*",code="0x10DE004F",level="isolate_card",source="kmsg"} 1'
+XID79='xpu_device_fault_active{minor="1",uuid="[^"]*",bus_id="[^"]*",code="0x10DE004F",level="isolate_card",source="kmsg"} 1'
 start_exporter sim "${flags[@]}"
 wait_for 10 has_metric "$XID79" || fail "Xid 79 not raised: $(scrape | grep 'source="kmsg"' | head)"
 wait_for 10 grep -q 0x10DE004F "$TMP/state/kmsg-states.json" || fail "not kept: $(cat "$TMP/state/kmsg-states.json")"
@@ -31,14 +31,14 @@ kill "$EXP_PID"; wait "$EXP_PID" 2>/dev/null || true
 start_exporter sim "${flags[@]}"
 wait_for 10 has_metric 'xpu_exporter_source_up{source="kmsg"} 1' || fail "kmsg not up after the restart"
 wait_for 10 has_metric "$XID79" || fail "the kept Xid 79 is gone after a restart: $(scrape | grep 'source="kmsg"' | head)"
-has_metric 'xpu_device_health{minor="1",uuid="[^"]*",source="kmsg"} 0' || fail "minor 1 healthy after a restart"
+has_metric 'xpu_device_health{minor="1",uuid="[^"]*",bus_id="[^"]*",source="kmsg"} 0' || fail "minor 1 healthy after a restart"
 grep -q "state(s) kept from before the restart" "$TMP/exporter.log" || fail "no log line for the kept state"
 
 # Another boot: cleared.
 kill "$EXP_PID"; wait "$EXP_PID" 2>/dev/null || true
 sed -i 's/"boot_id":"[^"]*"/"boot_id":"another-boot"/' "$TMP/state/kmsg-states.json"
 start_exporter sim "${flags[@]}"
-wait_for 10 has_metric 'xpu_device_health{minor="1",uuid="[^"]*",source="kmsg"} 1' ||
+wait_for 10 has_metric 'xpu_device_health{minor="1",uuid="[^"]*",bus_id="[^"]*",source="kmsg"} 1' ||
   fail "a state from another boot was kept: $(scrape | grep 'source="kmsg"' | head)"
 has_metric 'xpu_device_fault_active{.*source="kmsg"}' && fail "a fault is active after another boot"
 
@@ -47,5 +47,5 @@ kill "$EXP_PID"; wait "$EXP_PID" 2>/dev/null || true
 printf '{"version":1,' >"$TMP/state/kmsg-states.json"
 start_exporter sim "${flags[@]}"
 wait_for 10 has_metric 'xpu_kmsg_state_file_errors_total{op="read"} 1' || fail "a corrupt file not counted"
-wait_for 10 has_metric 'xpu_device_health{minor="1",uuid="[^"]*",source="kmsg"} 1' || fail "not started clean"
+wait_for 10 has_metric 'xpu_device_health{minor="1",uuid="[^"]*",bus_id="[^"]*",source="kmsg"} 1' || fail "not started clean"
 check_families

@@ -93,7 +93,7 @@ wait_for 10 at_least events 2 ||
 [ "$(count events 'x["reason"] == "IsolateCard"')" = 1 ] || fail "Xid 79's Event: $(curl -sfk "$API/control/events")"
 PATCHES=$(count patches)
 record "NVRM: Xid (PCI:0000:20:00): 13, pid=2, name=e2e, Graphics SM Warp Exception"
-wait_for 10 has_metric 'xpu_device_fault_events_total{minor="1",uuid="[^"]*",code="0x10DE000D",level="[a-z_]*",source="kmsg"} 1' ||
+wait_for 10 has_metric 'xpu_device_fault_events_total{minor="1",uuid="[^"]*",bus_id="[^"]*",code="0x10DE000D",level="[a-z_]*",source="kmsg"} 1' ||
   fail "Xid 13 not counted"
 rounds 7  # a round a second: past the 5 s hold, a change that is not worse would be patched by now
 [ "$(count patches)" = "$PATCHES" ] || fail "a lesser fault changed the condition: $(last patches)"

@@ -3,7 +3,7 @@
 # (DIR/sys) for its devices, xpu-exporter reads it beside the vendor tree and
 # joins it to XDM's devices by bus_id. Through /control/pci: an idle link
 # speed, a Gen4 and an x8 slot raise nothing; a link narrower than both ends, fatal AER errors, an unbound driver and a device leaving the bus each
-# raise their fault and make the device unhealthy from the HAL's side; the
+# raise their fault and make the device unhealthy from the pci source's side; the
 # driver's return and the device's return count as resets.
 source "$(dirname "$0")/lib.sh" "$1"
 start_sim sim --interval 100ms --hal-root "$TMP/hal"
@@ -18,11 +18,11 @@ has_metric 'xpu_pcie_link_speed_transfers_per_second{bus_id="0000:40:00.0",minor
 has_metric 'xpu_pci_driver_bound{bus_id="0000:40:00.0",minor="3",uuid="[^"]*",driver="xpu"} 1' || fail "driver"
 has_metric 'xpu_pcie_aer_errors_total{bus_id="0000:40:00.0",minor="3",uuid="[^"]*",severity="fatal",type="DLP"} 0' ||
   fail "AER counters"
-has_metric 'xpu_device_health{minor="3",uuid="[^"]*",source="hal"} 1' || fail "healthy at start"
+has_metric 'xpu_device_health{minor="3",uuid="[^"]*",bus_id="[^"]*",source="pci"} 1' || fail "healthy at start"
 
 pci() { curl -sf -XPOST "$CONTROL/control/pci" -d "$1" >/dev/null || fail "control/pci $1"; }
 fault_on() {  # fault_on CODE LEVEL: the fault is active on minor 3
-  wait_for 10 has_metric "xpu_device_fault_active{minor=\"3\",uuid=\"[^\"]*\",code=\"$1\",level=\"$2\",source=\"hal\"} 1"
+  wait_for 10 has_metric "xpu_device_fault_active{minor=\"3\",uuid=\"[^\"]*\",bus_id=\"[^\"]*\",code=\"$1\",level=\"$2\",source=\"pci\"} 1"
 }
 
 # Not faults (each one was, judged against the card's own maximum from one
@@ -35,7 +35,7 @@ no_fault_for_2s() {  # no_fault_for_2s MINOR...: none of them has a fault for 2 
     page=$(scrape)
     for m in "$@"; do
       ! grep -q "^xpu_device_fault_active{minor=\"$m\"" <<<"$page" || return 1
-      grep -q "^xpu_device_health{minor=\"$m\",uuid=\"[^\"]*\",source=\"hal\"} 1" <<<"$page" || return 1
+      grep -q "^xpu_device_health{minor=\"$m\",uuid=\"[^\"]*\",bus_id=\"[^\"]*\",source=\"pci\"} 1" <<<"$page" || return 1
     done
     sleep 0.1
   done
@@ -58,9 +58,9 @@ pci '{"minor":3,"link_width":8,"link_speed":"16.0 GT/s PCIe"}'
 fault_on 0xFC000001 restart_card || fail "downtrained link raised no fault"
 has_metric 'xpu_pcie_link_width_lanes{bus_id="0000:40:00.0",minor="3",uuid="[^"]*",bound="current"} 8' ||
   fail "current width not 8"
-has_metric 'xpu_device_health{minor="3",uuid="[^"]*",source="hal"} 0' || fail "restart_card fault left health 1"
+has_metric 'xpu_device_health{minor="3",uuid="[^"]*",bus_id="[^"]*",source="pci"} 0' || fail "restart_card fault left health 1"
 pci '{"minor":3,"link_width":16,"link_speed":"32.0 GT/s PCIe"}'
-wait_for 10 has_metric 'xpu_device_health{minor="3",uuid="[^"]*",source="hal"} 1' || fail "health did not return"
+wait_for 10 has_metric 'xpu_device_health{minor="3",uuid="[^"]*",bus_id="[^"]*",source="pci"} 1' || fail "health did not return"
 
 pci '{"minor":3,"aer":{"severity":"fatal","type":"DLP","add":2}}'
 fault_on 0xFC000003 reset_card || fail "fatal AER raised no fault"
@@ -70,7 +70,7 @@ has_metric 'xpu_pcie_aer_errors_total{bus_id="0000:40:00.0",minor="3",uuid="[^"]
 pci '{"minor":5,"driver_bound":false}'
 wait_for 10 has_metric 'xpu_pci_driver_bound{bus_id="0000:60:00.0",minor="5",uuid="[^"]*",driver=""} 0' ||
   fail "unbound driver not seen"
-wait_for 10 has_metric 'xpu_device_fault_active{minor="5",uuid="[^"]*",code="0xFC000005",level="reset_card",source="hal"} 1' ||
+wait_for 10 has_metric 'xpu_device_fault_active{minor="5",uuid="[^"]*",bus_id="[^"]*",code="0xFC000005",level="reset_card",source="pci"} 1' ||
   fail "unbound driver raised no fault"
 pci '{"minor":5,"driver_bound":true}'
 wait_for 10 has_metric 'xpu_device_resets_observed_total{bus_id="0000:60:00.0",minor="5",uuid="[^"]*"} 1' ||
@@ -79,7 +79,7 @@ wait_for 10 has_metric 'xpu_device_resets_observed_total{bus_id="0000:60:00.0",m
 pci '{"minor":6,"present":false}'
 wait_for 10 has_metric 'xpu_pci_device_present{bus_id="0000:70:00.0",minor="6",uuid="[^"]*"} 0' ||
   fail "lost device not seen"
-wait_for 10 has_metric 'xpu_device_fault_active{minor="6",uuid="[^"]*",code="0xFC000004",level="isolate_card",source="hal"} 1' ||
+wait_for 10 has_metric 'xpu_device_fault_active{minor="6",uuid="[^"]*",bus_id="[^"]*",code="0xFC000004",level="isolate_card",source="pci"} 1' ||
   fail "lost device raised no fault"
 pci '{"minor":6,"present":true}'
 wait_for 10 has_metric 'xpu_device_resets_observed_total{bus_id="0000:70:00.0",minor="6",uuid="[^"]*"} 1' ||

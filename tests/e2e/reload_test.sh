@@ -138,7 +138,7 @@ has_metric 'xpu_die_temperature_celsius{' || fail "a refused catalog changed the
 # ---- HAL settings change live; an active fault is not counted again ----
 curl -sf -XPOST "$CONTROL/control/fault" -d '{"minor":2,"code":"0x80E18400"}' >/dev/null
 wait_for 10 has_metric 'xpu_device_fault_active{minor="2",.*code="0x80E18400".*} 1' || fail "fault not seen"
-events() { scrape | grep '^xpu_device_fault_events_total{code="0x80E18400",.*minor="2"' | awk '{print $2}'; }
+events() { scrape | grep '^xpu_device_fault_events_total{bus_id="[^"]*",code="0x80E18400",.*minor="2"' | awk '{print $2}'; }
 before=$(events)
 printf 'log.level: info\nhal.interval: 300ms\n' >"$CFG"
 [ "$(reload)" = 200 ] || fail "/-/reload: $(cat "$TMP/reload.out")"
