@@ -280,8 +280,6 @@ Status Validate(const Config& cfg, ParsedConfig* parsed) {
   if (Status s = hal::MakePciFilter(cfg.hal.pci_classes, cfg.hal.pci_vendors, &p.pci_filter);
       !s.ok())
     return s;
-  if (cfg.xdm.xdm_endpoint.empty())
-    return Status::InvalidArgument("--xdm.endpoint must not be empty");
   if (parsed != nullptr) *parsed = std::move(p);
   return Status::Ok();
 }

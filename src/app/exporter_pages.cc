@@ -9,8 +9,8 @@
 #include <deque>
 #include <functional>
 #include <iterator>
-#include <tuple>
 #include <nlohmann/json.hpp>
+#include <tuple>
 
 #include "app/exporter.h"
 #include "common/duration.h"
@@ -296,9 +296,8 @@ StatusReport Exporter::Report() {
     for (store::DeviceView& v : views) {
       DeviceReport& d = rows.Of(v.bus_id, v.minor, v.uuid);
       // As the health series says it: card-level faults make it unhealthy.
-      d.sources[source] = {
-          store::HealthWithFaults(v.seen ? v.healthy : std::nullopt, v.faults),
-          std::move(v.faults)};
+      d.sources[source] = {store::HealthWithFaults(v.seen ? v.healthy : std::nullopt, v.faults),
+                           std::move(v.faults)};
     }
   }
   r.devices = std::move(rows).Sorted();

@@ -226,7 +226,8 @@ std::string LandingPageHtml(const StatusReport& r, const std::string& path) {
       upstream::ModeName(r.upstream.mode) + "</b> · HAL: <b id=\"hal\">" + Html(r.hal_backend) +
       (r.hal_up ? " (up)" : " (down)") +
       "</b> · updated <span id=\"updated\">at load</span></p>\n"
-      "<table id=\"devices\"><thead><tr><th>minor</th><th>bus</th><th>model</th><th>health (XDM)</th>"
+      "<table id=\"devices\"><thead><tr><th>minor</th><th>bus</th><th>model</th><th>health "
+      "(XDM)</th>"
       "<th>health (HAL)</th><th>active faults</th><th>utilization</th><th>memory</th>"
       "<th>temperature</th><th>last sample</th><th>pods</th></tr></thead><tbody id=\"rows\">\n";
   for (const DeviceReport& d : r.devices) h += DeviceRow(d);

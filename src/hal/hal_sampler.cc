@@ -25,8 +25,7 @@ HalSampler::HalSampler(std::unique_ptr<HalBackend> backend,
                        .Help("HAL reads that failed or returned malformed data, by device.")
                        .Register(*self_metrics)),
       faults_(std::move(catalog), fault_metrics != nullptr ? fault_metrics : self_metrics,
-              store::kSourceSysfs, registry,
-              exemplars) {
+              store::kSourceSysfs, registry, exemplars) {
   if (!backend_) throw std::invalid_argument("HalSampler needs a backend");
 }
 

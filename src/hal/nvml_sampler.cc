@@ -29,7 +29,7 @@ struct NvmlSampler::Reader {
   CondVar cv;
   bool started XPU_GUARDED_BY(mu) = false;  // the thread
   bool quit XPU_GUARDED_BY(mu) = false;
-  bool asked XPU_GUARDED_BY(mu) = false;       // a read waits for the thread
+  bool asked XPU_GUARDED_BY(mu) = false;  // a read waits for the thread
   // The inventory's cards NVML may have (NVIDIA's, or of a vendor not
   // known), to ask for by address (ReadNvmlDevices).
   std::vector<std::string> ask XPU_GUARDED_BY(mu);
@@ -192,8 +192,7 @@ NvmlSampler::NvmlSampler(Options options, std::shared_ptr<const FaultCatalog> ca
       options_(std::move(options)),
       reader_(std::make_shared<Reader>(options_.library)),
       faults_(std::move(catalog), fault_metrics != nullptr ? fault_metrics : self_metrics,
-              kSourceNvml, registry,
-              exemplars),
+              kSourceNvml, registry, exemplars),
       read_errors_(prometheus::BuildCounter()
                        .Name("xpu_nvml_read_errors_total")
                        .Help("NVML calls that failed for another reason than \"not supported\" "
@@ -435,6 +434,7 @@ void NvmlSampler::Publish(std::vector<NvmlDevice> cards, const std::vector<NvmlE
     NvmlJoined j{&c, "", c.uuid, c.name};
     store::DeviceView v;
     v.bus_id = c.bus_id;
+    v.model = c.name;
     if (auto it = named.find(c.bus_id); it != named.end() && !c.bus_id.empty()) {
       const store::InventoryDevice& card = it->second;
       if (card.minor >= 0) j.minor = std::to_string(card.minor);
@@ -683,9 +683,9 @@ std::vector<prometheus::MetricFamily> NvmlFamilies(const std::vector<NvmlJoined>
     }
   }
   std::vector<prometheus::MetricFamily> out;
-  for (auto* f : {&ecc, &retired, &retire_pending, &remapped, &remap_pending, &remap_failure,
-                  &clocks, &link_up, &link_errors, &replays, &mig, &mig_info, &mig_memory,
-                  &reserved})
+  for (auto* f :
+       {&ecc, &retired, &retire_pending, &remapped, &remap_pending, &remap_failure, &clocks,
+        &link_up, &link_errors, &replays, &mig, &mig_info, &mig_memory, &reserved})
     if (!f->metric.empty()) out.push_back(std::move(*f));
   for (prometheus::MetricFamily& f : XdmFamilies(cards))
     if (!f.metric.empty()) out.push_back(std::move(f));

@@ -97,8 +97,7 @@ PciSampler::PciSampler(PciScanner scanner, std::shared_ptr<const FaultCatalog> c
                        .Register(*self_metrics)
                        .Add({})),
       faults_(std::move(catalog), fault_metrics != nullptr ? fault_metrics : self_metrics,
-              store::kSourcePci, registry,
-              exemplars) {}
+              store::kSourcePci, registry, exemplars) {}
 
 void PciSampler::TakeOver(Part& old) {
   if (auto* o = dynamic_cast<PciSampler*>(&old)) {

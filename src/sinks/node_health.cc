@@ -208,8 +208,9 @@ NodeCondition ConditionOf(const std::vector<store::SourceView>& views, bool inve
   }
   if (missing > 0)
     return {"Unknown", "DeviceNotSeen",
-            Cut(std::to_string(missing) + " device(s) are not seen by every source that covers them: " +
-                unseen + (missing > 8 ? "; ..." : ""))};
+            Cut(std::to_string(missing) +
+                " device(s) are not seen by every source that covers them: " + unseen +
+                (missing > 8 ? "; ..." : ""))};
   std::string names;
   for (const store::SourceView* v : sorted) names += (names.empty() ? "" : ", ") + v->source;
   return {"True", "NoCardFaults",

@@ -34,7 +34,9 @@ bool Created(const kubernetes::HttpResult& r) {
 }
 
 std::string EventKey(const store::FaultRaise& r) {
-  return r.source + '|' + r.minor + '|' + r.bus_id + '|' + r.fault.code;
+  // The card by its address where the source knows it: named late, it is
+  // the same card.
+  return r.source + '|' + (r.bus_id.empty() ? "minor " + r.minor : r.bus_id) + '|' + r.fault.code;
 }
 
 }  // namespace
@@ -251,9 +253,9 @@ void NodeReporter::TakeRaises(Clock::time_point now) {
   std::vector<store::FaultRaise> raises = registry_->raises().Since(&cursor_, &lost);
   if (lost > 0) events_->Add({{"result", "dropped"}}).Increment(static_cast<double>(lost));
   for (store::FaultRaise& r : raises) {
-    // Only devices XDM lists, as in the condition (a device only the pci
-    // backend sees is not joined to one).
-    if (r.fault.level < store::kUnhealthyFaultLevel || r.minor.empty()) continue;
+    // Every card of the inventory, named or not, as in the condition (the
+    // sources raise only on cards: a NIC's AER record is none).
+    if (r.fault.level < store::kUnhealthyFaultLevel) continue;
     const std::string key = EventKey(r);
     auto last = last_event_.find(key);
     if ((last != last_event_.end() && now - last->second < kEventRepeatWindow) ||

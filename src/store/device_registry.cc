@@ -131,7 +131,7 @@ DeviceRegistry::Joined DeviceRegistry::JoinLocked() const {
   // 3. The sources that name cards themselves (the sysfs tree, NVML).
   for (const auto& [source, views] : views_) {
     if (views.coverage == Coverage::kAddressedSilent || !FreshLocked(source)) continue;
-    for (const DeviceView& v : views.devices) b.Name(v.bus_id, v.minor, v.uuid, "");
+    for (const DeviceView& v : views.devices) b.Name(v.bus_id, v.minor, v.uuid, v.model);
   }
   Joined j;
   j.inventory = std::move(b.devices);
@@ -503,7 +503,8 @@ MetricLabels CardLabels(const InventoryDevice& card, const std::string& uuid) {
           {"bus_id", card.bus_id}};
 }
 
-MetricLabels With(MetricLabels labels, std::initializer_list<prometheus::ClientMetric::Label> more) {
+MetricLabels With(MetricLabels labels,
+                  std::initializer_list<prometheus::ClientMetric::Label> more) {
   labels.insert(labels.end(), more);
   return labels;
 }

@@ -102,7 +102,7 @@ class DeviceRegistry : public prometheus::Collectable,
   bool known_ XPU_GUARDED_BY(mu_) = false;
   bool xdm_live_ XPU_GUARDED_BY(mu_) = true;
   std::vector<PodAssignment> pods_ XPU_GUARDED_BY(mu_);
-  std::vector<PciDeviceView> pci_ XPU_GUARDED_BY(mu_);  // the pci source's own view
+  std::vector<PciDeviceView> pci_ XPU_GUARDED_BY(mu_);            // the pci source's own view
   std::map<std::string, DeviceViews> views_ XPU_GUARDED_BY(mu_);  // every source's, by name
   // What each open health source last said of itself.
   struct SourceState {

@@ -132,7 +132,7 @@ struct PciDeviceView {
   std::string bus_id;  // canonical PCI address, "0000:3b:00.0"
   std::string minor;   // the inventory's minor and uuid for it, else empty
   std::string uuid;
-  std::string vendor;  // "0x10de"
+  std::string vendor;   // "0x10de"
   bool present = true;  // false: gone from the bus since it was last seen
   std::string driver;   // bound driver; empty when unbound
   std::string power_state;
@@ -206,6 +206,7 @@ struct DeviceView {
   int32_t minor = -1;           // -1: the source does not know it
   std::string uuid;             // may be empty
   std::string bus_id;           // canonical, "0000:3b:00.0"; may be empty
+  std::string model;            // as the source names the card (NVML's name); may be empty
   std::optional<bool> healthy;  // nullopt: health could not be read this sample
   std::vector<ActiveFault> faults;
   // false: the device could not be read this sample: `faults` are the last

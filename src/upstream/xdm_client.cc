@@ -66,11 +66,12 @@ ChannelFactory DefaultChannelFactory(const ClientOptions& options) {
 
 struct XdmClient::Metrics {
   explicit Metrics(prometheus::Registry& r)
-      : up(prometheus::BuildGauge()
-               .Name("xpu_exporter_upstream_up")
-               .Help("Whether metric data arrives from XDM (stream or poll): 1 yes, 0 no.")
-               .Register(r)
-               .Add({})),
+      : up_family(prometheus::BuildGauge()
+                      .Name("xpu_exporter_upstream_up")
+                      .Help("Whether metric data arrives from XDM (stream or poll): 1 yes, 0 "
+                            "no; absent where no daemon is configured (--xdm.endpoint \"\").")
+                      .Register(r)),
+        up(up_family.Add({})),
         mode_family(prometheus::BuildGauge()
                         .Name("xpu_exporter_upstream_mode")
                         .Help("How metric data arrives from XDM; the current mode is 1.")
@@ -137,6 +138,7 @@ struct XdmClient::Metrics {
     for (V v : {V::kRepeat, V::kOutOfOrder, V::kExpired})
       stale[static_cast<int>(v)] = &stale_family.Add({{"reason", VerdictName(v)}});
   }
+  prometheus::Family<prometheus::Gauge>& up_family;
   prometheus::Gauge& up;
   prometheus::Family<prometheus::Gauge>& mode_family;
   prometheus::Gauge* mode[3];
@@ -181,6 +183,12 @@ XdmClient::XdmClient(ClientOptions options, std::shared_ptr<const catalog::Catal
     uniform01_ = [rng] { return std::uniform_real_distribution<double>(0, 1)(*rng); };
   }
   channels_ = channels;
+  if (options_.xdm_endpoint.empty()) {
+    // No daemon on this node (a hardware-only node): nothing to connect to,
+    // and nothing to say is down.
+    metrics_->up_family.Remove(&metrics_->up);
+    return;
+  }
   stub_ = xdm::api::XpuDeviceManagerService::NewStub(channels_(options_.xdm_endpoint));
   if (!options_.controller_endpoint.empty()) {
     controller_channel_ = channels(options_.controller_endpoint);
@@ -191,6 +199,10 @@ XdmClient::XdmClient(ClientOptions options, std::shared_ptr<const catalog::Catal
 XdmClient::~XdmClient() { Stop(); }
 
 void XdmClient::Start() {
+  if (options_.xdm_endpoint.empty()) {
+    spdlog::info("no XDM daemon configured (--xdm.endpoint \"\"): the HAL's sources alone");
+    return;
+  }
   worker_.Start([this] { StreamLoop(); });
   worker_.Start([this] { PollLoop(); });
   worker_.Start([this] { InfoLoop(); });

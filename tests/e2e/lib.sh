@@ -58,8 +58,10 @@ start_exporter() {
   # the simulated ones. A test of the nvml backend names its stand-in.
   local nvml=()
   case " $* " in *" --hal.nvml.library"*) ;; *) nvml=(--hal.nvml.library "$TMP/no-libnvidia-ml.so") ;; esac
-  "$EXPORTER" --web.listen-address 127.0.0.1:0 --xdm.endpoint "unix://$TMP/$name.sock" \
-    --controller.endpoint "unix://$TMP/$name-ctl.sock" "${state[@]}" "${nvml[@]}" "$@" 2>"$TMP/exporter.log" &
+  # The simulator's daemon, unless the test names another (or none: "").
+  local xdm=(--xdm.endpoint "unix://$TMP/$name.sock" --controller.endpoint "unix://$TMP/$name-ctl.sock")
+  case " $* " in *" --xdm.endpoint"*) xdm=() ;; esac
+  "$EXPORTER" --web.listen-address 127.0.0.1:0 "${xdm[@]}" "${state[@]}" "${nvml[@]}" "$@" 2>"$TMP/exporter.log" &
   EXP_PID=$!
   PIDS+=("$EXP_PID")
   wait_for 10 grep -q "listening on port" "$TMP/exporter.log" || fail "exporter did not start: $(cat "$TMP/exporter.log")"

@@ -236,12 +236,9 @@ TEST(FaultEventsTest, RaiseLeavesThePodHoldingTheDeviceAsExemplar) {
   events.Update("1", "xpu1", "1", "U1", "", {"0x80E18400"});
   events.Update("2", "xpu2", "2", "U2", "", {"0x80E18400"});  // nobody holds it
   events.EndSample();
-  const store::LabelPairs series = {{"minor", "1"},
-                                    {"uuid", "U1"},
-                                    {"bus_id", ""},
-                                    {"code", "0x80E18400"},
-                                    {"level", "reset_card"},
-                                    {"source", "sysfs"}};
+  const store::LabelPairs series = {{"minor", "1"},          {"uuid", "U1"},
+                                    {"bus_id", ""},          {"code", "0x80E18400"},
+                                    {"level", "reset_card"}, {"source", "sysfs"}};
   auto e = exemplars.Find("xpu_device_fault_events_total", series);
   ASSERT_TRUE(e.has_value());
   EXPECT_EQ(e->labels,
@@ -475,8 +472,7 @@ TEST_F(SamplerTest, AnUnhealthyBitWithoutAFaultCodeMakesTheConditionFalse) {
   const sinks::NodeCondition c = sinks::ConditionOf(registry_.SourceViews(), true);
   EXPECT_EQ(c.status, "False");
   EXPECT_EQ(c.reason, "DeviceUnhealthy");
-  EXPECT_NE(c.message.find("xpu 1: reports itself unhealthy [unhealthy, sysfs]"),
-            std::string::npos)
+  EXPECT_NE(c.message.find("xpu 1: reports itself unhealthy [unhealthy, sysfs]"), std::string::npos)
       << c.message;
 }
 

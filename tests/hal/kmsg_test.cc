@@ -349,12 +349,9 @@ TEST_F(KmsgSamplerTest, AFreshRecordNamesThePodHoldingTheDevice) {
   p.pod = "train-0";
   p.container = "main";
   registry_.SetPodAssignments({p});
-  const store::LabelPairs series = {{"minor", "1"},
-                                    {"uuid", "GPU-b"},
-                                    {"bus_id", "0000:03:00.0"},
-                                    {"code", "0x10020003"},
-                                    {"level", "reset_card"},
-                                    {"source", "kmsg"}};
+  const store::LabelPairs series = {
+      {"minor", "1"},         {"uuid", "GPU-b"},       {"bus_id", "0000:03:00.0"},
+      {"code", "0x10020003"}, {"level", "reset_card"}, {"source", "kmsg"}};
   uint64_t cursor = registry_.raises().end();
   Record("amdgpu 0000:03:00.0: amdgpu: 1 uncorrectable hardware errors detected in umc block",
          now_us_ - 1);  // before the sampler started: replayed

@@ -467,19 +467,17 @@ TEST_F(NvmlSamplerTest, ACardLostFromTheFirstReadIsFoundByItsAddress) {
   auto s = Make();
   ASSERT_TRUE(s->SampleOnce());
   using xpu::testing::MetricValue;
-  EXPECT_EQ(MetricValue(registry_, "xpu_device_fault_active",
-                        {{"source", "nvml"},
-                         {"bus_id", "0000:3b:00.0"},
-                         {"minor", "3"},
-                         {"code", kNvmlGpuLost}}),
-            1);
+  EXPECT_EQ(
+      MetricValue(
+          registry_, "xpu_device_fault_active",
+          {{"source", "nvml"}, {"bus_id", "0000:3b:00.0"}, {"minor", "3"}, {"code", kNvmlGpuLost}}),
+      1);
   EXPECT_EQ(MetricValue(registry_, "xpu_device_fault_level", {{"source", "nvml"}, {"bus_id", ""}}),
             -1)
       << "no card without an address beside it";
   const sinks::NodeCondition c = sinks::ConditionOf(registry_.SourceViews(), true);
   EXPECT_EQ(c.status, "False") << c.reason << ": " << c.message;
-  EXPECT_NE(c.message.find("xpu 3 (0000:3b:00.0): " + std::string(kNvmlGpuLost)),
-            std::string::npos)
+  EXPECT_NE(c.message.find("xpu 3 (0000:3b:00.0): " + std::string(kNvmlGpuLost)), std::string::npos)
       << c.message;
 }
 

@@ -515,7 +515,8 @@ TEST_F(PciTreeTest, ASamplerHandedTheOldOnesStateKeepsANarrowLinkFaultWithoutARa
   old.reset();
   ASSERT_TRUE(fresh.SampleOnce());
   ASSERT_EQ(xpu::testing::ViewOf(reg, "pci").size(), 1u);
-  ASSERT_EQ(xpu::testing::ViewOf(reg, "pci")[0].faults.size(), 1u) << "the fault was cleared by the reload";
+  ASSERT_EQ(xpu::testing::ViewOf(reg, "pci")[0].faults.size(), 1u)
+      << "the fault was cleared by the reload";
   EXPECT_EQ(xpu::testing::ViewOf(reg, "pci")[0].faults[0].code, kFaultLinkDowntrained);
   EXPECT_EQ(events(), 1);  // not raised again
 }

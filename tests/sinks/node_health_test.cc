@@ -219,8 +219,8 @@ TEST(NodeConditionTest, EveryCombinationOfSightsFaultsAndCoverageFollowsTheRules
         for (int i = 0, x = sc; i < n; ++i, x /= kinds)
           views.push_back(View(names[i], {}, sights[x % kinds]));
         // The rules table, row by row.
-        bool faulted = false;     // 1. a card-level fault or a bad health bit, seen by a seer
-        bool not_seeing = false;  // 2. a source blind, stale or not yet
+        bool faulted = false;       // 1. a card-level fault or a bad health bit, seen by a seer
+        bool not_seeing = false;    // 2. a source blind, stale or not yet
         bool no_inventory = false;  // 3. kmsg runs without an inventory
         bool unseen = false;        // 4. a covered card not read this sample
         for (int i = 0; i < n; ++i) {
@@ -230,8 +230,8 @@ TEST(NodeConditionTest, EveryCombinationOfSightsFaultsAndCoverageFollowsTheRules
         for (int d = 0, x = dc / 2; d < kCards; ++d, x /= kStates) {
           const int y = x % kStates;
           const int fault = y % 3, bad_bit = (y / 3) % 2, unnamed = (y / 6) % 2, at_next = y / 12;
-          const int shower = d % n;       // the source that shows its fault and bit
-          const int next = (d + 1) % n;   // the source that may not read or cover it
+          const int shower = d % n;      // the source that shows its fault and bit
+          const int next = (d + 1) % n;  // the source that may not read or cover it
           const std::string bus = "0000:0" + std::to_string(d) + ":00.0";
           for (int i = 0; i < n; ++i) {
             if (i == next && at_next == 2) continue;  // not covered
@@ -247,8 +247,7 @@ TEST(NodeConditionTest, EveryCombinationOfSightsFaultsAndCoverageFollowsTheRules
           }
           const bool shown = !(shower == next && at_next == 2);
           const bool read = !(shower == next && at_next != 0);
-          if (views[shower].sight == Sight::kSeeing &&
-              ((fault == 2 && shown) || (bad_bit && read)))
+          if (views[shower].sight == Sight::kSeeing && ((fault == 2 && shown) || (bad_bit && read)))
             faulted = true;
           if (at_next == 1) unseen = true;
         }

@@ -220,8 +220,8 @@ TEST_F(NodeReporterLiveTest, TheConditionWaitsForTheBackendsToSpeak) {
   reporter->Stop();
 }
 
-// A source that publishes DeviceViews (the nvml backend) is waited for as the others are: until a view published
-// after the reporter started; then its fault is the condition's.
+// A source that publishes DeviceViews (the nvml backend) is waited for as the others are: until a
+// view published after the reporter started; then its fault is the condition's.
 TEST_F(NodeReporterLiveTest, TheConditionWaitsForADeviceViewsSourceToSpeak) {
   o_.sources.insert("nvml");
   o_.settle_limit = std::chrono::hours(1);

@@ -370,8 +370,8 @@ TEST(DeviceRegistryTest, ViewsCountAtOnceAndTheInventoryIsKnownFromCardsNotAddre
 // one that left the bus stays, lost; two unnamed cards never collide.
 TEST(InventoryTest, TheBusIsTheInventoryAndEveryLayerNamesWhatItKnows) {
   DeviceRegistry r;
-  r.SetPciDevices({Pci("0000:3b:00.0"), Pci("0000:5e:00.0"), Pci("0000:86:00.0", false),
-                   Pci("10000:e1:00.0")});
+  r.SetPciDevices(
+      {Pci("0000:3b:00.0"), Pci("0000:5e:00.0"), Pci("0000:86:00.0", false), Pci("10000:e1:00.0")});
   std::vector<InventoryDevice> inv = r.Inventory();
   ASSERT_EQ(inv.size(), 4u) << "no daemon, no other source: the bus alone";
   EXPECT_EQ(inv[0].key, "0000:3b:00.0");

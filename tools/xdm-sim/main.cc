@@ -48,6 +48,21 @@ int main(int argc, char** argv) {
       },
       "PCI domain of the devices' bus ids, hex (default 0000); a rare one keeps test records "
       "apart from real devices'");
+  app.add_option_function<std::string>(
+         "--pci-vendor",
+         [&opts](const std::string& s) { opts.pci_vendor = std::stoul(s, nullptr, 16) & 0xffff; },
+         "PCI vendor ID the PCI tree gives the cards, hex (default 0x1ded)")
+      ->check(CLI::Validator(
+          [](std::string& s) {
+            try {
+              size_t end = 0;
+              std::stoul(s, &end, 16);
+              return end == s.size() ? std::string() : "not a hex vendor ID: " + s;
+            } catch (const std::exception&) {
+              return "not a hex vendor ID: " + s;
+            }
+          },
+          "HEX"));
   app.add_flag("--flood", opts.flood, "streams push back to back (ingest benchmarks)");
   std::string list_delay = "0s";
   app.add_option("--list-delay", list_delay,

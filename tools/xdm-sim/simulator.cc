@@ -281,7 +281,9 @@ void Simulator::WritePciTree(const std::filesystem::path& sys) {
     }
     listed.insert(d.bus_id);
     fs::create_directories(dir, ec);
-    WriteIfChanged(dir / "vendor", "0x1ded\n");
+    char vendor[16];
+    std::snprintf(vendor, sizeof vendor, "0x%04x\n", options_.pci_vendor);
+    WriteIfChanged(dir / "vendor", vendor);
     WriteIfChanged(dir / "device", "0x8000\n");
     WriteIfChanged(dir / "class", "0x120000\n");
     WriteIfChanged(dir / "numa_node", std::to_string(d.minor / 4) + "\n");

@@ -34,7 +34,10 @@ struct SimOptions {
   int links = -1;  // < 0: the model's own
   std::chrono::milliseconds interval{1000};
   uint64_t seed = 1;
-  int pci_domain = 0;    // the devices' bus ids are <domain>:<bus>:00.0
+  int pci_domain = 0;  // the devices' bus ids are <domain>:<bus>:00.0
+  // The PCI vendor the tree gives the cards (0x10de: NVIDIA's, so that the
+  // stand-in NVML covers them).
+  unsigned pci_vendor = 0x1ded;
   std::string hal_root;  // empty: no HAL tree
   // Non-empty: also serve a stand-in kubelet PodResources API here, one pod
   // per allocation (pod "alloc-<id>", namespace "default", container "main").
