@@ -162,6 +162,16 @@ for needle in ("--hal.nvml.host-proc=", "hostPID: true"):
     if at < 0 or not (any("hal.nvml.processes" in c for c in conds) and
                       any("hal.nvml.enabled" in c for c in conds)):
         errors.append(f"chart daemonset.yaml: {needle!r} is not under hal.nvml.enabled and processes")
+# A node without the Runtime Kit (xdm.enabled false): no daemon socket
+# mounted or named; the exporter is told so (--xdm.endpoint=).
+if values["xdm"].get("enabled") is not True:
+    errors.append("the chart's xdm.enabled must default to true")
+for needle in ("--xdm.endpoint=unix://", "--controller.endpoint=unix://", "name: xdm-sockets"):
+    at = ds_text.find(needle)
+    if at < 0 or not any("xdm.enabled" in c for c in open_ifs(ds_text, at)):
+        errors.append(f"chart daemonset.yaml: {needle!r} is not under xdm.enabled")
+if "- --xdm.endpoint=\n" not in ds_text:
+    errors.append("chart daemonset.yaml: xdm.enabled false does not pass --xdm.endpoint= (no daemon)")
 if "--hal.nvml.host-proc" not in help_text:
     errors.append("the exporter has no --hal.nvml.host-proc (the chart's hal.nvml.processes names it)")
 if "--hal.nvml.library" not in help_text:
