@@ -237,11 +237,8 @@ StatusReport Exporter::Report() {
     MutexLock lock(parts_mu_);
     r.xdm_endpoint = cfg_->xdm.xdm_endpoint;
     catalog = catalog_;
-    if (const hal::HalSampler* hal = Running<hal::HalSampler>("hal")) {
-      if (auto last = hal->last_success()) r.hal_seconds_since_sample = secs(now - *last);
-    }
     // Every HAL backend that runs (each a SourceSampler), in the table's
-    // order: "sysfs,pci,kmsg", up only while every one is.
+    // order: "sysfs,pci,kmsg".
     bool first = true;
     for (const PartKind& k : kinds_) {
       const auto* s = Running<hal::SourceSampler>(k.name);
@@ -249,9 +246,20 @@ StatusReport Exporter::Report() {
       const auto* sysfs = dynamic_cast<const hal::HalSampler*>(s);
       const std::string name = sysfs != nullptr ? sysfs->backend_name() : std::string(k.name);
       r.hal_backend = first ? name : r.hal_backend + "," + name;
-      r.hal_up = (first || r.hal_up) && s->up();
       first = false;
     }
+  }
+  // Each source's sight from the registry (the one rule): up while every
+  // open one sees; the oldest view's age.
+  const std::vector<store::DeviceRegistry::SourceStatus> sources = devices_.SourceStatuses();
+  r.hal_up = !sources.empty();
+  for (const store::DeviceRegistry::SourceStatus& s : sources) {
+    r.hal_up = r.hal_up && s.sight == store::Sight::kSeeing;
+    std::optional<double> age;
+    if (s.view_age) age = secs(*s.view_age);
+    if (age && (!r.hal_seconds_since_sample || *age > *r.hal_seconds_since_sample))
+      r.hal_seconds_since_sample = age;
+    r.sources.push_back({s.source, store::SightName(s.sight), s.why, age});
   }
 
   // The table's four values, from one snapshot; a catalog without one of

@@ -52,7 +52,7 @@ struct PartKind {
   // Builds the part (not started), or leaves it null where the
   // configuration switches it off. An error fails the start or the reload
   // before anything changed.
-  Status (*make)(const PartContext& ctx, std::unique_ptr<Part>* out) = nullptr;
+  std::function<Status(const PartContext& ctx, std::unique_ptr<Part>* out)> make;
   // The registry source it publishes its view as (every HAL backend: one
   // lane), or null: the Node reporter waits for its first view, /-/ready
   // asks the registry for its sight, and the reporter is rebuilt with it.

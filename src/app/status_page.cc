@@ -201,7 +201,13 @@ std::string StatusJson(const StatusReport& r) {
   j["upstream"] = UpstreamJson(r);
   j["hal"] = {{"backend", r.hal_backend},
               {"up", r.hal_up},
-              {"secondsSinceSample", OrNull(r.hal_seconds_since_sample)}};
+              {"secondsSinceSample", OrNull(r.hal_seconds_since_sample)},
+              {"sources", Json::array()}};
+  for (const StatusReport::Source& s : r.sources)
+    j["hal"]["sources"].push_back({{"name", s.name},
+                                   {"sight", s.sight},
+                                   {"why", s.why},
+                                   {"viewAgeSeconds", OrNull(s.view_age_seconds)}});
   j["devices"] = Json::array();
   for (const DeviceReport& d : r.devices) j["devices"].push_back(DeviceJson(d));
   return j.dump(2, ' ', false, Json::error_handler_t::replace) + "\n";

@@ -46,7 +46,15 @@ struct StatusReport {
   upstream::UpstreamInfo info;
   std::string hal_backend = "none";
   bool hal_up = false;
-  std::optional<double> hal_seconds_since_sample;
+  std::optional<double> hal_seconds_since_sample;  // the oldest source's view
+  // Each health source as the registry judges it (docs/hal.md, "The health model").
+  struct Source {
+    std::string name;
+    std::string sight;  // seeing, blind, stale, not_yet
+    std::string why;
+    std::optional<double> view_age_seconds;
+  };
+  std::vector<Source> sources;
   // Every card of the inventory, then devices only XDM's data names; by
   // minor, then bus address.
   std::vector<DeviceReport> devices;

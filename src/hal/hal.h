@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -35,7 +36,7 @@ class HalBackend {
 
 // Where and how often to sample the HAL; the defaults of --hal*.
 struct HalOptions {
-  std::string backend = "auto";  // auto | none | a list of sysfs, pci, kmsg, nvml
+  std::string backend = "auto";  // auto | none | a list of BackendKinds' names
   std::string root = "/sys/class/xpu";
   // The pci backend: sysfs root (the host's /sys, mounted read-only in a
   // container), device classes and an optional vendor allowlist.
@@ -60,11 +61,10 @@ struct HalOptions {
 
 // What --hal selects (ParseHalSelection, hal/flags.h).
 struct HalSelection {
-  bool automatic = false;
-  bool sysfs = false;
-  bool pci = false;
-  bool kmsg = false;
-  bool nvml = false;
+  bool automatic = false;       // auto: each backend that finds devices
+  std::set<std::string> names;  // the backends listed (BackendKinds' names)
+  bool on(const std::string& name) const { return names.count(name) != 0; }
+  bool operator==(const HalSelection&) const = default;
 };
 
 // Backend selection for --hal: "none", "sysfs", or "auto" (sysfs when `root`

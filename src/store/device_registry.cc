@@ -410,6 +410,18 @@ std::vector<std::string> DeviceRegistry::SeeingSources() const {
   return out;
 }
 
+std::vector<DeviceRegistry::SourceStatus> DeviceRegistry::SourceStatuses() const {
+  MutexLock lock(mu_);
+  const auto now = NowLocked();
+  std::vector<SourceStatus> out;
+  for (const auto& [name, state] : sources_) {
+    SourceStatus s{name, SightLocked(name), state.why, std::nullopt};
+    if (state.seen_at) s.view_age = now - *state.seen_at;
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
 std::vector<PciDeviceView> DeviceRegistry::PciDevices() const {
   MutexLock lock(mu_);
   if (!FreshLocked(kSourcePci)) return {};

@@ -93,6 +93,15 @@ class DeviceRegistry : public prometheus::Collectable,
   std::map<std::string, std::vector<DeviceView>> SeenDeviceViews() const;
   // The sources that see now, by name (/-/ready).
   std::vector<std::string> SeeingSources() const;
+  // Each open source's sight now, why it cannot see, and its view's age
+  // (/status: one answer for every source, from the one rule).
+  struct SourceStatus {
+    std::string source;
+    Sight sight = Sight::kNotYet;
+    std::string why;
+    std::optional<std::chrono::steady_clock::duration> view_age;  // none before the first
+  };
+  std::vector<SourceStatus> SourceStatuses() const;
 
   std::vector<prometheus::MetricFamily> Collect() const override;
 

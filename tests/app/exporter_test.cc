@@ -413,20 +413,20 @@ void ExpectPartsHold(const Exporter::InForce& f, const Config& cfg) {
   auto from_file = [](const std::shared_ptr<const hal::FaultCatalog>& c) {
     return c != nullptr && c->entries().size() == 1;  // the test's catalog has one code
   };
-  EXPECT_EQ(f.hal_interval.has_value(), p.hal.sysfs);
+  EXPECT_EQ(f.hal_interval.has_value(), p.hal.on("sysfs"));
   if (f.hal_interval) {
     EXPECT_EQ(*f.hal_interval, cfg.hal.interval);
     EXPECT_EQ(f.hal_root, cfg.hal.root);
     EXPECT_EQ(from_file(f.hal_faults), !cfg.hal.fault_catalog_file.empty());
   }
-  EXPECT_EQ(f.pci_interval.has_value(), p.hal.pci);
+  EXPECT_EQ(f.pci_interval.has_value(), p.hal.on("pci"));
   if (f.pci_interval) {
     EXPECT_EQ(*f.pci_interval, cfg.hal.interval);
     EXPECT_EQ(f.pci_root, cfg.hal.pci_root);
     EXPECT_TRUE(f.pci_filter == p.pci_filter);
     EXPECT_EQ(from_file(f.pci_faults), !cfg.hal.fault_catalog_file.empty());
   }
-  EXPECT_EQ(f.kmsg.has_value(), p.hal.kmsg);
+  EXPECT_EQ(f.kmsg.has_value(), p.hal.on("kmsg"));
   if (f.kmsg) {
     EXPECT_TRUE(*f.kmsg ==
                 (hal::KmsgSampler::Options{
@@ -436,7 +436,7 @@ void ExpectPartsHold(const Exporter::InForce& f, const Config& cfg) {
     // The test's catalog has no pattern; the built-in one has many.
     EXPECT_EQ(f.kmsg_catalog->patterns().empty(), !cfg.hal.kmsg_catalog_file.empty());
   }
-  EXPECT_EQ(f.nvml.has_value(), p.hal.nvml);
+  EXPECT_EQ(f.nvml.has_value(), p.hal.on("nvml"));
   if (f.nvml) {
     EXPECT_EQ(f.nvml->library, cfg.hal.nvml_library);
     EXPECT_EQ(f.nvml->host_proc, cfg.hal.nvml_host_proc);

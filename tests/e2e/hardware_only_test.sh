@@ -70,6 +70,8 @@ assert [x["busId"] for x in d] == ["0000:%02x:00.0" % (0x10 + m * 0x10) for m in
 assert all(x["minor"] is None for x in d), "no layer names a minor without the daemon"
 assert [x["uuid"] for x in d] == ["GPU-hw-%d" % m for m in range(8)], "NVML's names"
 assert s["upstream"]["endpoint"] == "", s["upstream"]
+assert s["hal"]["up"] is True, s["hal"]
+assert {x["name"]: x["sight"] for x in s["hal"]["sources"]} == {"pci": "seeing", "kmsg": "seeing", "nvml": "seeing"}, s["hal"]
 assert all(x["model"] == "NVIDIA H200" for x in d), "NVML's model name"
 PY
 [ "$(curl -s -o /dev/null -w '%{http_code}' "$URL/-/ready")" = 200 ] ||

@@ -57,7 +57,7 @@ for model in A100-SXM4-80GB H800-SXM5-80GB; do
   start_sim sim --model "$model" --devices 2 --interval 200ms --pci-domain "$DOMAIN"
   # The kernel log's catalog with a 2 s event window (NVML's events follow
   # it): an event-like Xid clears within the test, a state must not.
-  sed 's/^event_active_for: .*/event_active_for: 2s/' "$E2E_DIR/../../src/hal/kmsg_patterns.yaml" >"$TMP/kmsg.yaml"
+  sed 's/^event_active_for: .*/event_active_for: 2s/' "$E2E_DIR/../../src/hal/kmsg/kmsg_patterns.yaml" >"$TMP/kmsg.yaml"
   flags=(--hal nvml --hal.nvml.library "$FAKE" --hal.interval 500ms --collector.interval 200ms
     --hal.kmsg.catalog "$TMP/kmsg.yaml")
   start_exporter sim "${flags[@]}"

@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "hal/nvml_api.h"
+#include "hal/nvml/nvml_api.h"
 
 namespace nvml = xpu::hal::nvml;
 

@@ -5,8 +5,8 @@
 #include "common/fault_code.h"
 #include "fuzz_util.h"
 #include "hal/fault_catalog.h"
-#include "hal/pod_cgroup.h"
-#include "hal/sysfs_backend.h"
+#include "hal/nvml/pod_cgroup.h"
+#include "hal/sysfs/sysfs_backend.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string text = xpu::fuzz::AsString(data, size);

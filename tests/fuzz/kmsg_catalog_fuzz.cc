@@ -1,7 +1,7 @@
 // --hal.kmsg.catalog YAML: parsed (RE2 patterns compiled within their
 // memory bound), then matched against one line.
 #include "fuzz_util.h"
-#include "hal/kmsg_catalog.h"
+#include "hal/kmsg/kmsg_catalog.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::shared_ptr<const xpu::hal::KmsgCatalog> catalog;

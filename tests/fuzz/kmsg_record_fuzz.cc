@@ -5,9 +5,9 @@
 
 #include "fuzz_util.h"
 #include "hal/fault_catalog.h"
-#include "hal/kmsg.h"
-#include "hal/kmsg_catalog.h"
-#include "hal/kmsg_sampler.h"
+#include "hal/kmsg/kmsg.h"
+#include "hal/kmsg/kmsg_catalog.h"
+#include "hal/kmsg/kmsg_sampler.h"
 #include "store/device_registry.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

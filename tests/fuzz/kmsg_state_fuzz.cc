@@ -2,8 +2,8 @@
 // parser refuses it with a reason or returns states within the backend's
 // bounds, which serialize and parse back to the same.
 #include "fuzz_util.h"
-#include "hal/kmsg_sampler.h"
-#include "hal/kmsg_state.h"
+#include "hal/kmsg/kmsg_sampler.h"
+#include "hal/kmsg/kmsg_state.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace xpu::hal;

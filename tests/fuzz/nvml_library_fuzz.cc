@@ -9,9 +9,9 @@
 #include <cstdlib>
 #include <memory>
 
-#include "hal/nvml_library.h"
-#include "hal/nvml_reader.h"
-#include "hal/nvml_sampler.h"
+#include "hal/nvml/nvml_library.h"
+#include "hal/nvml/nvml_reader.h"
+#include "hal/nvml/nvml_sampler.h"
 #include "hal/pci_address.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -2,7 +2,7 @@
 // width, IDs, AER counter files, PCI addresses (XDM's bus_id too) and the
 // class filter of --hal.pci.classes.
 #include "fuzz_util.h"
-#include "hal/pci.h"
+#include "hal/pci/pci.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string text = xpu::fuzz::AsString(data, size);

@@ -12,8 +12,8 @@
 
 #include "common/fault_code.h"
 #include "hal/fault_catalog.h"
-#include "hal/hal_sampler.h"
-#include "hal/sysfs_backend.h"
+#include "hal/sysfs/hal_sampler.h"
+#include "hal/sysfs/sysfs_backend.h"
 #include "sinks/node_health.h"
 #include "store/device_registry.h"
 #include "support/metrics_util.h"

@@ -3,7 +3,7 @@
 // them and as bug reports show them), and the sampler's device state, with a
 // fake clock and a real DeviceRegistry. The real /dev/kmsg is read by
 // e2e_kmsg.
-#include "hal/kmsg.h"
+#include "hal/kmsg/kmsg.h"
 
 #include <gtest/gtest.h>
 #include <prometheus/registry.h>
@@ -13,9 +13,9 @@
 #include <thread>
 
 #include "hal/fault_catalog.h"
-#include "hal/kmsg_catalog.h"
-#include "hal/kmsg_sampler.h"
-#include "hal/kmsg_state.h"
+#include "hal/kmsg/kmsg_catalog.h"
+#include "hal/kmsg/kmsg_sampler.h"
+#include "hal/kmsg/kmsg_state.h"
 #include "store/device_registry.h"
 #include "support/metrics_util.h"
 #include "support/test_util.h"

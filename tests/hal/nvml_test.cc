@@ -10,8 +10,8 @@
 #include <nlohmann/json.hpp>
 
 #include "hal/fault_catalog.h"
-#include "hal/nvml_reader.h"
-#include "hal/nvml_sampler.h"
+#include "hal/nvml/nvml_reader.h"
+#include "hal/nvml/nvml_sampler.h"
 #include "sinks/node_health.h"
 #include "store/device_registry.h"
 #include "support/metrics_util.h"

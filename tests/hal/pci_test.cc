@@ -1,7 +1,7 @@
 // The pci backend: parsers on the kernel's spellings, a scanner over fixture
 // trees in the kernel's layout, the tracker's joins and resets, and one
 // scan of this machine's real /sys checked against lspci.
-#include "hal/pci.h"
+#include "hal/pci/pci.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -13,9 +13,10 @@
 #include <fstream>
 #include <memory>
 
+#include "hal/backend.h"
 #include "hal/flags.h"
 #include "hal/hal.h"
-#include "hal/pci_sampler.h"
+#include "hal/pci/pci_sampler.h"
 #include "store/device_registry.h"
 #include "support/metrics_util.h"
 #include "support/test_util.h"
@@ -354,21 +355,30 @@ TEST(PciRealSysTest, ScannerAgreesWithLspciOnThisMachine) {
 namespace xpu::hal {
 namespace {
 
-TEST(HalSelectionTest, AutoNoneOrAListOfBackends) {
+TEST(HalSelectionTest, AutoNoneOrAListOfRegisteredBackends) {
   HalSelection s;
   ASSERT_TRUE(ParseHalSelection("sysfs,pci", &s).ok());
-  EXPECT_TRUE(s.sysfs && s.pci && !s.automatic);
+  EXPECT_TRUE(s.on("sysfs") && s.on("pci") && !s.automatic);
   ASSERT_TRUE(ParseHalSelection("pci", &s).ok());
-  EXPECT_TRUE(!s.sysfs && s.pci);
+  EXPECT_TRUE(!s.on("sysfs") && s.on("pci"));
   ASSERT_TRUE(ParseHalSelection("auto", &s).ok());
   EXPECT_TRUE(s.automatic);
   ASSERT_TRUE(ParseHalSelection("none", &s).ok());
-  EXPECT_TRUE(!s.automatic && !s.sysfs && !s.pci);
+  EXPECT_TRUE(!s.automatic && s.names.empty());
   ASSERT_TRUE(ParseHalSelection("pci,kmsg,nvml", &s).ok());
-  EXPECT_TRUE(!s.sysfs && s.pci && s.kmsg && s.nvml);
-  EXPECT_FALSE(ParseHalSelection("sysfs,dcgm", &s).ok());
+  EXPECT_TRUE(!s.on("sysfs") && s.on("pci") && s.on("kmsg") && s.on("nvml"));
+  const Status unknown = ParseHalSelection("sysfs,dcgm", &s);
+  EXPECT_FALSE(unknown.ok());
+  EXPECT_NE(unknown.message().find("sysfs, pci, kmsg and nvml"), std::string::npos)
+      << "the registered names: " << unknown.message();
   EXPECT_FALSE(ParseHalSelection("sysfs,", &s).ok());
   EXPECT_FALSE(ParseHalSelection("", &s).ok());
+  // Every registered backend is a word of --hal, in its own folder's row.
+  for (const BackendKind& k : BackendKinds()) {
+    ASSERT_TRUE(ParseHalSelection(k.name, &s).ok()) << k.name;
+    EXPECT_TRUE(s.on(k.name));
+    EXPECT_NE(k.make, nullptr) << k.name;
+  }
 }
 
 }  // namespace

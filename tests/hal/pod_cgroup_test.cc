@@ -1,6 +1,6 @@
 // The pod and container a process's cgroup names (hal/pod_cgroup.h), for
 // the cgroup layouts the kubelet makes with each cgroup driver and runtime.
-#include "hal/pod_cgroup.h"
+#include "hal/nvml/pod_cgroup.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>

@@ -79,8 +79,9 @@ class NodeReporterLiveTest : public ::testing::Test {
   }
   std::vector<store::ActiveFault> on_1_;
   void Raise(const store::ActiveFault& f, const std::string& minor = "1") {
-    registry_.raises().Add(
-        {"sysfs", minor, "U" + minor, "0000:3b:00.0", f, std::chrono::system_clock::now()});
+    registry_.raises().Add({"sysfs", minor, "U" + minor,
+                            minor == "1" ? "0000:3b:00.0" : "0000:5" + minor + ":00.0", f,
+                            std::chrono::system_clock::now()});
   }
   std::unique_ptr<NodeReporter> Make() {
     return std::make_unique<NodeReporter>(k_, o_, api_.url(), &registry_, metrics_now_);
@@ -326,6 +327,27 @@ TEST_F(NodeReporterLiveTest, NoPatchBeforeTheNodeHasBeenRead) {
   ASSERT_TRUE(WaitFor([&] { return Metric("xpu_kubernetes_node_condition_synced") == 1; },
                       std::chrono::seconds(40)));
   EXPECT_EQ(Patches().size(), 0u);
+  reporter->Stop();
+}
+
+// A card no layer names yet gets its Event all the same, named by its
+// address; the same raise once the daemon names it (minor 3) is the same
+// card's repeat: no second Event.
+TEST_F(NodeReporterLiveTest, ACardNamedLateIsOneCardForItsEvents) {
+  o_.condition = false;
+  auto reporter = Make();
+  reporter->Start();
+  const store::ActiveFault xid79 = NamedFault("0x10DE004F", 6, "isolate_card");
+  registry_.raises().Add({"kmsg", "", "", "0000:99:00.0", xid79, std::chrono::system_clock::now()});
+  ASSERT_TRUE(WaitFor([&] { return Events().size() == 1; }, std::chrono::seconds(10)));
+  EXPECT_NE(Events()[0]["message"].get<std::string>().find("PCI device 0000:99:00.0: 0x10DE004F"),
+            std::string::npos)
+      << Events()[0]["message"];
+  registry_.raises().Add(
+      {"kmsg", "3", "U3", "0000:99:00.0", xid79, std::chrono::system_clock::now()});
+  ASSERT_TRUE(WaitFor([&] { return Metric("xpu_kubernetes_events_total", "suppressed") >= 1; },
+                      std::chrono::seconds(10)));
+  EXPECT_EQ(Events().size(), 1u);
   reporter->Stop();
 }
 

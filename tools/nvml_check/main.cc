@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "hal/nvml_reader.h"
+#include "hal/nvml/nvml_reader.h"
 #include "hal/pci_address.h"
 
 namespace {

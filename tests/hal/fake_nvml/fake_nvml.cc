@@ -24,7 +24,7 @@
 #include <string>
 #include <thread>
 
-#include "hal/nvml_api.h"
+#include "hal/nvml/nvml_api.h"
 #include "hal/pci_address.h"
 
 namespace nvml = xpu::hal::nvml;

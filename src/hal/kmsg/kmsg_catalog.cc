@@ -1,4 +1,4 @@
-#include "hal/kmsg_catalog.h"
+#include "hal/kmsg/kmsg_catalog.h"
 
 #include <yaml-cpp/yaml.h>
 
@@ -9,8 +9,8 @@
 #include "common/fault_code.h"
 #include "common/yaml_util.h"
 #include "hal/builtin_kmsg_patterns.h"  // generated: kBuiltinKmsgPatternsYaml
-#include "hal/kmsg.h"
-#include "hal/pci.h"
+#include "hal/kmsg/kmsg.h"
+#include "hal/pci/pci.h"
 
 namespace xpu::hal {
 namespace {

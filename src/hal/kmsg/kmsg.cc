@@ -1,9 +1,9 @@
-#include "hal/kmsg.h"
+#include "hal/kmsg/kmsg.h"
 
 #include <cctype>
 #include <charconv>
 
-#include "hal/pci.h"
+#include "hal/pci/pci.h"
 
 namespace xpu::hal {
 namespace {

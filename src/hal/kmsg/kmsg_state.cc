@@ -1,4 +1,4 @@
-#include "hal/kmsg_state.h"
+#include "hal/kmsg/kmsg_state.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -9,8 +9,8 @@
 
 #include "common/fault_code.h"
 #include "common/file_util.h"
-#include "hal/kmsg_sampler.h"
-#include "hal/pci.h"
+#include "hal/kmsg/kmsg_sampler.h"
+#include "hal/pci/pci.h"
 
 namespace xpu::hal {
 namespace {

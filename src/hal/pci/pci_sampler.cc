@@ -1,4 +1,4 @@
-#include "hal/pci_sampler.h"
+#include "hal/pci/pci_sampler.h"
 
 #include <spdlog/spdlog.h>
 

@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "common/status.h"
-#include "hal/nvml_api.h"
+#include "hal/nvml/nvml_api.h"
 
 namespace xpu::hal {
 

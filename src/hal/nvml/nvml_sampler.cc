@@ -1,4 +1,4 @@
-#include "hal/nvml_sampler.h"
+#include "hal/nvml/nvml_sampler.h"
 
 #include <spdlog/spdlog.h>
 
@@ -15,8 +15,8 @@
 #include "catalog/catalog.h"
 #include "common/metric_family.h"
 #include "common/mutex.h"
+#include "hal/nvml/pod_cgroup.h"
 #include "hal/pci_address.h"
-#include "hal/pod_cgroup.h"
 
 namespace xpu::hal {
 

@@ -1,4 +1,4 @@
-#include "hal/pci.h"
+#include "hal/pci/pci.h"
 
 #include <unistd.h>
 
@@ -10,7 +10,7 @@
 #include <tuple>
 
 #include "common/label.h"
-#include "hal/sysfs_backend.h"
+#include "hal/sysfs/sysfs_backend.h"
 
 namespace xpu::hal {
 namespace {

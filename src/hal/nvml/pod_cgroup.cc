@@ -1,4 +1,4 @@
-#include "hal/pod_cgroup.h"
+#include "hal/nvml/pod_cgroup.h"
 
 #include <fcntl.h>
 #include <unistd.h>

@@ -1,4 +1,4 @@
-#include "hal/nvml_reader.h"
+#include "hal/nvml/nvml_reader.h"
 
 #include <algorithm>
 #include <cstring>

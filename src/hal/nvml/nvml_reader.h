@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "common/status.h"
-#include "hal/nvml_library.h"
+#include "hal/nvml/nvml_library.h"
 
 namespace xpu::hal {
 

@@ -14,7 +14,7 @@
 
 #include "hal/fault_catalog.h"
 #include "hal/fault_events.h"
-#include "hal/nvml_reader.h"
+#include "hal/nvml/nvml_reader.h"
 #include "hal/source_sampler.h"
 #include "store/exemplars.h"
 #include "store/ports.h"

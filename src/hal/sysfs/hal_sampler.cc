@@ -1,4 +1,4 @@
-#include "hal/hal_sampler.h"
+#include "hal/sysfs/hal_sampler.h"
 
 #include <spdlog/spdlog.h>
 

@@ -1,4 +1,4 @@
-#include "hal/sysfs_backend.h"
+#include "hal/sysfs/sysfs_backend.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

@@ -1,4 +1,4 @@
-#include "hal/kmsg_sampler.h"
+#include "hal/kmsg/kmsg_sampler.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -13,8 +13,8 @@
 
 #include "common/file_util.h"
 #include "hal/fault_events.h"
-#include "hal/kmsg_state.h"
-#include "hal/pci.h"
+#include "hal/kmsg/kmsg_state.h"
+#include "hal/pci/pci.h"
 
 namespace xpu::hal {
 namespace {

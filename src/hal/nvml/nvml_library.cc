@@ -1,4 +1,4 @@
-#include "hal/nvml_library.h"
+#include "hal/nvml/nvml_library.h"
 
 #include <dlfcn.h>
 

@@ -14,7 +14,7 @@
 #include "common/worker.h"
 #include "hal/fault_catalog.h"
 #include "hal/fault_events.h"
-#include "hal/pci.h"
+#include "hal/pci/pci.h"
 #include "hal/source_sampler.h"
 #include "store/ports.h"
 
