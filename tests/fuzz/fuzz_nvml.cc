@@ -1,5 +1,5 @@
 // A library with NVML's C functions (the names and signatures the nvml
-// backend binds, src/hal/nvml_api.h) that answers every call from the bytes
+// backend binds, src/hal/nvml/nvml_api.h) that answers every call from the bytes
 // of one fuzz input (nvml_library_fuzz.cc sets them): any return code, any
 // count, strings of any length with or without their terminator, values at
 // their types' extremes. It keeps NVML's one promise a caller cannot check,

@@ -437,9 +437,10 @@ TEST_F(KmsgSamplerTest, RecordsReadAgainAreCountedOnce) {
 // words a user chose (a file name, a process name) shaped as a driver's
 // record, on the default kernel-only path (facility 0), raise nothing. The
 // kernel prints each of these itself: the NULL-argv exec warning (since
-// 5.18) with the caller's path, segfault and general-protection lines with
-// its process name (15 bytes), OOM-kill lines, and audit/AppArmor lines
-// with a path. And where the kernel names the device (dev_printk's DEVICE
+// 5.18) with the caller's path, a USB device's product string and HID and
+// input names (which the device chooses), an OOM-kill line with a cgroup
+// path, and audit/AppArmor lines with a path: each holds a driver's whole
+// line, which a pattern searching anywhere would match. And where the kernel names the device (dev_printk's DEVICE
 // entry), the text must name the same one.
 TEST_F(KmsgSamplerTest, KernelLinesWithUserChosenTextRaiseNothing) {
   const std::string xid = "NVRM: Xid (PCI:0000:3b:00): 79, pid=1, GPU has fallen off the bus";
@@ -456,17 +457,27 @@ TEST_F(KmsgSamplerTest, KernelLinesWithUserChosenTextRaiseNothing) {
         "audit: type=1400 audit(1700000000.123:42): apparmor=\"DENIED\" "
         "operation=\"open\" profile=\"p\" name=\"/tmp/" +
         shaped + "\" pid=4242 comm=\"cat\" requested_mask=\"r\"");
-    lines.push_back("Out of memory: Killed process 4242 (" + shaped.substr(0, 15) +
-                    ") total-vm:1kB, anon-rss:0kB, file-rss:0kB, shmem-rss:0kB, UID:0");
+    // Lines whose user-chosen part can hold the whole driver line (a
+    // process's comm, 15 bytes, cannot: such a line would prove nothing).
+    lines.push_back("usb 1-1: Product: " + shaped);  // a USB device names itself
+    lines.push_back(
+        "hid-generic 0003:046D:C52B.0001: input,hidraw0: USB HID v1.11 Keyboard [" + shaped +
+        "] on usb-0000:00:14.0-1/input0");
+    lines.push_back("input: " + shaped +
+                    " as /devices/pci0000:00/0000:00:14.0/usb1/1-1/1-1:1.0/input/input5");
     lines.push_back(
         "oom-kill:constraint=CONSTRAINT_NONE,nodemask=(null),cpuset=/,"
-        "mems_allowed=0,global_oom,task_memcg=/,task=" +
-        shaped.substr(0, 15) + ",pid=4242,uid=0");
-    lines.push_back(shaped.substr(0, 15) +
-                    "[4242]: segfault at 0 ip 0000 sp 0000 error 4 in a[1+2]");
-    lines.push_back("traps: " + shaped.substr(0, 15) +
-                    "[4242] general protection fault ip:1 sp:2 error:0 in a[1+2]");
+        "mems_allowed=0,global_oom,task_memcg=/kubepods/" +
+        shaped + ",task=python3,pid=4242,uid=0");
     lines.push_back("Kernel panic - not syncing: " + shaped);  // quoted, not authored
+  }
+  // Each forged line holds a driver's whole line: a pattern that searched
+  // anywhere in the text would raise on every one of them.
+  for (const std::string& line : lines) {
+    bool holds = false;
+    for (const std::string& shaped : {xid, aer, reset, ras})
+      holds = holds || line.find(shaped) != std::string::npos;
+    EXPECT_TRUE(holds) << line;
   }
   uint64_t t = now_us_ - 1000;
   for (const std::string& line : lines) Record(line, ++t);

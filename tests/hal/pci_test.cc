@@ -54,6 +54,11 @@ TEST(PciParseTest, IdsAddressesAndClassFilters) {
   EXPECT_EQ(CanonicalPciAddress("00000000:3B:00.0"), "0000:3b:00.0");  // NVIDIA's bus_id
   EXPECT_EQ(CanonicalPciAddress("3b:00.1"), "0000:3b:00.1");
   EXPECT_EQ(CanonicalPciAddress("0000:3b:00.8"), "");
+  // A 32-bit domain (Intel VMD's devices sit at 10000: and up) is one, as
+  // the kernel writes it; NVIDIA's 8-digit form of it is the same address.
+  EXPECT_EQ(CanonicalPciAddress("10000:e1:00.0"), "10000:e1:00.0");
+  EXPECT_EQ(CanonicalPciAddress("00010000:E1:00.0"), "10000:e1:00.0");
+  EXPECT_EQ(CanonicalPciAddress("100000000:e1:00.0"), "") << "more than 8 digits";
   EXPECT_EQ(CanonicalPciAddress("nonsense"), "");
   EXPECT_EQ(ParseClassFilter("0302"), std::make_pair(0x0302u, 4));
   EXPECT_EQ(ParseClassFilter("0x030200"), std::make_pair(0x030200u, 6));
@@ -250,6 +255,20 @@ TEST_F(PciTreeTest, UnreadableAndFifoFilesDoNotHangOrStopTheScan) {
 TEST_F(PciTreeTest, MissingTreeIsAnError) {
   std::vector<PciDevice> out;
   EXPECT_FALSE(PciScanner(dir_.path() + "/nope", PciFilter()).Scan(&out).ok());
+}
+
+// An SR-IOV virtual function is part of its physical card, not a card of
+// its own; a card in a 32-bit PCI domain (Intel VMD) is one.
+TEST_F(PciTreeTest, VirtualFunctionsAreNoCardsAndA32BitDomainIsOne) {
+  const std::string pf = Gpu("0000:3b:00.0");
+  const std::string vf = Gpu("0000:3b:00.4");
+  fs::create_directory_symlink(pf, vf + "/physfn");
+  Gpu("10000:e1:00.0");
+  std::vector<PciDevice> out;
+  ASSERT_TRUE(PciScanner(dir_.path(), PciFilter()).Scan(&out).ok());
+  std::vector<std::string> addresses;
+  for (const PciDevice& d : out) addresses.push_back(d.address);
+  EXPECT_EQ(addresses, (std::vector<std::string>{"0000:3b:00.0", "10000:e1:00.0"}));
 }
 
 // The tracker keys each card by its address; the registry's one join names

@@ -1,5 +1,5 @@
 // nvml_check: reads every card through the nvml backend's own reading code
-// (src/hal/nvml_reader.cc over nvml_library.cc) and compares what it reads
+// (src/hal/nvml/nvml_reader.cc over nvml_library.cc) and compares what it reads
 // with what the driver's nvidia-smi says (`nvidia-smi -q -x`): name, UUID,
 // bus id, ECC mode, MIG mode, and the temperature within a tolerance. One
 // line per card, a verdict last; exit 0 when every card agrees, 1 when one

@@ -47,7 +47,7 @@ struct KmsgMatch {
   std::string code;  // "0x%08X" (kFault)
 };
 
-// The kernel-log catalog (src/hal/kmsg_patterns.yaml, or --hal.kmsg.catalog):
+// The kernel-log catalog (src/hal/kmsg/kmsg_patterns.yaml, or --hal.kmsg.catalog):
 // patterns, the drivers whose other records are counted, the codes that are
 // states, and how long an event stays active. Immutable after Parse: any
 // thread may read it.
