@@ -97,6 +97,9 @@ bool Covers(const DeviceViews& v, const InventoryDevice& d) {
 
 struct DeviceRegistry::Joined {
   std::vector<InventoryDevice> inventory;
+  std::map<std::string, size_t> by_bus;
+  std::map<int32_t, size_t> by_minor;
+  std::map<std::string, size_t> by_uuid;
   // Each fresh source's view, its devices' inventory indexes (kNone: not a
   // card of the inventory, or not chosen).
   struct Source {
@@ -105,21 +108,38 @@ struct DeviceRegistry::Joined {
     std::vector<size_t> at;
   };
   std::vector<Source> sources;
+  // The pci source's view, each function named from the inventory (its
+  // families), chosen ones only; empty while it is not fresh.
+  std::vector<PciDeviceView> pci;
+  // The card a source names: by its address when it gives one, else by its
+  // minor, else by its uuid.
   size_t Find(const std::string& bus, int32_t minor, const std::string& uuid) const {
-    for (size_t i = 0; i < inventory.size(); ++i) {
-      const InventoryDevice& d = inventory[i];
-      if (!bus.empty() ? d.bus_id == bus
-                       : (minor >= 0 && d.minor == minor) || (!uuid.empty() && d.uuid == uuid))
-        return i;
+    if (!bus.empty()) {
+      auto it = by_bus.find(bus);
+      return it == by_bus.end() ? kNone : it->second;
     }
+    if (minor >= 0)
+      if (auto it = by_minor.find(minor); it != by_minor.end()) return it->second;
+    if (!uuid.empty())
+      if (auto it = by_uuid.find(uuid); it != by_uuid.end()) return it->second;
     return kNone;
   }
 };
 
-DeviceRegistry::Joined DeviceRegistry::JoinLocked() const {
+const DeviceRegistry::Joined& DeviceRegistry::JoinLocked() const {
+  // Made again only when a setter changed what it is made from, or a
+  // source's view went stale: a scrape of an unchanged node reuses it.
+  uint64_t fresh = 0;
+  size_t bit = 0;
+  for (const auto& [name, state] : sources_) {
+    if (FreshLocked(name)) fresh |= uint64_t{1} << std::min<size_t>(bit, 63);
+    ++bit;
+  }
+  if (joined_ && joined_gen_ == gen_ && joined_fresh_ == fresh) return *joined_;
   InventoryBuilder b;
   // 1. The bus: every accelerator function the pci source found, lost or not.
-  if (FreshLocked(kSourcePci))
+  const bool pci_fresh = FreshLocked(kSourcePci);
+  if (pci_fresh)
     for (const PciDeviceView& p : pci_) {
       const size_t i = b.Name(p.bus_id, -1, "", "");
       b.devices[i].vendor = p.vendor;
@@ -133,30 +153,47 @@ DeviceRegistry::Joined DeviceRegistry::JoinLocked() const {
     if (views.coverage == Coverage::kAddressedSilent || !FreshLocked(source)) continue;
     for (const DeviceView& v : views.devices) b.Name(v.bus_id, v.minor, v.uuid, v.model);
   }
-  Joined j;
-  j.inventory = std::move(b.devices);
+  auto j = std::make_shared<Joined>();
+  j->inventory = std::move(b.devices);
   if (!filter_.empty())
-    std::erase_if(j.inventory,
+    std::erase_if(j->inventory,
                   [&](const InventoryDevice& d) { return filter_.count(d.minor) == 0; });
-  for (InventoryDevice& d : j.inventory)
+  for (size_t i = 0; i < j->inventory.size(); ++i) {
+    InventoryDevice& d = j->inventory[i];
     d.key = !d.bus_id.empty() ? d.bus_id
             : d.minor >= 0    ? "minor/" + std::to_string(d.minor)
                               : "uuid/" + d.uuid;
+    if (!d.bus_id.empty()) j->by_bus.emplace(d.bus_id, i);
+    if (d.minor >= 0) j->by_minor.emplace(d.minor, i);
+    if (!d.uuid.empty()) j->by_uuid.emplace(d.uuid, i);
+  }
   for (const auto& [source, views] : views_) {
     if (!FreshLocked(source)) continue;
     Joined::Source s{&source, &views, {}};
     const bool silent = views.coverage == Coverage::kAddressedSilent;
     for (const DeviceView& v : views.devices)
       s.at.push_back(silent && v.bus_id.empty() ? kNone
-                     : silent                   ? j.Find(v.bus_id, -1, "")
-                                                : j.Find(v.bus_id, v.minor, v.uuid));
-    j.sources.push_back(std::move(s));
+                     : silent                   ? j->Find(v.bus_id, -1, "")
+                                                : j->Find(v.bus_id, v.minor, v.uuid));
+    j->sources.push_back(std::move(s));
   }
-  return j;
+  if (pci_fresh)
+    for (const PciDeviceView& p : pci_) {
+      const size_t i = j->Find(p.bus_id, -1, "");
+      if (i == kNone) continue;  // not chosen
+      j->pci.push_back(p);
+      j->pci.back().minor = MinorLabel(j->inventory[i].minor);
+      j->pci.back().uuid = j->inventory[i].uuid;
+    }
+  joined_ = std::move(j);
+  joined_gen_ = gen_;
+  joined_fresh_ = fresh;
+  return *joined_;
 }
 
 bool DeviceRegistry::SetXdmDevices(std::vector<DeviceInfo> devices) {
   MutexLock lock(mu_);
+  ++gen_;
   xdm_raw_ = std::move(devices);
   return RefilterLocked();
 }
@@ -174,6 +211,7 @@ bool DeviceRegistry::RefilterLocked() {
 
 void DeviceRegistry::SetDeviceFilter(std::set<int32_t> minors) {
   MutexLock lock(mu_);
+  ++gen_;
   filter_ = std::move(minors);
   if (known_) RefilterLocked();
   // Views are filtered as they are joined; the sources' own families now.
@@ -211,6 +249,7 @@ std::chrono::steady_clock::time_point DeviceRegistry::NowLocked() const {
 
 void DeviceRegistry::OpenSource(const std::string& source, std::chrono::milliseconds interval) {
   MutexLock lock(mu_);
+  ++gen_;
   sources_[source].interval = interval;
 }
 
@@ -223,6 +262,7 @@ void DeviceRegistry::SetSourceBlind(const std::string& source, std::string why) 
 
 void DeviceRegistry::CloseSource(const std::string& source) {
   MutexLock lock(mu_);
+  ++gen_;
   sources_.erase(source);
   if (source == kSourcePci) pci_.clear();
   views_.erase(source);
@@ -251,7 +291,7 @@ Sight DeviceRegistry::SightLocked(const std::string& source) const {
 
 std::vector<SourceView> DeviceRegistry::SourceViews() const {
   MutexLock lock(mu_);
-  const Joined j = JoinLocked();
+  const Joined& j = JoinLocked();
   std::vector<SourceView> out;
   for (const auto& [name, state] : sources_) {
     SourceView v;
@@ -347,6 +387,7 @@ std::vector<PodAssignment> DeviceRegistry::PodAssignments() const {
 
 void DeviceRegistry::SetPciDevices(std::vector<PciDeviceView> devices) {
   MutexLock lock(mu_);
+  ++gen_;
   DeviceViews views;
   views.coverage = Coverage::kAddressed;
   for (const PciDeviceView& p : devices) {
@@ -364,6 +405,7 @@ void DeviceRegistry::SetPciDevices(std::vector<PciDeviceView> devices) {
 
 void DeviceRegistry::SetDeviceViews(const std::string& source, DeviceViews views) {
   MutexLock lock(mu_);
+  ++gen_;
   KeepChosen(filter_, &views.families);
   ++views_set_.views[source];
   views_[source] = std::move(views);
@@ -372,7 +414,7 @@ void DeviceRegistry::SetDeviceViews(const std::string& source, DeviceViews views
 
 std::map<std::string, std::vector<DeviceView>> DeviceRegistry::SeenDeviceViews() const {
   MutexLock lock(mu_);
-  const Joined j = JoinLocked();
+  const Joined& j = JoinLocked();
   std::map<std::string, std::vector<DeviceView>> out;
   for (const Joined::Source& s : j.sources) {
     if (SightLocked(*s.name) != Sight::kSeeing) continue;
@@ -424,18 +466,7 @@ std::vector<DeviceRegistry::SourceStatus> DeviceRegistry::SourceStatuses() const
 
 std::vector<PciDeviceView> DeviceRegistry::PciDevices() const {
   MutexLock lock(mu_);
-  if (!FreshLocked(kSourcePci)) return {};
-  const Joined j = JoinLocked();
-  std::vector<PciDeviceView> out;
-  for (const PciDeviceView& p : pci_) {
-    const size_t i = j.Find(p.bus_id, -1, "");
-    if (i == kNone) continue;  // not chosen
-    PciDeviceView named = p;
-    named.minor = MinorLabel(j.inventory[i].minor);
-    named.uuid = j.inventory[i].uuid;
-    out.push_back(std::move(named));
-  }
-  return out;
+  return JoinLocked().pci;
 }
 
 std::optional<double> PciDeviceView::capable_link_speed() const {
@@ -539,10 +570,12 @@ void DeviceRegistry::WriteIdentityLocked(const Joined& j, Families* f) const {
     MetricLabels labels = {{"minor", minor}};
     for (const DeviceInfoLabel& l : kDeviceInfoLabels) labels.push_back({l.name, l.format(d)});
     // The address as every other family writes it (the rules key cards by
-    // it); XDM's own text where it is no PCI address.
+    // it: the inventory's, canonical); XDM's own text where it is no PCI
+    // address.
+    const size_t i = j.Find("", d.minor, "");
+    const std::string bus = i == kNone ? "" : j.inventory[i].bus_id;
     for (prometheus::ClientMetric::Label& l : labels)
-      if (l.name == "bus_id")
-        if (std::string bus = hal::CanonicalPciAddress(l.value); !bus.empty()) l.value = bus;
+      if (l.name == "bus_id" && !l.value.empty() && !bus.empty()) l.value = bus;
     f->info.metric.push_back(GaugeSample(std::move(labels), 1));
     for (const TopologyLevel& t : d.topology) {
       f->topo.metric.push_back(GaugeSample({{"minor", minor},
@@ -554,8 +587,6 @@ void DeviceRegistry::WriteIdentityLocked(const Joined& j, Families* f) const {
                                            1));
     }
     if (!xdm_live_) continue;
-    const size_t i = j.Find(hal::CanonicalPciAddress(d.bus_id), d.minor, d.uuid);
-    const std::string bus = i == kNone ? "" : j.inventory[i].bus_id;
     f->health.metric.push_back(
         GaugeSample({{"minor", minor}, {"uuid", d.uuid}, {"bus_id", bus}, {"source", "xdm"}},
                     d.health == "Healthy"));
@@ -687,7 +718,7 @@ void DeviceRegistry::WriteSourcesLocked(Families* f) const {
 
 std::vector<prometheus::MetricFamily> DeviceRegistry::Collect() const {
   MutexLock lock(mu_);
-  const Joined j = JoinLocked();
+  const Joined& j = JoinLocked();
   Families f;
   WriteIdentityLocked(j, &f);
   WritePodsLocked(j, &f);
@@ -703,15 +734,7 @@ std::vector<prometheus::MetricFamily> DeviceRegistry::Collect() const {
     if (!family->metric.empty()) out.push_back(std::move(*family));
   }
   if (FreshLocked(kSourcePci)) {
-    std::vector<PciDeviceView> named;
-    for (const PciDeviceView& p : pci_) {
-      const size_t i = j.Find(p.bus_id, -1, "");
-      if (i == kNone) continue;  // not chosen
-      named.push_back(p);
-      named.back().minor = MinorLabel(j.inventory[i].minor);
-      named.back().uuid = j.inventory[i].uuid;
-    }
-    for (prometheus::MetricFamily& family : PciFamilies(named)) out.push_back(std::move(family));
+    for (prometheus::MetricFamily& family : PciFamilies(j.pci)) out.push_back(std::move(family));
   }
   for (prometheus::MetricFamily& family : views) out.push_back(std::move(family));
   return out;

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -135,7 +136,14 @@ class DeviceRegistry : public prometheus::Collectable,
   // The inventory now (filtered), and each fresh source's devices joined to
   // it: `at[i]` is the inventory index of views.devices[i], or npos.
   struct Joined;
-  Joined JoinLocked() const XPU_REQUIRES(mu_);
+  const Joined& JoinLocked() const XPU_REQUIRES(mu_);
+  // The last join and what it was made from: made again only when a setter
+  // changed its inputs (gen_) or a source's freshness changed (a bit per
+  // source, in sources_' order).
+  uint64_t gen_ XPU_GUARDED_BY(mu_) = 0;
+  mutable std::shared_ptr<const Joined> joined_ XPU_GUARDED_BY(mu_);
+  mutable uint64_t joined_gen_ XPU_GUARDED_BY(mu_) = 0;
+  mutable uint64_t joined_fresh_ XPU_GUARDED_BY(mu_) = 0;
 
   std::map<std::pair<std::string, std::string>, std::vector<std::pair<std::string, std::string>>>
       pod_labels_ XPU_GUARDED_BY(mu_);  // (namespace, pod) -> labels
