@@ -13,7 +13,8 @@ namespace xpu::hal {
 
 struct HalDeviceId {
   int32_t minor = 0;
-  std::string uuid;  // empty if the backend could not read it
+  std::string uuid;    // empty if the backend could not read it
+  std::string bus_id;  // canonical PCI address of its `device` link; empty without one
 };
 
 // A source of device health and fault codes read from the hardware (driver,

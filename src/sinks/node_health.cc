@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <tuple>
 
 #include "common/duration.h"
@@ -29,9 +30,14 @@ struct Named {
 };
 
 std::string Describe(const std::string& minor, const std::string& bus_id,
-                     const store::ActiveFault& f, const std::string& source) {
-  // A device only the pci backend sees has no minor: its address names it.
-  std::string s = minor.empty() ? "PCI device " + bus_id : "xpu " + minor;
+                     const store::ActiveFault& f, const std::string& source,
+                     const std::string& key = "") {
+  // A card no layer names by a minor: its address names it (or, without
+  // one, the inventory's key: "uuid/GPU-...").
+  std::string s = !minor.empty()    ? "xpu " + minor
+                  : !bus_id.empty() ? "PCI device " + bus_id
+                  : !key.empty()    ? "device " + key
+                                    : "PCI device " + bus_id;
   if (!minor.empty() && !bus_id.empty()) s += " (" + bus_id + ")";
   s += ": " + f.code + " " + f.name + " [" + f.level_name + ", " + source + "]";
   return s;
@@ -61,9 +67,9 @@ const std::string* StringIn(const Json& j, const char* key) {
 }  // namespace
 
 int SeverityOf(const NodeCondition& c) {
-  // A device newly listed is missing from the views that join by XDM's list
-  // until their next sample: that Unknown waits its hold like a recovery, so
-  // a one-interval lag is never patched. Any other Unknown is worse than
+  // A card newly in the inventory is missing from a source's view until its
+  // next sample: that Unknown waits its hold like a recovery, so a
+  // one-interval lag is never patched. Any other Unknown is worse than
   // True: a blind source never holds True.
   if (c.status == "Unknown") return c.reason == "DeviceNotSeen" ? 0 : 1;
   if (c.status != "False") return 0;
@@ -158,13 +164,13 @@ NodeCondition ConditionOf(const std::vector<store::SourceView>& views, bool inve
         if (f.level < store::kUnhealthyFaultLevel) continue;
         faulted = true;
         named.push_back({f.level, false, d.key, d.minor, v->source, f.code, f.level_name,
-                         Describe(name(d), d.bus_id, f, v->source)});
+                         Describe(name(d), d.bus_id, f, v->source, d.key)});
       }
-      if (!faulted && d.seen && d.healthy == false) {
+      if (!faulted && d.healthy == false) {
         store::ActiveFault bit;
         bit.name = "reports itself unhealthy";
         bit.level_name = "unhealthy";
-        std::string text = Describe(name(d), d.bus_id, bit, v->source);
+        std::string text = Describe(name(d), d.bus_id, bit, v->source, d.key);
         text.replace(text.find(":  "), 3, ": ");
         named.push_back({store::kUnhealthyFaultLevel, true, d.key, d.minor, v->source, "",
                          "device_unhealthy", std::move(text)});
@@ -195,20 +201,23 @@ NodeCondition ConditionOf(const std::vector<store::SourceView>& views, bool inve
                 joins + " cannot join what it sees to devices"};
   // 4. Every source must see every card it covers.
   std::string unseen;
-  size_t missing = 0;
+  size_t missing = 0;           // (source, card) pairs
+  std::set<std::string> cards;  // the cards among them
   for (const store::SourceView* v : sorted) {
     for (const store::SourceView::Device& d : v->devices) {
       if (d.seen) continue;
+      cards.insert(d.key);
       if (++missing <= 8)
         unseen += (unseen.empty() ? "" : "; ") + v->source + " does not see " +
                   (d.minor >= 0 ? "xpu " + std::to_string(d.minor) +
                                       (d.bus_id.empty() ? "" : " (" + d.bus_id + ")")
-                                : "PCI device " + d.bus_id);
+                   : !d.bus_id.empty() ? "PCI device " + d.bus_id
+                                       : "device " + d.key);
     }
   }
   if (missing > 0)
     return {"Unknown", "DeviceNotSeen",
-            Cut(std::to_string(missing) +
+            Cut(std::to_string(cards.size()) +
                 " device(s) are not seen by every source that covers them: " + unseen +
                 (missing > 8 ? "; ..." : ""))};
   std::string names;

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <random>
+#include <set>
 #include <stdexcept>
 
 #include "common/duration.h"
@@ -252,10 +253,17 @@ void NodeReporter::TakeRaises(Clock::time_point now) {
   uint64_t lost = 0;
   std::vector<store::FaultRaise> raises = registry_->raises().Since(&cursor_, &lost);
   if (lost > 0) events_->Add({{"result", "dropped"}}).Increment(static_cast<double>(lost));
+  if (raises.empty()) return;
+  // Every card of the inventory, named or not, as in the condition: one
+  // --xdm.devices leaves out is not told of.
+  std::set<std::string> buses, minors;
+  for (const store::InventoryDevice& d : registry_->Inventory()) {
+    if (!d.bus_id.empty()) buses.insert(d.bus_id);
+    if (d.minor >= 0) minors.insert(std::to_string(d.minor));
+  }
   for (store::FaultRaise& r : raises) {
-    // Every card of the inventory, named or not, as in the condition (the
-    // sources raise only on cards: a NIC's AER record is none).
     if (r.fault.level < store::kUnhealthyFaultLevel) continue;
+    if (!(r.bus_id.empty() ? minors.count(r.minor) != 0 : buses.count(r.bus_id) != 0)) continue;
     const std::string key = EventKey(r);
     auto last = last_event_.find(key);
     if ((last != last_event_.end() && now - last->second < kEventRepeatWindow) ||

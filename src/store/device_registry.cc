@@ -81,12 +81,15 @@ class InventoryBuilder {
   std::map<std::string, size_t> by_uuid_;
 };
 
-// Whether `source`'s view answers for card `d` (listed or not).
-bool Covers(const DeviceViews& v, const InventoryDevice& d) {
+// Whether a source's view `v` answers for card `d` it does not list; `kin`:
+// the vendors of the cards it lists.
+bool Covers(const DeviceViews& v, const InventoryDevice& d, const std::set<std::string>& kin) {
   switch (v.coverage) {
     case Coverage::kListed:
-      return !v.vendor.empty() && d.vendor == v.vendor;
-    case Coverage::kAddressed:
+      return !v.vendor.empty() && d.vendor == v.vendor &&
+             (v.driver.empty() || d.driver.empty() || d.driver == v.driver);
+    case Coverage::kListedAndKin:
+      return kin.empty() ? d.xdm : !d.vendor.empty() && kin.count(d.vendor) != 0;
     case Coverage::kAddressedSilent:
       return !d.bus_id.empty();
   }
@@ -143,11 +146,14 @@ const DeviceRegistry::Joined& DeviceRegistry::JoinLocked() const {
     for (const PciDeviceView& p : pci_) {
       const size_t i = b.Name(p.bus_id, -1, "", "");
       b.devices[i].vendor = p.vendor;
+      b.devices[i].driver = p.driver;
       b.devices[i].present = p.present;
     }
   // 2. XDM's list names them (a device it lists off the bus is one still).
   for (const DeviceInfo& d : xdm_raw_)
-    b.Name(hal::CanonicalPciAddress(d.bus_id), d.minor, d.uuid, d.model);
+    if (const size_t i = b.Name(hal::CanonicalPciAddress(d.bus_id), d.minor, d.uuid, d.model);
+        i != kNone)
+      b.devices[i].xdm = true;
   // 3. The sources that name cards themselves (the sysfs tree, NVML).
   for (const auto& [source, views] : views_) {
     if (views.coverage == Coverage::kAddressedSilent || !FreshLocked(source)) continue;
@@ -305,21 +311,26 @@ std::vector<SourceView> DeviceRegistry::SourceViews() const {
       if (*js.name == name) s = &js;
     if (s != nullptr) {
       std::map<size_t, const DeviceView*> listed;
-      for (size_t i = 0; i < s->at.size(); ++i)
-        if (s->at[i] != kNone) listed[s->at[i]] = &s->views->devices[i];
+      std::set<std::string> kin;  // the vendors of the cards it lists
+      for (size_t i = 0; i < s->at.size(); ++i) {
+        if (s->at[i] == kNone) continue;
+        listed[s->at[i]] = &s->views->devices[i];
+        if (!j.inventory[s->at[i]].vendor.empty()) kin.insert(j.inventory[s->at[i]].vendor);
+      }
       const bool silent = s->views->coverage == Coverage::kAddressedSilent;
       for (size_t i = 0; i < j.inventory.size(); ++i) {
         const InventoryDevice& card = j.inventory[i];
         auto l = listed.find(i);
-        if (l == listed.end() && !Covers(*s->views, card)) continue;
+        if (l == listed.end() && !Covers(*s->views, card, kin)) continue;
         SourceView::Device d{card.key, card.minor, card.bus_id, {}, true, {}};
         if (l != listed.end()) {
           const DeviceView& dv = *l->second;
           d.faults = dv.faults;
-          // Seen: read this sample, and judged (health read, or a card-level
-          // fault that judges it all the same).
-          d.healthy = dv.seen ? HealthWithFaults(dv.healthy, dv.faults) : std::nullopt;
-          d.seen = dv.seen && d.healthy.has_value();
+          // What it read of the card's health this sample (a health bit read
+          // while its faults could not be); seen: read this sample, and
+          // judged (health read, or a card-level fault that judges it).
+          d.healthy = dv.healthy;
+          d.seen = dv.seen && HealthWithFaults(dv.healthy, dv.faults).has_value();
         } else {
           d.seen = silent;  // the log says nothing of a healthy card
           if (silent) d.healthy = true;
@@ -389,7 +400,7 @@ void DeviceRegistry::SetPciDevices(std::vector<PciDeviceView> devices) {
   MutexLock lock(mu_);
   ++gen_;
   DeviceViews views;
-  views.coverage = Coverage::kAddressed;
+  views.coverage = Coverage::kListed;  // its functions, lost ones included
   for (const PciDeviceView& p : devices) {
     DeviceView v;
     v.bus_id = p.bus_id;
@@ -570,12 +581,12 @@ void DeviceRegistry::WriteIdentityLocked(const Joined& j, Families* f) const {
     MetricLabels labels = {{"minor", minor}};
     for (const DeviceInfoLabel& l : kDeviceInfoLabels) labels.push_back({l.name, l.format(d)});
     // The address as every other family writes it (the rules key cards by
-    // it: the inventory's, canonical); XDM's own text where it is no PCI
-    // address.
+    // it): the inventory's, canonical, where any layer knows it; else XDM's
+    // own text.
     const size_t i = j.Find("", d.minor, "");
     const std::string bus = i == kNone ? "" : j.inventory[i].bus_id;
     for (prometheus::ClientMetric::Label& l : labels)
-      if (l.name == "bus_id" && !l.value.empty() && !bus.empty()) l.value = bus;
+      if (l.name == "bus_id" && !bus.empty()) l.value = bus;
     f->info.metric.push_back(GaugeSample(std::move(labels), 1));
     for (const TopologyLevel& t : d.topology) {
       f->topo.metric.push_back(GaugeSample({{"minor", minor},

@@ -63,7 +63,8 @@ struct SourceView {
     std::string key;     // the inventory's
     int32_t minor = -1;  // -1: not named by a minor
     std::string bus_id;
-    // What it judged of the card (nullopt: it could not); only when seen.
+    // What it read of the card's own health this sample (its health bit;
+    // nullopt: it could not), even where the card is not seen.
     std::optional<bool> healthy;
     // false: a card it covers that it could not read this sample (or does
     // not list): its faults are the last ones read.

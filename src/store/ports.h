@@ -94,6 +94,8 @@ class PodPort {
 class HealthViewPort {
  public:
   virtual std::vector<DeviceInfo> Devices() const = 0;
+  // The cards the condition judges (the raises it tells of are theirs).
+  virtual std::vector<InventoryDevice> Inventory() const = 0;
   virtual std::vector<SourceView> SourceViews() const = 0;
   virtual FaultViewsSet fault_views_set() const = 0;
   virtual const FaultRaises& raises() const = 0;

@@ -162,6 +162,7 @@ struct PciDeviceView {
   };
   std::vector<Sensor> hwmon;
   uint64_t resets_observed = 0;     // gone or unbound, then back
+  bool bound_before = false;        // bound to a driver at a scan since the exporter started
   std::vector<ActiveFault> faults;  // derived from the above (docs/hal.md)
   bool operator==(const PciDeviceView&) const = default;
 };
@@ -228,11 +229,16 @@ struct DeviceView {
 // Which cards of the inventory a source answers for: "not seen" counts only
 // inside it (docs/hal.md, "The health model").
 enum class Coverage {
-  // The devices it lists (the sysfs tree's), and every card of the
-  // inventory from `DeviceViews::vendor` (NVML: NVIDIA's).
+  // The devices it lists (the pci source's functions, lost ones too), and
+  // every card of the inventory from `DeviceViews::vendor` bound to
+  // `DeviceViews::driver` or to none (NVML: NVIDIA's cards, not one passed
+  // through to a VM by vfio-pci).
   kListed,
-  // Every card with a bus address: one it does not list is not seen (pci).
-  kAddressed,
+  // The devices it lists, and every card of the vendors of those (the bus
+  // tells), or, while no vendor is known, every card XDM lists: a driver's
+  // tree (sysfs) shows every card of its kind, and one gone from it is not
+  // seen.
+  kListedAndKin,
   // Every card with a bus address: one it does not list is seen, with no
   // fault (the kernel's log says nothing of a healthy card). Its devices
   // are addresses of any function, so they name no card themselves: they
@@ -249,6 +255,7 @@ struct DeviceViews {
   std::vector<prometheus::MetricFamily> families;
   Coverage coverage = Coverage::kListed;
   std::string vendor;  // with kListed: "0x10de"; empty: none
+  std::string driver;  // with vendor: the kernel driver its cards are bound to ("nvidia")
 };
 
 // One card of the node (DeviceRegistry::Inventory): keyed by its canonical
@@ -261,7 +268,9 @@ struct InventoryDevice {
   std::string uuid;
   std::string model;
   std::string vendor;   // "0x10de", from the pci source
+  std::string driver;   // the kernel driver bound to it, from the pci source
   bool present = true;  // false: the pci source saw it leave the bus
+  bool xdm = false;     // XDM lists it
   bool operator==(const InventoryDevice&) const = default;
 };
 

@@ -167,6 +167,25 @@ TEST_F(SysfsTreeTest, LeadingZeroDirectoryDoesNotAliasAMinor) {
   EXPECT_EQ(ids[1].uuid, "U-1");
 }
 
+// A class device's `device` link names its PCI device: the address the
+// inventory joins the tree's card to the bus's by (no daemon needed). A
+// link that names no PCI address leaves it out.
+TEST_F(SysfsTreeTest, TheDeviceLinkGivesTheCardsBusAddress) {
+  Device(0, "1\n", "");
+  Device(1, "1\n", "");
+  Device(2, "1\n", "");
+  fs::create_symlink("../../../devices/pci0000:00/0000:00:01.0/0000:3b:00.0",
+                     fs::path(dir_.path()) / "xpu0/device");
+  fs::create_symlink("../../../devices/platform/not-pci", fs::path(dir_.path()) / "xpu1/device");
+  SysfsBackend b(dir_.path());
+  std::vector<HalDeviceId> ids;
+  ASSERT_TRUE(b.ListDevices(&ids).ok());
+  ASSERT_EQ(ids.size(), 3u);
+  EXPECT_EQ(ids[0].bus_id, "0000:3b:00.0");
+  EXPECT_EQ(ids[1].bus_id, "");
+  EXPECT_EQ(ids[2].bus_id, "") << "no link";
+}
+
 TEST_F(SysfsTreeTest, TooManyFaultCodesAreRefused) {
   std::string codes;
   for (size_t i = 0; i <= kMaxFaultCodes; ++i) codes += "0x" + std::to_string(10000 + i) + "\n";
@@ -442,6 +461,56 @@ TEST_F(SamplerTest, ADeviceWhoseFaultsCannotBeReadIsNotSeen) {
   for (const auto& f : registry_.Collect())
     if (f.name == "xpu_device_health") health += static_cast<int>(f.metric.size());
   EXPECT_EQ(health, 1) << "device 1's health without its faults";
+}
+
+// The tree's cards join the bus's by their `device` link with no daemon:
+// one card each, not two (the pci source's by address, the tree's by minor).
+TEST_F(SamplerTest, TheTreesCardsAreTheBussCardsByTheirDeviceLink) {
+  Device(0, "1\n", "");
+  fs::create_symlink("../sys/bus/pci/devices/0000:3b:00.0", fs::path(dir_.path()) / "xpu0/device");
+  registry_.OpenSource(store::kSourcePci, std::chrono::hours(1));
+  store::PciDeviceView p;
+  p.bus_id = "0000:3b:00.0";
+  p.vendor = "0x1ded";
+  p.driver = "xpu";
+  registry_.SetPciDevices({p});
+  sampler_->SampleOnce();
+  const std::vector<store::InventoryDevice> inv = registry_.Inventory();
+  ASSERT_EQ(inv.size(), 1u);
+  EXPECT_EQ(inv[0].bus_id, "0000:3b:00.0");
+  EXPECT_EQ(inv[0].minor, 0);
+  EXPECT_EQ(inv[0].uuid, "U-0");
+}
+
+// A card gone from the driver's tree is not seen: the tree covers every
+// card XDM lists (while the bus tells no vendor), or every card of its
+// cards' vendor (when it does).
+TEST_F(SamplerTest, ACardGoneFromTheTreeIsNotSeen) {
+  store::DeviceInfo a, b;
+  a.minor = 0;
+  b.minor = 1;
+  registry_.SetXdmDevices({a, b});
+  Device(0, "1\n", "");
+  Device(1, "1\n", "");
+  sampler_->SampleOnce();
+  EXPECT_EQ(sinks::ConditionOf(registry_.SourceViews(), true).status, "True");
+  fs::remove_all(fs::path(dir_.path()) / "xpu1");
+  sampler_->SampleOnce();
+  const sinks::NodeCondition c = sinks::ConditionOf(registry_.SourceViews(), true);
+  EXPECT_EQ(c.reason, "DeviceNotSeen") << c.message;
+  EXPECT_NE(c.message.find("sysfs does not see xpu 1"), std::string::npos) << c.message;
+}
+
+// A health bit at 0 read while the fault codes could not be: still False
+// (the card says it is unhealthy; a torn read is no recovery).
+TEST_F(SamplerTest, AnUnhealthyBitStaysFalseThroughAFailedFaultRead) {
+  Device(0, "0\n", "");
+  sampler_->SampleOnce();
+  EXPECT_EQ(sinks::ConditionOf(registry_.SourceViews(), true).reason, "DeviceUnhealthy");
+  fs::remove(fs::path(dir_.path()) / "xpu0/fault_codes");
+  fs::create_directory(fs::path(dir_.path()) / "xpu0/fault_codes");
+  sampler_->SampleOnce();
+  EXPECT_EQ(sinks::ConditionOf(registry_.SourceViews(), true).reason, "DeviceUnhealthy");
 }
 
 // A reset_card card whose driver starts answering errors for its fault

@@ -605,16 +605,40 @@ TEST(NvmlEventCodeTest, XidsDoubleBitEccAndTheRest) {
 
 // A card whose handle cannot be had is not seen: no health (Unknown to the
 // Node), never healthy; the other card is judged.
-TEST_F(NvmlSamplerTest, ACardThatCannotBeReadHasNoHealth) {
+TEST_F(NvmlSamplerTest, ACardThatCannotBeReadHasNoHealthAndKeepsTheFaultsLastRead) {
+  Json f = TwoCards();
+  f["devices"][1]["retired"]["pending"] = false;  // healthy
+  Write(f);
   auto s = Make();
   ASSERT_TRUE(s->SampleOnce());
-  Json f = TwoCards();
-  f["devices"][1]["retired"]["pending"] = false;  // healthy but for the handle
+  EXPECT_EQ(Health("GPU-h800-1"), 1);
   f["devices"][1]["errors"] = {{"nvmlDeviceGetHandleByIndex_v2", nvml::kErrorUnknown}};
   Write(f);
   ASSERT_TRUE(s->SampleOnce());
   EXPECT_EQ(Health("GPU-h800-1"), -1);
   EXPECT_EQ(Health("XDM-3"), 0);  // its pending remap
+  // A card with a card-level fault (a pending page retirement) whose reads
+  // then fail: the fault last read stays (a failed read is no recovery),
+  // the card is not seen, and its kept fault still judges it.
+  f = TwoCards();
+  Write(f);
+  ASSERT_TRUE(s->SampleOnce());
+  const std::map<std::string, std::string> pending = {
+      {"source", "nvml"}, {"uuid", "GPU-h800-1"}, {"code", kNvmlRetirementPending}};
+  ASSERT_EQ(xpu::testing::MetricValue(registry_, "xpu_device_fault_active", pending), 1);
+  f["devices"][1]["errors"] = {{"nvmlDeviceGetHandleByIndex_v2", nvml::kErrorUnknown}};
+  Write(f);
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_TRUE(s->SampleOnce());
+    EXPECT_EQ(xpu::testing::MetricValue(registry_, "xpu_device_fault_active", pending), 1);
+    EXPECT_EQ(Health("GPU-h800-1"), 0);
+  }
+  for (const store::SourceView& v : registry_.SourceViews())
+    for (const store::SourceView::Device& d : v.devices)
+      if (v.source == "nvml" && d.bus_id == "0000:5e:00.0") {
+        EXPECT_FALSE(d.seen);
+        EXPECT_EQ(d.faults.size(), 1u);
+      }
 }
 
 // A card whose handle answers but whose health cannot be read is not seen

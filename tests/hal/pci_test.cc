@@ -257,6 +257,37 @@ TEST_F(PciTreeTest, MissingTreeIsAnError) {
   EXPECT_FALSE(PciScanner(dir_.path() + "/nope", PciFilter()).Scan(&out).ok());
 }
 
+// An unbound driver is a fault for a function that lost its driver, or for
+// a card a layer names (its driver did not load); a function never bound
+// since the exporter started that no layer names (a co-processor with no
+// driver loaded, left so on purpose) is none.
+TEST_F(PciTreeTest, AnUnboundDriverIsAFaultForACardThatHadOneOrThatALayerNames) {
+  const std::string never = Gpu("0000:3b:00.0");
+  fs::remove(never + "/driver");
+  const std::string lost = Gpu("0000:5e:00.0");
+  const std::string named = Gpu("0000:86:00.0");
+  fs::remove(named + "/driver");
+  store::DeviceRegistry reg;
+  store::DeviceInfo xdm;
+  xdm.minor = 7;
+  xdm.bus_id = "0000:86:00.0";
+  reg.SetXdmDevices({xdm});
+  prometheus::Registry self;
+  PciSampler sampler(PciScanner(dir_.path(), PciFilter()), FaultCatalog::Builtin(),
+                     std::chrono::seconds(1), &reg, &self);
+  ASSERT_TRUE(sampler.SampleOnce());
+  fs::remove(lost + "/driver");
+  ASSERT_TRUE(sampler.SampleOnce());
+  ASSERT_TRUE(sampler.SampleOnce());  // the registry's inventory from the first view
+  auto unbound = [&](const std::string& bus) {
+    return xpu::testing::MetricValue(reg, "xpu_device_fault_active",
+                                     {{"bus_id", bus}, {"code", kFaultDriverUnbound}});
+  };
+  EXPECT_EQ(unbound("0000:3b:00.0"), -1) << "never bound, named by no layer";
+  EXPECT_EQ(unbound("0000:5e:00.0"), 1) << "lost its driver";
+  EXPECT_EQ(unbound("0000:86:00.0"), 1) << "XDM names it: its driver did not load";
+}
+
 // An SR-IOV virtual function is part of its physical card, not a card of
 // its own; a card in a 32-bit PCI domain (Intel VMD) is one.
 TEST_F(PciTreeTest, VirtualFunctionsAreNoCardsAndA32BitDomainIsOne) {

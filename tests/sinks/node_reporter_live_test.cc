@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdio>
 
 #include "kubernetes/fake_apiserver.h"
 #include "sinks/node_reporter.h"
@@ -41,6 +42,13 @@ class NodeReporterLiveTest : public ::testing::Test {
     devices[0].minor = 0;
     devices[1].minor = 1;
     devices[1].bus_id = "0000:3b:00.0";
+    // The cards Raise() names beside them (raises are told for cards of the
+    // inventory only).
+    for (int32_t minor : {2, 10, 11, 12, 13, 14, 15}) {
+      devices.emplace_back();
+      devices.back().minor = minor;
+      devices.back().bus_id = BusOf(std::to_string(minor));
+    }
     registry_.SetXdmDevices(devices);
     // No sampler republishes here: views stay fresh for the test's length.
     registry_.OpenSource(store::kSourceSysfs, std::chrono::hours(1));
@@ -78,10 +86,15 @@ class NodeReporterLiveTest : public ::testing::Test {
     registry_.SetDeviceViews(store::kSourceSysfs, sysfs);
   }
   std::vector<store::ActiveFault> on_1_;
+  static std::string BusOf(const std::string& minor) {
+    if (minor == "1") return "0000:3b:00.0";
+    char bus[16];
+    std::snprintf(bus, sizeof bus, "0000:%02x:00.0", 0x50 + std::stoi(minor));
+    return bus;
+  }
   void Raise(const store::ActiveFault& f, const std::string& minor = "1") {
-    registry_.raises().Add({"sysfs", minor, "U" + minor,
-                            minor == "1" ? "0000:3b:00.0" : "0000:5" + minor + ":00.0", f,
-                            std::chrono::system_clock::now()});
+    registry_.raises().Add(
+        {"sysfs", minor, "U" + minor, BusOf(minor), f, std::chrono::system_clock::now()});
   }
   std::unique_ptr<NodeReporter> Make() {
     return std::make_unique<NodeReporter>(k_, o_, api_.url(), &registry_, metrics_now_);
@@ -335,6 +348,11 @@ TEST_F(NodeReporterLiveTest, NoPatchBeforeTheNodeHasBeenRead) {
 // card's repeat: no second Event.
 TEST_F(NodeReporterLiveTest, ACardNamedLateIsOneCardForItsEvents) {
   o_.condition = false;
+  // The card only the bus shows (no daemon names it yet).
+  registry_.OpenSource(store::kSourcePci, std::chrono::hours(1));
+  store::PciDeviceView card;
+  card.bus_id = "0000:99:00.0";
+  registry_.SetPciDevices({card});
   auto reporter = Make();
   reporter->Start();
   const store::ActiveFault xid79 = NamedFault("0x10DE004F", 6, "isolate_card");
@@ -343,8 +361,17 @@ TEST_F(NodeReporterLiveTest, ACardNamedLateIsOneCardForItsEvents) {
   EXPECT_NE(Events()[0]["message"].get<std::string>().find("PCI device 0000:99:00.0: 0x10DE004F"),
             std::string::npos)
       << Events()[0]["message"];
+  store::DeviceInfo named;
+  named.minor = 3;
+  named.uuid = "U3";
+  named.bus_id = "0000:99:00.0";
+  std::vector<store::DeviceInfo> devices = registry_.Devices();
+  devices.push_back(named);
+  registry_.SetXdmDevices(devices);
   registry_.raises().Add(
       {"kmsg", "3", "U3", "0000:99:00.0", xid79, std::chrono::system_clock::now()});
+  // A raise on an address that is no card of the inventory (a NIC) is none.
+  registry_.raises().Add({"kmsg", "", "", "0000:aa:00.0", xid79, std::chrono::system_clock::now()});
   ASSERT_TRUE(WaitFor([&] { return Metric("xpu_kubernetes_events_total", "suppressed") >= 1; },
                       std::chrono::seconds(10)));
   EXPECT_EQ(Events().size(), 1u);

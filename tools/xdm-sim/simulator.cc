@@ -248,6 +248,9 @@ void Simulator::WriteHal() {
     std::string codes;
     for (const std::string& c : d.fault_codes) codes += c + "\n";
     WriteIfChanged(dir / "fault_codes", codes);
+    // A class device's link to its PCI device, as a driver's has.
+    if (!fs::is_symlink(dir / "device", ec))
+      fs::create_symlink(fs::path("../sys/bus/pci/devices") / d.bus_id, dir / "device", ec);
   }
   // Devices that vanished take their directories with them.
   for (const auto& entry : fs::directory_iterator(root, ec)) {

@@ -69,11 +69,19 @@ void ReadGauges(const NvmlLibrary::Api& a, nvml::Device h, Calls& ok, NvmlDevice
   nvml::MemoryV2 mem2{};
   mem2.version = nvml::kMemoryV2Version;
   nvml::Memory mem{};
-  if (a.memory_info_v2 != nullptr && ok(a.memory_info_v2(h, &mem2), "memory")) {
+  // The second version where the driver answers it; any other answer than
+  // a lost card (a driver that refuses the struct's version) falls back to
+  // the first, which is what is judged.
+  const nvml::Return v2 =
+      a.memory_info_v2 != nullptr ? a.memory_info_v2(h, &mem2) : nvml::kErrorFunctionNotFound;
+  if (v2 == nvml::kSuccess) {
+    ok(v2, "memory");
     d->memory_total_bytes = mem2.total;
     d->memory_used_bytes = mem2.used;
     d->memory_reserved_bytes = mem2.reserved;
-  } else if (!d->lost && a.memory_info != nullptr && ok(a.memory_info(h, &mem), "memory")) {
+  } else if (v2 == nvml::kErrorGpuIsLost || v2 == nvml::kErrorResetRequired) {
+    ok(v2, "memory");
+  } else if (a.memory_info != nullptr && ok(a.memory_info(h, &mem), "memory")) {
     d->memory_total_bytes = mem.total;
     d->memory_used_bytes = mem.used;
   }

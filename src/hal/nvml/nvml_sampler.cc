@@ -422,13 +422,12 @@ void NvmlSampler::Publish(std::vector<NvmlDevice> cards, const std::vector<NvmlE
                                             {"off", 0},        {"no_memory_value", 0}};
   size_t container_rows = 0;
   for (NvmlDevice& c : cards) {
+    // A lost card says nothing of itself (or only the address it was
+    // found at): named by what it was, and what is new is kept.
     Identity& known = identities_[c.index];
-    if (c.uuid.empty() && c.bus_id.empty()) {  // lost before it could say who it is
-      c.uuid = known.uuid;
-      c.bus_id = known.bus_id;
-    } else {
-      known = {c.uuid, c.bus_id};
-    }
+    if (c.uuid.empty()) c.uuid = known.uuid;
+    if (c.bus_id.empty()) c.bus_id = known.bus_id;
+    known = {c.uuid, c.bus_id};
   }
   for (const NvmlDevice& c : cards) {
     NvmlJoined j{&c, "", c.uuid, c.name};
@@ -451,6 +450,12 @@ void NvmlSampler::Publish(std::vector<NvmlDevice> cards, const std::vector<NvmlE
     const std::string key = !c.bus_id.empty() ? c.bus_id : "card " + std::to_string(c.index);
     std::set<std::string> codes = EventCodes(c.index, now);
     for (std::string& code : DeriveNvmlFaults(c)) codes.insert(std::move(code));
+    // A read that failed is no recovery: the faults last read stay, and the
+    // card is not seen.
+    if (c.unreadable) {
+      for (const std::string& code : faults_.Previous(key)) codes.insert(code);
+      v.seen = false;
+    }
     v.faults = faults_.Update(key, "NVIDIA GPU " + key, j.minor, v.uuid, c.bus_id, codes);
     if (!c.errors.empty()) {
       read_errors_.Add({{"bus_id", c.bus_id}}).Increment(static_cast<double>(c.errors.size()));
@@ -470,6 +475,7 @@ void NvmlSampler::Publish(std::vector<NvmlDevice> cards, const std::vector<NvmlE
   // (nor find by its address) is not seen.
   views.coverage = store::Coverage::kListed;
   views.vendor = "0x10de";
+  views.driver = "nvidia";  // not a card passed through to a VM (vfio-pci)
   registry()->SetDeviceViews(kSourceNvml, std::move(views));
   Seeing();
 }

@@ -74,6 +74,8 @@ std::vector<store::PciDeviceView> PciTracker::Update(const std::vector<PciDevice
       t.lost = false;
     }
     t.up = up;
+    t.bound_once = t.bound_once || up;
+    v.bound_before = t.bound_once;
     v.resets_observed = t.resets;
     t.last = v;
     out.push_back(std::move(v));
@@ -128,8 +130,13 @@ bool PciSampler::SampleOnce() {
   for (store::InventoryDevice& d : registry()->Inventory())
     if (!d.bus_id.empty()) named[d.bus_id] = std::move(d);
   for (store::PciDeviceView& v : views) {
-    const std::vector<std::string> codes = DerivePciFaults(v);
+    std::vector<std::string> codes = DerivePciFaults(v);
     const store::InventoryDevice& card = named[v.bus_id];
+    // Never bound since the exporter started, and no layer names it: a
+    // function left unbound on purpose (a co-processor with no driver
+    // loaded), not a card that lost its driver.
+    if (!v.bound_before && card.minor < 0 && card.uuid.empty())
+      std::erase(codes, std::string(kFaultDriverUnbound));
     v.faults = faults_.Update(v.bus_id, "PCI device " + v.bus_id,
                               card.minor >= 0 ? std::to_string(card.minor) : "", card.uuid,
                               v.bus_id, {codes.begin(), codes.end()});

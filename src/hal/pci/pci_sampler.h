@@ -34,7 +34,11 @@ inline constexpr const char* kFaultUnexpectedD3cold = "0xFC000006";  // D3cold w
 // this many consecutive samples: a retrain in progress is not.
 inline constexpr uint32_t kNarrowSamplesForFault = 3;
 
-// The codes active for one device, sorted. The link rule (docs/hal.md): a
+// The codes active for one device, sorted. An unbound driver is a fault only
+// for a function that was bound at a scan (it lost its driver); one never
+// bound since the exporter started is judged by the caller (a card a layer
+// names: a driver that did not load; else a function left unbound on
+// purpose, no fault). The link rule (docs/hal.md): a
 // width below what both ends support (capable_link_width), for
 // kNarrowSamplesForFault samples, is pcie_link_downtrained; a speed below
 // it alone is not a fault (cards lower their link speed when idle), and is
@@ -55,8 +59,9 @@ class PciTracker {
 
  private:
   struct Track {
-    bool up = false;    // present and bound at the last scan
-    bool lost = false;  // was up, then gone or unbound
+    bool up = false;          // present and bound at the last scan
+    bool bound_once = false;  // present and bound at a scan
+    bool lost = false;        // was up, then gone or unbound
     uint64_t resets = 0;
     uint32_t narrow = 0;  // consecutive scans with a narrow link
     store::PciDeviceView last;

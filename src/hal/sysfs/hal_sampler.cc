@@ -57,10 +57,14 @@ void HalSampler::SampleOnce() {
   }
   if (logged_.Clear("list")) spdlog::info("HAL {}: enumerating devices again", backend_->name());
   store::DeviceViews views;
+  // The driver's tree shows every card of its kind: one gone from it (its
+  // vendor's, or one XDM lists) is not seen.
+  views.coverage = store::Coverage::kListedAndKin;
   for (const HalDeviceId& id : ids) {
     store::DeviceView v;
     v.minor = id.minor;
     v.uuid = id.uuid;
+    v.bus_id = id.bus_id;
     const std::string minor = std::to_string(id.minor);
     bool healthy = false;
     Status hs = backend_->ReadHealth(id.minor, &healthy);
@@ -78,15 +82,15 @@ void HalSampler::SampleOnce() {
       logged_.Clear("faults" + minor);
     } else {
       // Keep what was active: a torn read is not a recovery. Nor is it
-      // sight: no health for the device, and it counts as not seen (its
-      // faults still count: False stays False).
+      // sight: no health on the page for the device, and it counts as not
+      // seen; its kept faults and the health bit read now still count for
+      // the condition (False stays False).
       v.seen = false;
-      v.healthy.reset();
       read_errors_.Add({{"minor", minor}}).Increment();
       Warn("faults" + minor, "device " + minor + ": " + fs.message());
       active = faults_.Previous(minor);
     }
-    v.faults = faults_.Update(minor, "device " + minor, minor, v.uuid, "", active);
+    v.faults = faults_.Update(minor, "device " + minor, minor, v.uuid, id.bus_id, active);
     views.devices.push_back(std::move(v));
   }
   faults_.EndSample();

@@ -12,6 +12,7 @@
 #include "common/fault_code.h"
 #include "common/file_util.h"
 #include "hal/fault_catalog.h"
+#include "hal/pci_address.h"
 
 namespace xpu::hal {
 namespace {
@@ -141,6 +142,11 @@ Status SysfsBackend::ListDevices(std::vector<HalDeviceId>* out) {
       std::string uuid;
       if (ParseUuidFile(text, &uuid).ok()) id.uuid = uuid;
     }
+    // Its PCI device, as a class device's `device` link names it (the last
+    // part of the target is the address): the key the inventory joins by.
+    std::error_code link_ec;
+    const fs::path target = fs::read_symlink(entry.path() / "device", link_ec);
+    if (!link_ec) id.bus_id = CanonicalPciAddress(target.filename().string());
     out->push_back(std::move(id));
   }
   std::sort(out->begin(), out->end(),
