@@ -35,7 +35,7 @@ curl -sf -XPOST "$CONTROL/control/resume" >/dev/null
 curl -sf -XDELETE "$CONTROL/control/fault?minor=2" >/dev/null
 wait_for 10 bash -c "curl -sf $URL/metrics >$TMP/page && ! grep -q 'xpu_device_fault_active{minor=\"2\"' $TMP/page" ||
   fail "fault not cleared"
-has_metric 'xpu_device_fault_events_total{bus_id="",code="0x80E18400",level="reset_card",minor="2",source="sysfs",uuid="[^"]*"} 1' ||
+has_metric 'xpu_device_fault_events_total{bus_id="0000:30:00.0",code="0x80E18400",level="reset_card",minor="2",source="sysfs",uuid="[^"]*"} 1' ||
   has_metric 'xpu_device_fault_events_total{.*minor="2".*} 1' || fail "events counter lost"
 has_metric 'xpu_device_fault_level{minor="2",.*} 0' || fail "fault level not back to 0"
 

@@ -57,7 +57,7 @@ grep -q '^# UNIT xpu_memory_used_bytes bytes$' "$TMP/om.txt" || fail "no # UNIT 
 grep -q '^# UNIT process_cpu_seconds seconds$' "$TMP/om.txt" || fail "no # UNIT for process_cpu_seconds"
 grep -q '^# TYPE xpu_device_fault_events counter$' "$TMP/om.txt" || fail "counter family keeps _total"
 grep -q '^# TYPE xpu_device_fault_events_total' "$TMP/om.txt" && fail "counter family named with _total"
-grep -Eq '^xpu_device_fault_events_total\{bus_id="",code="0x80E18400",level="reset_card",minor="1",source="sysfs",uuid="[^"]+"\} [0-9]+ # \{namespace="default",pod="alloc-trainjob",container="main"\} 1 [0-9]+\.[0-9]{3}$' \
+grep -Eq '^xpu_device_fault_events_total\{bus_id="0000:20:00.0",code="0x80E18400",level="reset_card",minor="1",source="sysfs",uuid="[^"]+"\} [0-9]+ # \{namespace="default",pod="alloc-trainjob",container="main"\} 1 [0-9]+\.[0-9]{3}$' \
   "$TMP/om.txt" || fail "no exemplar with the pod: $(grep '^xpu_device_fault_events_total' "$TMP/om.txt")"
 grep -q ' # {' "$TMP/text.txt" && fail "exemplar in the text format"
 promtool check metrics <"$TMP/text.txt" || fail "text format not promtool-clean"
