@@ -40,10 +40,11 @@ void AddXdmFlags(const FlagSet& f, ClientOptions* o, size_t* max_series) {
     app.add_flag("--collector.unknown-metrics", o->keep_unknown,
                  "Export samples with metric IDs the catalog lacks as xpu_unknown_metric{id=...}"));
   f(Applier::kIngest,
-    app.add_option("--xdm.devices", o->devices,
-                   "Export only these devices (minors), repeatable or comma-separated; default all. "
-                   "A card no layer names by a minor (only the bus or NVML shows it) is left out "
-                   "while a subset is chosen")
+    app.add_option(
+           "--xdm.devices", o->devices,
+           "Export only these devices (minors), repeatable or comma-separated; default all. "
+           "A card no layer names by a minor (only the bus or NVML shows it) is left out "
+           "while a subset is chosen")
         ->delimiter(',')
         ->check(CLI::Range(0, 1 << 20)));
 }

@@ -635,7 +635,9 @@ TEST(HalHealthTest, HealthFollowsTheWorstActiveFaultLevel) {
   card.minor = 1;
   card.healthy = true;
   card.faults.push_back({"0x80E18400", "hbm_uncorrectable_ecc", 4, "reset_card", "", "", true});
-  reg.SetDeviceViews("sysfs", {{job, card}, {}});
+  store::DeviceViews views;
+  views.devices = {job, card};
+  reg.SetDeviceViews("sysfs", views);
   const auto hal = xpu::testing::ViewOf(reg, "sysfs");
   ASSERT_EQ(hal.size(), 2u);
   EXPECT_EQ(hal[0].healthy, true);

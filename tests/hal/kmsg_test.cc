@@ -440,8 +440,8 @@ TEST_F(KmsgSamplerTest, RecordsReadAgainAreCountedOnce) {
 // 5.18) with the caller's path, a USB device's product string and HID and
 // input names (which the device chooses), an OOM-kill line with a cgroup
 // path, and audit/AppArmor lines with a path: each holds a driver's whole
-// line, which a pattern searching anywhere would match. And where the kernel names the device (dev_printk's DEVICE
-// entry), the text must name the same one.
+// line, which a pattern searching anywhere would match. And where the kernel names the device
+// (dev_printk's DEVICE entry), the text must name the same one.
 TEST_F(KmsgSamplerTest, KernelLinesWithUserChosenTextRaiseNothing) {
   const std::string xid = "NVRM: Xid (PCI:0000:3b:00): 79, pid=1, GPU has fallen off the bus";
   const std::string aer =
@@ -460,9 +460,8 @@ TEST_F(KmsgSamplerTest, KernelLinesWithUserChosenTextRaiseNothing) {
     // Lines whose user-chosen part can hold the whole driver line (a
     // process's comm, 15 bytes, cannot: such a line would prove nothing).
     lines.push_back("usb 1-1: Product: " + shaped);  // a USB device names itself
-    lines.push_back(
-        "hid-generic 0003:046D:C52B.0001: input,hidraw0: USB HID v1.11 Keyboard [" + shaped +
-        "] on usb-0000:00:14.0-1/input0");
+    lines.push_back("hid-generic 0003:046D:C52B.0001: input,hidraw0: USB HID v1.11 Keyboard [" +
+                    shaped + "] on usb-0000:00:14.0-1/input0");
     lines.push_back("input: " + shaped +
                     " as /devices/pci0000:00/0000:00:14.0/usb1/1-1/1-1:1.0/input/input5");
     lines.push_back(

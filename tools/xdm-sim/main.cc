@@ -11,6 +11,37 @@
 #include "common/duration.h"
 #include "simulator.h"
 
+// --pci-domain HEX and --pci-vendor HEX: the devices' PCI domain, and the
+// vendor ID the PCI tree gives the cards (0x10de: NVIDIA's, so that the
+// stand-in NVML covers them); a vendor refused unless 4 hex digits.
+void AddPciFlags(CLI::App& app, xdmsim::SimOptions* opts) {
+  app.add_option_function<std::string>(
+      "--pci-domain",
+      [opts](const std::string& s) {
+        size_t end = 0;
+        try {
+          opts->pci_domain = std::stoi(s, &end, 16);
+        } catch (const std::exception&) {
+          end = 0;
+        }
+        if (end != s.size() || s.empty()) opts->pci_domain = -1;  // refused by Start
+      },
+      "PCI domain of the devices' bus ids, hex (default 0000); a rare one keeps test records "
+      "apart from real devices'");
+  app.add_option_function<std::string>(
+         "--pci-vendor",
+         [opts](const std::string& s) { opts->pci_vendor = std::stoul(s, nullptr, 16); },
+         "PCI vendor ID the PCI tree gives the cards, hex (default 0x1ded)")
+      ->check(CLI::Validator(
+          [](std::string& s) {
+            const size_t hex = s.rfind("0x", 0) == 0 ? 2 : 0;
+            const bool ok = s.size() > hex && s.size() - hex <= 4 &&
+                            s.find_first_not_of("0123456789abcdefABCDEF", hex) == std::string::npos;
+            return ok ? std::string() : "not a PCI vendor ID (4 hex digits): " + s;
+          },
+          "HEX"));
+}
+
 int main(int argc, char** argv) {
   xdmsim::SimOptions opts;
   std::string interval = "1s";
@@ -35,34 +66,7 @@ int main(int argc, char** argv) {
   app.add_option("--interval", interval, "collection interval (500ms, 1s, ...)")
       ->capture_default_str();
   app.add_option("--seed", opts.seed, "seed for UUIDs and metric noise")->capture_default_str();
-  app.add_option_function<std::string>(
-      "--pci-domain",
-      [&opts](const std::string& s) {
-        size_t end = 0;
-        try {
-          opts.pci_domain = std::stoi(s, &end, 16);
-        } catch (const std::exception&) {
-          end = 0;
-        }
-        if (end != s.size() || s.empty()) opts.pci_domain = -1;  // refused by Start
-      },
-      "PCI domain of the devices' bus ids, hex (default 0000); a rare one keeps test records "
-      "apart from real devices'");
-  app.add_option_function<std::string>(
-         "--pci-vendor",
-         [&opts](const std::string& s) { opts.pci_vendor = std::stoul(s, nullptr, 16) & 0xffff; },
-         "PCI vendor ID the PCI tree gives the cards, hex (default 0x1ded)")
-      ->check(CLI::Validator(
-          [](std::string& s) {
-            try {
-              size_t end = 0;
-              std::stoul(s, &end, 16);
-              return end == s.size() ? std::string() : "not a hex vendor ID: " + s;
-            } catch (const std::exception&) {
-              return "not a hex vendor ID: " + s;
-            }
-          },
-          "HEX"));
+  AddPciFlags(app, &opts);
   app.add_flag("--flood", opts.flood, "streams push back to back (ingest benchmarks)");
   std::string list_delay = "0s";
   app.add_option("--list-delay", list_delay,

@@ -591,6 +591,25 @@ std::vector<prometheus::MetricFamily> XdmFamilies(const std::vector<NvmlJoined>&
 
 }  // namespace
 
+namespace {
+
+// The driver's and firmware's reservation, apart from what is used (what
+// nvidia-smi shows as Reserved): where the second memory version answers.
+prometheus::MetricFamily ReservedMemoryFamily(const std::vector<NvmlJoined>& cards) {
+  auto reserved = NewFamily("xpu_nvml_memory_reserved_bytes",
+                            "Device memory the driver and firmware reserve for themselves "
+                            "(nvmlDeviceGetMemoryInfo_v2; not in xpu_memory_used_bytes, as "
+                            "nvidia-smi shows Used and Reserved apart).");
+  for (const NvmlJoined& j : cards)
+    if (j.card->memory_reserved_bytes)
+      reserved.metric.push_back(
+          GaugeSample({{"minor", j.minor}, {"uuid", j.uuid}, {"bus_id", j.card->bus_id}},
+                      static_cast<double>(*j.card->memory_reserved_bytes)));
+  return reserved;
+}
+
+}  // namespace
+
 std::vector<prometheus::MetricFamily> NvmlFamilies(const std::vector<NvmlJoined>& cards) {
   using prometheus::MetricType;
   auto ecc = NewFamily("xpu_nvml_ecc_errors_total",
@@ -624,10 +643,6 @@ std::vector<prometheus::MetricFamily> NvmlFamilies(const std::vector<NvmlJoined>
                             "A MIG device on the card: its own UUID (the kubelet's name for it), "
                             "GPU and compute instance. Always 1.");
   auto mig_memory = NewFamily("xpu_nvml_mig_memory_used_bytes", "Memory used on a MIG device.");
-  auto reserved = NewFamily("xpu_nvml_memory_reserved_bytes",
-                            "Device memory the driver and firmware reserve for themselves "
-                            "(nvmlDeviceGetMemoryInfo_v2; not in xpu_memory_used_bytes, as "
-                            "nvidia-smi shows Used and Reserved apart).");
   for (const NvmlJoined& j : cards) {
     const NvmlDevice& c = *j.card;
     const MetricLabels id = {{"minor", j.minor}, {"uuid", j.uuid}, {"bus_id", c.bus_id}};
@@ -675,8 +690,6 @@ std::vector<prometheus::MetricFamily> NvmlFamilies(const std::vector<NvmlJoined>
                                                      static_cast<double>(**value)));
     }
     if (c.pcie_replays) replays.metric.push_back(CounterSample(id, *c.pcie_replays));
-    if (c.memory_reserved_bytes)
-      reserved.metric.push_back(GaugeSample(id, static_cast<double>(*c.memory_reserved_bytes)));
     if (c.mig_enabled) mig.metric.push_back(GaugeSample(id, *c.mig_enabled ? 1 : 0));
     for (const NvmlMigDevice& m : c.mig) {
       const MetricLabels ml = with({{"mig_uuid", m.uuid},
@@ -689,10 +702,11 @@ std::vector<prometheus::MetricFamily> NvmlFamilies(const std::vector<NvmlJoined>
     }
   }
   std::vector<prometheus::MetricFamily> out;
-  for (auto* f :
-       {&ecc, &retired, &retire_pending, &remapped, &remap_pending, &remap_failure, &clocks,
-        &link_up, &link_errors, &replays, &mig, &mig_info, &mig_memory, &reserved})
+  for (auto* f : {&ecc, &retired, &retire_pending, &remapped, &remap_pending, &remap_failure,
+                  &clocks, &link_up, &link_errors, &replays, &mig, &mig_info, &mig_memory})
     if (!f->metric.empty()) out.push_back(std::move(*f));
+  if (prometheus::MetricFamily reserved = ReservedMemoryFamily(cards); !reserved.metric.empty())
+    out.push_back(std::move(reserved));
   for (prometheus::MetricFamily& f : XdmFamilies(cards))
     if (!f.metric.empty()) out.push_back(std::move(f));
   return out;
