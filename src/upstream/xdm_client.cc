@@ -185,7 +185,8 @@ XdmClient::XdmClient(ClientOptions options, std::shared_ptr<const catalog::Catal
   channels_ = channels;
   if (options_.xdm_endpoint.empty()) {
     // No daemon on this node (a hardware-only node): nothing to connect to,
-    // and nothing to say is down.
+    // and nothing to say is down. `metrics_->up` is gone with its series:
+    // only the loops set it, and Start() runs none without an endpoint.
     metrics_->up_family.Remove(&metrics_->up);
     return;
   }
