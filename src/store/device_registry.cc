@@ -161,9 +161,12 @@ const DeviceRegistry::Joined& DeviceRegistry::JoinLocked() const {
   }
   auto j = std::make_shared<Joined>();
   j->inventory = std::move(b.devices);
-  if (!filter_.empty())
-    std::erase_if(j->inventory,
-                  [&](const InventoryDevice& d) { return filter_.count(d.minor) == 0; });
+  if (!filter_.empty()) {  // a loop, not a lambda: the analysis sees the lock held here
+    std::vector<InventoryDevice> chosen;
+    for (InventoryDevice& d : j->inventory)
+      if (filter_.count(d.minor) != 0) chosen.push_back(std::move(d));
+    j->inventory = std::move(chosen);
+  }
   for (size_t i = 0; i < j->inventory.size(); ++i) {
     InventoryDevice& d = j->inventory[i];
     d.key = !d.bus_id.empty() ? d.bus_id
@@ -206,8 +209,12 @@ bool DeviceRegistry::SetXdmDevices(std::vector<DeviceInfo> devices) {
 
 bool DeviceRegistry::RefilterLocked() {
   std::vector<DeviceInfo> devices = xdm_raw_;
-  if (!filter_.empty())
-    std::erase_if(devices, [&](const DeviceInfo& d) { return filter_.count(d.minor) == 0; });
+  if (!filter_.empty()) {
+    std::vector<DeviceInfo> chosen;
+    for (DeviceInfo& d : devices)
+      if (filter_.count(d.minor) != 0) chosen.push_back(std::move(d));
+    devices = std::move(chosen);
+  }
   if (known_ && devices == devices_) return false;
   devices_ = std::move(devices);
   known_ = true;
