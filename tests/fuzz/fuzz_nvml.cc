@@ -74,6 +74,11 @@ nvml::Return nvmlDeviceGetHandleByIndex_v2(unsigned index, nvml::Device* device)
   *device = reinterpret_cast<nvml::Device>(static_cast<uintptr_t>(index) + 1);
   return Ret();
 }
+// Any answer for any address: found, lost, not found, junk.
+nvml::Return nvmlDeviceGetHandleByPciBusId_v2(const char*, nvml::Device* device) {
+  *device = reinterpret_cast<nvml::Device>(static_cast<uintptr_t>(Byte()) + 1);
+  return Ret();
+}
 nvml::Return nvmlDeviceGetName(nvml::Device, char* buf, unsigned length) {
   Text(buf, length);
   return Ret();
@@ -93,6 +98,7 @@ nvml::Return nvmlDeviceGetTotalEnergyConsumption(nvml::Device, unsigned long lon
   return Fill(v);
 }
 nvml::Return nvmlDeviceGetMemoryInfo(nvml::Device, nvml::Memory* m) { return Fill(m); }
+nvml::Return nvmlDeviceGetMemoryInfo_v2(nvml::Device, nvml::MemoryV2* m) { return Fill(m); }
 nvml::Return nvmlDeviceGetUtilizationRates(nvml::Device, nvml::Utilization* u) { return Fill(u); }
 nvml::Return nvmlDeviceGetEccMode(nvml::Device, int* current, int* pending) {
   Fill(pending);
