@@ -89,9 +89,9 @@ http::Response Exporter::ConfigPage() {
                                {"source", pending->second.source}};
       settings[key] = s;
     }
-    wc = cfg_->web.web_config;
     reload_error = last_reload_error_;
   }
+  wc = web_->config();  // followed from its file: newer than cfg_'s
   j["settings"] = settings;
   j["lastReload"] = {{"successful", reload_error.empty()},
                      {"error", reload_error.empty() ? Json(nullptr) : Json(reload_error)}};

@@ -9,6 +9,19 @@
 
 namespace xpu {
 
+std::string FileSignature(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return "!" + std::to_string(errno);
+  std::string out;
+  for (const long long v :
+       {static_cast<long long>(st.st_dev), static_cast<long long>(st.st_ino),
+        static_cast<long long>(st.st_size), static_cast<long long>(st.st_mtim.tv_sec),
+        static_cast<long long>(st.st_mtim.tv_nsec), static_cast<long long>(st.st_ctim.tv_sec),
+        static_cast<long long>(st.st_ctim.tv_nsec)})
+    out += std::to_string(v) + ",";
+  return out;
+}
+
 Status ReadTextFile(const std::string& path, const std::string& what, std::string* out,
                     size_t max_bytes) {
   const std::string where = what + " " + path;

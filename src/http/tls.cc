@@ -408,19 +408,7 @@ Status DigestTlsFiles(const TlsConfig& tls, std::string* out) {
 std::string TlsFilesSignature(const TlsConfig& tls) {
   std::string out;
   for (const std::string* path : {&tls.cert_file, &tls.key_file, &tls.client_ca_file}) {
-    if (path->empty()) continue;
-    struct stat st {};
-    if (stat(path->c_str(), &st) != 0) {
-      out += "!" + std::to_string(errno) + ";";
-      continue;
-    }
-    for (const long long v :
-         {static_cast<long long>(st.st_dev), static_cast<long long>(st.st_ino),
-          static_cast<long long>(st.st_size), static_cast<long long>(st.st_mtim.tv_sec),
-          static_cast<long long>(st.st_mtim.tv_nsec), static_cast<long long>(st.st_ctim.tv_sec),
-          static_cast<long long>(st.st_ctim.tv_nsec)})
-      out += std::to_string(v) + ",";
-    out += ";";
+    if (!path->empty()) out += FileSignature(*path) + ";";
   }
   return out;
 }

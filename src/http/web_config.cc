@@ -383,7 +383,12 @@ Status WebConfig::Load(const std::string& path, std::shared_ptr<const WebConfig>
   std::string text;
   if (Status s = ReadTextFile(path, "--web.config.file", &text); !s.ok())
     return Status::InvalidArgument(s.message());
-  return Parse(text, path, out);
+  std::shared_ptr<const WebConfig> parsed;
+  if (Status s = Parse(text, path, &parsed); !s.ok()) return s;
+  auto cfg = std::make_shared<WebConfig>(*parsed);
+  cfg->file = path;
+  *out = std::move(cfg);
+  return Status::Ok();
 }
 
 Status WebConfig::Parse(const std::string& text, const std::string& origin,

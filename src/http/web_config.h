@@ -79,6 +79,8 @@ struct WebConfig {
   // HTTP/1.1 only, which the server logs once at start.
   bool http2 = true;
   std::string path;  // where it came from, for messages
+  std::string file;  // the file it was read from (Load): the server follows it; "" if parsed
+  bool operator==(const WebConfig&) const = default;
 
   // Parses and checks the file: files named in it must be readable, hashes
   // must be bcrypt, unknown keys are errors naming the key and line.

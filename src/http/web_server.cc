@@ -14,11 +14,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <limits>
 #include <list>
 #include <optional>
 
 #include "common/civet_util.h"
+#include "common/file_util.h"
 #include "common/mutex.h"
 #include "http/gzip.h"
 #include "http/headers.h"
@@ -144,6 +146,16 @@ class WebServer::Metrics : public prometheus::Collectable {
     MutexLock lock(mu_);
     certs_followed_ = true;
   }
+  void WebConfigReload(bool ok) {
+    MutexLock lock(mu_);
+    web_followed_ = true;
+    ++(ok ? web_loaded_ : web_failed_);
+  }
+  // A web config file is followed: its counter is shown.
+  void FollowsWebConfig() {
+    MutexLock lock(mu_);
+    web_followed_ = true;
+  }
   // The civetweb context to read the load of; null before Start and once
   // Stop begins (the context is freed after).
   void Serve(const mg_context* ctx, const ProbeServer* probes) {
@@ -208,6 +220,7 @@ class WebServer::Metrics : public prometheus::Collectable {
       out.push_back(std::move(requests));
       out.push_back(std::move(refused));
       if (certs_followed_) out.push_back(CertificatesLocked());
+      if (web_followed_) out.push_back(WebConfigLocked());
       out.push_back(std::move(durations));
     }
     mg_server_load load{};
@@ -275,6 +288,23 @@ class WebServer::Metrics : public prometheus::Collectable {
     }
     return certs;
   }
+  // xpu_exporter_web_config_reloads_total.
+  prometheus::MetricFamily WebConfigLocked() const XPU_REQUIRES(mu_) {
+    prometheus::MetricFamily f{"xpu_exporter_web_config_reloads_total",
+                               "Changes of the web config file applied without a reload, by "
+                               "result (failure: the file did not load, the config in force was "
+                               "kept).",
+                               prometheus::MetricType::Counter,
+                               {}};
+    for (const auto& [result, n] :
+         {std::pair<const char*, uint64_t>{"failure", web_failed_}, {"success", web_loaded_}}) {
+      prometheus::ClientMetric m;
+      m.label = {{"result", result}};
+      m.counter.value = static_cast<double>(n);
+      f.metric.push_back(std::move(m));
+    }
+    return f;
+  }
   // xpu_exporter_http_probe_connections_closed_total.
   static prometheus::MetricFamily ProbeFamily(const ProbeServer::Counts& probes) {
     using prometheus::ClientMetric;
@@ -318,6 +348,9 @@ class WebServer::Metrics : public prometheus::Collectable {
   uint64_t cert_loaded_ XPU_GUARDED_BY(mu_) = 0;
   uint64_t cert_failed_ XPU_GUARDED_BY(mu_) = 0;
   bool certs_followed_ XPU_GUARDED_BY(mu_) = false;
+  uint64_t web_loaded_ XPU_GUARDED_BY(mu_) = 0;
+  uint64_t web_failed_ XPU_GUARDED_BY(mu_) = 0;
+  bool web_followed_ XPU_GUARDED_BY(mu_) = false;
   mutable Mutex ctx_mu_;
   const mg_context* ctx_ XPU_GUARDED_BY(ctx_mu_) = nullptr;
   const ProbeServer* probes_ XPU_GUARDED_BY(ctx_mu_) = nullptr;
@@ -623,9 +656,18 @@ bool WebServer::NeedsRestart(const std::shared_ptr<const WebConfig>& config) con
 }
 
 Status WebServer::Reload(const std::shared_ptr<const WebConfig>& config) {
-  // Held to the end: the certificate watcher must not load the old config's
-  // files over the new ones between the load and the swap below.
-  MutexLock certs(cert_mu_);
+  Status s;
+  {
+    // Held to the end: the watcher must not load the old config's files
+    // over the new ones between the load and the swap.
+    MutexLock certs(cert_mu_);
+    s = ReloadLocked(config);
+  }
+  if (s.ok() && server_) StartWatching();
+  return s;
+}
+
+Status WebServer::ReloadLocked(const std::shared_ptr<const WebConfig>& config) {
   std::shared_ptr<const WebConfig> old = this->config();
   const bool tls_now = server_ ? tls_listeners_ : (old && old->tls);
   std::shared_ptr<const WebConfig> apply = config;
@@ -755,13 +797,61 @@ Status WebServer::Start() {
     spdlog::info(
         "web config: http_server_config.http2 is on but HTTP/2 is not offered; serving "
         "HTTP/1.1 over TLS");
-  if (tls) {
-    metrics_->FollowsCertificates();
-    cert_watch_.Start([this] {
-      while (cert_watch_.SleepFor(kCertificatePoll)) FollowCertificates();
-    });
-  }
+  if (tls) metrics_->FollowsCertificates();
+  StartWatching();
   return Status::Ok();
+}
+
+void WebServer::StartWatching() {
+  const std::shared_ptr<const WebConfig> cfg = config();
+  if (watching_ || !cfg || (cfg->file.empty() && !cfg->tls)) return;
+  watching_ = true;
+  if (!cfg->file.empty()) metrics_->FollowsWebConfig();
+  watch_.Start([this] {
+    while (watch_.SleepFor(kCertificatePoll)) {
+      FollowWebConfig();
+      FollowCertificates();
+    }
+  });
+}
+
+void WebServer::FollowWebConfig() {
+  MutexLock lock(cert_mu_);  // one step with a reload's load and swap
+  const std::shared_ptr<const WebConfig> cfg = config();
+  if (!cfg || cfg->file.empty()) return;
+  const std::string signature = FileSignature(cfg->file);
+  if (signature == web_signature_ || signature == web_failed_signature_) return;
+  std::shared_ptr<const WebConfig> fresh;
+  // Empty is taken as a writer caught between its truncation and its write
+  // (it would also mean no users at all): "{}" says "no settings".
+  std::error_code size_error;
+  Status s = std::filesystem::file_size(cfg->file, size_error) == 0 && !size_error
+                 ? Status::InvalidArgument("the file is empty (write {} for no settings)")
+                 : WebConfig::Load(cfg->file, &fresh);
+  // Written while it was read: the next round reads it again, so one
+  // change is judged, and counted, once.
+  if (FileSignature(cfg->file) != signature) return;
+  if (s.ok() && *fresh == *cfg) {  // touched, or applied already (a SIGHUP)
+    web_signature_ = signature;
+    web_failed_signature_.clear();
+    return;
+  }
+  if (s.ok()) {
+    if (NeedsRestart(fresh))
+      spdlog::warn("web config {}: TLS switched on or off; that takes a restart, the rest applies",
+                   cfg->file);
+    s = ReloadLocked(fresh);
+  }
+  if (s.ok()) {
+    web_signature_ = signature;
+    web_failed_signature_.clear();
+    spdlog::info("web config {} changed; in force for the next request and handshake", cfg->file);
+  } else {
+    web_failed_signature_ = signature;
+    spdlog::error("web config {} changed but does not load; kept the config in force: {}",
+                  cfg->file, s.message());
+  }
+  metrics_->WebConfigReload(s.ok());
 }
 
 void WebServer::FollowCertificates() {
@@ -818,7 +908,7 @@ Status WebServer::StartProbes() {
 }
 
 void WebServer::Stop() {
-  cert_watch_.Stop();
+  watch_.Stop();
   if (metrics_) metrics_->Serve(nullptr, nullptr);
   if (probes_) probes_->Stop();
   probes_.reset();

@@ -142,13 +142,21 @@ class WebServer {
 
   Status Start();
   void Stop();
-  // While TLS is on, a thread looks at the certificate, key and CA files
-  // every second (TlsFilesSignature: stat only) and loads them when they
-  // changed, as exporter-toolkit re-reads them per handshake: a rotated
-  // Secret is served to new handshakes within a second or two, no reload
-  // needed; a pair that does not load (half written, mismatched) keeps the
-  // one in force, counted and logged once until the files change again.
-  // Applies a re-read web config (SIGHUP): auth and headers at once; new TLS
+  // While a web config is in force, a thread looks at its file every second
+  // (FileSignature: stat only) and, when it changed, reads it again and
+  // applies it as Reload does, as exporter-toolkit re-reads it per request:
+  // a deleted user, a new client_auth_type or allowed SAN, headers, the
+  // rate limit or other certificate files are in force within a second or
+  // two, no signal needed. A file that does not load keeps the config in
+  // force, logged and counted once until the file changes again.
+  // While TLS is on, the same thread looks at the certificate, key and CA
+  // files (TlsFilesSignature) and loads them when they changed, as
+  // exporter-toolkit re-reads them per handshake: a rotated Secret is served
+  // to new handshakes within a second or two; a pair that does not load
+  // (half written, mismatched) keeps the one in force, counted and logged
+  // once until the files change again.
+  // Applies a re-read web config (SIGHUP, or the file followed): auth and
+  // headers at once; new TLS
   // settings (also new contents under the same file names) are loaded into a
   // new TLS context that every later handshake uses; the listeners are never
   // restarted. On error (a file that does not load) the old config stays in
@@ -178,7 +186,10 @@ class WebServer {
  private:
   class Dispatcher;
   Status StartProbes();       // the probe listener, from Start
-  void FollowCertificates();  // the certificate watcher's round
+  void FollowCertificates();  // the watcher's round: the TLS files
+  void FollowWebConfig();     // the watcher's round: the web config file
+  void StartWatching();       // the watcher, once a config is in force (owner thread)
+  Status ReloadLocked(const std::shared_ptr<const WebConfig>& config) XPU_REQUIRES(cert_mu_);
   static constexpr std::chrono::seconds kCertificatePoll{1};
   class Metrics;
   struct RouteEntry {
@@ -198,15 +209,18 @@ class WebServer {
   std::unique_ptr<Dispatcher> dispatcher_;
   std::unique_ptr<CivetServer> server_;
   std::unique_ptr<ProbeServer> probes_;
-  // The certificate watcher (FollowCertificates) and what it last saw: the
-  // files' signature in force, and one that failed to load (not retried
-  // until the files change again). cert_mu_ is held across a load and the
-  // config swap (Reload) or the config read (the watcher); taken before
-  // config_mu_, never after.
-  Worker cert_watch_;
+  // The file watcher (FollowWebConfig, FollowCertificates) and what it last
+  // saw: the web config file's and the TLS files' signatures in force, and
+  // ones that failed to load (not retried until the files change again).
+  // cert_mu_ is held across a load and the config swap (Reload) or the
+  // config read (the watcher); taken before config_mu_, never after.
+  Worker watch_;
+  bool watching_ = false;  // watch_ started (owner thread)
   Mutex cert_mu_;
   std::string cert_signature_ XPU_GUARDED_BY(cert_mu_);
   std::string cert_failed_signature_ XPU_GUARDED_BY(cert_mu_);
+  std::string web_signature_ XPU_GUARDED_BY(cert_mu_);
+  std::string web_failed_signature_ XPU_GUARDED_BY(cert_mu_);
 };
 
 // The whole-response deadline in ms for a request that sent

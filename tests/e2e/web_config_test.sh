@@ -156,6 +156,31 @@ wait_for 10 has_metric 'xpu_exporter_http_requests_refused_total{reason="rate_li
   fail "the rate_limit refusal is not counted"
 kill "$EXP_PID"; wait "$EXP_PID" 2>/dev/null || true
 
+# ---- the file followed, no signal: a deleted user is refused within 2 s ----
+A_HASH=$(echo 'a-pass' | "$PASSWD" --cost 6)
+B_HASH=$(echo 'b-pass' | "$PASSWD" --cost 6)
+printf "basic_auth_users:\n  alice: '%s'\n  bob: '%s'\n" "$A_HASH" "$B_HASH" >users.yml
+start_exporter sim --web.config.file users.yml
+expect 200 "bob before the edit" -u bob:b-pass "$URL"
+# As an editor or the kubelet replaces it: a new file renamed over the old.
+printf "basic_auth_users:\n  alice: '%s'\n" "$A_HASH" >users.yml.new
+mv users.yml.new users.yml
+edited=$(date +%s%N)
+refused() { [ "$(curl -s -o /dev/null -w '%{http_code}' -u bob:b-pass "$URL")" = 401 ]; }
+wait_for 5 refused || fail "a user deleted from the file is still served"
+ms=$((($(date +%s%N) - edited) / 1000000))
+[ "$ms" -le 2000 ] || fail "a deleted user refused only after $ms ms"
+expect 200 "alice after the edit" -u alice:a-pass "$URL"
+# An edit that does not load: the last good config serves, and says so.
+printf "basic_auth_users: [\n" >users.yml
+counted() { curl -s -u alice:a-pass "$URL/metrics" | grep -q '^xpu_exporter_web_config_reloads_total{result="failure"} 1$'; }
+wait_for 5 counted || fail "an invalid edit is not counted"
+grep -q "does not load; kept the config in force" "$TMP/exporter.log" || fail "an invalid edit is not logged"
+expect 401 "bob under the last good config" -u bob:b-pass "$URL"
+expect 200 "alice under the last good config" -u alice:a-pass "$URL"
+echo "the web config file followed: a deleted user refused after $ms ms"
+kill "$EXP_PID"; wait "$EXP_PID" 2>/dev/null || true
+
 # ---- exporter-toolkit's own sample (docs/web-config.yml), relative files ----
 mkdir -p sample
 cp srv.crt sample/server.crt; cp srv.key sample/server.key

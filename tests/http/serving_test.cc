@@ -608,6 +608,92 @@ TEST_F(ServingTest, CertificateFollowsItsFilesWithoutAReload) {
       xpu::testing::WaitFor([&] { return served() == of_file("a"); }, std::chrono::seconds(5)));
 }
 
+// exporter-toolkit reads its web config for every request: a user deleted
+// from the mounted file (a Secret's `..data` swap, or an editor's rename) is
+// refused within 2 s, no signal sent. An edit that does not load keeps the
+// config in force, counted and logged once; the file fixed is applied.
+TEST_F(ServingTest, WebConfigFollowsItsFileWithoutAReload) {
+  xpu::testing::TempDir dir;
+  const std::string file = dir.path() + "/web.yml";
+  const std::string alice = "  alice: " + Bcrypt10("a-pass") + "\n";
+  const std::string bob = "  bob: " + Bcrypt10("b-pass") + "\n";
+  int version = 0;
+  const auto publish = [&](const std::string& yaml) {  // a new file renamed over the old
+    const std::string tmp = file + ".v" + std::to_string(++version);
+    xpu::testing::WriteFile(tmp, yaml);
+    return std::rename(tmp.c_str(), file.c_str()) == 0;
+  };
+  ASSERT_TRUE(publish("basic_auth_users:\n" + alice + bob));
+  std::shared_ptr<const WebConfig> cfg;
+  ASSERT_TRUE(WebConfig::Load(file, &cfg).ok());
+  Start(cfg);
+  const auto status = [&](const std::string& user_password) {
+    xpu::testing::HttpRequest req;
+    req.url = Url("/metrics");
+    req.user_password = user_password;
+    return xpu::testing::Http(req).status;
+  };
+  const auto reloads = [&](const char* result) {
+    return Sample(*server_, "xpu_exporter_web_config_reloads_total", {{"result", result}});
+  };
+  EXPECT_EQ(status("bob:b-pass"), 200);
+  EXPECT_EQ(reloads("success"), 0);
+
+  ASSERT_TRUE(publish("basic_auth_users:\n" + alice +
+                      "http_server_config:\n  headers:\n    X-Frame-Options: deny\n"));
+  const Clock::time_point edited = Clock::now();
+  ASSERT_TRUE(xpu::testing::WaitFor([&] { return status("bob:b-pass") == 401; }));
+  EXPECT_LE(Clock::now() - edited, milliseconds(2 * kBudgetMs + 500));
+  EXPECT_EQ(status("alice:a-pass"), 200);
+  EXPECT_EQ(reloads("success"), 1);
+  ASSERT_TRUE(server_->config());
+  EXPECT_EQ(server_->config()->headers.size(), 1U);
+
+  // Not YAML, then empty (a truncating writer caught between its writes):
+  // the config in force stays, each change counted once.
+  ASSERT_TRUE(publish("basic_auth_users: [\n"));
+  ASSERT_TRUE(xpu::testing::WaitFor([&] { return reloads("failure") == 1; }));
+  ASSERT_TRUE(publish(""));
+  ASSERT_TRUE(xpu::testing::WaitFor([&] { return reloads("failure") == 2; }));
+  EXPECT_EQ(status("alice:a-pass"), 200);
+  EXPECT_EQ(status("bob:b-pass"), 401);
+  EXPECT_EQ(status(""), 401);  // never a config without users
+  // Both users back: the file loads again.
+  ASSERT_TRUE(publish("basic_auth_users:\n" + alice + bob));
+  EXPECT_TRUE(xpu::testing::WaitFor([&] { return status("bob:b-pass") == 200; }));
+  EXPECT_EQ(reloads("failure"), 2);
+  EXPECT_EQ(reloads("success"), 2);
+}
+
+// client_auth_type raised to RequireAndVerifyClientCert in the file: the
+// next handshake of a client without a certificate fails, one with a
+// certificate the CA signed is served; no signal sent.
+TEST_F(ServingTest, ClientAuthFollowsTheWebConfigFile) {
+  xpu::testing::TempDir dir;
+  const std::string d = dir.path();
+  ASSERT_TRUE(MakeCert(d, "srv"));
+  ASSERT_TRUE(MakeCert(d, "client"));
+  const std::string file = d + "/web.yml";
+  const std::string pair = "tls_server_config:\n  cert_file: " + d + "/srv.crt\n  key_file: " + d +
+                           "/srv.key\n";
+  xpu::testing::WriteFile(file, pair);
+  std::shared_ptr<const WebConfig> cfg;
+  ASSERT_TRUE(WebConfig::Load(file, &cfg).ok());
+  Start(cfg);
+  const auto curl = [&](const std::string& args) {
+    return xpu::testing::RunCommand("curl -sk -o /dev/null -w '%{http_code}' --max-time 5 " +
+                                    args + " " + Url("/metrics"));
+  };
+  const std::string with_cert = "--cert " + d + "/client.crt --key " + d + "/client.key";
+  EXPECT_EQ(curl(""), "200");
+  const std::string tmp = file + ".new";
+  xpu::testing::WriteFile(tmp, pair + "  client_auth_type: RequireAndVerifyClientCert\n" +
+                                   "  client_ca_file: " + d + "/client.crt\n");
+  ASSERT_EQ(std::rename(tmp.c_str(), file.c_str()), 0);
+  EXPECT_TRUE(xpu::testing::WaitFor([&] { return curl("") == "000"; }));
+  EXPECT_EQ(curl(with_cert), "200");
+}
+
 // --- Mixes of attackers (issue 37): every kind at once, plain and TLS, with
 // a probe of the probe listener every 250 ms for 10 s, each answered within
 // 1 s, and a scrape with credentials never seen before within 2 s.

@@ -60,6 +60,8 @@ bool WaitFor(const std::function<bool()>& cond,
              std::chrono::milliseconds timeout = std::chrono::seconds(5));
 
 std::string ReadFile(const std::string& path);
+// Writes `content` to `path` (created or truncated); false on failure.
+bool WriteFile(const std::string& path, const std::string& content);
 
 // Inflates `in` with zlib: exactly one gzip member and nothing after it,
 // else "<corrupt>".
