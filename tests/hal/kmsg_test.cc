@@ -8,10 +8,14 @@
 #include <gtest/gtest.h>
 #include <prometheus/registry.h>
 
+#include <sys/stat.h>
+
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <thread>
 
+#include "common/file_util.h"
 #include "hal/fault_catalog.h"
 #include "hal/kmsg/kmsg_catalog.h"
 #include "hal/kmsg/kmsg_sampler.h"
@@ -632,6 +636,96 @@ TEST(KmsgStateTest, RoundTripsAndRefusesWhatIsNotAStateFile) {
     EXPECT_EQ(st.code(), Status::Code::kInvalidArgument) << bad.substr(0, 80);
     EXPECT_EQ(st.message().rfind("kmsg state file: ", 0), 0u) << st.message();
   }
+}
+
+// Two writers on one state file at once (two pods on one host path, both
+// pid 1; here two threads of one pid, which shared the old pid-named
+// temporary file): every write succeeds, a reader only ever finds a whole
+// file, and no temporary file is left.
+TEST(KmsgStateTest, TwoWritersAtOnceNeverLeaveAFileTheNextStartRefuses) {
+  xpu::testing::TempDir dir;
+  const std::string path = dir.File("kmsg-states.json");
+  std::atomic<int> failed_writes{0};
+  std::atomic<bool> done{false};
+  const auto writer = [&](const std::string& address) {
+    for (int i = 0; i < 200; ++i) {
+      KmsgSavedStates s{"boot-" + std::to_string(i), {{address, {"0x10DE004F"}}}};
+      if (!WriteFileAtomically(path, SerializeKmsgStates(s)).ok()) ++failed_writes;
+    }
+  };
+  int refused = 0;
+  int read = 0;
+  std::thread reader([&] {
+    while (!done) {
+      std::string text;
+      if (!ReadTextFile(path, "state", &text, kMaxKmsgStateFileBytes).ok()) continue;
+      KmsgSavedStates back;
+      ++read;
+      if (!ParseKmsgStates(text, &back).ok()) ++refused;
+    }
+  });
+  std::thread a(writer, "0000:3b:00.0");
+  std::thread b(writer, "0000:86:00.0");
+  a.join();
+  b.join();
+  done = true;
+  reader.join();
+  EXPECT_EQ(failed_writes, 0);
+  EXPECT_EQ(refused, 0) << "of " << read << " reads";
+  std::string text;
+  KmsgSavedStates last;
+  ASSERT_TRUE(ReadTextFile(path, "state", &text, kMaxKmsgStateFileBytes).ok());
+  EXPECT_TRUE(ParseKmsgStates(text, &last).ok()) << text;
+  for (const auto& e : std::filesystem::directory_iterator(dir.path()))
+    EXPECT_EQ(e.path().filename().string().find(".tmp."), std::string::npos) << e.path();
+}
+
+// A crashed writer's temporary file is removed by the next write; the
+// temporary name is not the pid's.
+TEST(KmsgStateTest, ACrashedWritersTemporaryFileIsRemoved) {
+  xpu::testing::TempDir dir;
+  const std::string path = dir.File("kmsg-states.json");
+  xpu::testing::WriteFile(path + ".tmp.1", "{\"half");
+  ASSERT_TRUE(WriteFileAtomically(path, SerializeKmsgStates({"b", {}})).ok());
+  EXPECT_FALSE(std::filesystem::exists(path + ".tmp.1"));
+  EXPECT_TRUE(std::filesystem::exists(path));
+}
+
+// --hal.state-dir naming a directory that is not there: made, owner only,
+// and the states are kept in it; one that cannot be made (under a file)
+// keeps nothing, and the sampler runs.
+TEST(KmsgStateTest, AMissingStateDirectoryIsMade) {
+  xpu::testing::TempDir dir;
+  const std::string made = dir.File("a") + "/b";
+  ASSERT_TRUE(MakeStateDirectory(made).ok());
+  struct stat st {};
+  ASSERT_EQ(stat(made.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISDIR(st.st_mode));
+  EXPECT_EQ(st.st_mode & 07777, 0700U);
+  ASSERT_EQ(stat(dir.File("a").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0700U);
+  EXPECT_TRUE(MakeStateDirectory(made).ok());  // there already
+  xpu::testing::WriteFile(dir.File("file"), "x");
+  const Status s = MakeStateDirectory(dir.File("file") + "/sub");
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("file/sub"), std::string::npos) << s.message();
+  EXPECT_FALSE(MakeStateDirectory(dir.File("file")).ok());  // no directory
+}
+
+TEST_F(KmsgSamplerTest, StatesAreKeptInAStateDirectoryItMade) {
+  xpu::testing::TempDir dir;
+  std::ofstream(dir.File("boot_id")) << "boot-1\n";
+  KmsgSampler::Options o;
+  o.boot_id_path = dir.File("boot_id");
+  o.state_file = dir.File("made") + "/kmsg-states.json";
+  sampler_ =
+      std::make_unique<KmsgSampler>(o, KmsgCatalog::Builtin(), FaultCatalog::Builtin(), &registry_,
+                                    &metrics_, nullptr, [this] { return now_us_; });
+  sampler_->RestoreStates();
+  Record("NVRM: Xid (PCI:0000:3b:00): 79, pid=1, GPU has fallen off the bus", now_us_);
+  sampler_->Publish();
+  EXPECT_NE(xpu::testing::ReadFile(o.state_file).find("0x10DE004F"), std::string::npos);
+  EXPECT_EQ(Metric("xpu_kmsg_state_file_errors_total", {{"op", "write"}}), 0);
 }
 
 // What the ring forgets is remembered: an Xid 79 kept in the state file

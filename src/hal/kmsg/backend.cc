@@ -18,8 +18,8 @@ void KmsgFlags(const FlagSet& f, HalOptions* o) {
                        ->check(CLI::ExistingFile));
   f(Applier::kHal,
     app.add_option("--hal.state-dir", o->state_dir,
-                   "Directory (it must exist) where the kernel log's active states (Xid 79...) "
-                   "are kept across restarts, with the boot id; empty: not kept")
+                   "Directory where the kernel log's active states (Xid 79...) are kept across "
+                   "restarts, with the boot id (made, mode 0700, when missing); empty: not kept")
         ->capture_default_str());
   f(Applier::kHal, app.add_flag("--hal.kmsg.user-records", o->kmsg_user_records,
                                 "Also read records written from userspace (facility user), not "

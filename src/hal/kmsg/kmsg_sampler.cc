@@ -232,9 +232,10 @@ void KmsgSampler::RestoreStates() {
   if (options_.state_file.empty()) return;
   const size_t slash = options_.state_file.rfind('/');
   const std::string dir = slash == std::string::npos ? "." : options_.state_file.substr(0, slash);
-  struct stat ds {};
-  if (!dir.empty() && (stat(dir.c_str(), &ds) != 0 || !S_ISDIR(ds.st_mode))) {
-    spdlog::info("kmsg: states are not kept across restarts: {} is not a directory", dir);
+  // An operator's directory that is not there yet is made, as systemd's
+  // StateDirectory= would; where it cannot be, states are not kept.
+  if (Status s = dir.empty() ? Status::Ok() : MakeStateDirectory(dir); !s.ok()) {
+    spdlog::warn("kmsg: states are not kept across restarts: {}", s.message());
     return;
   }
   boot_id_ = ReadBootId(options_.boot_id_path);

@@ -1,10 +1,16 @@
 #include "hal/kmsg/kmsg_state.h"
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <thread>
 #include <nlohmann/json.hpp>
 
 #include "common/fault_code.h"
@@ -28,6 +34,34 @@ bool WriteAll(int fd, std::string_view data) {
     data.remove_prefix(static_cast<size_t>(n));
   }
   return true;
+}
+
+// A state file's writes are short (one small file, an fsync): a holder
+// longer than this is stuck, and this write is counted and retried later.
+constexpr std::chrono::seconds kStateLockWait{2};
+
+// flock(LOCK_EX) on `fd`, given up after `wait`.
+bool LockWithin(int fd, std::chrono::milliseconds wait) {
+  const auto deadline = std::chrono::steady_clock::now() + wait;
+  while (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    if ((errno != EWOULDBLOCK && errno != EINTR) || std::chrono::steady_clock::now() >= deadline)
+      return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));  // the holder's fsync
+  }
+  return true;
+}
+
+// Temporary files a crashed writer left (`prefix`*): under the lock no
+// writer holds one.
+void RemoveLeftovers(const std::string& dir, const std::string& prefix) {
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr) return;
+  while (const dirent* e = readdir(d)) {
+    const std::string_view name = e->d_name;
+    if (name.size() > prefix.size() && name.substr(0, prefix.size()) == prefix)
+      unlinkat(dirfd(d), e->d_name, 0);
+  }
+  closedir(d);
 }
 
 }  // namespace
@@ -78,30 +112,63 @@ std::string ReadBootId(const std::string& path) {
 }
 
 Status WriteFileAtomically(const std::string& path, const std::string& content) {
-  // Named for this process: two exporters on one host path (a rollout's
-  // old and new pod) never write into one temporary file.
-  const std::string tmp = path + ".tmp." + std::to_string(getpid());
-  unlink(tmp.c_str());  // one a crash of this pid's predecessor left
-  const int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-  if (fd < 0) return Status::IoError("cannot write " + tmp + ": " + ErrnoText(errno));
-  const bool written = WriteAll(fd, content) && fsync(fd) == 0;
+  const size_t slash = path.rfind('/');
+  const std::string dir = slash == std::string::npos ? "."
+                          : slash == 0               ? "/"
+                                                     : path.substr(0, slash);
+  // One writer at a time: two exporters on one host directory (a rollout's
+  // old and new pod, both pid 1 in their own namespaces; a unit beside a
+  // pod) take turns on an exclusive lock beside the file.
+  const std::string lock_path = path + ".lock";
+  const int lfd = open(lock_path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (lfd < 0) return Status::IoError("cannot lock " + lock_path + ": " + ErrnoText(errno));
+  const auto unlock = [lfd] { close(lfd); };  // closing releases the lock
+  if (!LockWithin(lfd, kStateLockWait)) {
+    unlock();
+    return Status::IoError("cannot write " + path + ": another writer holds " + lock_path);
+  }
+  RemoveLeftovers(dir, path.substr(slash == std::string::npos ? 0 : slash + 1) + ".tmp.");
+  // A name only this call can hold (mkstemp: O_EXCL on a random suffix),
+  // not the pid: two pid 1s would share it.
+  std::string tmp = path + ".tmp.XXXXXX";
+  const int fd = mkostemp(tmp.data(), O_CLOEXEC);
+  if (fd < 0) {
+    const int e = errno;
+    unlock();
+    return Status::IoError("cannot write " + tmp + ": " + ErrnoText(e));
+  }
+  const bool written = fchmod(fd, 0644) == 0 && WriteAll(fd, content) && fsync(fd) == 0;
   const int err = errno;
   close(fd);
   if (!written || rename(tmp.c_str(), path.c_str()) != 0) {
     const int e = written ? errno : err;
     unlink(tmp.c_str());
+    unlock();
     return Status::IoError("cannot write " + path + ": " + ErrnoText(e));
   }
   // The rename itself lasts once the directory is on disk.
-  const size_t slash = path.rfind('/');
-  const std::string dir = slash == std::string::npos ? "."
-                          : slash == 0               ? "/"
-                                                     : path.substr(0, slash);
   const int dfd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dfd >= 0) {
     fsync(dfd);
     close(dfd);
   }
+  unlock();
+  return Status::Ok();
+}
+
+Status MakeStateDirectory(const std::string& dir) {
+  struct stat st {};
+  if (stat(dir.c_str(), &st) == 0)
+    return S_ISDIR(st.st_mode) ? Status::Ok() : Status::IoError(dir + " is not a directory");
+  // Each missing folder, owner only (it says which cards failed how).
+  for (size_t at = dir.find('/', 1);; at = dir.find('/', at + 1)) {
+    const std::string part = dir.substr(0, at);
+    if (mkdir(part.c_str(), 0700) != 0 && errno != EEXIST)
+      return Status::IoError("cannot make " + part + ": " + ErrnoText(errno));
+    if (at == std::string::npos) break;
+  }
+  if (stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+    return Status::IoError("cannot make " + dir);
   return Status::Ok();
 }
 

@@ -39,8 +39,15 @@ Status ParseKmsgStates(std::string_view text, KmsgSavedStates* out);
 std::string ReadBootId(const std::string& path = "/proc/sys/kernel/random/boot_id");
 
 // Writes `content` to `path` so that a reader (or a crash) sees the old file
-// or the new one, never a part: a temporary file beside it, fsync, rename,
-// fsync of the directory.
+// or the new one, never a part: under an exclusive lock (flock on
+// `path`.lock, waited for at most 2 s) a temporary file beside it with a
+// name no other process can hold (mkstemp), fsync, rename, fsync of the
+// directory. Writers in other processes (other pid namespaces) and threads
+// take turns; a crashed writer's temporary file is removed by the next.
 Status WriteFileAtomically(const std::string& path, const std::string& content);
+
+// Makes the state directory `dir` where it is missing (each missing folder
+// mode 0700); IoError, saying why, where it cannot (or it is no directory).
+Status MakeStateDirectory(const std::string& dir);
 
 }  // namespace xpu::hal
