@@ -609,6 +609,139 @@ TEST(KmsgFileTest, FollowsAFileAcrossReplacementAndTruncation) {
   EXPECT_EQ(rec, "3,1,50,-;back\n");
 }
 
+// Rewritten in place to the same length or longer (a forwarder that
+// truncates its file and writes it afresh, read between its writes or
+// not): the read offset no longer falls on a record; the file is read again
+// from its start, as a new generation.
+TEST(KmsgFileTest, FollowsAFileRewrittenInPlace) {
+  xpu::testing::TempDir dir;
+  const std::string path = dir.File("kmsg");
+  std::ofstream(path) << "3,1,10,-;one\n";
+  std::unique_ptr<KmsgSource> src;
+  ASSERT_TRUE(OpenKmsgFile(path, &src).ok());
+  std::string rec;
+  ASSERT_TRUE(src->Next(&rec, std::chrono::milliseconds(500)).ok());
+  EXPECT_EQ(src->Next(&rec, std::chrono::milliseconds(50)).code(), Status::Code::kUnavailable);
+  const uint64_t first = src->generation();
+  std::ofstream(path, std::ios::trunc) << "3,2,10,-;two\n";  // the same length
+  ASSERT_TRUE(src->Next(&rec, std::chrono::milliseconds(500)).ok());
+  EXPECT_EQ(rec, "3,2,10,-;two\n");
+  EXPECT_NE(src->generation(), first);
+  EXPECT_EQ(src->Next(&rec, std::chrono::milliseconds(50)).code(), Status::Code::kUnavailable);
+  std::ofstream(path, std::ios::trunc) << "3,9000,20,-;a longer record than the one read\n";
+  ASSERT_TRUE(src->Next(&rec, std::chrono::milliseconds(500)).ok());
+  EXPECT_EQ(rec, "3,9000,20,-;a longer record than the one read\n");
+  // Appended to: read on, not from the start.
+  std::ofstream(path, std::ios::app) << "3,9001,30,-;next\n";
+  ASSERT_TRUE(src->Next(&rec, std::chrono::milliseconds(500)).ok());
+  EXPECT_EQ(rec, "3,9001,30,-;next\n");
+}
+
+// One boot's numbers name one record each; a reboot starts numbers and
+// stamps again.
+TEST(KmsgBootMemoryTest, TellsARecordReadAlreadyFromANewOneAndFromANewBoot) {
+  using V = KmsgBootMemory::Verdict;
+  KmsgBootMemory m;
+  EXPECT_EQ(m.Note(10, 5'000'000, "a"), V::kNew);
+  EXPECT_EQ(m.Note(11, 6'000'000, "b"), V::kNew);
+  EXPECT_EQ(m.Note(13, 6'000'000, "d"), V::kNew);
+  EXPECT_EQ(m.Note(11, 6'000'000, "b"), V::kReadAlready);  // read again
+  EXPECT_EQ(m.Note(10, 5'000'000, "a"), V::kReadAlready);
+  EXPECT_EQ(m.Note(12, 6'000'000, "c"), V::kNew);          // one left out before
+  EXPECT_EQ(m.Note(14, 5'999'000, "e"), V::kNew);          // two CPUs, stamped out of order
+  EXPECT_EQ(m.Note(11, 6'000'000, "B"), V::kNewBoot);      // the number, another record
+  EXPECT_EQ(m.size(), 1U);
+  EXPECT_EQ(m.Note(12, 6'000'100, "c2"), V::kNew);
+  EXPECT_EQ(m.Note(3, 100, "early"), V::kNewBoot);  // before the boot's first: started again
+  EXPECT_EQ(m.Note(900, 50, "x"), V::kNew);
+  EXPECT_EQ(m.Note(901, 40'000'000, "y"), V::kNew);
+  EXPECT_EQ(m.Note(902, 1'000, "z"), V::kNewBoot);  // a later number stamped well before
+  // Bounded: the oldest are forgotten; one of those read again is this
+  // boot's if its stamp fits, a new boot's if it does not.
+  KmsgBootMemory big;
+  for (uint64_t i = 1; i <= kKmsgRememberedRecords + 100; ++i)
+    ASSERT_EQ(big.Note(i, i * 1000, "r" + std::to_string(i)), V::kNew);
+  EXPECT_EQ(big.size(), kKmsgRememberedRecords);
+  EXPECT_EQ(big.Note(50, 50 * 1000, "r50"), V::kReadAlready);
+  EXPECT_EQ(big.Note(1, 1000, "r1"), V::kReadAlready);  // the first is never forgotten
+  EXPECT_EQ(big.Note(1, 1000, "another r1"), V::kNewBoot);
+}
+
+// A forwarder's file keeps the previous boot's records: its Xid 79 raises
+// no state and no event after the reboot that was its remedy, whether its
+// stamps run past this boot's clock or not; the new boot's records all
+// raise, their numbers below the old boot's included.
+TEST_F(KmsgSamplerTest, ARecordFileSpanningARebootRaisesOnlyTheNewBoot) {
+  const auto at = [this](uint64_t seq, uint64_t t_us, const std::string& text) {
+    sampler_->HandleRecord("3," + std::to_string(seq) + "," + std::to_string(t_us) + ",-;" + text +
+                           "\n");
+  };
+  const std::string xid79_a = "NVRM: Xid (PCI:0000:3b:00): 79, pid=1, GPU has fallen off the bus";
+  const std::string xid79_b = "NVRM: Xid (PCI:0000:03:00): 79, pid=1, GPU has fallen off the bus";
+  // An old boot that ran longer than this one has: stamped past its clock.
+  at(1, 1'000'000, "Linux version 6.1 (old)");
+  at(500, 5'000'000'000, xid79_a);
+  EXPECT_TRUE(Codes(0).empty());
+  EXPECT_TRUE(Device(0).events.empty());
+  EXPECT_EQ(Metric("xpu_kmsg_other_boot_records_total"), 1);
+  // An old boot shorter than this one: only the new boot's records tell.
+  at(2, 2'000'000, "usb 1-1: new device");
+  at(300, 400'000'000, xid79_a);
+  at(1, 1'000'000, "Linux version 6.1 (new)");  // the same number, another record
+  at(2, 3'000'000, "usb 1-1: new device");
+  at(40, 9'000'000, xid79_b);
+  EXPECT_TRUE(Codes(0).empty()) << "the old boot's Xid 79 is gone with it";
+  EXPECT_TRUE(Device(0).events.empty());
+  EXPECT_EQ(Codes(1), std::vector<std::string>{"0x10DE004F"});
+  EXPECT_EQ(Device(1).events.at(0).count, 1U);
+  // The file read again from its start (rewritten): nothing counted twice.
+  at(1, 1'000'000, "Linux version 6.1 (new)");
+  at(40, 9'000'000, xid79_b);
+  EXPECT_EQ(Device(1).events.at(0).count, 1U);
+}
+
+// A forwarder that rewrites its file in place, on a running sampler: one
+// record replaced by one fresh Xid 79 (numbered 2, then 9000) raises each;
+// after 90,000 records, a truncation and one fresh Xid 79 raise at once;
+// no record is counted twice.
+TEST_F(KmsgSamplerTest, ARecordFileRewrittenInPlaceRaisesWhatIsNew) {
+  xpu::testing::TempDir dir;
+  const std::string path = dir.File("kmsg");
+  std::ofstream(path) << "6,1,1000,-;usb 1-1: new high-speed USB device\n";
+  KmsgSampler::Options o;
+  o.path = path;
+  o.interval = std::chrono::milliseconds(50);
+  KmsgSampler s(o, KmsgCatalog::Builtin(), FaultCatalog::Builtin(), &registry_, &metrics_);
+  s.Start();
+  const auto events = [&](const std::string& bus) -> uint64_t {
+    for (const auto& v : xpu::testing::ViewOf(registry_, "kmsg"))
+      if (v.bus_id == bus)
+        for (const auto& e : v.events)
+          if (e.code == "0x10DE004F") return e.count;
+    return 0;
+  };
+  const std::string xid79 = ",-;NVRM: Xid (PCI:0000:3b:00): 79, pid=1, GPU has fallen off the bus\n";
+  ASSERT_TRUE(xpu::testing::WaitFor([&] { return registry_.fault_views_set().of("kmsg") > 0; }));
+  std::ofstream(path, std::ios::trunc) << "3,2,2000" << xid79;
+  EXPECT_TRUE(xpu::testing::WaitFor([&] { return events("0000:3b:00.0") == 1; }));
+  std::ofstream(path, std::ios::trunc)
+      << "3,9000,3000,-;NVRM: Xid (PCI:0000:03:00): 79, pid=1, GPU has fallen off the bus\n";
+  EXPECT_TRUE(xpu::testing::WaitFor([&] { return events("0000:03:00.0") == 1; }));
+  {
+    std::ofstream out(path, std::ios::trunc);
+    for (uint64_t i = 0; i < 90000; ++i)
+      out << "4," << 10000 + i << "," << 4000 + i << ",-;pcieport 0000:00:01.0: AER: x " << i
+          << "\n";
+    out << "3,2,2000" << xid79;  // read already: not counted again
+  }
+  std::ofstream(path, std::ios::trunc) << "3,100000,100000" << xid79;
+  EXPECT_TRUE(xpu::testing::WaitFor([&] { return events("0000:3b:00.0") == 2; },
+                                    std::chrono::seconds(10)));
+  s.Stop();
+  EXPECT_EQ(events("0000:3b:00.0"), 2U);
+  EXPECT_EQ(events("0000:03:00.0"), 1U);
+}
+
 // The state file's format, and every way it can be wrong.
 TEST(KmsgStateTest, RoundTripsAndRefusesWhatIsNotAStateFile) {
   KmsgSavedStates s{"0b4f7d3c-1", {{"0000:3b:00.0", {"0x10DE004F"}}, {"0000:03:00.0", {}}}};

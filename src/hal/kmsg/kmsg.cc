@@ -1,7 +1,9 @@
 #include "hal/kmsg/kmsg.h"
 
+#include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <functional>
 
 #include "hal/pci/pci.h"
 
@@ -116,6 +118,58 @@ std::string NormalizePciAddress(std::string_view text) {
     if (!a.empty()) return a;
   }
   return "";
+}
+
+KmsgBootMemory::Verdict KmsgBootMemory::Restart(const Seen& first) {
+  seen_.clear();
+  first_ = first;
+  seen_.push_back(first);
+  return Verdict::kNewBoot;
+}
+
+void KmsgBootMemory::Remember(std::deque<Seen>::iterator at, const Seen& s) {
+  seen_.insert(at, s);
+  if (seen_.size() > kKmsgRememberedRecords) seen_.pop_front();
+}
+
+KmsgBootMemory::Verdict KmsgBootMemory::Note(uint64_t sequence, uint64_t stamp_us,
+                                             std::string_view text) {
+  const Seen s{sequence, stamp_us, std::hash<std::string_view>{}(text)};
+  if (seen_.empty()) {
+    first_ = s;
+    seen_.push_back(s);
+    return Verdict::kNew;
+  }
+  const auto earlier = [](uint64_t a, uint64_t b) { return a + kKmsgBootMarginUs < b; };
+  const Seen& last = seen_.back();
+  if (sequence > last.sequence) {  // the common case: the next record
+    // A later number stamped well before: the clock started again.
+    if (earlier(stamp_us, last.stamp_us)) return Restart(s);
+    Remember(seen_.end(), s);
+    return Verdict::kNew;
+  }
+  auto at = std::lower_bound(seen_.begin(), seen_.end(), sequence,
+                             [](const Seen& a, uint64_t seq) { return a.sequence < seq; });
+  if (at != seen_.end() && at->sequence == sequence)  // one number, one record per boot
+    return at->stamp_us == stamp_us && at->hash == s.hash ? Verdict::kReadAlready : Restart(s);
+  if (sequence == first_.sequence)
+    return first_.stamp_us == stamp_us && first_.hash == s.hash ? Verdict::kReadAlready
+                                                                : Restart(s);
+  // Before the boot's first record: no reader goes back past the start it
+  // had (the ring only drops its oldest; a forwarder keeps its latest): a
+  // boot that started again.
+  if (sequence < first_.sequence) return Restart(s);
+  if (at == seen_.begin()) {  // read and forgotten: this boot's if its stamp fits
+    return earlier(stamp_us, first_.stamp_us) || earlier(seen_.front().stamp_us, stamp_us)
+               ? Restart(s)
+               : Verdict::kReadAlready;
+  }
+  // A number between two read (one a forwarder left out before): new if
+  // its stamp fits between theirs.
+  if (earlier(stamp_us, std::prev(at)->stamp_us) || earlier(at->stamp_us, stamp_us))
+    return Restart(s);
+  Remember(at, s);
+  return Verdict::kNew;
 }
 
 }  // namespace xpu::hal

@@ -2,6 +2,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <string>
 #include <string_view>
@@ -43,5 +44,40 @@ Status ParseKmsgRecord(std::string_view raw, KmsgRecord* out);
 // "(PCI:0000:3b:00)", which has no function and is read as function 0).
 // Empty when it names none.
 std::string NormalizePciAddress(std::string_view text);
+
+// What a reader has read of one boot's kernel log, to tell a record read
+// already (a rewritten record file read again from its start, a reopened
+// ring) from a new one and from a newer boot's. Within one boot a sequence
+// number names one record, and stamps rise with sequence numbers (within
+// kKmsgBootMarginUs: two CPUs may stamp out of order); a reboot starts both
+// again. Remembers the boot's first record and its last kKmsgRememberedRecords
+// (24 bytes each). Called from one thread (the sampler's).
+class KmsgBootMemory {
+ public:
+  enum class Verdict {
+    kNew,          // not read before: handle it
+    kReadAlready,  // this boot's, read before (same sequence, stamp and text): skip it
+    kNewBoot,      // a boot after the one remembered: what it raised is gone
+  };
+  // Judges the record and remembers it (kNew, kNewBoot: then it is the new
+  // boot's first).
+  Verdict Note(uint64_t sequence, uint64_t stamp_us, std::string_view text);
+  size_t size() const { return seen_.size(); }
+
+ private:
+  struct Seen {
+    uint64_t sequence;
+    uint64_t stamp_us;
+    uint64_t hash;  // of the text
+  };
+  Verdict Restart(const Seen& first);
+  void Remember(std::deque<Seen>::iterator at, const Seen& s);
+  Seen first_{};           // the boot's first record read (never forgotten)
+  std::deque<Seen> seen_;  // the last ones, by rising sequence
+};
+
+// Bounds of KmsgBootMemory (docs/reliability.md).
+inline constexpr size_t kKmsgRememberedRecords = 4096;
+inline constexpr uint64_t kKmsgBootMarginUs = 1000000;
 
 }  // namespace xpu::hal

@@ -61,12 +61,16 @@ class DevKmsg : public KmsgSource {
   const int fd_;
 };
 
-// A file of records, followed as it grows and across rotation, as tail -F
-// follows a file: a record is a line not starting with a space, with the
-// indented lines after it. At the end of what was written, the path is
-// looked at again: a new file there (another inode) is opened and read from
-// its start; the same file grown shorter (truncated) is read again from its
-// start. Each is a new generation. A path that is gone keeps the old file.
+// A file of records, followed as it grows and across every rewrite, as
+// tail -F follows a file and further: a record is a line not starting with
+// a space, with the indented lines after it. At the end of what was
+// written the path is looked at again (a stat): a new file there (another
+// inode) is opened and read from its start; the same file grown shorter
+// (truncated), or changed before the read offset (rewritten in place to
+// the same length or longer: the last bytes read are no longer there) is
+// read again from its start. Each is a new generation; the sampler knows
+// the records it read already (KmsgBootMemory). A path that is gone keeps
+// the old file.
 class KmsgFile : public KmsgSource {
  public:
   KmsgFile(std::string path, int fd) : path_(std::move(path)), fd_(fd) { Identify(); }
@@ -77,19 +81,29 @@ class KmsgFile : public KmsgSource {
     const auto until = std::chrono::steady_clock::now() + wait;
     for (;;) {
       if (TakeRecord(record, /*at_end=*/false)) return Status::Ok();
+      // Back from the end of what was written: what comes now may be
+      // another file, or this one written afresh.
+      if (at_end_ && StartedOver()) continue;
       char buf[16384];
       const ssize_t n = read(fd_, buf, sizeof buf);
       if (n < 0 && errno != EINTR) return Status::IoError(path_ + ": " + ErrnoText(errno));
       if (n > 0) {
+        at_end_ = false;
         offset_ += n;
+        KeepTail(std::string_view(buf, static_cast<size_t>(n)));
         pending_.append(buf, static_cast<size_t>(n));
         // More than any record can be without a whole one in it: dropped,
         // not held (what follows is parsed, and counted if malformed).
         if (pending_.size() > 4 * kKmsgMaxRecord) pending_.clear();
         continue;
       }
-      if (n == 0 && TakeRecord(record, /*at_end=*/true)) return Status::Ok();
-      if (n == 0 && Rotated()) continue;
+      if (n == 0) {
+        if (TakeRecord(record, /*at_end=*/true)) return Status::Ok();
+        if (!at_end_) {
+          at_end_ = true;
+          continue;  // the path is looked at once at once
+        }
+      }
       if (std::chrono::steady_clock::now() >= until) return Status::Unavailable("no record");
       std::this_thread::sleep_for(std::chrono::milliseconds(20));  // a file has no poll()
     }
@@ -113,6 +127,22 @@ class KmsgFile : public KmsgSource {
     return true;
   }
 
+  // The last bytes read (what a rewrite in place would change).
+  void KeepTail(std::string_view read) {
+    if (read.size() >= kTail) {
+      tail_.assign(read.substr(read.size() - kTail));
+    } else {
+      tail_.append(read);
+      if (tail_.size() > kTail) tail_.erase(0, tail_.size() - kTail);
+    }
+  }
+  bool TailStillThere() const {
+    if (tail_.empty()) return true;
+    char buf[kTail];
+    const ssize_t n = pread(fd_, buf, tail_.size(), offset_ - static_cast<off_t>(tail_.size()));
+    return n == static_cast<ssize_t>(tail_.size()) && std::string_view(buf, tail_.size()) == tail_;
+  }
+
   void Identify() {
     struct stat st {};
     if (fstat(fd_, &st) == 0) {
@@ -120,29 +150,34 @@ class KmsgFile : public KmsgSource {
       ino_ = st.st_ino;
     }
   }
-  // At the end of the file: whether the path now holds another file, or
-  // this one was truncated below what was read; either is read from its
-  // start.
-  bool Rotated() {
+  // Whether the path now holds another file, or this one truncated below
+  // what was read or rewritten before it: then read from its start.
+  bool StartedOver() {
     struct stat st {};
     if (stat(path_.c_str(), &st) != 0) return false;  // gone: nothing new to read yet
+    const auto changed = std::make_pair(st.st_mtim.tv_sec, st.st_mtim.tv_nsec);
+    const bool written = changed != written_;
+    written_ = changed;
     if (st.st_dev != dev_ || st.st_ino != ino_) {
       const int fd = open(path_.c_str(), O_RDONLY | O_CLOEXEC);
       if (fd < 0) return false;  // tried again at the next end
       close(fd_);
       fd_ = fd;
       Identify();
-    } else if (st.st_size < offset_) {
+    } else if (st.st_size < offset_ || (written && !TailStillThere())) {
       if (lseek(fd_, 0, SEEK_SET) != 0) return false;
     } else {
       return false;
     }
     offset_ = 0;
     pending_.clear();
+    tail_.clear();
+    at_end_ = false;
     ++generation_;
     return true;
   }
 
+  static constexpr size_t kTail = 256;
   const std::string path_;
   int fd_;
   dev_t dev_ = 0;
@@ -150,6 +185,9 @@ class KmsgFile : public KmsgSource {
   off_t offset_ = 0;  // read so far
   uint64_t generation_ = 0;
   std::string pending_;
+  std::string tail_;     // the last kTail bytes read, ending at offset_
+  bool at_end_ = false;  // the last read found the end of what was written
+  std::pair<time_t, long> written_{-1, -1};  // the file's mtime when last looked at
 };
 
 }  // namespace
@@ -217,6 +255,12 @@ KmsgSampler::KmsgSampler(Options options, std::shared_ptr<const KmsgCatalog> cat
                          "or codes).")
                    .Register(*self_metrics)
                    .Add({})),
+      other_boot_(prometheus::BuildCounter()
+                      .Name("xpu_kmsg_other_boot_records_total")
+                      .Help("Kernel log records stamped after this boot's clock (an earlier "
+                            "boot's, in a record file): they raise nothing.")
+                      .Register(*self_metrics)
+                      .Add({})),
       state_errors_(
           prometheus::BuildCounter()
               .Name("xpu_kmsg_state_file_errors_total")
@@ -319,7 +363,7 @@ void KmsgSampler::Seed(State s) {
   // replayed would show health not yet read.
   caught_up_ = s.caught_up;
   devices_ = std::move(s.devices);
-  last_sequence_ = s.last_sequence;
+  memory_ = std::move(s.memory);
 }
 
 void KmsgSampler::HandleRecord(std::string_view raw) {
@@ -328,11 +372,30 @@ void KmsgSampler::HandleRecord(std::string_view raw) {
     malformed_.Increment();
     return;
   }
-  if (last_sequence_ && r.sequence <= *last_sequence_) return;  // counted already
-  last_sequence_ = r.sequence;
-  // A record stamped after now (a record file from another boot) is taken
-  // as written now, so it cannot stay active for longer than its window.
-  r.timestamp_us = std::min(r.timestamp_us, now_us_());
+  // Stamped after this boot's clock (beyond the drift of the kernel's
+  // clock from CLOCK_MONOTONIC, at most 0.05%): an earlier boot's record.
+  const uint64_t now = now_us_();
+  if (r.timestamp_us > now + now / 64 + 10000000) {
+    other_boot_.Increment();
+    return;
+  }
+  switch (memory_.Note(r.sequence, r.timestamp_us, r.text)) {
+    case KmsgBootMemory::Verdict::kReadAlready:
+      return;  // counted already
+    case KmsgBootMemory::Verdict::kNewBoot:
+      if (!devices_.empty())
+        spdlog::info(
+            "kmsg: the record at sequence {} starts a newer boot: what the earlier boot "
+            "raised is cleared, as the reboot cleared it",
+            r.sequence);
+      devices_.clear();
+      break;
+    case KmsgBootMemory::Verdict::kNew:
+      break;
+  }
+  // Within that drift: taken as written now, so it cannot stay active for
+  // longer than its window.
+  r.timestamp_us = std::min(r.timestamp_us, now);
   if (r.facility != 0 && !options_.user_records) return;  // not the kernel's own
   std::string dict_device;
   if (auto d = r.dict.find("DEVICE"); d != r.dict.end() && d->second.rfind("+pci:", 0) == 0)
@@ -429,7 +492,6 @@ void KmsgSampler::Publish() {
 
 void KmsgSampler::Run() {
   std::unique_ptr<KmsgSource> source;
-  uint64_t generation = 0;
   if (!restored_) RestoreStates();
   auto next_publish = std::chrono::steady_clock::now();
   while (!worker().stopping()) {
@@ -447,7 +509,6 @@ void KmsgSampler::Run() {
       }
       Seeing();
       if (said_.Clear("open")) spdlog::info("kmsg: reading {} again", options_.path);
-      generation = source->generation();
       spdlog::info("kmsg: reading the kernel log from {} (from its oldest record)", source->name());
     }
     std::string raw;
@@ -456,13 +517,7 @@ void KmsgSampler::Run() {
     Status s = source->Next(&raw, std::max(std::chrono::milliseconds(0),
                                            std::min(wait, std::chrono::milliseconds(200))));
     if (s.ok()) {
-      // A rotated record file is read from its start as new: its numbering
-      // may start again.
-      if (source->generation() != generation) {
-        generation = source->generation();
-        last_sequence_.reset();
-      }
-      HandleRecord(raw);
+      HandleRecord(raw);  // a record file read again: its records are known (memory_)
     } else if (s.code() == Status::Code::kExhausted) {
       overwritten_.Increment();
     } else if (s.code() == Status::Code::kInvalidArgument) {

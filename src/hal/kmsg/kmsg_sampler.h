@@ -91,9 +91,13 @@ class KmsgSampler : public SourceSampler {
   const Options& options() const { return options_; }
   const std::shared_ptr<const KmsgCatalog>& catalog() const { return catalog_; }
 
-  // One record as read from the source. A record at or below the last
-  // sequence number handled was counted already (the source reopened, or a
-  // rebuilt sampler reads the ring again): skipped.
+  // One record as read from the source. A record read already (same
+  // sequence number, stamp and text: a source reopened, a record file
+  // rewritten and read again from its start, a rebuilt sampler reading the
+  // ring again) is skipped (KmsgBootMemory); a record of a newer boot (a
+  // record file spanning a reboot) clears what the earlier boot raised, as
+  // the reboot cleared it; one stamped after this boot's clock (an earlier
+  // boot's, in a record file) raises nothing.
   void HandleRecord(std::string_view raw);
   // Expires events and hands the view to the registry; keeps the active
   // states in the state file when they changed since they were last kept
@@ -121,7 +125,7 @@ class KmsgSampler : public SourceSampler {
   // so the ring it reads again is neither counted twice nor lost.
   struct State {
     std::map<std::string, Device> devices;
-    std::optional<uint64_t> last_sequence;
+    KmsgBootMemory memory;  // the records read, so none is handled twice
     bool caught_up = false;  // the ring was read to its end
     // The state file the predecessor used, and whether it consulted it.
     std::string state_file;
@@ -129,7 +133,7 @@ class KmsgSampler : public SourceSampler {
     std::string boot_id;
   };
   State state() const {
-    return State{devices_, last_sequence_, caught_up_, options_.state_file, restored_, boot_id_};
+    return State{devices_, memory_, caught_up_, options_.state_file, restored_, boot_id_};
   }
   void Seed(State s);
 
@@ -149,10 +153,11 @@ class KmsgSampler : public SourceSampler {
   prometheus::Counter& overwritten_;
   prometheus::Counter& malformed_;
   prometheus::Counter& dropped_;
+  prometheus::Counter& other_boot_;
   prometheus::Family<prometheus::Counter>& state_errors_;
   // Sampler-thread state.
   std::map<std::string, Device> devices_;  // by PCI address; at most kMaxKmsgDevices
-  std::optional<uint64_t> last_sequence_;  // of the last record handled
+  KmsgBootMemory memory_;                  // the records handled, of the boot last seen
   // The view goes out once the ring has been read to its end (or the source
   // is unusable, or a predecessor's state was seeded): until then it would
   // show counts and states not yet replayed.
