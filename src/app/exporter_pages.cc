@@ -261,6 +261,10 @@ StatusReport Exporter::Report() {
       r.hal_seconds_since_sample = age;
     r.sources.push_back({s.source, store::SightName(s.sight), s.why, age});
   }
+  // Sources not found yet (--hal=auto's NVML before the driver loads):
+  // listed, not judged.
+  for (auto& [source, why] : devices_.Looking())
+    r.sources.push_back({source, "looking", std::move(why), std::nullopt});
 
   // The table's four values, from one snapshot; a catalog without one of
   // these families leaves its column empty.

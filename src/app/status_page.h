@@ -50,7 +50,7 @@ struct StatusReport {
   // Each health source as the registry judges it (docs/hal.md, "The health model").
   struct Source {
     std::string name;
-    std::string sight;  // seeing, blind, stale, not_yet
+    std::string sight;  // seeing, blind, stale, not_yet; looking (not found yet, not judged)
     std::string why;
     std::optional<double> view_age_seconds;
   };

@@ -518,40 +518,57 @@ class WebServer::Dispatcher : public CivetHandler {
   bool AcquireSlot(mg_connection* conn, const WebOptions& opt, std::list<Slot>::iterator* out) {
     const auto max = static_cast<size_t>(opt.max_connections);
     MutexLock lock(slots_mu_);
-    if (slots_.size() >= max) {
-      if (waiters_ >= std::max(1, opt.reserved_probe_workers)) return false;
-      ++waiters_;
-      // Briefly while connections queue (a probe may be among them): under
-      // a burst a slot frees within milliseconds; under an attack the
-      // queue keeps moving.
-      bool got = WaitForSlot(lock, max, Queued(conn) ? kQueuedWait : kSlotWait);
-      if (!got) {
-        // The response that has been sending longest, if longer than
-        // shed_after: a reader too slow for its share of the workers.
-        const auto now = std::chrono::steady_clock::now();
-        Slot* oldest = nullptr;
-        for (Slot& s : slots_) {
-          if (s.cut || !s.writing_since || now - *s.writing_since < opt.shed_after) continue;
-          if (oldest == nullptr || *s.writing_since < *oldest->writing_since) oldest = &s;
-        }
-        if (oldest != nullptr) {
-          oldest->cut = true;
-          mg_cut_response(oldest->conn);  // its handler cannot return: we hold slots_mu_
-          got = WaitForSlot(lock, max, kShedWait);
-        }
-      }
-      --waiters_;
-      if (!got) return false;
+    // A free slot goes to a newcomer only while nobody waits: a slot freed
+    // while requests wait is handed to the oldest of them (ReleaseSlot), so
+    // a waiter is never overtaken by requests that came after it (a worker
+    // that just answered, taking its next connection, would otherwise win
+    // every race against a waiter still being woken).
+    if (slots_.size() < max && waiting_.empty()) {
+      *out = slots_.insert(slots_.end(), Slot{conn, std::nullopt});
+      return true;
     }
-    *out = slots_.insert(slots_.end(), Slot{conn, std::nullopt});
+    if (waiting_.size() >= static_cast<size_t>(std::max(1, opt.reserved_probe_workers)))
+      return false;
+    Waiter me{conn};
+    const auto pos = waiting_.insert(waiting_.end(), &me);
+    // Briefly while connections queue (a probe may be among them): under a
+    // burst a slot frees within milliseconds; under an attack the queue
+    // keeps moving.
+    bool got = WaitGranted(lock, me, Queued(conn) ? kQueuedWait : kSlotWait);
+    if (!got) {
+      // The response that has been sending longest, if longer than
+      // shed_after: a reader too slow for its share of the workers.
+      const auto now = std::chrono::steady_clock::now();
+      Slot* oldest = nullptr;
+      for (Slot& s : slots_) {
+        if (s.cut || !s.writing_since || now - *s.writing_since < opt.shed_after) continue;
+        if (oldest == nullptr || *s.writing_since < *oldest->writing_since) oldest = &s;
+      }
+      if (oldest != nullptr) {
+        oldest->cut = true;
+        mg_cut_response(oldest->conn);  // its handler cannot return: we hold slots_mu_
+        got = WaitGranted(lock, me, kShedWait);
+      }
+    }
+    if (!got) {
+      waiting_.erase(pos);  // not granted: still queued
+      return false;
+    }
+    *out = me.slot;
     return true;
   }
-  // Waits up to `d` for fewer than `max` slots to be taken; whether they are.
-  bool WaitForSlot(MutexLock& lock, size_t max, std::chrono::milliseconds d)
+  // A request waiting for a slot; ReleaseSlot grants it one.
+  struct Waiter {
+    mg_connection* conn;
+    bool granted = false;
+    std::list<Slot>::iterator slot{};
+  };
+  // Waits up to `d` for a slot to be handed to `me`; whether it was.
+  bool WaitGranted(MutexLock& lock, Waiter& me, std::chrono::milliseconds d)
       XPU_REQUIRES(slots_mu_) {
     const auto deadline = std::chrono::steady_clock::now() + d;
-    while (slots_.size() >= max) {
-      if (!slots_cv_.WaitUntil(lock, deadline)) return slots_.size() < max;
+    while (!me.granted) {
+      if (!slots_cv_.WaitUntil(lock, deadline)) return me.granted;
     }
     return true;
   }
@@ -567,8 +584,14 @@ class WebServer::Dispatcher : public CivetHandler {
     {
       MutexLock lock(slots_mu_);
       slots_.erase(slot);
+      if (waiting_.empty()) return;
+      // Handed over, never left free: the oldest waiter has it.
+      Waiter* w = waiting_.front();
+      waiting_.pop_front();
+      w->slot = slots_.insert(slots_.end(), Slot{w->conn, std::nullopt});
+      w->granted = true;
     }
-    slots_cv_.NotifyOne();
+    slots_cv_.NotifyAll();  // at most reserved_probe_workers wait
   }
   // Whether connections wait for a worker, or every worker but the spare
   // ones holds a connection.
@@ -632,7 +655,7 @@ class WebServer::Dispatcher : public CivetHandler {
   CondVar slots_cv_;
   // Requests in progress, oldest first.
   std::list<Slot> slots_ XPU_GUARDED_BY(slots_mu_);
-  int waiters_ XPU_GUARDED_BY(slots_mu_) = 0;  // requests waiting for a slot
+  std::list<Waiter*> waiting_ XPU_GUARDED_BY(slots_mu_);  // oldest first
 };
 
 WebServer::WebServer(WebOptions options)

@@ -281,6 +281,20 @@ void DeviceRegistry::CloseSource(const std::string& source) {
   views_.erase(source);
 }
 
+void DeviceRegistry::SetLooking(const std::string& source, std::string why) {
+  MutexLock lock(mu_);
+  if (why.empty()) {
+    looking_.erase(source);
+  } else {
+    looking_[source] = std::move(why);
+  }
+}
+
+std::map<std::string, std::string> DeviceRegistry::Looking() const {
+  MutexLock lock(mu_);
+  return looking_;
+}
+
 void DeviceRegistry::SeenLocked(const std::string& source) {
   SourceState& s = sources_[source];
   s.blind = false;

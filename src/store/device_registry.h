@@ -64,6 +64,7 @@ class DeviceRegistry : public prometheus::Collectable,
   void OpenSource(const std::string& source, std::chrono::milliseconds interval) override;
   void SetSourceBlind(const std::string& source, std::string why) override;
   void CloseSource(const std::string& source) override;
+  void SetLooking(const std::string& source, std::string why) override;
   // The pci source: its own families (docs/hal.md: presence, driver, link,
   // AER, hwmon, resets; store/pci_families.h) and, derived under the same
   // lock, its view in the one lane (every card by address), so a page's
@@ -103,12 +104,15 @@ class DeviceRegistry : public prometheus::Collectable,
     std::optional<std::chrono::steady_clock::duration> view_age;  // none before the first
   };
   std::vector<SourceStatus> SourceStatuses() const;
+  // The sources looked for and not found yet (SetLooking), with why not.
+  std::map<std::string, std::string> Looking() const;
 
   std::vector<prometheus::MetricFamily> Collect() const override;
 
  private:
   mutable Mutex mu_;
-  std::vector<DeviceInfo> devices_ XPU_GUARDED_BY(mu_);  // sorted by minor
+  std::vector<DeviceInfo> devices_ XPU_GUARDED_BY(mu_);             // sorted by minor
+  std::map<std::string, std::string> looking_ XPU_GUARDED_BY(mu_);  // source -> why not yet
   bool known_ XPU_GUARDED_BY(mu_) = false;
   bool xdm_live_ XPU_GUARDED_BY(mu_) = true;
   std::vector<PodAssignment> pods_ XPU_GUARDED_BY(mu_);

@@ -53,6 +53,10 @@ class HealthSourcePort {
   virtual void OpenSource(const std::string& source, std::chrono::milliseconds interval) = 0;
   virtual void SetSourceBlind(const std::string& source, std::string why) = 0;
   virtual void CloseSource(const std::string& source) = 0;
+  // A source not found yet, looked for in the background (--hal=auto's
+  // NVML before the driver is loaded): said on /status, never judged (no
+  // health, no sight, no readiness). Empty `why`: no longer looked for.
+  virtual void SetLooking(const std::string& source, std::string why) = 0;
   // The pci source's view (sorted by bus_id): its own families, and its
   // view in the one lane derived from it.
   virtual void SetPciDevices(std::vector<PciDeviceView> devices) = 0;

@@ -33,11 +33,12 @@ backlog() { ss -Hltn "sport = :$PORT" | awk '{s += $2} END {print s + 0}'; }
   done
 ) &
 PROBER=$!
-out=$(wrk -c 64 -t 2 -d "${LOAD_SECONDS:-30}s" "$URL/metrics")
+# Each answer's status counted (wrk_statuses.lua): a refusal names itself.
+out=$(wrk -c 64 -t 2 -d "${LOAD_SECONDS:-30}s" -s "$E2E_DIR/wrk_statuses.lua" "$URL/metrics")
 wait "$PROBER"
 echo "$out"
 grep -q "requests in" <<<"$out" || fail "wrk did not run: $out"
-grep -q "Non-2xx" <<<"$out" && fail "wrk saw non-200 answers"
+grep -q "Non-2xx" <<<"$out" && fail "wrk saw non-200 answers: $(grep -A25 '^not 200:' <<<"$out")"
 # Strict: no connect, read or write error and no timeout at all.
 if errs=$(grep -o "Socket errors: .*" <<<"$out"); then fail "wrk saw $errs"; fi
 n=$(wc -l <"$probes")

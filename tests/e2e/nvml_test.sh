@@ -149,5 +149,35 @@ start_exporter sim --hal auto --hal.nvml.library "$TMP/absent/libnvidia-ml.so.1"
 wait_for 10 has_metric 'xpu_exporter_upstream_up 1' || fail "no page with auto"
 page=$(scrape) || fail "no page"
 grep -q "nvml" <<<"$page" && fail "auto without the library writes nvml series: $(grep nvml <<<"$page")"
-grep -q "nvml backend off" "$TMP/exporter.log" || fail "auto does not say why nvml is off"
+grep -q "HAL nvml: not found yet" "$TMP/exporter.log" || fail "auto does not say why nvml is not on"
+status=$(curl -sf "${URL%/metrics}/status") || fail "no /status"
+python3 -c '
+import json, sys
+s = [x for x in json.loads(sys.argv[1])["hal"]["sources"] if x["name"] == "nvml"]
+assert s and s[0]["sight"] == "looking" and "absent" in s[0]["why"], s
+' "$status" || fail "/status does not say nvml is looked for: $status"
+[ "$(curl -s -o /dev/null -w '%{http_code}' "${URL%/metrics}/-/ready")" = 200 ] ||
+  fail "a source looked for keeps the exporter unready"
+
+# --hal=auto with a driver that loads late: nvmlInit_v2 fails for 5 s, then
+# works. Probes and scrapes answer meanwhile; xpu_nvml_up is 1 within 3
+# intervals of it working.
+kill "$EXP_PID"; wait "$EXP_PID" 2>/dev/null || true
+fixture 'f["init_error"] = 9'
+start_exporter sim --hal auto --hal.nvml.library "$FAKE" --hal.interval 1s --hal.root "$TMP/none"
+slowest=0
+for _ in $(seq 1 10); do  # 5 s: a probe and a scrape every 0.5 s
+  for path in /-/healthy /-/ready /metrics; do
+    t=$(curl -s -o /dev/null --max-time 2 -w '%{time_total}' "${URL%/metrics}$path") || fail "$path unanswered while NVML is looked for"
+    ms=$(awk -v t="$t" 'BEGIN { printf "%d", t * 1000 }')
+    [ "$ms" -gt "$slowest" ] && slowest=$ms
+  done
+  sleep 0.5 # the probe period, not a wait for a condition
+done
+[ "$slowest" -lt 1000 ] || fail "a probe or scrape took $slowest ms while NVML was looked for"
+has_metric 'xpu_nvml_up' && fail "nvml series before NVML answers"
+fixture
+took=$(wait_ms 3000 has_metric 'xpu_nvml_up 1') || fail "NVML loaded late not picked up within 3 intervals: $(scrape | grep -E 'nvml_up|source_up')"
+grep -q "HAL nvml: 3 card(s) through" "$TMP/exporter.log" || fail "finding NVML is not logged"
+echo "e2e_nvml: NVML loaded late picked up after $took ms (slowest answer meanwhile $slowest ms)"
 echo "e2e_nvml: OK"

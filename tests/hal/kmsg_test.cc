@@ -7,7 +7,6 @@
 
 #include <gtest/gtest.h>
 #include <prometheus/registry.h>
-
 #include <sys/stat.h>
 
 #include <atomic>
@@ -647,9 +646,9 @@ TEST(KmsgBootMemoryTest, TellsARecordReadAlreadyFromANewOneAndFromANewBoot) {
   EXPECT_EQ(m.Note(13, 6'000'000, "d"), V::kNew);
   EXPECT_EQ(m.Note(11, 6'000'000, "b"), V::kReadAlready);  // read again
   EXPECT_EQ(m.Note(10, 5'000'000, "a"), V::kReadAlready);
-  EXPECT_EQ(m.Note(12, 6'000'000, "c"), V::kNew);          // one left out before
-  EXPECT_EQ(m.Note(14, 5'999'000, "e"), V::kNew);          // two CPUs, stamped out of order
-  EXPECT_EQ(m.Note(11, 6'000'000, "B"), V::kNewBoot);      // the number, another record
+  EXPECT_EQ(m.Note(12, 6'000'000, "c"), V::kNew);      // one left out before
+  EXPECT_EQ(m.Note(14, 5'999'000, "e"), V::kNew);      // two CPUs, stamped out of order
+  EXPECT_EQ(m.Note(11, 6'000'000, "B"), V::kNewBoot);  // the number, another record
   EXPECT_EQ(m.size(), 1U);
   EXPECT_EQ(m.Note(12, 6'000'100, "c2"), V::kNew);
   EXPECT_EQ(m.Note(3, 100, "early"), V::kNewBoot);  // before the boot's first: started again
@@ -720,7 +719,8 @@ TEST_F(KmsgSamplerTest, ARecordFileRewrittenInPlaceRaisesWhatIsNew) {
           if (e.code == "0x10DE004F") return e.count;
     return 0;
   };
-  const std::string xid79 = ",-;NVRM: Xid (PCI:0000:3b:00): 79, pid=1, GPU has fallen off the bus\n";
+  const std::string xid79 =
+      ",-;NVRM: Xid (PCI:0000:3b:00): 79, pid=1, GPU has fallen off the bus\n";
   ASSERT_TRUE(xpu::testing::WaitFor([&] { return registry_.fault_views_set().of("kmsg") > 0; }));
   std::ofstream(path, std::ios::trunc) << "3,2,2000" << xid79;
   EXPECT_TRUE(xpu::testing::WaitFor([&] { return events("0000:3b:00.0") == 1; }));
@@ -735,8 +735,8 @@ TEST_F(KmsgSamplerTest, ARecordFileRewrittenInPlaceRaisesWhatIsNew) {
     out << "3,2,2000" << xid79;  // read already: not counted again
   }
   std::ofstream(path, std::ios::trunc) << "3,100000,100000" << xid79;
-  EXPECT_TRUE(xpu::testing::WaitFor([&] { return events("0000:3b:00.0") == 2; },
-                                    std::chrono::seconds(10)));
+  EXPECT_TRUE(
+      xpu::testing::WaitFor([&] { return events("0000:3b:00.0") == 2; }, std::chrono::seconds(10)));
   s.Stop();
   EXPECT_EQ(events("0000:3b:00.0"), 2U);
   EXPECT_EQ(events("0000:03:00.0"), 1U);

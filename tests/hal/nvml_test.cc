@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "hal/fault_catalog.h"
+#include "hal/nvml/nvml_lookout.h"
 #include "hal/nvml/nvml_reader.h"
 #include "hal/nvml/nvml_sampler.h"
 #include "sinks/node_health.h"
@@ -410,6 +411,112 @@ TEST_F(NvmlSamplerTest, EventsTakenBeforeAReloadAreRaisedAfterIt) {
       },
       std::chrono::seconds(5)));
   dlclose(lib);
+}
+
+// Events the driver reports while a reload swaps the samplers (after the
+// old one's last sample, before the new one's first) all raise: the new
+// sampler goes on with the old one's reader and its event listener. Before,
+// the old listener was quit and the new one's event set, made at its first
+// read, got nothing from before it.
+TEST_F(NvmlSamplerTest, XidEventsDeliveredDuringAReloadAllRaise) {
+  Json f = TwoCards();
+  f["devices"][0].erase("remap");
+  Write(f);
+  void* lib = dlopen(FAKE_NVML_PATH, RTLD_NOW);
+  ASSERT_NE(lib, nullptr);
+  auto sets_made = reinterpret_cast<int (*)()>(dlsym(lib, "xpu_fake_nvml_event_sets_made"));
+  ASSERT_NE(sets_made, nullptr);
+  auto old = Make();
+  const int sets_before = sets_made();
+  ASSERT_TRUE(old->SampleOnce());
+  ASSERT_TRUE(
+      xpu::testing::WaitFor([&] { return sets_made() > sets_before; }, std::chrono::seconds(5)));
+  auto next = Make();
+  next->TakeOver(*old);
+  old.reset();
+  // Between the swap and the new sampler's first read: an Xid 79 on the
+  // A100 and an Xid 48 (double-bit ECC) on the H800.
+  f["events"] = {{{"device", 0}, {"type", 8}, {"data", 79}},
+                 {{"device", 1}, {"type", 8}, {"data", 48}}};
+  Write(f);
+  const auto active = [&](const std::string& uuid, const char* code) {
+    return xpu::testing::MetricValue(registry_, "xpu_device_fault_active",
+                                     {{"source", "nvml"}, {"uuid", uuid}, {"code", code}}) == 1;
+  };
+  EXPECT_TRUE(xpu::testing::WaitFor(
+      [&] {
+        return next->SampleOnce() && active("XDM-3", "0x10DE004F") &&
+               active("GPU-h800-1", "0x10DE0030");
+      },
+      std::chrono::seconds(5)));
+  EXPECT_EQ(sets_made(), sets_before + 1) << "the event set of the first reader goes on";
+  dlclose(lib);
+}
+
+// --hal=auto with a driver that loads after the exporter: nvmlInit_v2
+// fails, then works. Meanwhile the source is "looking" (no nvml family, no
+// sight to judge); once it works, xpu_nvml_up is 1 within 3 intervals.
+TEST_F(NvmlSamplerTest, AutoPicksUpADriverThatLoadsLate) {
+  Json f = TwoCards();
+  f["init_error"] = nvml::kErrorDriverNotLoaded;
+  Write(f);
+  NvmlLookout::Build b;
+  b.options.library = FreshPath("late.so");  // not opened by this process yet
+  b.options.interval = std::chrono::seconds(1);
+  b.catalog = FaultCatalog::Builtin();
+  b.registry = &registry_;
+  b.self_metrics = &self_;
+  NvmlLookout lookout(b);
+  lookout.Start();
+  ASSERT_TRUE(xpu::testing::WaitFor([&] {
+    auto looking = registry_.Looking();
+    auto it = looking.find("nvml");
+    return it != looking.end() && it->second.find("Driver Not Loaded") != std::string::npos;
+  }));
+  EXPECT_EQ(xpu::testing::MetricValue(self_, "xpu_nvml_up"), -1) << "no family while looking";
+  EXPECT_EQ(Sight(), store::Sight::kNotYet) << "not judged while looking";
+  Write(TwoCards());
+  const auto loaded = std::chrono::steady_clock::now();
+  ASSERT_TRUE(
+      xpu::testing::WaitFor([&] { return xpu::testing::MetricValue(self_, "xpu_nvml_up") == 1; },
+                            std::chrono::seconds(10)));
+  EXPECT_LE(std::chrono::steady_clock::now() - loaded, 3 * b.options.interval);
+  EXPECT_TRUE(registry_.Looking().empty());
+  EXPECT_EQ(Sight(), store::Sight::kSeeing);
+  lookout.Stop();
+}
+
+// A reload keeps the source it found: the new lookout takes the running
+// sampler over without looking again, and a library that then stops
+// answering leaves it blind, never closed (no longer "not found").
+TEST_F(NvmlSamplerTest, AReloadKeepsTheNvmlSourceItFound) {
+  NvmlLookout::Build b;
+  b.options.library = FAKE_NVML_PATH;
+  b.options.interval = std::chrono::milliseconds(500);
+  b.options.deadline = std::chrono::milliseconds(400);
+  b.catalog = FaultCatalog::Builtin();
+  b.registry = &registry_;
+  b.self_metrics = &self_;
+  auto first = std::make_unique<NvmlLookout>(b);
+  first->Start();
+  ASSERT_TRUE(xpu::testing::WaitFor([&] { return Sight() == store::Sight::kSeeing; },
+                                    std::chrono::seconds(10)));
+  first->Stop();
+  Json f = TwoCards();
+  f["hang_ms"] = {{"nvmlDeviceGetTemperature", 3000}};
+  Write(f);  // the library hangs from here on
+  prometheus::Registry other;
+  b.self_metrics = &other;
+  NvmlLookout second(b);
+  second.TakeOver(*first);
+  second.Start();
+  ASSERT_NE(second.sampler(), nullptr) << "found at once";
+  EXPECT_TRUE(registry_.Looking().empty());
+  EXPECT_TRUE(xpu::testing::WaitFor([&] { return Sight() == store::Sight::kBlind; },
+                                    std::chrono::seconds(10)));
+  second.Stop();
+  first.reset();
+  Write(TwoCards());  // the hanging call ends
 }
 
 TEST_F(NvmlSamplerTest, XdmsGaugesUnderXdmsNamesForEveryCard) {

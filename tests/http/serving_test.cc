@@ -674,15 +674,15 @@ TEST_F(ServingTest, ClientAuthFollowsTheWebConfigFile) {
   ASSERT_TRUE(MakeCert(d, "srv"));
   ASSERT_TRUE(MakeCert(d, "client"));
   const std::string file = d + "/web.yml";
-  const std::string pair = "tls_server_config:\n  cert_file: " + d + "/srv.crt\n  key_file: " + d +
-                           "/srv.key\n";
+  const std::string pair =
+      "tls_server_config:\n  cert_file: " + d + "/srv.crt\n  key_file: " + d + "/srv.key\n";
   xpu::testing::WriteFile(file, pair);
   std::shared_ptr<const WebConfig> cfg;
   ASSERT_TRUE(WebConfig::Load(file, &cfg).ok());
   Start(cfg);
   const auto curl = [&](const std::string& args) {
-    return xpu::testing::RunCommand("curl -sk -o /dev/null -w '%{http_code}' --max-time 5 " +
-                                    args + " " + Url("/metrics"));
+    return xpu::testing::RunCommand("curl -sk -o /dev/null -w '%{http_code}' --max-time 5 " + args +
+                                    " " + Url("/metrics"));
   };
   const std::string with_cert = "--cert " + d + "/client.crt --key " + d + "/client.key";
   EXPECT_EQ(curl(""), "200");

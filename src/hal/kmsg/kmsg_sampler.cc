@@ -185,8 +185,8 @@ class KmsgFile : public KmsgSource {
   off_t offset_ = 0;  // read so far
   uint64_t generation_ = 0;
   std::string pending_;
-  std::string tail_;     // the last kTail bytes read, ending at offset_
-  bool at_end_ = false;  // the last read found the end of what was written
+  std::string tail_;                         // the last kTail bytes read, ending at offset_
+  bool at_end_ = false;                      // the last read found the end of what was written
   std::pair<time_t, long> written_{-1, -1};  // the file's mtime when last looked at
 };
 

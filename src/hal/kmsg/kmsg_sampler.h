@@ -125,7 +125,7 @@ class KmsgSampler : public SourceSampler {
   // so the ring it reads again is neither counted twice nor lost.
   struct State {
     std::map<std::string, Device> devices;
-    KmsgBootMemory memory;  // the records read, so none is handled twice
+    KmsgBootMemory memory;   // the records read, so none is handled twice
     bool caught_up = false;  // the ring was read to its end
     // The state file the predecessor used, and whether it consulted it.
     std::string state_file;

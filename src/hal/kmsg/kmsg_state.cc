@@ -10,8 +10,8 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <thread>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "common/fault_code.h"
 #include "common/file_util.h"

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include "hal/kmsg/kmsg_catalog.h"
+#include "hal/nvml/nvml_lookout.h"
 #include "hal/nvml/nvml_sampler.h"
 
 namespace xpu::hal {
@@ -25,20 +26,13 @@ void NvmlFlags(const FlagSet& f, HalOptions* o) {
         ->capture_default_str());
 }
 
-// --hal=nvml, or auto where NVIDIA's library loads and lists a card (asked
-// with the interval as deadline: a driver that hangs leaves it off).
+// --hal=nvml: the sampler, blind until NVIDIA's library answers. auto: a
+// lookout that runs it once the library loads and lists a card (a driver
+// loading after the exporter is picked up; a node without one shows
+// nothing).
 Status NvmlMake(const BackendContext& c, std::unique_ptr<Part>* out) {
   const HalOptions& o = c.options;
   if (!c.selection.automatic && !c.selection.on("nvml")) return Status::Ok();
-  if (!c.selection.on("nvml")) {
-    std::string why;
-    if (!NvmlFindsCards(o.nvml_library, o.interval, &why)) {
-      spdlog::info("HAL nvml backend off: {} (--hal=nvml would retry)", why);
-      return Status::Ok();
-    }
-    spdlog::info("HAL nvml: {}", why);
-  }
-  spdlog::info("HAL backend nvml through {}, every {} ms", o.nvml_library, o.interval.count());
   NvmlSampler::Options options;
   options.library = o.nvml_library;
   options.interval = o.interval;
@@ -47,6 +41,13 @@ Status NvmlMake(const BackendContext& c, std::unique_ptr<Part>* out) {
     options.event_active_for = c.kmsg->event_active_for();
     options.states = c.kmsg->states();
   }
+  if (!c.selection.on("nvml")) {
+    spdlog::info("HAL backend nvml: looking for {} (--hal=auto)", o.nvml_library);
+    *out = std::make_unique<NvmlLookout>(NvmlLookout::Build{
+        std::move(options), c.faults, c.registry, c.metrics, c.exemplars, c.shared_metrics});
+    return Status::Ok();
+  }
+  spdlog::info("HAL backend nvml through {}, every {} ms", o.nvml_library, o.interval.count());
   *out = std::make_unique<NvmlSampler>(std::move(options), c.faults, c.registry, c.metrics,
                                        c.exemplars, c.shared_metrics);
   return Status::Ok();

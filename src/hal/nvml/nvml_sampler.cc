@@ -15,6 +15,7 @@
 #include "catalog/catalog.h"
 #include "common/metric_family.h"
 #include "common/mutex.h"
+#include "hal/nvml/nvml_lookout.h"
 #include "hal/nvml/pod_cgroup.h"
 #include "hal/pci_address.h"
 
@@ -150,36 +151,6 @@ struct NvmlSampler::Reader {
   }
 };
 
-bool NvmlFindsCards(const std::string& library, std::chrono::milliseconds deadline,
-                    std::string* why) {
-  using Answer = std::pair<bool, std::string>;
-  auto answer = std::make_shared<std::promise<Answer>>();
-  std::future<Answer> got = answer->get_future();
-  std::thread([library, answer] {
-    std::shared_ptr<const NvmlLibrary> lib;
-    Status s = NvmlLibrary::Open(library, &lib);
-    if (!s.ok()) {
-      answer->set_value({false, s.message()});
-      return;
-    }
-    unsigned count = 0;
-    const nvml::Return r =
-        lib->api().device_count != nullptr ? lib->api().device_count(&count) : nvml::kSuccess;
-    if (r != nvml::kSuccess) {
-      answer->set_value({false, "nvmlDeviceGetCount_v2: " + lib->ErrorString(r)});
-      return;
-    }
-    answer->set_value({count > 0, std::to_string(count) + " card(s) through " + library});
-  }).detach();
-  if (got.wait_for(deadline) != std::future_status::ready) {
-    *why = library + " did not answer within " + std::to_string(deadline.count()) + " ms";
-    return false;
-  }
-  Answer a = got.get();
-  *why = std::move(a.second);
-  return a.first;
-}
-
 NvmlSampler::NvmlSampler(Options options, std::shared_ptr<const FaultCatalog> catalog,
                          store::HealthSourcePort* registry, prometheus::Registry* self_metrics,
                          store::ExemplarStore* exemplars, prometheus::Registry* fault_metrics)
@@ -229,23 +200,32 @@ NvmlSampler::~NvmlSampler() {
 }
 
 void NvmlSampler::TakeOver(Part& old) {
-  if (auto* o = dynamic_cast<NvmlSampler*>(&old)) {
-    faults_.Seed(o->fault_state());
-    identities_ = o->identities();
-    event_seen_ = o->event_seen_;
-    // The events the old reader took and its sampler had not yet: this
-    // sampler raises them (a reload between an Xid and the next sample
-    // must not lose it). One lock at a time, never both.
-    std::deque<NvmlEvent> pending;
-    {
-      MutexLock lock(o->reader_->mu);
-      pending.swap(o->reader_->events);
-    }
-    if (!pending.empty()) {
-      MutexLock lock(reader_->mu);
-      reader_->events.insert(reader_->events.begin(), pending.begin(), pending.end());
-      while (reader_->events.size() > kMaxPendingEvents) reader_->events.pop_front();
-    }
+  auto* o = dynamic_cast<NvmlSampler*>(&old);
+  if (auto* lookout = dynamic_cast<NvmlLookout*>(&old)) o = lookout->sampler();
+  if (o == nullptr) return;
+  faults_.Seed(o->fault_state());
+  identities_ = o->identities();
+  event_seen_ = o->event_seen_;
+  if (o->options_.library == options_.library) {
+    // The same library: its reader goes on here (its library, its event
+    // listener with its event set), so every event the driver reports
+    // across the reload is delivered to this sampler, and NVML is not
+    // asked to start again. The old sampler quits the unused one.
+    std::swap(reader_, o->reader_);
+    return;
+  }
+  // Another library: the events the old reader took and its sampler had
+  // not yet are raised here (a reload between an Xid and the next sample
+  // must not lose it). One lock at a time, never both.
+  std::deque<NvmlEvent> pending;
+  {
+    MutexLock lock(o->reader_->mu);
+    pending.swap(o->reader_->events);
+  }
+  if (!pending.empty()) {
+    MutexLock lock(reader_->mu);
+    reader_->events.insert(reader_->events.begin(), pending.begin(), pending.end());
+    while (reader_->events.size() > kMaxPendingEvents) reader_->events.pop_front();
   }
 }
 

@@ -85,7 +85,10 @@ class NvmlSampler : public SourceSampler {
   NvmlSampler(const NvmlSampler&) = delete;
   NvmlSampler& operator=(const NvmlSampler&) = delete;
 
-  // Part: the active faults of the sampler it replaces.
+  // Part: the active faults of the sampler it replaces (an NvmlSampler, or
+  // the one an NvmlLookout ran) and, on the same library, its reader: the
+  // library stays initialised and its event listener goes on, so no Xid
+  // the driver reports across a reload is lost.
   void TakeOver(Part& old) override;
   // One sample: false if the source could not see.
   bool SampleOnce();
@@ -136,15 +139,6 @@ class NvmlSampler : public SourceSampler {
                                                    size_t* rows);
   LogOnce logged_;
 };
-
-// Whether NVIDIA's library (`library`, as --hal.nvml.library) loads,
-// initialises and lists at least one card within `deadline`: what --hal=auto
-// asks before it runs the nvml backend. The attempt runs on a thread of its
-// own, so a driver that never answers leaves that thread alone there and
-// this returns false at the deadline; `why` says what was found or not.
-// Any thread.
-bool NvmlFindsCards(const std::string& library, std::chrono::milliseconds deadline,
-                    std::string* why);
 
 // One card as the view writes it: what NVML read, and the minor and uuid
 // it is joined to (XDM's when XDM lists its bus id).
