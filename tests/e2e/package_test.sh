@@ -1,12 +1,17 @@
 #!/usr/bin/env bash
-# The Debian package (issue 35), in a clean Debian 12 container (podman, a
-# debootstrap base as ./x image makes): built by CPack from this build,
-# lintian clean (errors and warnings), installed with apt (Depends: resolved
-# from Debian's archive), its unit verified by systemd-analyze, the exporter
-# started as the unit would start it (the container has no systemd as PID 1:
-# the ExecStart line with /etc/default's arguments, as an unprivileged user
-# holding only the unit's capability) against xdm-sim, scraped; then removed
-# (only the conffile left) and purged (nothing left).
+# The Debian package (issues 35 and 50), its unit booted as it will run:
+# built by CPack from this build, lintian clean (errors and warnings); a
+# Debian 12 container (podman, a debootstrap base as ./x image makes, with
+# systemd and the package's Depends resolved from Debian's archive, made
+# once per Depends line) boots systemd as PID 1; the package is installed
+# with apt, its unit verified by systemd-analyze and started by systemd
+# itself (DynamicUser=, StateDirectory=, the capability set, the syscall
+# filter) against xdm-sim. Seen: /metrics served, the state directory made,
+# owned by the dynamic user and written, the kernel log and the PCI files
+# read (no filter or capability kills or blinds them), a clean `systemctl
+# stop`; then removed (the running unit stopped, only the conffile left) and
+# purged (nothing left). Where the host gives no /dev/kmsg, it says it
+# skipped the kernel log.
 #   package_test.sh BUILD_DIR
 source "$(dirname "$0")/lib.sh" "$1"
 ROOT=$(cd "$E2E_DIR/../.." && pwd)
@@ -29,76 +34,120 @@ curl -fsS -o /dev/null --max-time 20 "$MIRROR/dists/bookworm/Release" ||
   { echo "SKIP: Debian's archive ($MIRROR) cannot be reached: the package is built and lintian clean, not installed"; exit 77; }
 BASE=$(BUILD_DIR=$BUILD "$ROOT/x" base-image) || fail "no Debian 12 base image"
 
-# xdm-sim on this machine; its socket reaches the container through a
+# This host's podman cannot raise rlimits past its own: given explicitly.
+LIMITS=(--ulimit nofile=4096:4096 --ulimit nproc=4096:4096)
+# systemd and the Depends, installed once (the image named by their hash):
+# the install below needs no network, and other Depends make another image.
+DEPENDS=$(dpkg-deb -f "$DEB" Depends)
+IMAGE=localhost/xpu-systemd:$(printf '%s' "$BASE $DEPENDS" | sha256sum | cut -c1-12)
+if ! "${PODMAN[@]}" image exists "$IMAGE"; then
+  mkdir -p "$TMP/image"
+  PACKAGES=$(sed 's/([^)]*)//g; s/,/ /g' <<<"$DEPENDS")
+  cat >"$TMP/image/Containerfile" <<EOF
+FROM $BASE
+RUN apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends systemd systemd-sysv dbus procps curl $PACKAGES >/dev/null && apt-get clean && rm -rf /var/lib/apt/lists/*
+STOPSIGNAL SIGRTMIN+3
+CMD ["/lib/systemd/systemd"]
+EOF
+  "${PODMAN[@]}" build -q "${LIMITS[@]}" -t "$IMAGE" "$TMP/image" >"$TMP/image.log" 2>&1 ||
+    fail "the systemd image: $(tail -5 "$TMP/image.log")"
+fi
+
+# xdm-sim on this machine; its sockets reach the container through a
 # mount, writable by others as a deployment grants the exporter's user.
 start_sim sim --devices 4
 chmod 0755 "$TMP"
-chmod 0666 "$TMP/sim.sock"
-PORT=$(free_port)
-PROBE=$(free_port)
+chmod 0666 "$TMP/sim.sock" "$TMP/sim-ctl.sock"
+
+# Booted: podman runs systemd mode for /lib/systemd/systemd (tmpfs /run,
+# /tmp, its cgroup). SYS_ADMIN: the unit's mount namespace (ProtectSystem=,
+# PrivateTmp=; without it systemd refuses the unit, 226/NAMESPACE).
+# SYSLOG and /dev/kmsg: the unit's AmbientCapabilities=CAP_SYSLOG has
+# something to hand on and a kernel log to read (dmesg_restrict).
+KMSG=(--device /dev/kmsg)
+if [ ! -r /dev/kmsg ]; then
+  KMSG=()
+  echo "SKIP (in part): the host gives no /dev/kmsg: the kernel log is not read in the container"
+fi
+NAME=xpu-package-$$
+"${PODMAN[@]}" run -d --name "$NAME" "${LIMITS[@]}" --cap-add SYS_ADMIN,SYSLOG "${KMSG[@]}" \
+  -v "$TMP/pkg:/pkg:ro" -v "$TMP:/run/xdm" "$IMAGE" >/dev/null || fail "the container did not start"
+remove_container() { "${PODMAN[@]}" rm -f -t 0 "$NAME" >/dev/null 2>&1 || true; }
+trap 'remove_container; cleanup' EXIT
+# systemctl answers once PID 1 has its bus; with --wait, once booted.
+state=
+for _ in $(seq 1 100); do
+  state=$("${PODMAN[@]}" exec "$NAME" systemctl is-system-running --wait 2>/dev/null) || true
+  [ -n "$state" ] && break
+  sleep 0.1 # PID 1 making its bus: nothing outside to wait on
+done
+[ "$state" = running ] ||
+  fail "systemd did not boot: '$state' $("${PODMAN[@]}" exec "$NAME" systemctl --failed --no-pager 2>&1)"
 
 cat >"$TMP/in-container.sh" <<'SH'
 set -eu
 step() { echo "[in container] $*"; }
+die() { echo "[in container] FAIL: $*"; journalctl -u xpu-exporter --no-pager -o cat | tail -20; exit 1; }
 export DEBIAN_FRONTEND=noninteractive
-apt-get update -qq
-# A Debian system's systemd and procps (kill) for the unit's check; curl to scrape.
-apt-get install -y -qq --no-install-recommends /pkg/xpu-exporter_*.deb systemd procps curl >/dev/null
+apt-get install -y -qq --no-install-recommends /pkg/xpu-exporter_*.deb >/tmp/apt.log 2>&1 || { cat /tmp/apt.log; exit 1; }
 step "installed: $(dpkg-query -W -f='${Package} ${Version} ${Status}' xpu-exporter)"
 dpkg -L xpu-exporter | sort >/tmp/files
 UNIT=/lib/systemd/system/xpu-exporter.service
-systemd-analyze verify --man=no "$UNIT"
-step "systemd-analyze verify: clean"
-
-# The unit's ExecStart with its EnvironmentFile, as systemd would run it:
-# $XPU_EXPORTER_ARGS split on white space; a dynamic user (here nobody)
-# holding CAP_SYSLOG alone; the state directory made for it.
-grep -q '^DynamicUser=yes' "$UNIT"
-grep -q '^AmbientCapabilities=CAP_SYSLOG$' "$UNIT"
-grep -q '^StateDirectory=xpu-exporter$' "$UNIT"
-EXEC=$(sed -n 's/^ExecStart=//p' "$UNIT")
-# What an operator sets: XDM's socket, the port, no kubelet on this host.
-sed -i "s|^XPU_EXPORTER_ARGS=\"\\(.*\\)\"|XPU_EXPORTER_ARGS=\"\\1 --xdm.endpoint=unix:///run/xdm/sim.sock --controller.endpoint=unix:///run/xdm/sim-ctl.sock --web.listen-address=127.0.0.1:$PORT --kubelet.pod-resources-socket= --hal=none\"|; s|127.0.0.1:9446|127.0.0.1:$PROBE|" /etc/default/xpu-exporter
-. /etc/default/xpu-exporter
-mkdir -p /var/lib/xpu-exporter && chown nobody:nogroup /var/lib/xpu-exporter
-CMD=$(eval "echo $EXEC")
-step "ExecStart: $CMD"
-setpriv --reuid=nobody --regid=nogroup --clear-groups --inh-caps=-all,+syslog \
-  --ambient-caps=-all,+syslog --bounding-set=-all,+syslog $CMD 2>/tmp/exporter.log &
-PID=$!
-for i in $(seq 1 100); do
-  curl -sf "http://127.0.0.1:$PORT/metrics" >/tmp/page 2>/dev/null && grep -q '^xpu_device_info{' /tmp/page && break
-  sleep 0.1
+systemd-analyze verify --man=no "$UNIT" || die "systemd-analyze verify"
+step "systemd-analyze verify: clean; $(systemctl is-enabled xpu-exporter)"
+# What an operator sets: XDM's socket, no kubelet on this host; the kernel
+# log and the PCI files named, so that a filter that blinds them fails here.
+HAL=pci
+[ -r /dev/kmsg ] && HAL=pci,kmsg
+sed -i "s|^XPU_EXPORTER_ARGS=\"\\(.*\\)\"|XPU_EXPORTER_ARGS=\"\\1 --xdm.endpoint=unix:///run/xdm/sim.sock --controller.endpoint=unix:///run/xdm/sim-ctl.sock --web.listen-address=127.0.0.1:9445 --kubelet.pod-resources-socket= --hal=$HAL\"|" /etc/default/xpu-exporter
+systemctl restart xpu-exporter
+up() { grep -q "^xpu_exporter_source_up{source=\"$1\"} 1" /tmp/page; }
+ready() {
+  curl -sf http://127.0.0.1:9445/metrics >/tmp/page 2>/dev/null && grep -q '^xpu_device_info{' /tmp/page &&
+    up pci && { [ "$HAL" = pci ] || up kmsg; }
+}
+for _ in $(seq 1 100); do ready && break; sleep 0.1; done
+grep -q '^xpu_device_info{' /tmp/page || die "no devices on the page"
+up pci || die "the PCI files are not read: $(grep -E 'source_up' /tmp/page)"
+[ "$HAL" = pci ] || up kmsg || die "the kernel log is not read: $(grep -E 'source_up|kmsg_up' /tmp/page)"
+step "served by systemd: $(grep -c '^xpu_device_info{' /tmp/page) devices; read: $HAL"
+curl -sf http://127.0.0.1:9446/-/healthy >/dev/null || die "the probe listener"
+PID=$(systemctl show -p MainPID --value xpu-exporter)
+U=$(stat -c %u "/proc/$PID")
+[ "$U" -ge 61184 ] && [ "$U" -le 65519 ] || die "not a dynamic user: uid $U"
+grep -q '^CapEff:.*0000000400000000$' "/proc/$PID/status" || die "capabilities: $(grep CapEff "/proc/$PID/status")"
+grep -q '^Seccomp:.*2$' "/proc/$PID/status" || die "no syscall filter"
+[ "$(readlink /var/lib/xpu-exporter)" = private/xpu-exporter ] || die "the state directory is not the dynamic user's"
+[ "$(stat -c %u /var/lib/private/xpu-exporter)" = "$U" ] || die "the state directory's owner"
+if [ "$HAL" = pci,kmsg ]; then
+  for _ in $(seq 1 50); do [ -s /var/lib/private/xpu-exporter/kmsg-states.json ] && break; sleep 0.1; done
+  [ -s /var/lib/private/xpu-exporter/kmsg-states.json ] ||
+    die "the state file is not written: $(ls -la /var/lib/private/xpu-exporter)"
+fi
+step "uid $U (dynamic), CapEff CAP_SYSLOG, syscall filter on; state directory: $(ls /var/lib/private/xpu-exporter | tr '\n' ' ')"
+systemctl stop xpu-exporter
+[ "$(systemctl show -p Result --value xpu-exporter)" = success ] ||
+  die "stop: $(systemctl show -p Result -p ExecMainStatus xpu-exporter)"
+step "stopped cleanly"
+systemctl start xpu-exporter
+# Remove: the running unit stopped, every file gone but the conffile.
+apt-get remove -y -qq xpu-exporter >/dev/null 2>&1
+[ "$(systemctl is-active xpu-exporter 2>/dev/null || true)" != active ] || die "running after remove"
+while read -r f; do
+  [ -d "$f" ] && continue
+  if [ -e "$f" ] && [ "$f" != /etc/default/xpu-exporter ]; then die "left after remove: $f"; fi
+done </tmp/files
+[ -f /etc/default/xpu-exporter ] || die "the configuration went with remove"
+step "removed: the unit stopped, only /etc/default/xpu-exporter left"
+apt-get purge -y -qq xpu-exporter >/dev/null 2>&1
+while read -r f; do [ -d "$f" ] || [ ! -e "$f" ] || die "left after purge: $f"; done </tmp/files
+for f in /var/lib/private/xpu-exporter /var/lib/xpu-exporter \
+  /etc/systemd/system/multi-user.target.wants/xpu-exporter.service; do
+  [ ! -e "$f" ] && [ ! -L "$f" ] || die "left after purge: $f"
 done
-grep -q '^xpu_device_info{' /tmp/page || { cat /tmp/exporter.log; echo "no devices on the page"; exit 1; }
-step "scraped: $(grep -c '^xpu_device_info{' /tmp/page) devices, $(grep -vc '^#' /tmp/page) samples"
-curl -sf "http://127.0.0.1:$PROBE/-/healthy" >/dev/null
-step "probe listener answers"
-grep -q '^CapEff:.*0000000400000000$' "/proc/$PID/status" || { grep Cap "/proc/$PID/status"; echo "capabilities"; exit 1; }
-[ "$(stat -c %U "/proc/$PID")" = nobody ]
-kill "$PID"; wait "$PID" || true
-
-# Remove: every file of the package gone but the conffile; purge: that too.
-apt-get remove -y -qq xpu-exporter >/dev/null
-while read -r f; do
-  [ -d "$f" ] && continue
-  if [ -e "$f" ] && [ "$f" != /etc/default/xpu-exporter ]; then echo "left after remove: $f"; exit 1; fi
-done </tmp/files
-[ -f /etc/default/xpu-exporter ] || { echo "the configuration went with remove"; exit 1; }
-step "removed: only /etc/default/xpu-exporter left"
-apt-get purge -y -qq xpu-exporter >/dev/null
-while read -r f; do
-  [ -d "$f" ] && continue
-  if [ -e "$f" ]; then echo "left after purge: $f"; exit 1; fi
-done </tmp/files
-[ ! -e /var/lib/xpu-exporter ] || { echo "state directory left after purge"; exit 1; }
-if dpkg -s xpu-exporter >/dev/null 2>&1; then echo "dpkg still knows the package"; exit 1; fi
+if dpkg -s xpu-exporter >/dev/null 2>&1; then die "dpkg still knows the package"; fi
 step "purged: nothing left"
 SH
-
-# CAP_SYSLOG in the container, as systemd holds it to give the unit.
-"${PODMAN[@]}" run --rm --network host --ulimit nofile=4096:4096 --ulimit nproc=4096:4096 \
-  --cap-add SYSLOG -e PORT="$PORT" -e PROBE="$PROBE" -v "$TMP/pkg:/pkg:ro" -v "$TMP:/run/xdm" \
-  -v "$TMP/in-container.sh:/in-container.sh:ro" "$BASE" bash /in-container.sh ||
-  fail "the package in a Debian 12 container (above)"
-echo "PASS: e2e_package ($(basename "$DEB"))"
+"${PODMAN[@]}" exec -i "$NAME" bash -s <"$TMP/in-container.sh" || fail "the package under systemd (above)"
+"${PODMAN[@]}" stop -t 10 "$NAME" >/dev/null || fail "the container did not stop"
+echo "PASS: e2e_package ($(basename "$DEB"), booted under systemd)"
