@@ -134,7 +134,8 @@ class Exporter {
   template <class T>
   T* Running(std::string_view name) const XPU_REQUIRES(parts_mu_) {
     for (size_t i = 0; i < kinds_.size(); ++i)
-      if (kinds_[i].name == name) return dynamic_cast<T*>(parts_[i].get());
+      if (kinds_[i].name == name)
+        return parts_[i] ? dynamic_cast<T*>(parts_[i]->Working()) : nullptr;
     return nullptr;
   }
   // Which data is taken and shown: catalog, selection, devices, timing.

@@ -29,6 +29,9 @@ class Part {
   // takes back what it published, so that nothing it saw stays behind as if
   // it were still seen.
   virtual void Withdraw() {}
+  // The part doing the work: itself, or the one it runs once it has found
+  // its source (NvmlLookout's sampler). Any thread that holds the part.
+  virtual Part* Working() { return this; }
 };
 
 }  // namespace xpu

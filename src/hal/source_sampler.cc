@@ -39,6 +39,7 @@ void SourceSampler::Run() {
 
 void SourceSampler::Seeing() {
   up_.store(true);
+  ever_seen_.store(true);
   up_gauge_.Set(1);
 }
 

@@ -46,6 +46,8 @@ class SourceSampler : public Part {
   void Withdraw() override;
   // Whether the last sample could see.
   bool up() const { return up_.load(); }
+  // Whether a sample saw, here or in a sampler this one took over from.
+  bool ever_seen() const { return ever_seen_.load(); }
   std::chrono::milliseconds interval() const { return interval_; }
 
  protected:
@@ -61,6 +63,8 @@ class SourceSampler : public Part {
   // health at once and the rest of its view once stale.
   void Blind(const std::string& why);
   store::HealthSourcePort* registry() const { return registry_; }
+  // TakeOver's: the sampler replaced had seen.
+  void SeenBefore(bool seen) { ever_seen_.store(ever_seen_.load() || seen); }
   Worker& worker() { return worker_; }
 
  private:
@@ -69,6 +73,7 @@ class SourceSampler : public Part {
   store::HealthSourcePort* const registry_;
   prometheus::Gauge& up_gauge_;
   std::atomic<bool> up_{false};
+  std::atomic<bool> ever_seen_{false};
   Worker worker_;
 };
 

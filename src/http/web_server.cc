@@ -843,7 +843,11 @@ void WebServer::FollowWebConfig() {
   const std::shared_ptr<const WebConfig> cfg = config();
   if (!cfg || cfg->file.empty()) return;
   const std::string signature = FileSignature(cfg->file);
-  if (signature == web_signature_ || signature == web_failed_signature_) return;
+  if (signature == web_signature_) return;
+  // A file that failed is tried again every 5 rounds, quietly: the files
+  // it names may come after it (a Secret written after its ConfigMap).
+  const bool retry = signature == web_failed_signature_;
+  if (retry && ++web_failed_rounds_ % 5 != 0) return;
   std::shared_ptr<const WebConfig> fresh;
   // Empty is taken as a writer caught between its truncation and its write
   // (it would also mean no users at all): "{}" says "no settings".
@@ -869,8 +873,11 @@ void WebServer::FollowWebConfig() {
     web_signature_ = signature;
     web_failed_signature_.clear();
     spdlog::info("web config {} changed; in force for the next request and handshake", cfg->file);
+  } else if (retry) {
+    return;  // said and counted once already
   } else {
     web_failed_signature_ = signature;
+    web_failed_rounds_ = 0;
     spdlog::error("web config {} changed but does not load; kept the config in force: {}",
                   cfg->file, s.message());
   }

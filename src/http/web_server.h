@@ -221,6 +221,7 @@ class WebServer {
   std::string cert_failed_signature_ XPU_GUARDED_BY(cert_mu_);
   std::string web_signature_ XPU_GUARDED_BY(cert_mu_);
   std::string web_failed_signature_ XPU_GUARDED_BY(cert_mu_);
+  int web_failed_rounds_ XPU_GUARDED_BY(cert_mu_) = 0;  // since it failed
 };
 
 // The whole-response deadline in ms for a request that sent

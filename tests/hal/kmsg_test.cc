@@ -644,26 +644,41 @@ TEST(KmsgBootMemoryTest, TellsARecordReadAlreadyFromANewOneAndFromANewBoot) {
   EXPECT_EQ(m.Note(10, 5'000'000, "a"), V::kNew);
   EXPECT_EQ(m.Note(11, 6'000'000, "b"), V::kNew);
   EXPECT_EQ(m.Note(13, 6'000'000, "d"), V::kNew);
-  EXPECT_EQ(m.Note(11, 6'000'000, "b"), V::kReadAlready);  // read again
+  m.StartPass();  // read again from a start
   EXPECT_EQ(m.Note(10, 5'000'000, "a"), V::kReadAlready);
-  EXPECT_EQ(m.Note(12, 6'000'000, "c"), V::kNew);      // one left out before
-  EXPECT_EQ(m.Note(14, 5'999'000, "e"), V::kNew);      // two CPUs, stamped out of order
+  EXPECT_EQ(m.Note(11, 6'000'000, "b"), V::kReadAlready);
+  EXPECT_EQ(m.Note(12, 6'000'000, "c"), V::kNew);  // one left out before
+  EXPECT_EQ(m.Note(13, 6'000'000, "d"), V::kReadAlready);
+  EXPECT_EQ(m.Note(14, 5'999'000, "e"), V::kNew);  // two CPUs, stamped out of order
+  m.StartPass();
   EXPECT_EQ(m.Note(11, 6'000'000, "B"), V::kNewBoot);  // the number, another record
   EXPECT_EQ(m.size(), 1U);
   EXPECT_EQ(m.Note(12, 6'000'100, "c2"), V::kNew);
+  m.StartPass();
   EXPECT_EQ(m.Note(3, 100, "early"), V::kNewBoot);  // before the boot's first: started again
   EXPECT_EQ(m.Note(900, 50, "x"), V::kNew);
   EXPECT_EQ(m.Note(901, 40'000'000, "y"), V::kNew);
   EXPECT_EQ(m.Note(902, 1'000, "z"), V::kNewBoot);  // a later number stamped well before
+  // In one pass a number going back is a newer boot, whatever it matches
+  // (the same kernel booted again writes the same first records).
+  EXPECT_EQ(m.Note(903, 2'000, "w"), V::kNew);
+  EXPECT_EQ(m.Note(902, 1'000, "z"), V::kNewBoot);
   // Bounded: the oldest are forgotten; one of those read again is this
   // boot's if its stamp fits, a new boot's if it does not.
   KmsgBootMemory big;
   for (uint64_t i = 1; i <= kKmsgRememberedRecords + 100; ++i)
     ASSERT_EQ(big.Note(i, i * 1000, "r" + std::to_string(i)), V::kNew);
   EXPECT_EQ(big.size(), kKmsgRememberedRecords);
-  EXPECT_EQ(big.Note(50, 50 * 1000, "r50"), V::kReadAlready);
+  big.StartPass();
   EXPECT_EQ(big.Note(1, 1000, "r1"), V::kReadAlready);  // the first is never forgotten
-  EXPECT_EQ(big.Note(1, 1000, "another r1"), V::kNewBoot);
+  EXPECT_EQ(big.Note(50, 50 * 1000, "r50"), V::kReadAlready);
+  big.StartPass();
+  EXPECT_EQ(big.Note(60, 9'000'000'000, "r60"),
+            V::kNewBoot);  // forgotten, and its stamp does not fit
+  big.StartPass();
+  EXPECT_EQ(big.Note(60, 9'000'000'000, "r60"), V::kReadAlready);
+  big.StartPass();
+  EXPECT_EQ(big.Note(60, 9'000'000'000, "another r60"), V::kNewBoot);
 }
 
 // A forwarder's file keeps the previous boot's records: its Xid 79 raises
@@ -694,9 +709,32 @@ TEST_F(KmsgSamplerTest, ARecordFileSpanningARebootRaisesOnlyTheNewBoot) {
   EXPECT_EQ(Codes(1), std::vector<std::string>{"0x10DE004F"});
   EXPECT_EQ(Device(1).events.at(0).count, 1U);
   // The file read again from its start (rewritten): nothing counted twice.
+  sampler_->StartPass();
   at(1, 1'000'000, "Linux version 6.1 (new)");
+  at(2, 3'000'000, "usb 1-1: new device");
   at(40, 9'000'000, xid79_b);
+  EXPECT_EQ(Codes(1), std::vector<std::string>{"0x10DE004F"});
   EXPECT_EQ(Device(1).events.at(0).count, 1U);
+}
+
+// The same kernel booted twice: the new boot's first records are the old
+// one's, number, stamp and text; the old boot ran long (more records than
+// are remembered). Read in one pass, the new boot's numbers going back
+// tell it: the old Xid 79 is gone, the new boot's Xid raises.
+TEST_F(KmsgSamplerTest, ANewBootOfTheSameKernelIsToldByItsNumbersGoingBack) {
+  const auto at = [this](uint64_t seq, uint64_t t_us, const std::string& text) {
+    sampler_->HandleRecord("6," + std::to_string(seq) + "," + std::to_string(t_us) + ",-;" + text +
+                           "\n");
+  };
+  at(0, 0, "Linux version 6.1.0-13-amd64");
+  for (uint64_t i = 1; i < 6000; ++i) at(i, i * 100'000, "usb 1-1: event " + std::to_string(i));
+  at(6000, 800'000'000, "NVRM: Xid (PCI:0000:3b:00): 79, pid=1, GPU has fallen off the bus");
+  EXPECT_EQ(Codes(0), std::vector<std::string>{"0x10DE004F"});
+  at(0, 0, "Linux version 6.1.0-13-amd64");  // the new boot, as the old began
+  at(1, 100'000, "usb 1-1: event 1");
+  at(2, 2'000'000, "NVRM: Xid (PCI:0000:03:00): 79, pid=1, GPU has fallen off the bus");
+  EXPECT_TRUE(Codes(0).empty());
+  EXPECT_EQ(Codes(1), std::vector<std::string>{"0x10DE004F"});
 }
 
 // A forwarder that rewrites its file in place, on a running sampler: one

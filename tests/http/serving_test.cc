@@ -663,6 +663,20 @@ TEST_F(ServingTest, WebConfigFollowsItsFileWithoutAReload) {
   EXPECT_TRUE(xpu::testing::WaitFor([&] { return status("bob:b-pass") == 200; }));
   EXPECT_EQ(reloads("failure"), 2);
   EXPECT_EQ(reloads("success"), 2);
+  // A file naming a certificate that is not there yet (a Secret written
+  // after its ConfigMap): refused once, then applied once the files come,
+  // the file itself unchanged.
+  ASSERT_TRUE(MakeCert(dir.path(), "late"));
+  std::rename((dir.path() + "/late.key").c_str(), (dir.path() + "/late.key.later").c_str());
+  ASSERT_TRUE(publish("basic_auth_users:\n" + alice + "tls_server_config:\n  cert_file: " +
+                      dir.path() + "/late.crt\n  key_file: " + dir.path() + "/late.key\n"));
+  ASSERT_TRUE(xpu::testing::WaitFor([&] { return reloads("failure") == 3; }));
+  EXPECT_EQ(status("bob:b-pass"), 200);
+  std::rename((dir.path() + "/late.key.later").c_str(), (dir.path() + "/late.key").c_str());
+  EXPECT_TRUE(
+      xpu::testing::WaitFor([&] { return status("bob:b-pass") == 401; }, std::chrono::seconds(15)));
+  EXPECT_EQ(reloads("failure"), 3);
+  EXPECT_EQ(reloads("success"), 3);
 }
 
 // client_auth_type raised to RequireAndVerifyClientCert in the file: the

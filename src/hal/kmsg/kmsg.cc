@@ -4,6 +4,7 @@
 #include <cctype>
 #include <charconv>
 #include <functional>
+#include <utility>
 
 #include "hal/pci/pci.h"
 
@@ -135,6 +136,8 @@ void KmsgBootMemory::Remember(std::deque<Seen>::iterator at, const Seen& s) {
 KmsgBootMemory::Verdict KmsgBootMemory::Note(uint64_t sequence, uint64_t stamp_us,
                                              std::string_view text) {
   const Seen s{sequence, stamp_us, std::hash<std::string_view>{}(text)};
+  const std::optional<uint64_t> before = std::exchange(pass_last_, sequence);
+  if (before && sequence <= *before) return Restart(s);  // numbered again in one pass
   if (seen_.empty()) {
     first_ = s;
     seen_.push_back(s);

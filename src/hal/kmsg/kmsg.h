@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -60,8 +61,13 @@ class KmsgBootMemory {
     kNewBoot,      // a boot after the one remembered: what it raised is gone
   };
   // Judges the record and remembers it (kNew, kNewBoot: then it is the new
-  // boot's first).
+  // boot's first). Within one pass (records read in order, the source
+  // neither reopened nor started over) a number at or below the one before
+  // starts a newer boot, whatever the memory says: one boot's numbers rise.
   Verdict Note(uint64_t sequence, uint64_t stamp_us, std::string_view text);
+  // The source is read again from a start (reopened, a record file
+  // rewritten or replaced): what comes may have been read before.
+  void StartPass() { pass_last_.reset(); }
   size_t size() const { return seen_.size(); }
 
  private:
@@ -72,8 +78,9 @@ class KmsgBootMemory {
   };
   Verdict Restart(const Seen& first);
   void Remember(std::deque<Seen>::iterator at, const Seen& s);
-  Seen first_{};           // the boot's first record read (never forgotten)
-  std::deque<Seen> seen_;  // the last ones, by rising sequence
+  Seen first_{};                       // the boot's first record read (never forgotten)
+  std::optional<uint64_t> pass_last_;  // the number of the record before, this pass
+  std::deque<Seen> seen_;              // the last ones, by rising sequence
 };
 
 // Bounds of KmsgBootMemory (docs/reliability.md).

@@ -81,9 +81,10 @@ class KmsgFile : public KmsgSource {
     const auto until = std::chrono::steady_clock::now() + wait;
     for (;;) {
       if (TakeRecord(record, /*at_end=*/false)) return Status::Ok();
-      // Back from the end of what was written: what comes now may be
-      // another file, or this one written afresh.
-      if (at_end_ && StartedOver()) continue;
+      // Back from the end of what was written, or the file written since
+      // it was last looked at (a rewrite between two reads): what comes
+      // now may be another file, or this one written afresh.
+      if ((at_end_ || Written()) && StartedOver()) continue;
       char buf[16384];
       const ssize_t n = read(fd_, buf, sizeof buf);
       if (n < 0 && errno != EINTR) return Status::IoError(path_ + ": " + ErrnoText(errno));
@@ -149,6 +150,13 @@ class KmsgFile : public KmsgSource {
       dev_ = st.st_dev;
       ino_ = st.st_ino;
     }
+  }
+  // Whether the open file's modification time moved since StartedOver
+  // last looked (an fstat).
+  bool Written() const {
+    struct stat st {};
+    return fstat(fd_, &st) == 0 &&
+           std::make_pair(st.st_mtim.tv_sec, st.st_mtim.tv_nsec) != written_;
   }
   // Whether the path now holds another file, or this one truncated below
   // what was read or rewritten before it: then read from its start.
@@ -492,6 +500,7 @@ void KmsgSampler::Publish() {
 
 void KmsgSampler::Run() {
   std::unique_ptr<KmsgSource> source;
+  uint64_t generation = 0;
   if (!restored_) RestoreStates();
   auto next_publish = std::chrono::steady_clock::now();
   while (!worker().stopping()) {
@@ -509,6 +518,8 @@ void KmsgSampler::Run() {
       }
       Seeing();
       if (said_.Clear("open")) spdlog::info("kmsg: reading {} again", options_.path);
+      generation = source->generation();
+      memory_.StartPass();  // from the oldest record again
       spdlog::info("kmsg: reading the kernel log from {} (from its oldest record)", source->name());
     }
     std::string raw;
@@ -517,7 +528,13 @@ void KmsgSampler::Run() {
     Status s = source->Next(&raw, std::max(std::chrono::milliseconds(0),
                                            std::min(wait, std::chrono::milliseconds(200))));
     if (s.ok()) {
-      HandleRecord(raw);  // a record file read again: its records are known (memory_)
+      // Read again from a start (a record file rewritten or replaced): what
+      // comes may be known (memory_).
+      if (source->generation() != generation) {
+        generation = source->generation();
+        memory_.StartPass();
+      }
+      HandleRecord(raw);
     } else if (s.code() == Status::Code::kExhausted) {
       overwritten_.Increment();
     } else if (s.code() == Status::Code::kInvalidArgument) {

@@ -99,6 +99,10 @@ class KmsgSampler : public SourceSampler {
   // the reboot cleared it; one stamped after this boot's clock (an earlier
   // boot's, in a record file) raises nothing.
   void HandleRecord(std::string_view raw);
+  // The source is read again from a start (reopened, a record file
+  // rewritten or replaced): records may come that were read before. Run
+  // calls it; tests may.
+  void StartPass() { memory_.StartPass(); }
   // Expires events and hands the view to the registry; keeps the active
   // states in the state file when they changed since they were last kept
   // (once RestoreStates has run).

@@ -40,15 +40,17 @@ bool WriteAll(int fd, std::string_view data) {
 // longer than this is stuck, and this write is counted and retried later.
 constexpr std::chrono::seconds kStateLockWait{2};
 
-// flock(LOCK_EX) on `fd`, given up after `wait`.
-bool LockWithin(int fd, std::chrono::milliseconds wait) {
+// flock(LOCK_EX) on `fd`, given up after `wait`: 0, or the errno
+// (EWOULDBLOCK: still held by another at the deadline).
+int LockWithin(int fd, std::chrono::milliseconds wait) {
   const auto deadline = std::chrono::steady_clock::now() + wait;
   while (flock(fd, LOCK_EX | LOCK_NB) != 0) {
-    if ((errno != EWOULDBLOCK && errno != EINTR) || std::chrono::steady_clock::now() >= deadline)
-      return false;
+    const int err = errno;
+    if (err != EWOULDBLOCK && err != EINTR) return err;
+    if (std::chrono::steady_clock::now() >= deadline) return EWOULDBLOCK;
     std::this_thread::sleep_for(std::chrono::milliseconds(5));  // the holder's fsync
   }
-  return true;
+  return 0;
 }
 
 // Temporary files a crashed writer left (`prefix`*): under the lock no
@@ -120,12 +122,20 @@ Status WriteFileAtomically(const std::string& path, const std::string& content) 
   // old and new pod, both pid 1 in their own namespaces; a unit beside a
   // pod) take turns on an exclusive lock beside the file.
   const std::string lock_path = path + ".lock";
-  const int lfd = open(lock_path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+  // Read-only is enough for flock, and lets a writer of another user (a
+  // unit's dynamic user beside a root pod) take a lock file it did not make.
+  const int lfd = open(lock_path.c_str(), O_RDONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (lfd < 0) return Status::IoError("cannot lock " + lock_path + ": " + ErrnoText(errno));
   const auto unlock = [lfd] { close(lfd); };  // closing releases the lock
-  if (!LockWithin(lfd, kStateLockWait)) {
-    unlock();
-    return Status::IoError("cannot write " + path + ": another writer holds " + lock_path);
+  if (const int err = LockWithin(lfd, kStateLockWait); err != 0) {
+    // A filesystem without locks: the temporary name is still this call's.
+    if (err != ENOLCK && err != EOPNOTSUPP) {
+      unlock();
+      return Status::IoError("cannot write " + path + ": " +
+                             (err == EWOULDBLOCK
+                                  ? "another writer holds " + lock_path
+                                  : "cannot lock " + lock_path + ": " + ErrnoText(err)));
+    }
   }
   RemoveLeftovers(dir, path.substr(slash == std::string::npos ? 0 : slash + 1) + ".tmp.");
   // A name only this call can hold (mkstemp: O_EXCL on a random suffix),

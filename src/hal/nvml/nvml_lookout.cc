@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <map>
 #include <thread>
 
 #include "common/mutex.h"
@@ -20,9 +21,10 @@ struct NvmlLookout::Probe {
   std::string why XPU_GUARDED_BY(mu);
 
   // Asks the library (unless a probe is still in its call) and waits up to
-  // `deadline` for an answer; whether NVML lists a card, and why not.
+  // `deadline` for an answer, or until `worker` stops; whether NVML lists a
+  // card, and why not.
   static bool Ask(const std::shared_ptr<Probe>& self, const std::string& library,
-                  std::chrono::milliseconds deadline, std::string* why) {
+                  std::chrono::milliseconds deadline, const Worker& worker, std::string* why) {
     MutexLock lock(self->mu);
     if (!self->running) {
       self->running = true;
@@ -46,7 +48,7 @@ struct NvmlLookout::Probe {
       }).detach();
     }
     const auto until = std::chrono::steady_clock::now() + deadline;
-    while (!self->answered && std::chrono::steady_clock::now() < until)
+    while (!self->answered && !worker.stopping() && std::chrono::steady_clock::now() < until)
       self->cv.WaitFor(lock, std::chrono::milliseconds(50));
     if (!self->answered) {
       *why = library + " did not answer within " + std::to_string(deadline.count()) +
@@ -59,20 +61,41 @@ struct NvmlLookout::Probe {
   }
 };
 
+namespace {
+
+// One probe per library in the process: a reload's lookout asks the probe
+// its predecessor left (maybe still in a call that hangs), never a second.
+std::shared_ptr<NvmlLookout::Probe> ProbeOf(const std::string& library) {
+  static Mutex mu;
+  static auto* probes = new std::map<std::string, std::shared_ptr<NvmlLookout::Probe>>();
+  MutexLock lock(mu);
+  std::shared_ptr<NvmlLookout::Probe>& p = (*probes)[library];
+  if (!p) p = std::make_shared<NvmlLookout::Probe>();
+  return p;
+}
+
+}  // namespace
+
 NvmlLookout::NvmlLookout(Build build)
-    : build_(std::move(build)), probe_(std::make_shared<Probe>()) {}
+    : build_(std::move(build)), probe_(ProbeOf(build_.options.library)) {}
+
+Part* NvmlLookout::Working() {
+  NvmlSampler* s = running_.load(std::memory_order_acquire);
+  return s != nullptr ? static_cast<Part*>(s) : this;
+}
 
 NvmlLookout::~NvmlLookout() { Stop(); }
 
 void NvmlLookout::Found() {
-  sampler_ = std::make_unique<NvmlSampler>(build_.options, build_.catalog, build_.registry,
-                                           build_.self_metrics, build_.exemplars,
-                                           build_.fault_metrics);
+  sampler_ =
+      std::make_unique<NvmlSampler>(build_.options, build_.catalog, build_.registry,
+                                    build_.self_metrics, build_.exemplars, build_.fault_metrics);
 }
 
 void NvmlLookout::Start() {
   if (sampler_) {  // taken over: found already
     sampler_->Start();
+    running_.store(sampler_.get(), std::memory_order_release);
     return;
   }
   build_.registry->SetLooking(kSourceNvml, "looking for " + build_.options.library);
@@ -86,11 +109,12 @@ void NvmlLookout::Loop() {
   std::string said;
   do {
     std::string why;
-    if (Probe::Ask(probe_, build_.options.library, interval, &why)) {
+    if (Probe::Ask(probe_, build_.options.library, interval, worker_, &why)) {
       spdlog::info("HAL nvml: {}; reading them every {} ms", why, interval.count());
       build_.registry->SetLooking(kSourceNvml, "");
       Found();
       sampler_->Start();
+      running_.store(sampler_.get(), std::memory_order_release);
       return;
     }
     if (why != said)
@@ -110,7 +134,12 @@ void NvmlLookout::Stop() {
 void NvmlLookout::TakeOver(Part& old) {
   Part* ran = &old;
   if (auto* lookout = dynamic_cast<NvmlLookout*>(&old)) ran = lookout->sampler();
-  if (dynamic_cast<NvmlSampler*>(ran) == nullptr) return;  // it looked, and goes on looking
+  auto* sampler = dynamic_cast<NvmlSampler*>(ran);
+  // Found only where that sampler read this library and saw (--hal=nvml's
+  // may have been blind all along): else this one looks.
+  if (sampler == nullptr || sampler->options().library != build_.options.library ||
+      !sampler->ever_seen())
+    return;
   Found();
   sampler_->TakeOver(*ran);
 }

@@ -2,6 +2,7 @@
 
 #include <prometheus/registry.h>
 
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <string>
@@ -53,6 +54,8 @@ class NvmlLookout : public Part {
   // the sampler takes over from the old one.
   void TakeOver(Part& old) override;
   void Withdraw() override;
+  // The sampler once it runs, else this. Any thread.
+  Part* Working() override;
   // The sampler, once found (null before). The owning thread, after Stop.
   NvmlSampler* sampler() const { return sampler_.get(); }
 
@@ -60,15 +63,17 @@ class NvmlLookout : public Part {
   // as long as the last, at most kMaxProbeGap.
   static constexpr std::chrono::seconds kEagerFor{60};
   static constexpr std::chrono::seconds kMaxProbeGap{30};
+  // What a probe in flight answers; one per library in the process.
+  struct Probe;
 
  private:
-  struct Probe;
   void Loop();
   void Found();  // builds and starts the sampler (the lookout's thread, or Start)
 
   Build build_;
   std::shared_ptr<Probe> probe_;  // shared with the probe's thread, which may outlive this
   std::unique_ptr<NvmlSampler> sampler_;
+  std::atomic<NvmlSampler*> running_{nullptr};  // sampler_ once started, for Working()
   Worker worker_;
 };
 

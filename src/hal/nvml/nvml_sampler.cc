@@ -201,8 +201,12 @@ NvmlSampler::~NvmlSampler() {
 
 void NvmlSampler::TakeOver(Part& old) {
   auto* o = dynamic_cast<NvmlSampler*>(&old);
-  if (auto* lookout = dynamic_cast<NvmlLookout*>(&old)) o = lookout->sampler();
+  if (auto* lookout = dynamic_cast<NvmlLookout*>(&old)) {
+    registry()->SetLooking(kSourceNvml, "");  // --hal=nvml now: runs, looks no more
+    o = lookout->sampler();
+  }
   if (o == nullptr) return;
+  SeenBefore(o->ever_seen());
   faults_.Seed(o->fault_state());
   identities_ = o->identities();
   event_seen_ = o->event_seen_;
