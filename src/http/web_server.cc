@@ -200,25 +200,8 @@ class WebServer::Metrics : public prometheus::Collectable {
         }
         durations.metric.push_back(std::move(m));
       }
-      MetricFamily refused{"xpu_exporter_http_requests_refused_total",
-                           "Requests answered without their handler: capacity (503, "
-                           "--web.max-connections requests in progress, none freed after a "
-                           "short wait), auth_throttle (429, no password check free within "
-                           "about two runs, 0.5 to 4 s, or displaced by a newer waiting one) or "
-                           "rate_limit (429, the "
-                           "web config's rate_limit).",
-                           MetricType::Counter,
-                           {}};
-      for (const auto& [reason, n] : {std::pair<const char*, uint64_t>{"auth_throttle", throttled_},
-                                      {"capacity", capacity_},
-                                      {"rate_limit", limited_}}) {
-        ClientMetric m;
-        m.label = {{"reason", reason}};
-        m.counter.value = static_cast<double>(n);
-        refused.metric.push_back(std::move(m));
-      }
       out.push_back(std::move(requests));
-      out.push_back(std::move(refused));
+      out.push_back(RefusedLocked());
       if (certs_followed_) out.push_back(CertificatesLocked());
       if (web_followed_) out.push_back(WebConfigLocked());
       out.push_back(std::move(durations));
@@ -287,6 +270,28 @@ class WebServer::Metrics : public prometheus::Collectable {
       certs.metric.push_back(std::move(m));
     }
     return certs;
+  }
+  // xpu_exporter_http_requests_refused_total.
+  prometheus::MetricFamily RefusedLocked() const XPU_REQUIRES(mu_) {
+    prometheus::MetricFamily refused{
+        "xpu_exporter_http_requests_refused_total",
+        "Requests answered without their handler: capacity (503, "
+        "--web.max-connections requests in progress, none freed after a "
+        "short wait), auth_throttle (429, no password check free within "
+        "about two runs, 0.5 to 4 s, or displaced by a newer waiting one) or "
+        "rate_limit (429, the "
+        "web config's rate_limit).",
+        prometheus::MetricType::Counter,
+        {}};
+    for (const auto& [reason, n] : {std::pair<const char*, uint64_t>{"auth_throttle", throttled_},
+                                    {"capacity", capacity_},
+                                    {"rate_limit", limited_}}) {
+      prometheus::ClientMetric m;
+      m.label = {{"reason", reason}};
+      m.counter.value = static_cast<double>(n);
+      refused.metric.push_back(std::move(m));
+    }
+    return refused;
   }
   // xpu_exporter_web_config_reloads_total.
   prometheus::MetricFamily WebConfigLocked() const XPU_REQUIRES(mu_) {

@@ -128,8 +128,8 @@ KmsgBootMemory::Verdict KmsgBootMemory::Restart(const Seen& first) {
   return Verdict::kNewBoot;
 }
 
-void KmsgBootMemory::Remember(std::deque<Seen>::iterator at, const Seen& s) {
-  seen_.insert(at, s);
+void KmsgBootMemory::Remember(size_t at, const Seen& s) {
+  seen_.insert(seen_.begin() + static_cast<std::ptrdiff_t>(at), s);
   if (seen_.size() > kKmsgRememberedRecords) seen_.pop_front();
 }
 
@@ -148,7 +148,7 @@ KmsgBootMemory::Verdict KmsgBootMemory::Note(uint64_t sequence, uint64_t stamp_u
   if (sequence > last.sequence) {  // the common case: the next record
     // A later number stamped well before: the clock started again.
     if (earlier(stamp_us, last.stamp_us)) return Restart(s);
-    Remember(seen_.end(), s);
+    Remember(seen_.size(), s);
     return Verdict::kNew;
   }
   auto at = std::lower_bound(seen_.begin(), seen_.end(), sequence,
@@ -171,7 +171,7 @@ KmsgBootMemory::Verdict KmsgBootMemory::Note(uint64_t sequence, uint64_t stamp_u
   // its stamp fits between theirs.
   if (earlier(stamp_us, std::prev(at)->stamp_us) || earlier(at->stamp_us, stamp_us))
     return Restart(s);
-  Remember(at, s);
+  Remember(static_cast<size_t>(at - seen_.begin()), s);
   return Verdict::kNew;
 }
 

@@ -77,10 +77,10 @@ class KmsgBootMemory {
     uint64_t hash;  // of the text
   };
   Verdict Restart(const Seen& first);
-  void Remember(std::deque<Seen>::iterator at, const Seen& s);
-  Seen first_{};                       // the boot's first record read (never forgotten)
-  std::optional<uint64_t> pass_last_;  // the number of the record before, this pass
-  std::deque<Seen> seen_;              // the last ones, by rising sequence
+  void Remember(size_t at, const Seen& s);  // at: its index in seen_
+  Seen first_{};                            // the boot's first record read (never forgotten)
+  std::optional<uint64_t> pass_last_;       // the number of the record before, this pass
+  std::deque<Seen> seen_;                   // the last ones, by rising sequence
 };
 
 // Bounds of KmsgBootMemory (docs/reliability.md).

@@ -1,6 +1,5 @@
 #include "hal/kmsg/kmsg_state.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -10,6 +9,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -56,14 +56,12 @@ int LockWithin(int fd, std::chrono::milliseconds wait) {
 // Temporary files a crashed writer left (`prefix`*): under the lock no
 // writer holds one.
 void RemoveLeftovers(const std::string& dir, const std::string& prefix) {
-  DIR* d = opendir(dir.c_str());
-  if (d == nullptr) return;
-  while (const dirent* e = readdir(d)) {
-    const std::string_view name = e->d_name;
-    if (name.size() > prefix.size() && name.substr(0, prefix.size()) == prefix)
-      unlinkat(dirfd(d), e->d_name, 0);
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.size() > prefix.size() && name.compare(0, prefix.size(), prefix) == 0)
+      std::filesystem::remove(it->path(), ec);
   }
-  closedir(d);
 }
 
 }  // namespace
