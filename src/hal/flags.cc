@@ -48,6 +48,11 @@ void AddHalFlags(const FlagSet& f, HalOptions* o) {
         ->type_name("BACKENDS")  // parsed by Validate
         ->capture_default_str());
   f(Applier::kHal, AddDuration(app, "--hal.interval", &o->interval, "How often to sample the HAL"));
+  f(Applier::kHal,
+    AddDuration(app, "--hal.gauge-interval", &o->gauge_interval,
+                "How often the HAL reads what only changes slowly or is only shown (NVML's "
+                "gauges, counters, links, MIG devices and processes); what raises a fault is "
+                "read every --hal.interval. At most --hal.interval: all of it every interval"));
   f(Applier::kHal, app.add_option("--hal.fault-catalog", o->fault_catalog_file,
                                   "Fault-code catalog YAML replacing the built-in one")
                        ->check(CLI::ExistingFile));

@@ -45,6 +45,10 @@ struct HalOptions {
   std::vector<std::string> pci_classes = {"0x0302", "0x1200", "0x0b40"};
   std::vector<std::string> pci_vendors;
   std::chrono::milliseconds interval{1000};
+  // How often the facts that only change slowly or are only shown are
+  // read (NVML's gauges, counters, links, MIG devices, processes); what
+  // raises a fault is read each interval (docs/hal.md, "Cadences").
+  std::chrono::milliseconds gauge_interval{10000};
   std::string fault_catalog_file;  // empty: the built-in fault catalog
   // The kmsg backend: the kernel log (or a file of records in its format),
   // its catalog, and whether records written from userspace count.

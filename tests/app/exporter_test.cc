@@ -441,6 +441,7 @@ void ExpectPartsHold(const Exporter::InForce& f, const Config& cfg) {
     EXPECT_EQ(f.nvml->library, cfg.hal.nvml_library);
     EXPECT_EQ(f.nvml->host_proc, cfg.hal.nvml_host_proc);
     EXPECT_EQ(f.nvml->interval, cfg.hal.interval);
+    EXPECT_EQ(f.nvml->gauge_interval, cfg.hal.gauge_interval);
     // The kernel log's catalog's words for events: the test's has no state.
     EXPECT_EQ(f.nvml->states.empty(), !cfg.hal.kmsg_catalog_file.empty());
     EXPECT_EQ(f.nvml->event_active_for,
@@ -566,6 +567,7 @@ TEST(ExporterReloadTest, EveryFlagIsAppliedByItsPartOrWaitsForARestart) {
       {"hal.pci.vendors", {"['0x10de']", {"0x10de"}}},
       {"hal.root", {d, {d}}},
       {"hal.interval", {"7s", {"7s"}}},
+      {"hal.gauge-interval", {"70s", {"70s"}}},
       {"hal.fault-catalog", {dir.File("faults.yml"), {dir.File("faults.yml")}}},
       {"hal.kmsg.path", {dir.File("other.records"), {dir.File("other.records")}}},
       {"hal.kmsg.catalog", {dir.File("kmsg.yml"), {dir.File("kmsg.yml")}}},

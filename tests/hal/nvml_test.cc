@@ -314,6 +314,7 @@ class NvmlSamplerTest : public NvmlTest {
     NvmlSampler::Options o;
     o.library = library;
     o.interval = std::chrono::seconds(1);
+    o.gauge_interval = o.interval;  // every read whole, but in the cadence's own test
     // Unless a test times a hang: generous, so that a slow (sanitizer, -O0)
     // build on a loaded machine is never mistaken for a hang.
     o.deadline = deadline.count() > 0 ? deadline : kGenerousDeadline;
@@ -503,7 +504,7 @@ TEST_F(NvmlSamplerTest, AReloadKeepsTheNvmlSourceItFound) {
                                     std::chrono::seconds(10)));
   first->Stop();
   Json f = TwoCards();
-  f["hang_ms"] = {{"nvmlDeviceGetTemperature", 3000}};
+  f["hang_ms"] = {{"nvmlDeviceGetUUID", 3000}};  // a call of every read, health only too
   Write(f);  // the library hangs from here on
   prometheus::Registry other;
   b.self_metrics = &other;
@@ -517,6 +518,54 @@ TEST_F(NvmlSamplerTest, AReloadKeepsTheNvmlSourceItFound) {
   second.Stop();
   first.reset();
   Write(TwoCards());  // the hanging call ends
+}
+
+// Each fact at its cadence: between whole reads (every --hal.gauge-interval)
+// each interval reads only what raises a fault, so a row remap pending is
+// raised in the next sample, while the gauges keep their last whole read's
+// values; the next whole read brings them. The read between asks a few
+// calls a card, not every field's.
+TEST_F(NvmlSamplerTest, GaugesAreReadAtTheirCadenceAndFaultsEveryInterval) {
+  void* lib = dlopen(FAKE_NVML_PATH, RTLD_NOW);
+  ASSERT_NE(lib, nullptr);
+  auto calls = reinterpret_cast<long (*)()>(dlsym(lib, "xpu_fake_nvml_calls"));
+  ASSERT_NE(calls, nullptr);
+  Json f = TwoCards();
+  f["devices"][0].erase("remap");
+  Write(f);
+  NvmlSampler::Options o;
+  o.library = FAKE_NVML_PATH;
+  o.interval = std::chrono::seconds(1);
+  o.gauge_interval = std::chrono::milliseconds(1500);
+  o.deadline = kGenerousDeadline;
+  NvmlSampler s(o, FaultCatalog::Builtin(), &registry_, &self_);
+  using xpu::testing::MetricValue;
+  const std::map<std::string, std::string> a100 = {{"minor", "3"}};
+  long before = calls();
+  ASSERT_TRUE(s.SampleOnce());  // the first read is whole
+  const long whole = calls() - before;
+  EXPECT_EQ(MetricValue(registry_, "xpu_temperature_celsius", a100), 41);
+  f["devices"][0]["temperature"] = 77;
+  f["devices"][0]["remap"] = {{"corrected", 0}, {"uncorrected", 1}, {"pending", true}};
+  Write(f);
+  before = calls();
+  ASSERT_TRUE(s.SampleOnce());  // within the gauges' cadence: health only
+  const long health_only = calls() - before;
+  EXPECT_EQ(MetricValue(registry_, "xpu_device_fault_active",
+                        {{"source", "nvml"}, {"minor", "3"}, {"code", kNvmlRowRemapPending}}),
+            1)
+      << "a fault is read every interval";
+  EXPECT_EQ(MetricValue(registry_, "xpu_temperature_celsius", a100), 41)
+      << "a gauge waits for its cadence";
+  EXPECT_GT(MetricValue(registry_, "xpu_nvml_nvlink_errors_total", {{"uuid", "GPU-h800-1"}}), 0)
+      << "the slow facts stay between whole reads";
+  EXPECT_LT(health_only * 4, whole) << health_only << " calls against " << whole;
+  EXPECT_TRUE(xpu::testing::WaitFor(
+      [&] {
+        return s.SampleOnce() && MetricValue(registry_, "xpu_temperature_celsius", a100) == 77;
+      },
+      std::chrono::seconds(10)));
+  dlclose(lib);
 }
 
 TEST_F(NvmlSamplerTest, XdmsGaugesUnderXdmsNamesForEveryCard) {

@@ -90,6 +90,7 @@ class KmsgFile : public KmsgSource {
       if (n < 0 && errno != EINTR) return Status::IoError(path_ + ": " + ErrnoText(errno));
       if (n > 0) {
         at_end_ = false;
+        nap_ = kShortestNap;
         offset_ += n;
         KeepTail(std::string_view(buf, static_cast<size_t>(n)));
         pending_.append(buf, static_cast<size_t>(n));
@@ -105,8 +106,14 @@ class KmsgFile : public KmsgSource {
           continue;  // the path is looked at once at once
         }
       }
-      if (std::chrono::steady_clock::now() >= until) return Status::Unavailable("no record");
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));  // a file has no poll()
+      const auto now = std::chrono::steady_clock::now();
+      if (now >= until) return Status::Unavailable("no record");
+      // A file has no poll(): looked at again after a nap that grows while
+      // nothing comes (20 ms after a record, up to 200 ms), so that an idle
+      // log costs a few wake-ups a second and a record waits 200 ms at most.
+      std::this_thread::sleep_for(
+          std::min<std::chrono::steady_clock::duration>(nap_, until - now));
+      nap_ = std::min(nap_ * 2, kLongestNap);
     }
   }
 
@@ -186,6 +193,9 @@ class KmsgFile : public KmsgSource {
   }
 
   static constexpr size_t kTail = 256;
+  static constexpr std::chrono::milliseconds kShortestNap{20};
+  static constexpr std::chrono::milliseconds kLongestNap{200};
+  std::chrono::milliseconds nap_ = kShortestNap;  // the next wait for more
   const std::string path_;
   int fd_;
   dev_t dev_ = 0;

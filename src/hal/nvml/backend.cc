@@ -36,6 +36,7 @@ Status NvmlMake(const BackendContext& c, std::unique_ptr<Part>* out) {
   NvmlSampler::Options options;
   options.library = o.nvml_library;
   options.interval = o.interval;
+  options.gauge_interval = o.gauge_interval;
   options.host_proc = o.nvml_host_proc;
   if (c.kmsg) {  // Xid events as the kernel log's catalog names them: both sources agree
     options.event_active_for = c.kmsg->event_active_for();

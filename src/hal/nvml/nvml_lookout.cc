@@ -65,19 +65,26 @@ namespace {
 
 // One probe per library in the process: a reload's lookout asks the probe
 // its predecessor left (maybe still in a call that hangs), never a second.
-std::shared_ptr<NvmlLookout::Probe> ProbeOf(const std::string& library) {
-  static Mutex mu;
-  static auto* probes = new std::map<std::string, std::shared_ptr<NvmlLookout::Probe>>();
-  MutexLock lock(mu);
-  std::shared_ptr<NvmlLookout::Probe>& p = (*probes)[library];
-  if (!p) p = std::make_shared<NvmlLookout::Probe>();
-  return p;
-}
+// Never destroyed (a probe's thread may outlive every lookout). Any thread.
+class Probes {
+ public:
+  static std::shared_ptr<NvmlLookout::Probe> Of(const std::string& library) {
+    static Probes* const table = new Probes();
+    MutexLock lock(table->mu_);
+    std::shared_ptr<NvmlLookout::Probe>& p = table->probes_[library];
+    if (!p) p = std::make_shared<NvmlLookout::Probe>();
+    return p;
+  }
+
+ private:
+  Mutex mu_;
+  std::map<std::string, std::shared_ptr<NvmlLookout::Probe>> probes_ XPU_GUARDED_BY(mu_);
+};
 
 }  // namespace
 
 NvmlLookout::NvmlLookout(Build build)
-    : build_(std::move(build)), probe_(ProbeOf(build_.options.library)) {}
+    : build_(std::move(build)), probe_(Probes::Of(build_.options.library)) {}
 
 Part* NvmlLookout::Working() {
   NvmlSampler* s = running_.load(std::memory_order_acquire);

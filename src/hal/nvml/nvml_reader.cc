@@ -234,7 +234,7 @@ void ReadProcesses(const NvmlLibrary::Api& a, nvml::Device h, Calls& ok, NvmlDev
 }  // namespace
 
 Status ReadNvmlDevices(const NvmlLibrary& lib, std::vector<NvmlDevice>* out,
-                       const std::vector<std::string>& ask) {
+                       const std::vector<std::string>& ask, bool health_only) {
   out->clear();
   const NvmlLibrary::Api& a = lib.api();
   unsigned count = 0;
@@ -252,8 +252,13 @@ Status ReadNvmlDevices(const NvmlLibrary& lib, std::vector<NvmlDevice>* out,
     }
     ReadIdentity(a, h, ok, &d);
     // A lost card answers every call so: one is enough to know.
-    for (auto read : {ReadGauges, ReadMemoryCounts, ReadHealth, ReadLinks, ReadMig, ReadProcesses})
-      if (!d.lost) read(a, h, ok, &d);
+    if (health_only) {
+      if (!d.lost) ReadHealth(a, h, ok, &d);
+    } else {
+      for (auto read :
+           {ReadGauges, ReadMemoryCounts, ReadHealth, ReadLinks, ReadMig, ReadProcesses})
+        if (!d.lost) read(a, h, ok, &d);
+    }
     // Not one answer: nothing of the card was seen.
     if (ok.answered() == 0 && !d.lost && !d.reset_required) d.unreadable = true;
     out->push_back(std::move(d));
@@ -282,6 +287,30 @@ Status ReadNvmlDevices(const NvmlLibrary& lib, std::vector<NvmlDevice>* out,
     named.insert(bus);
   }
   return Status::Ok();
+}
+
+void KeepSlowFacts(const NvmlDevice& from, NvmlDevice* into) {
+  into->temperature_celsius = from.temperature_celsius;
+  into->power_watts = from.power_watts;
+  into->energy_joules = from.energy_joules;
+  into->memory_total_bytes = from.memory_total_bytes;
+  into->memory_used_bytes = from.memory_used_bytes;
+  into->memory_reserved_bytes = from.memory_reserved_bytes;
+  into->gpu_utilization = from.gpu_utilization;
+  into->memory_utilization = from.memory_utilization;
+  into->ecc_enabled = from.ecc_enabled;
+  into->ecc_volatile_corrected = from.ecc_volatile_corrected;
+  into->ecc_volatile_uncorrected = from.ecc_volatile_uncorrected;
+  into->ecc_aggregate_corrected = from.ecc_aggregate_corrected;
+  into->ecc_aggregate_uncorrected = from.ecc_aggregate_uncorrected;
+  into->retired_pages_single_bit = from.retired_pages_single_bit;
+  into->retired_pages_double_bit = from.retired_pages_double_bit;
+  into->clocks_event_reasons = from.clocks_event_reasons;
+  into->nvlinks = from.nvlinks;
+  into->pcie_replays = from.pcie_replays;
+  into->mig_enabled = from.mig_enabled;
+  into->mig = from.mig;
+  into->processes = from.processes;
 }
 
 std::vector<std::string> DeriveNvmlFaults(const NvmlDevice& d) {

@@ -95,8 +95,16 @@ inline constexpr unsigned kMaxNvmlRetiredPages = 512;  // addresses read per cau
 // `ask`: bus addresses of cards NVML is to be asked for by address
 // (nvmlDeviceGetHandleByPciBusId_v2) when no card read by index has it: a
 // card lost before it said who it is is then known by its address.
+// `health_only`: each card's identity and the calls its health is judged
+// on (ReadHealth: row remaps, page retirement; a lost card, a reset
+// required), not its gauges, counters, links, MIG devices or processes:
+// what must be seen each interval, read without the rest (NvmlSampler
+// reads the rest at its slower cadence and keeps it between).
 Status ReadNvmlDevices(const NvmlLibrary& lib, std::vector<NvmlDevice>* out,
-                       const std::vector<std::string>& ask = {});
+                       const std::vector<std::string>& ask = {}, bool health_only = false);
+// Copies what a health-only read leaves out (gauges, counters, links, MIG,
+// processes) from `from`, the same card's last whole read, into `into`.
+void KeepSlowFacts(const NvmlDevice& from, NvmlDevice* into);
 
 // The fault codes a sample shows (docs/hal.md, "nvml"; the fault catalog
 // has their levels): GPU lost, a row remap that failed or waits for a

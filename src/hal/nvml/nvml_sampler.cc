@@ -17,6 +17,7 @@
 #include "common/mutex.h"
 #include "hal/nvml/nvml_lookout.h"
 #include "hal/nvml/pod_cgroup.h"
+#include "store/faults.h"
 #include "hal/pci_address.h"
 
 namespace xpu::hal {
@@ -34,6 +35,8 @@ struct NvmlSampler::Reader {
   // The inventory's cards NVML may have (NVIDIA's, or of a vendor not
   // known), to ask for by address (ReadNvmlDevices).
   std::vector<std::string> ask XPU_GUARDED_BY(mu);
+  bool health_only XPU_GUARDED_BY(mu) = false;  // the read asked: health only (not whole)
+  bool answered_whole XPU_GUARDED_BY(mu) = false;  // the answer is of a whole read
   bool reading XPU_GUARDED_BY(mu) = false;     // the thread is in one
   bool done XPU_GUARDED_BY(mu) = false;        // an answer waits for the sampler
   uint64_t generation XPU_GUARDED_BY(mu) = 0;  // of the last read asked
@@ -122,13 +125,14 @@ struct NvmlSampler::Reader {
       const auto began = std::chrono::steady_clock::now();
       self->reading_since = began;
       const std::vector<std::string> ask = self->ask;
+      const bool health_only = self->health_only;
       lock.Unlock();
       std::vector<NvmlDevice> cards;
       std::vector<std::string> missing;
       Status s = lib ? Status::Ok() : NvmlLibrary::Open(self->library, &lib);
       if (s.ok()) {
         missing = lib->missing();
-        s = ReadNvmlDevices(*lib, &cards, ask);
+        s = ReadNvmlDevices(*lib, &cards, ask, health_only);
       }
       lock.Lock();
       if (s.ok() && !cards.empty() && !self->listening && lib->api().event_set_create != nullptr &&
@@ -143,6 +147,7 @@ struct NvmlSampler::Reader {
       self->done = true;
       self->answered = generation;
       self->took = std::chrono::steady_clock::now() - began;
+      self->answered_whole = !health_only;
       self->status = std::move(s);
       self->cards = std::move(cards);
       self->missing = std::move(missing);
@@ -210,6 +215,8 @@ void NvmlSampler::TakeOver(Part& old) {
   faults_.Seed(o->fault_state());
   identities_ = o->identities();
   event_seen_ = o->event_seen_;
+  last_whole_ = o->last_whole_;
+  last_whole_at_ = o->last_whole_at_;
   if (o->options_.library == options_.library) {
     // The same library: its reader goes on here (its library, its event
     // listener with its event set), so every event the driver reports
@@ -233,6 +240,29 @@ void NvmlSampler::TakeOver(Part& old) {
   }
 }
 
+bool NvmlSampler::WholeReadDue(std::chrono::steady_clock::time_point now) const {
+  return options_.gauge_interval <= options_.interval || !last_whole_at_ ||
+         now - *last_whole_at_ >= options_.gauge_interval;
+}
+
+void NvmlSampler::KeepOrFill(bool whole, std::vector<NvmlDevice>* cards) {
+  const auto now = std::chrono::steady_clock::now();
+  if (whole) {
+    last_whole_ = *cards;
+    last_whole_at_ = now;
+    return;
+  }
+  // A health-only read: each card's slow facts from its last whole read,
+  // while that is younger than kStaleIntervals of their cadence (else
+  // they are no evidence, and left out).
+  if (!last_whole_at_ || now - *last_whole_at_ > store::kStaleIntervals * options_.gauge_interval)
+    return;
+  for (NvmlDevice& c : *cards) {
+    for (const NvmlDevice& w : last_whole_)
+      if (w.index == c.index && w.uuid == c.uuid && w.bus_id == c.bus_id) KeepSlowFacts(w, &c);
+  }
+}
+
 bool NvmlSampler::SampleOnce() {
   std::vector<std::string> ask;
   for (const store::InventoryDevice& d : registry()->Inventory())
@@ -250,6 +280,7 @@ bool NvmlSampler::SampleOnce() {
   std::vector<std::string> missing;
   std::vector<NvmlEvent> events;
   bool answered = false;
+  bool whole = false;
   {
     Reader& r = *reader_;
     MutexLock lock(r.mu);
@@ -263,6 +294,7 @@ bool NvmlSampler::SampleOnce() {
     if (!r.asked && !r.reading && !r.done) {
       r.asked = true;
       r.ask = std::move(ask);
+      r.health_only = !WholeReadDue(Clock::now());
       want = ++r.generation;
       r.cv.NotifyAll();
     }
@@ -282,6 +314,7 @@ bool NvmlSampler::SampleOnce() {
       took = r.took;
       r.done = false;
       status = std::move(r.status);
+      whole = r.answered_whole;
       cards = std::move(r.cards);
       missing = std::move(r.missing);
       if (status.ok()) {  // a failed read leaves them for the next good one
@@ -315,6 +348,7 @@ bool NvmlSampler::SampleOnce() {
     if (logged_.Raise("missing " + m))
       spdlog::info("HAL nvml: {} lacks {}: what needs it is not read", options_.library, m);
   }
+  KeepOrFill(whole, &cards);
   Publish(std::move(cards), events);
   return true;
 }

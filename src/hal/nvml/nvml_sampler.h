@@ -62,6 +62,12 @@ class NvmlSampler : public SourceSampler {
   struct Options {
     std::string library = "libnvidia-ml.so.1";  // --hal.nvml.library
     std::chrono::milliseconds interval{1000};
+    // How often every card is read whole (--hal.gauge-interval): its
+    // gauges, counters, links, MIG devices and processes, which change
+    // slowly or are only shown; between, each interval reads only what
+    // raises a fault (a lost card, row remaps, pages waiting to retire; Xids
+    // come as events). At most the interval: every read whole.
+    std::chrono::milliseconds gauge_interval{10000};
     // How long one read of every card may take; 0: the interval. A read
     // past it leaves the source blind: as hung while it goes on, as slow
     // once it answered late.
@@ -112,6 +118,14 @@ class NvmlSampler : public SourceSampler {
   std::string WhyUnanswered(std::chrono::milliseconds limit,
                             std::optional<std::chrono::steady_clock::duration> late,
                             std::optional<std::chrono::steady_clock::duration> in_flight);
+  // Whether the next read is to be whole (its cadence has come).
+  bool WholeReadDue(std::chrono::steady_clock::time_point now) const;
+  // After a whole read, keeps it; after a health-only one, gives each card
+  // its slow facts from the last whole read (while those are fresh).
+  void KeepOrFill(bool whole, std::vector<NvmlDevice>* cards);
+  // The last whole read and when it answered; sampler-thread state.
+  std::vector<NvmlDevice> last_whole_;
+  std::optional<std::chrono::steady_clock::time_point> last_whole_at_;
   // The codes the events raised that are active now, for card `index`.
   std::set<std::string> EventCodes(unsigned index, std::chrono::steady_clock::time_point now) const;
 

@@ -18,6 +18,7 @@
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -34,10 +35,15 @@ namespace {
 
 std::mutex mu;
 std::atomic<int> hanging{0};  // calls asleep in a "hang_ms" now
+std::atomic<long> calls{0};   // calls of a card made so far
 // Guarded by mu. Never destroyed: a reader the backend left in a hanging
 // call goes on alone (detached) and may still read it while the process
 // runs its exit handlers.
-Json& fixture = *new Json();
+// The fixture as last read: a snapshot replaced whole when the file
+// changes, so that a call keeps the card it answers from without a copy
+// (ThisCall holds it until the thread's next call).
+std::shared_ptr<const Json>& fixture = *new std::shared_ptr<const Json>(new Json(Json::object()));
+thread_local std::shared_ptr<const Json> this_call;
 struct timespec mtime {};  // of the fixture last read
 off_t size = -1;
 ino_t inode = 0;
@@ -50,11 +56,13 @@ uintptr_t sets_made = 0;
 
 // The fixture now (read again when the file changed); under mu.
 const Json& Fixture() {
-  const char* path = std::getenv("XPU_FAKE_NVML_FIXTURE");
+  static const char* const path = std::getenv("XPU_FAKE_NVML_FIXTURE");  // set once, before
   struct stat st {};
   if (path == nullptr || stat(path, &st) != 0) {
-    fixture = Json::object();
-    return fixture;
+    if (!fixture->empty()) fixture = std::make_shared<const Json>(Json::object());
+    mtime = {};
+    size = -1;
+    return *fixture;
   }
   if (st.st_mtim.tv_sec != mtime.tv_sec || st.st_mtim.tv_nsec != mtime.tv_nsec ||
       st.st_size != size || st.st_ino != inode) {
@@ -63,13 +71,13 @@ const Json& Fixture() {
     text << in.rdbuf();
     Json j = Json::parse(text.str(), nullptr, false);
     if (!j.is_discarded()) {  // a file half written: keep the last one
-      fixture = std::move(j);
+      fixture = std::make_shared<const Json>(std::move(j));
       mtime = st.st_mtim;
       size = st.st_size;
       inode = st.st_ino;
     }
   }
-  return fixture;
+  return *fixture;
 }
 
 // The member `key` of `j`, or `absent` when it has none: a reference, not
@@ -81,6 +89,7 @@ const Json& Member(const Json& j, const char* key, const Json& absent) {
   return it == j.end() ? absent : *it;
 }
 const Json& kNoArray = *new Json(Json::array());
+const Json& kNoObject = *new Json(Json::object());
 
 // The card a handle names: index + 1, and the MIG device's index + 1 above
 // bit 16.
@@ -90,7 +99,9 @@ nvml::Device Handle(unsigned gpu, unsigned mig = 0) {
 
 // Sleeps if the fixture says `fn` hangs; then answers from the card of `h`:
 // `*card` (and `*mig` for a MIG handle) or an error to return.
-nvml::Return Enter(const char* fn, nvml::Device h, Json* card, Json* mig = nullptr) {
+nvml::Return Enter(const char* fn, nvml::Device h, const Json** card,
+                   const Json** mig = nullptr) {
+  ++calls;
   std::unique_lock<std::mutex> lock(mu);
   const Json& f = Fixture();
   if (f.contains("hang_ms") && f["hang_ms"].contains(fn)) {
@@ -107,20 +118,21 @@ nvml::Return Enter(const char* fn, nvml::Device h, Json* card, Json* mig = nullp
     --hanging;
   }
   const Json& devices = Member(Fixture(), "devices", kNoArray);
+  this_call = fixture;  // what *card and *mig point into, kept for the caller
   const uintptr_t v = reinterpret_cast<uintptr_t>(h);
   const size_t gpu = (v & 0xFFFF) - 1, m = v >> 16;
   if (v == 0 || gpu >= devices.size()) return nvml::kErrorInvalidArgument;
   const Json& d = devices[gpu];
   if (d.value("lost", false)) return nvml::kErrorGpuIsLost;
-  for (const Json& u : d.value("unsupported", Json::array()))
+  for (const Json& u : Member(d, "unsupported", kNoArray))
     if (u == fn) return nvml::kErrorNotSupported;
   // Any other answer for a call: {"errors": {"nvmlDeviceGetEccMode": 16}}.
-  if (const Json& e = d.value("errors", Json::object()); e.contains(fn)) return e[fn].get<int>();
-  if (card != nullptr) *card = d;
+  if (const Json& e = Member(d, "errors", kNoObject); e.contains(fn)) return e[fn].get<int>();
+  if (card != nullptr) *card = &d;
   if (m > 0) {
-    const Json& migs = d.value("mig", Json::object()).value("devices", Json::array());
+    const Json& migs = Member(Member(d, "mig", kNoObject), "devices", kNoArray);
     if (m > migs.size()) return nvml::kErrorInvalidArgument;
-    if (mig != nullptr) *mig = migs[m - 1];
+    if (mig != nullptr) *mig = &migs[m - 1];
   }
   return nvml::kSuccess;
 }
@@ -147,6 +159,9 @@ extern "C" {
 // Not NVML's: how many calls hang now, so that a test can wait for a reader
 // it left in one before its process exits.
 int xpu_fake_nvml_hanging() { return hanging.load(); }
+// Not NVML's: how many calls of a card were made so far (a test counts
+// what one read asks).
+long xpu_fake_nvml_calls() { return calls.load(); }
 // Not NVML's: how many event sets were made, so that a test can wait for a
 // listener to be in place before it writes events.
 int xpu_fake_nvml_event_sets_made() {
@@ -200,56 +215,56 @@ nvml::Return nvmlDeviceGetHandleByIndex_v2(unsigned index, nvml::Device* device)
   unsigned count = 0;
   nvmlDeviceGetCount_v2(&count);
   if (index >= count) return nvml::kErrorInvalidArgument;
-  Json d;
+  const Json* d = nullptr;
   const nvml::Return r = Enter("nvmlDeviceGetHandleByIndex_v2", Handle(index), &d);
   if (r == nvml::kSuccess || r == nvml::kErrorGpuIsLost) *device = Handle(index);
   return r;
 }
 
 nvml::Return nvmlDeviceGetName(nvml::Device h, char* buf, unsigned length) {
-  Json d;
+  const Json* d = nullptr;
   if (auto r = Enter("nvmlDeviceGetName", h, &d); r != nvml::kSuccess) return r;
-  return CopyText(d.value("name", ""), buf, length);
+  return CopyText(d->value("name", ""), buf, length);
 }
 
 nvml::Return nvmlDeviceGetUUID(nvml::Device h, char* buf, unsigned length) {
-  Json d, m;
+  const Json *d = nullptr, *m = nullptr;
   if (auto r = Enter("nvmlDeviceGetUUID", h, &d, &m); r != nvml::kSuccess) return r;
-  return CopyText((m.is_object() ? m : d).value("uuid", ""), buf, length);
+  return CopyText((m != nullptr ? m : d)->value("uuid", ""), buf, length);
 }
 
 nvml::Return nvmlDeviceGetPciInfo_v3(nvml::Device h, nvml::PciInfo* pci) {
-  Json d;
+  const Json* d = nullptr;
   if (auto r = Enter("nvmlDeviceGetPciInfo_v3", h, &d); r != nvml::kSuccess) return r;
   std::memset(pci, 0, sizeof *pci);
-  const std::string id = d.value("bus_id", "");
+  const std::string id = d->value("bus_id", "");
   std::strncpy(pci->bus_id, id.c_str(), sizeof pci->bus_id - 1);
   return nvml::kSuccess;
 }
 
 nvml::Return nvmlDeviceGetTemperature(nvml::Device h, int sensor, unsigned* t) {
-  Json d;
+  const Json* d = nullptr;
   if (auto r = Enter("nvmlDeviceGetTemperature", h, &d); r != nvml::kSuccess) return r;
   if (sensor != nvml::kTemperatureGpu) return nvml::kErrorInvalidArgument;
-  return Field(d, "temperature", t);
+  return Field(*d, "temperature", t);
 }
 
 nvml::Return nvmlDeviceGetPowerUsage(nvml::Device h, unsigned* mw) {
-  Json d;
+  const Json* d = nullptr;
   if (auto r = Enter("nvmlDeviceGetPowerUsage", h, &d); r != nvml::kSuccess) return r;
-  return Field(d, "power_mw", mw);
+  return Field(*d, "power_mw", mw);
 }
 
 nvml::Return nvmlDeviceGetTotalEnergyConsumption(nvml::Device h, unsigned long long* mj) {
-  Json d;
+  const Json* d = nullptr;
   if (auto r = Enter("nvmlDeviceGetTotalEnergyConsumption", h, &d); r != nvml::kSuccess) return r;
-  return Field(d, "energy_mj", mj);
+  return Field(*d, "energy_mj", mj);
 }
 
 nvml::Return nvmlDeviceGetMemoryInfo(nvml::Device h, nvml::Memory* mem) {
-  Json d, m;
+  const Json *d = nullptr, *m = nullptr;
   if (auto r = Enter("nvmlDeviceGetMemoryInfo", h, &d, &m); r != nvml::kSuccess) return r;
-  const Json& j = (m.is_object() ? m : d).value("memory", Json());
+  const Json& j = (m != nullptr ? m : d)->value("memory", Json());
   if (!j.is_object()) return nvml::kErrorNotSupported;
   mem->total = j.value("total", 0ULL);
   mem->used = j.value("used", 0ULL) + j.value("reserved", 0ULL);
@@ -261,11 +276,11 @@ nvml::Return nvmlDeviceGetMemoryInfo(nvml::Device h, nvml::Memory* mem) {
 // driver's reservation (the fixture's "used"; "reserved" apart), as
 // nvidia-smi shows them; the first version's `used` counts the reservation.
 nvml::Return nvmlDeviceGetMemoryInfo_v2(nvml::Device h, nvml::MemoryV2* mem) {
-  Json d, m;
+  const Json *d = nullptr, *m = nullptr;
   if (auto r = Enter("nvmlDeviceGetMemoryInfo_v2", h, &d, &m); r != nvml::kSuccess) return r;
   if (mem == nullptr || mem->version != nvml::kMemoryV2Version)
     return nvml::kErrorInvalidArgument;  // NVML_ERROR_ARGUMENT_VERSION_MISMATCH is 25; close
-  const Json& j = (m.is_object() ? m : d).value("memory", Json());
+  const Json& j = (m != nullptr ? m : d)->value("memory", Json());
   if (!j.is_object()) return nvml::kErrorNotSupported;
   mem->total = j.value("total", 0ULL);
   mem->reserved = j.value("reserved", 0ULL);
@@ -292,16 +307,16 @@ nvml::Return nvmlDeviceGetHandleByPciBusId_v2(const char* bus, nvml::Device* dev
       }
   }
   if (!found) return nvml::kErrorNotFound;
-  Json d;
+  const Json* d = nullptr;
   const nvml::Return r = Enter("nvmlDeviceGetHandleByPciBusId_v2", Handle(index), &d);
   if (r == nvml::kSuccess || r == nvml::kErrorGpuIsLost) *device = Handle(index);
   return r;
 }
 
 nvml::Return nvmlDeviceGetUtilizationRates(nvml::Device h, nvml::Utilization* u) {
-  Json d;
+  const Json* d = nullptr;
   if (auto r = Enter("nvmlDeviceGetUtilizationRates", h, &d); r != nvml::kSuccess) return r;
-  const Json& j = d.value("utilization", Json());
+  const Json& j = d->value("utilization", Json());
   if (!j.is_object()) return nvml::kErrorNotSupported;
   u->gpu = j.value("gpu", 0U);
   u->memory = j.value("memory", 0U);
@@ -309,18 +324,18 @@ nvml::Return nvmlDeviceGetUtilizationRates(nvml::Device h, nvml::Utilization* u)
 }
 
 nvml::Return nvmlDeviceGetEccMode(nvml::Device h, int* current, int* pending) {
-  Json d;
+  const Json* d = nullptr;
   if (auto r = Enter("nvmlDeviceGetEccMode", h, &d); r != nvml::kSuccess) return r;
-  if (auto r = Field(d, "ecc_mode", current); r != nvml::kSuccess) return r;
+  if (auto r = Field(*d, "ecc_mode", current); r != nvml::kSuccess) return r;
   *pending = *current;
   return nvml::kSuccess;
 }
 
 nvml::Return nvmlDeviceGetTotalEccErrors(nvml::Device h, int type, int counter,
                                          unsigned long long* n) {
-  Json d;
+  const Json* d = nullptr;
   if (auto r = Enter("nvmlDeviceGetTotalEccErrors", h, &d); r != nvml::kSuccess) return r;
-  const Json& e = d.value("ecc", Json::object());
+  const Json& e = d->value("ecc", Json::object());
   const std::string key = std::string(counter == nvml::kVolatileEcc ? "volatile_" : "aggregate_") +
                           (type == nvml::kMemoryErrorCorrected ? "corrected" : "uncorrected");
   *n = e.value(key, 0ULL);
@@ -331,9 +346,9 @@ nvml::Return nvmlDeviceGetTotalEccErrors(nvml::Device h, int type, int counter,
 // small (a size query passes 0) answers INSUFFICIENT_SIZE with the count.
 nvml::Return nvmlDeviceGetRetiredPages(nvml::Device h, int cause, unsigned* count,
                                        unsigned long long* addresses) {
-  Json d;
+  const Json* d = nullptr;
   if (auto r = Enter("nvmlDeviceGetRetiredPages", h, &d); r != nvml::kSuccess) return r;
-  const Json& j = d.value("retired", Json::object());
+  const Json& j = d->value("retired", Json::object());
   const unsigned pages =
       j.value(cause == nvml::kRetiredDoubleBit ? "double_bit" : "single_bit", 0U);
   if (*count < pages) {
@@ -347,20 +362,20 @@ nvml::Return nvmlDeviceGetRetiredPages(nvml::Device h, int cause, unsigned* coun
 }
 
 nvml::Return nvmlDeviceGetRetiredPagesPendingStatus(nvml::Device h, int* pending) {
-  Json d;
+  const Json* d = nullptr;
   if (auto r = Enter("nvmlDeviceGetRetiredPagesPendingStatus", h, &d); r != nvml::kSuccess)
     return r;
   *pending =
-      d.value("retired", Json::object()).value("pending", false) ? nvml::kEnabled : nvml::kDisabled;
+      d->value("retired", Json::object()).value("pending", false) ? nvml::kEnabled : nvml::kDisabled;
   return nvml::kSuccess;
 }
 
 #ifndef FAKE_NVML_OLD_DRIVER
 nvml::Return nvmlDeviceGetRemappedRows(nvml::Device h, unsigned* corrected, unsigned* uncorrected,
                                        unsigned* pending, unsigned* failure) {
-  Json d;
+  const Json* d = nullptr;
   if (auto r = Enter("nvmlDeviceGetRemappedRows", h, &d); r != nvml::kSuccess) return r;
-  const Json& j = d.value("remap", Json());
+  const Json& j = d->value("remap", Json());
   if (!j.is_object()) return nvml::kErrorNotSupported;
   *corrected = j.value("corrected", 0U);
   *uncorrected = j.value("uncorrected", 0U);
@@ -370,25 +385,25 @@ nvml::Return nvmlDeviceGetRemappedRows(nvml::Device h, unsigned* corrected, unsi
 }
 
 nvml::Return nvmlDeviceGetCurrentClocksEventReasons(nvml::Device h, unsigned long long* reasons) {
-  Json d;
+  const Json* d = nullptr;
   if (auto r = Enter("nvmlDeviceGetCurrentClocksEventReasons", h, &d); r != nvml::kSuccess)
     return r;
-  return Field(d, "clocks_event_reasons", reasons);
+  return Field(*d, "clocks_event_reasons", reasons);
 }
 #endif
 
 nvml::Return nvmlDeviceGetCurrentClocksThrottleReasons(nvml::Device h,
                                                        unsigned long long* reasons) {
-  Json d;
+  const Json* d = nullptr;
   if (auto r = Enter("nvmlDeviceGetCurrentClocksThrottleReasons", h, &d); r != nvml::kSuccess)
     return r;
-  return Field(d, "clocks_event_reasons", reasons);
+  return Field(*d, "clocks_event_reasons", reasons);
 }
 
 nvml::Return nvmlDeviceGetNvLinkState(nvml::Device h, unsigned link, int* active) {
-  Json d;
+  const Json* d = nullptr;
   if (auto r = Enter("nvmlDeviceGetNvLinkState", h, &d); r != nvml::kSuccess) return r;
-  const Json& links = d.value("nvlinks", Json::array());
+  const Json& links = d->value("nvlinks", Json::array());
   if (link >= links.size()) return nvml::kErrorNotSupported;
   *active = links[link].value("active", false) ? nvml::kEnabled : nvml::kDisabled;
   return nvml::kSuccess;
@@ -396,9 +411,9 @@ nvml::Return nvmlDeviceGetNvLinkState(nvml::Device h, unsigned link, int* active
 
 nvml::Return nvmlDeviceGetNvLinkErrorCounter(nvml::Device h, unsigned link, int counter,
                                              unsigned long long* n) {
-  Json d;
+  const Json* d = nullptr;
   if (auto r = Enter("nvmlDeviceGetNvLinkErrorCounter", h, &d); r != nvml::kSuccess) return r;
-  const Json& links = d.value("nvlinks", Json::array());
+  const Json& links = d->value("nvlinks", Json::array());
   if (link >= links.size()) return nvml::kErrorNotSupported;
   static const char* const kNames[] = {"replay", "recovery", "crc_flit", "crc_data"};
   if (counter < 0 || counter > 3) return nvml::kErrorInvalidArgument;
@@ -407,21 +422,21 @@ nvml::Return nvmlDeviceGetNvLinkErrorCounter(nvml::Device h, unsigned link, int 
 }
 
 nvml::Return nvmlDeviceGetPcieReplayCounter(nvml::Device h, unsigned* n) {
-  Json d;
+  const Json* d = nullptr;
   if (auto r = Enter("nvmlDeviceGetPcieReplayCounter", h, &d); r != nvml::kSuccess) return r;
-  return Field(d, "pcie_replays", n);
+  return Field(*d, "pcie_replays", n);
 }
 
 nvml::Return nvmlDeviceGetMigMode(nvml::Device h, unsigned* current, unsigned* pending) {
-  Json d;
+  const Json* d = nullptr;
   if (auto r = Enter("nvmlDeviceGetMigMode", h, &d); r != nvml::kSuccess) return r;
-  if (!d.contains("mig")) return nvml::kErrorNotSupported;
-  *current = *pending = d["mig"].value("enabled", false) ? 1 : 0;
+  if (!d->contains("mig")) return nvml::kErrorNotSupported;
+  *current = *pending = (*d)["mig"].value("enabled", false) ? 1 : 0;
   return nvml::kSuccess;
 }
 
 nvml::Return nvmlDeviceGetMaxMigDeviceCount(nvml::Device h, unsigned* n) {
-  Json d;
+  const Json* d = nullptr;
   if (auto r = Enter("nvmlDeviceGetMaxMigDeviceCount", h, &d); r != nvml::kSuccess) return r;
   *n = 7;
   return nvml::kSuccess;
@@ -429,37 +444,37 @@ nvml::Return nvmlDeviceGetMaxMigDeviceCount(nvml::Device h, unsigned* n) {
 
 nvml::Return nvmlDeviceGetMigDeviceHandleByIndex(nvml::Device h, unsigned index,
                                                  nvml::Device* mig) {
-  Json d;
+  const Json* d = nullptr;
   if (auto r = Enter("nvmlDeviceGetMigDeviceHandleByIndex", h, &d); r != nvml::kSuccess) return r;
-  const Json& migs = d.value("mig", Json::object()).value("devices", Json::array());
+  const Json& migs = d->value("mig", Json::object()).value("devices", Json::array());
   if (index >= migs.size()) return nvml::kErrorNotFound;
   *mig = Handle(static_cast<unsigned>((reinterpret_cast<uintptr_t>(h) & 0xFFFF) - 1), index + 1);
   return nvml::kSuccess;
 }
 
 nvml::Return nvmlDeviceGetGpuInstanceId(nvml::Device h, unsigned* id) {
-  Json d, m;
+  const Json *d = nullptr, *m = nullptr;
   if (auto r = Enter("nvmlDeviceGetGpuInstanceId", h, &d, &m); r != nvml::kSuccess) return r;
-  if (!m.is_object()) return nvml::kErrorInvalidArgument;
-  *id = m.value("gi", 0U);
+  if (m == nullptr || !m->is_object()) return nvml::kErrorInvalidArgument;
+  *id = m->value("gi", 0U);
   return nvml::kSuccess;
 }
 
 nvml::Return nvmlDeviceGetComputeInstanceId(nvml::Device h, unsigned* id) {
-  Json d, m;
+  const Json *d = nullptr, *m = nullptr;
   if (auto r = Enter("nvmlDeviceGetComputeInstanceId", h, &d, &m); r != nvml::kSuccess) return r;
-  if (!m.is_object()) return nvml::kErrorInvalidArgument;
-  *id = m.value("ci", 0U);
+  if (m == nullptr || !m->is_object()) return nvml::kErrorInvalidArgument;
+  *id = m->value("ci", 0U);
   return nvml::kSuccess;
 }
 
 // _v2 and _v3 alike here (the entry of _v2, which the backend calls first).
 nvml::Return nvmlDeviceGetComputeRunningProcesses_v2(nvml::Device h, unsigned* count,
                                                      nvml::ProcessInfo* infos) {
-  Json d;
+  const Json* d = nullptr;
   if (auto r = Enter("nvmlDeviceGetComputeRunningProcesses_v2", h, &d); r != nvml::kSuccess)
     return r;
-  const Json& ps = d.value("processes", Json::array());
+  const Json& ps = d->value("processes", Json::array());
   if (ps.size() > *count) {
     *count = static_cast<unsigned>(ps.size());
     return nvml::kErrorInsufficientSize;
@@ -489,12 +504,13 @@ nvml::Return nvmlEventSetCreate(nvml::EventSet* set) {
 
 nvml::Return nvmlDeviceRegisterEvents(nvml::Device h, unsigned long long /*types*/,
                                       nvml::EventSet /*set*/) {
-  Json d;
+  const Json* d = nullptr;
   return Enter("nvmlDeviceRegisterEvents", h, &d);
 }
 
 // Delivers the fixture's next undelivered event, or waits for one (the
-// fixture is read again every 10 ms) until `timeout_ms`.
+// fixture is looked at every 50 ms: the stand-in's own wake-ups are not to
+// weigh in the exporter's idle figures) until `timeout_ms`.
 nvml::Return nvmlEventSetWait_v2(nvml::EventSet set, nvml::EventData* data, unsigned timeout_ms) {
   const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   for (;;) {
@@ -514,7 +530,7 @@ nvml::Return nvmlEventSetWait_v2(nvml::EventSet set, nvml::EventData* data, unsi
       }
     }
     if (std::chrono::steady_clock::now() >= until) return nvml::kErrorTimeout;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
 }
 
