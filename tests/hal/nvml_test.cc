@@ -505,7 +505,7 @@ TEST_F(NvmlSamplerTest, AReloadKeepsTheNvmlSourceItFound) {
   first->Stop();
   Json f = TwoCards();
   f["hang_ms"] = {{"nvmlDeviceGetUUID", 3000}};  // a call of every read, health only too
-  Write(f);  // the library hangs from here on
+  Write(f);                                      // the library hangs from here on
   prometheus::Registry other;
   b.self_metrics = &other;
   NvmlLookout second(b);

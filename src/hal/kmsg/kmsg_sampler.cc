@@ -111,8 +111,7 @@ class KmsgFile : public KmsgSource {
       // A file has no poll(): looked at again after a nap that grows while
       // nothing comes (20 ms after a record, up to 200 ms), so that an idle
       // log costs a few wake-ups a second and a record waits 200 ms at most.
-      std::this_thread::sleep_for(
-          std::min<std::chrono::steady_clock::duration>(nap_, until - now));
+      std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(nap_, until - now));
       nap_ = std::min(nap_ * 2, kLongestNap);
     }
   }

@@ -17,8 +17,8 @@
 #include "common/mutex.h"
 #include "hal/nvml/nvml_lookout.h"
 #include "hal/nvml/pod_cgroup.h"
-#include "store/faults.h"
 #include "hal/pci_address.h"
+#include "store/faults.h"
 
 namespace xpu::hal {
 
@@ -35,12 +35,12 @@ struct NvmlSampler::Reader {
   // The inventory's cards NVML may have (NVIDIA's, or of a vendor not
   // known), to ask for by address (ReadNvmlDevices).
   std::vector<std::string> ask XPU_GUARDED_BY(mu);
-  bool health_only XPU_GUARDED_BY(mu) = false;  // the read asked: health only (not whole)
+  bool health_only XPU_GUARDED_BY(mu) = false;     // the read asked: health only (not whole)
   bool answered_whole XPU_GUARDED_BY(mu) = false;  // the answer is of a whole read
-  bool reading XPU_GUARDED_BY(mu) = false;     // the thread is in one
-  bool done XPU_GUARDED_BY(mu) = false;        // an answer waits for the sampler
-  uint64_t generation XPU_GUARDED_BY(mu) = 0;  // of the last read asked
-  uint64_t answered XPU_GUARDED_BY(mu) = 0;    // the read the answer is of
+  bool reading XPU_GUARDED_BY(mu) = false;         // the thread is in one
+  bool done XPU_GUARDED_BY(mu) = false;            // an answer waits for the sampler
+  uint64_t generation XPU_GUARDED_BY(mu) = 0;      // of the last read asked
+  uint64_t answered XPU_GUARDED_BY(mu) = 0;        // the read the answer is of
   // How long the read the answer is of took; when the one going on began.
   std::chrono::steady_clock::duration took XPU_GUARDED_BY(mu){};
   std::chrono::steady_clock::time_point reading_since XPU_GUARDED_BY(mu);

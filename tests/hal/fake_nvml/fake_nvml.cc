@@ -99,8 +99,7 @@ nvml::Device Handle(unsigned gpu, unsigned mig = 0) {
 
 // Sleeps if the fixture says `fn` hangs; then answers from the card of `h`:
 // `*card` (and `*mig` for a MIG handle) or an error to return.
-nvml::Return Enter(const char* fn, nvml::Device h, const Json** card,
-                   const Json** mig = nullptr) {
+nvml::Return Enter(const char* fn, nvml::Device h, const Json** card, const Json** mig = nullptr) {
   ++calls;
   std::unique_lock<std::mutex> lock(mu);
   const Json& f = Fixture();
@@ -365,8 +364,8 @@ nvml::Return nvmlDeviceGetRetiredPagesPendingStatus(nvml::Device h, int* pending
   const Json* d = nullptr;
   if (auto r = Enter("nvmlDeviceGetRetiredPagesPendingStatus", h, &d); r != nvml::kSuccess)
     return r;
-  *pending =
-      d->value("retired", Json::object()).value("pending", false) ? nvml::kEnabled : nvml::kDisabled;
+  *pending = d->value("retired", Json::object()).value("pending", false) ? nvml::kEnabled
+                                                                         : nvml::kDisabled;
   return nvml::kSuccess;
 }
 
