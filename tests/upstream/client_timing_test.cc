@@ -51,9 +51,9 @@ TEST_F(ClientTest, BrokenStreamThatCannotResubscribePollsEveryInterval) {
   // re-subscription delivers at once, so the client is in poll mode for a
   // millisecond of every 20, which a check every 5 ms can miss for 300 ms.)
   const double polls = Value(*registry_, "xpu_exporter_poll_requests_total");
-  EXPECT_TRUE(WaitFor(
-      [&] { return Value(*registry_, "xpu_exporter_poll_requests_total") >= polls + 2; },
-      kInterval * 3));
+  EXPECT_TRUE(
+      WaitFor([&] { return Value(*registry_, "xpu_exporter_poll_requests_total") >= polls + 2; },
+              kInterval * 3));
   const auto before = store_->last_update();
   ASSERT_TRUE(before.has_value());
   EXPECT_TRUE(WaitFor([&] { return store_->last_update() > before; }, kInterval * 3));
