@@ -27,6 +27,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// The default --hal.gauge-interval: scans after the first read faults only.
+constexpr std::chrono::milliseconds kGaugeInterval{10000};
+
 TEST(PciParseTest, LinkSpeedInEverySpellingKernelsHaveUsed) {
   EXPECT_EQ(ParseLinkSpeed("2.5 GT/s\n"), 2.5e9);     // 4.x
   EXPECT_EQ(ParseLinkSpeed("8 GT/s\n"), 8e9);         // 4.x
@@ -274,7 +277,7 @@ TEST_F(PciTreeTest, AnUnboundDriverIsAFaultForACardThatHadOneOrThatALayerNames) 
   reg.SetXdmDevices({xdm});
   prometheus::Registry self;
   PciSampler sampler(PciScanner(dir_.path(), PciFilter()), FaultCatalog::Builtin(),
-                     std::chrono::seconds(1), &reg, &self);
+                     std::chrono::seconds(1), kGaugeInterval, &reg, &self);
   ASSERT_TRUE(sampler.SampleOnce());
   fs::remove(lost + "/driver");
   ASSERT_TRUE(sampler.SampleOnce());
@@ -286,6 +289,63 @@ TEST_F(PciTreeTest, AnUnboundDriverIsAFaultForACardThatHadOneOrThatALayerNames) 
   EXPECT_EQ(unbound("0000:3b:00.0"), -1) << "never bound, named by no layer";
   EXPECT_EQ(unbound("0000:5e:00.0"), 1) << "lost its driver";
   EXPECT_EQ(unbound("0000:86:00.0"), 1) << "XDM names it: its driver did not load";
+}
+
+// Each fact at its cadence (issue 51): after the first, whole, scan the
+// sampler reads only what raises a fault (the driver, the current link, the
+// power state, the fatal AER counters), and keeps the slow facts (the
+// maximum link, hwmon, the other AER counters) of its last whole scan. A
+// fault is seen at the next scan all the same.
+TEST_F(PciTreeTest, SlowFactsAreReadAtTheirCadenceAndFaultsEveryScan) {
+  const std::string gpu = Gpu("0000:3b:00.0");
+  store::DeviceRegistry reg;
+  prometheus::Registry self;
+  auto sampler = [&](std::chrono::milliseconds gauge) {
+    return std::make_unique<PciSampler>(PciScanner(dir_.path(), PciFilter()),
+                                        FaultCatalog::Builtin(), std::chrono::seconds(1), gauge,
+                                        &reg, &self);
+  };
+  auto split = sampler(kGaugeInterval);
+  ASSERT_TRUE(split->SampleOnce());
+  Write(gpu + "/hwmon/hwmon3/temp1_input", "91000\n");
+  Write(gpu + "/aer_dev_correctable", "RxErr 7\nBadTLP 1\nTOTAL_ERR_COR 8\n");
+  Write(gpu + "/max_link_width", "8\n");
+  Write(gpu + "/aer_dev_fatal", "TOTAL_ERR_FATAL 1\n");
+  Write(gpu + "/power_state", "D3cold\n");
+  ASSERT_TRUE(split->SampleOnce());
+  auto view = [&] {
+    const auto v = reg.PciDevices();
+    return v.size() == 1 ? v[0] : store::PciDeviceView{};
+  };
+  auto temperature = [](const store::PciDeviceView& v) {
+    for (const auto& s : v.hwmon)
+      if (s.sensor == "edge") return s.value;
+    return -1.0;
+  };
+  auto count = [](const store::PciDeviceView& v, const std::string& severity,
+                  const std::string& type) -> int64_t {
+    for (const auto& a : v.aer)
+      if (a.severity == severity && a.type == type) return static_cast<int64_t>(a.count);
+    return -1;
+  };
+  store::PciDeviceView v = view();
+  EXPECT_EQ(v.power_state, "D3cold");              // read every scan
+  EXPECT_EQ(count(v, "fatal", "total"), 1);        // read every scan
+  EXPECT_EQ(v.max_link_width, 16);                 // kept from the whole scan
+  EXPECT_DOUBLE_EQ(temperature(v), 45);            // kept, not dropped
+  EXPECT_EQ(count(v, "correctable", "RxErr"), 5);  // kept
+  std::vector<std::string> codes;
+  for (const auto& f : v.faults) codes.push_back(f.code);
+  EXPECT_NE(std::find(codes.begin(), codes.end(), kFaultAerFatal), codes.end());
+  EXPECT_NE(std::find(codes.begin(), codes.end(), kFaultUnexpectedD3cold), codes.end());
+  // A gauge interval no longer than the interval reads everything each scan.
+  split.reset();
+  auto whole = sampler(std::chrono::seconds(1));
+  ASSERT_TRUE(whole->SampleOnce());
+  v = view();
+  EXPECT_EQ(v.max_link_width, 8);
+  EXPECT_DOUBLE_EQ(temperature(v), 91);
+  EXPECT_EQ(count(v, "correctable", "RxErr"), 7);
 }
 
 // An SR-IOV virtual function is part of its physical card, not a card of
@@ -495,7 +555,7 @@ TEST_F(PciTreeTest, AFailedScanMakesTheSourceBlindAndItsViewGoesWhenStale) {
   NarrowGpuKnownToXdm(&reg);
   prometheus::Registry self;
   PciSampler sampler(PciScanner(dir_.path(), PciFilter()), FaultCatalog::Builtin(),
-                     std::chrono::milliseconds(1000), &reg, &self);
+                     std::chrono::milliseconds(1000), kGaugeInterval, &reg, &self);
   auto families = [&] {  // series by family; health only the HAL's
     std::map<std::string, size_t> n;
     for (const auto& f : reg.Collect())
@@ -529,7 +589,7 @@ TEST_F(PciTreeTest, DerivedFaultsReachTheHalViewAndMakeTheDeviceUnhealthy) {
   NarrowGpuKnownToXdm(&reg);
   prometheus::Registry self;
   PciSampler sampler(PciScanner(dir_.path(), PciFilter()), FaultCatalog::Builtin(),
-                     std::chrono::milliseconds(1000), &reg, &self);
+                     std::chrono::milliseconds(1000), kGaugeInterval, &reg, &self);
   for (uint32_t i = 1; i < kNarrowSamplesForFault; ++i) {
     ASSERT_TRUE(sampler.SampleOnce());
     EXPECT_TRUE(xpu::testing::ViewOf(reg, "pci")[0].faults.empty()) << "sample " << i;
@@ -563,13 +623,13 @@ TEST_F(PciTreeTest, ASamplerHandedTheOldOnesStateKeepsANarrowLinkFaultWithoutARa
   auto events = [&] { return xpu::testing::MetricSum(self, "xpu_device_fault_events_total"); };
   auto old =
       std::make_unique<PciSampler>(PciScanner(dir_.path(), PciFilter()), FaultCatalog::Builtin(),
-                                   std::chrono::milliseconds(1000), &reg, &self);
+                                   std::chrono::milliseconds(1000), kGaugeInterval, &reg, &self);
   for (uint32_t i = 0; i < kNarrowSamplesForFault; ++i) ASSERT_TRUE(old->SampleOnce());
   ASSERT_EQ(xpu::testing::ViewOf(reg, "pci").size(), 1u);
   ASSERT_EQ(xpu::testing::ViewOf(reg, "pci")[0].faults.size(), 1u);
   ASSERT_EQ(events(), 1);
   PciSampler fresh(PciScanner(dir_.path(), PciFilter()), FaultCatalog::Builtin(),
-                   std::chrono::milliseconds(1000), &reg, &self);
+                   std::chrono::milliseconds(1000), kGaugeInterval, &reg, &self);
   fresh.SeedFaultState(old->fault_state());
   fresh.SeedTracker(old->tracker_state());
   old.reset();

@@ -32,10 +32,11 @@ Status PciMake(const BackendContext& c, std::unique_ptr<Part>* out) {
   std::vector<PciDevice> found;
   const bool usable = scanner.Scan(&found).ok();
   if (!c.selection.on("pci") && (!usable || found.empty())) return Status::Ok();
-  spdlog::info("HAL backend pci at {}: {} device(s), every {} ms", o.pci_root, found.size(),
-               o.interval.count());
-  *out = std::make_unique<PciSampler>(std::move(scanner), c.faults, o.interval, c.registry,
-                                      c.metrics, c.exemplars, c.shared_metrics);
+  spdlog::info("HAL backend pci at {}: {} device(s), faults every {} ms, the rest every {} ms",
+               o.pci_root, found.size(), o.interval.count(),
+               std::max(o.interval, o.gauge_interval).count());
+  *out = std::make_unique<PciSampler>(std::move(scanner), c.faults, o.interval, o.gauge_interval,
+                                      c.registry, c.metrics, c.exemplars, c.shared_metrics);
   return Status::Ok();
 }
 

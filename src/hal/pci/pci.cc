@@ -206,7 +206,26 @@ bool PciFilter::Matches(uint32_t class_code, uint32_t vendor) const {
   return listed && (class_code >> 8) == 0x0300;  // a listed vendor's VGA controller
 }
 
-Status PciScanner::Scan(std::vector<PciDevice>* out) const {
+void KeepSlowPciFacts(const PciDevice& from, PciDevice* into) {
+  into->device = from.device;
+  into->numa_node = from.numa_node;
+  into->enabled = from.enabled;
+  into->max_link_speed = from.max_link_speed;
+  into->max_link_width = from.max_link_width;
+  into->port = from.port;
+  into->port_max_link_speed = from.port_max_link_speed;
+  into->port_max_link_width = from.port_max_link_width;
+  // The fatal counters were read now; the others are the whole scan's.
+  std::vector<PciAer> aer;
+  for (const PciAer& a : from.aer)
+    if (a.severity != "fatal") aer.push_back(a);
+  for (PciAer& a : into->aer)
+    if (a.severity == "fatal") aer.push_back(std::move(a));
+  into->aer = std::move(aer);
+  into->hwmon = from.hwmon;
+}
+
+Status PciScanner::Scan(std::vector<PciDevice>* out, PciScanDepth depth) const {
   out->clear();
   const std::string dir = root_ + "/bus/pci/devices";
   std::error_code ec;
@@ -233,7 +252,7 @@ Status PciScanner::Scan(std::vector<PciDevice>* out) const {
     d.address = address;
     d.class_code = *class_code;
     d.vendor = *vendor;
-    ReadDevice(path, &d);
+    ReadDevice(path, depth, &d);
     out->push_back(std::move(d));
   }
   std::sort(out->begin(), out->end(),
@@ -262,7 +281,8 @@ void PciScanner::ReadPort(const std::string& dir, PciDevice* d) const {
   if (d->port_max_link_speed || d->port_max_link_width) d->port = port;
 }
 
-void PciScanner::ReadDevice(const std::string& dir, PciDevice* d) const {
+void PciScanner::ReadDevice(const std::string& dir, PciScanDepth depth, PciDevice* d) const {
+  const bool whole = depth == PciScanDepth::kWhole;
   // Reads `file` if it exists; a file that exists but does not parse is
   // noted, one that is absent is simply not there on this kernel or device.
   auto read = [&](const char* file, auto parse) {
@@ -277,9 +297,11 @@ void PciScanner::ReadDevice(const std::string& dir, PciDevice* d) const {
     if (!v) d->errors.push_back(path + ": unexpected content");
     return v;
   };
-  if (auto v = read("device", ParseHex)) d->device = *v;
-  if (auto v = read("numa_node", ParseInt)) d->numa_node = *v;
-  if (auto v = read("enable", ParseInt)) d->enabled = *v > 0;
+  if (whole) {
+    if (auto v = read("device", ParseHex)) d->device = *v;
+    if (auto v = read("numa_node", ParseInt)) d->numa_node = *v;
+    if (auto v = read("enable", ParseInt)) d->enabled = *v > 0;
+  }
   // "Unknown" (older kernels: "Unknown speed") is a real answer for a link
   // that is down or not PCIe, not a parse error.
   const auto speed = [](std::string_view t) -> std::optional<std::optional<double>> {
@@ -289,10 +311,12 @@ void PciScanner::ReadDevice(const std::string& dir, PciDevice* d) const {
     return v;
   };
   if (auto v = read("current_link_speed", speed)) d->current_link_speed = *v;
-  if (auto v = read("max_link_speed", speed)) d->max_link_speed = *v;
   d->current_link_width = read("current_link_width", ParseLinkWidth);
-  d->max_link_width = read("max_link_width", ParseLinkWidth);
-  ReadPort(dir, d);
+  if (whole) {
+    if (auto v = read("max_link_speed", speed)) d->max_link_speed = *v;
+    d->max_link_width = read("max_link_width", ParseLinkWidth);
+    ReadPort(dir, d);
+  }
   if (auto v = read("power_state", [](std::string_view t) -> std::optional<std::string> {
         std::string_view s = Line(t);
         static constexpr std::string_view kStates[] = {"D0",     "D1",      "D2",   "D3hot",
@@ -303,6 +327,7 @@ void PciScanner::ReadDevice(const std::string& dir, PciDevice* d) const {
       }))
     d->power_state = *v;
   for (const char* severity : {"correctable", "nonfatal", "fatal"}) {
+    if (!whole && std::strcmp(severity, "fatal") != 0) continue;
     const std::string file = std::string("aer_dev_") + severity;
     const std::string path = dir + "/" + file;
     if (::access(path.c_str(), F_OK) != 0) continue;
@@ -334,7 +359,7 @@ void PciScanner::ReadDevice(const std::string& dir, PciDevice* d) const {
     d->driver = driver.filename().string();
     SanitizeLabelValue(&d->driver, kMaxLabelBytes);
   }
-  ReadHwmon(dir, d);
+  if (whole) ReadHwmon(dir, d);
 }
 
 }  // namespace xpu::hal

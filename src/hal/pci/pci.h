@@ -87,6 +87,18 @@ struct PciFilter {
   bool operator==(const PciFilter&) const = default;
 };
 
+// What a scan reads of each device (docs/hal.md, "Cadences"). kFaults: what
+// can raise a fault, read every interval: presence, the bound driver, the
+// current link speed and width, the power state and the fatal AER
+// counters. kWhole adds what changes slowly or is only a gauge: the device
+// and NUMA ids, enable, the maximum link and the port's, the correctable
+// and non-fatal AER counters and hwmon (a directory walk).
+enum class PciScanDepth { kWhole, kFaults };
+
+// Copies into `into` the facts a kFaults scan does not read, from a whole
+// scan of the same address (`from`).
+void KeepSlowPciFacts(const PciDevice& from, PciDevice* into);
+
 // Reads the devices under <sysfs_root>/bus/pci/devices that pass `filter`,
 // sorted by address. An error means the tree itself is unusable (no such
 // directory); a device's unreadable file is noted in its `errors`.
@@ -95,12 +107,12 @@ class PciScanner {
  public:
   PciScanner(std::string sysfs_root, PciFilter filter)
       : root_(std::move(sysfs_root)), filter_(std::move(filter)) {}
-  Status Scan(std::vector<PciDevice>* out) const;
+  Status Scan(std::vector<PciDevice>* out, PciScanDepth depth = PciScanDepth::kWhole) const;
   const std::string& root() const { return root_; }
   const PciFilter& filter() const { return filter_; }
 
  private:
-  void ReadDevice(const std::string& dir, PciDevice* d) const;
+  void ReadDevice(const std::string& dir, PciScanDepth depth, PciDevice* d) const;
   void ReadPort(const std::string& dir, PciDevice* d) const;
   const std::string root_;
   const PciFilter filter_;

@@ -84,15 +84,17 @@ std::vector<store::PciDeviceView> PciTracker::Update(const std::vector<PciDevice
 }
 
 PciSampler::PciSampler(PciScanner scanner, std::shared_ptr<const FaultCatalog> catalog,
-                       std::chrono::milliseconds interval, store::HealthSourcePort* registry,
-                       prometheus::Registry* self_metrics, store::ExemplarStore* exemplars,
-                       prometheus::Registry* fault_metrics)
+                       std::chrono::milliseconds interval, std::chrono::milliseconds gauge_interval,
+                       store::HealthSourcePort* registry, prometheus::Registry* self_metrics,
+                       store::ExemplarStore* exemplars, prometheus::Registry* fault_metrics)
     : SourceSampler({store::kSourcePci,
                      "xpu_hal_pci_up",
                      "Whether the last scan of the PCI tree (--hal=pci) succeeded.",
                      {}},
                     interval, registry, self_metrics),
       scanner_(std::move(scanner)),
+      interval_(interval),
+      gauge_interval_(gauge_interval),
       file_errors_(prometheus::BuildCounter()
                        .Name("xpu_hal_pci_file_errors_total")
                        .Help("PCI sysfs files that exist but could not be read or parsed.")
@@ -108,15 +110,42 @@ void PciSampler::TakeOver(Part& old) {
   }
 }
 
+bool PciSampler::WholeScanDue(std::chrono::steady_clock::time_point now) const {
+  return gauge_interval_ <= interval_ || !last_whole_at_ ||
+         now - *last_whole_at_ >= gauge_interval_;
+}
+
+void PciSampler::KeepOrFill(bool whole, std::chrono::steady_clock::time_point now,
+                            std::vector<PciDevice>* scan) {
+  if (whole) {
+    last_whole_ = *scan;
+    last_whole_at_ = now;
+    return;
+  }
+  if (!last_whole_at_ || now - *last_whole_at_ > store::kStaleIntervals * gauge_interval_) return;
+  // Both sorted by address.
+  auto w = last_whole_.begin();
+  for (PciDevice& d : *scan) {
+    while (w != last_whole_.end() && w->address < d.address) ++w;
+    if (w != last_whole_.end() && w->address == d.address && w->vendor == d.vendor &&
+        w->class_code == d.class_code)
+      KeepSlowPciFacts(*w, &d);
+  }
+}
+
 bool PciSampler::SampleOnce() {
   std::vector<PciDevice> scan;
-  if (Status s = scanner_.Scan(&scan); !s.ok()) {
+  const auto now = std::chrono::steady_clock::now();
+  const bool whole = WholeScanDue(now);
+  if (Status s = scanner_.Scan(&scan, whole ? PciScanDepth::kWhole : PciScanDepth::kFaults);
+      !s.ok()) {
     Blind(s.message());
     if (logged_.Raise("scan"))
       spdlog::warn("HAL pci: {} (logged once until it clears)", s.message());
     return false;
   }
   if (logged_.Clear("scan")) spdlog::info("HAL pci: scanning {} again", scanner_.root());
+  KeepOrFill(whole, now, &scan);
   Seeing();
   for (const PciDevice& d : scan) {
     if (d.errors.empty()) continue;

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "common/part.h"
@@ -78,9 +79,12 @@ class PciTracker {
 // xpu_hal_unknown_fault_codes_total.
 class PciSampler : public SourceSampler {
  public:
+  // Every `interval` a scan of what can raise a fault; every
+  // `gauge_interval` (when longer) a whole one (PciScanDepth).
   PciSampler(PciScanner scanner, std::shared_ptr<const FaultCatalog> catalog,
-             std::chrono::milliseconds interval, store::HealthSourcePort* registry,
-             prometheus::Registry* self_metrics, store::ExemplarStore* exemplars = nullptr,
+             std::chrono::milliseconds interval, std::chrono::milliseconds gauge_interval,
+             store::HealthSourcePort* registry, prometheus::Registry* self_metrics,
+             store::ExemplarStore* exemplars = nullptr,
              prometheus::Registry* fault_metrics = nullptr);
   ~PciSampler() override { Stop(); }
   PciSampler(const PciSampler&) = delete;
@@ -106,8 +110,17 @@ class PciSampler : public SourceSampler {
 
  private:
   void Tick() override { SampleOnce(); }
+  // Whether this scan must be whole; a scan of faults only takes the slow
+  // facts of its last whole scan while that is younger than kStaleIntervals
+  // of their cadence. Sampler thread.
+  bool WholeScanDue(std::chrono::steady_clock::time_point now) const;
+  void KeepOrFill(bool whole, std::chrono::steady_clock::time_point now,
+                  std::vector<PciDevice>* scan);
 
   const PciScanner scanner_;
+  const std::chrono::milliseconds interval_, gauge_interval_;
+  std::vector<PciDevice> last_whole_;  // sampler-thread state
+  std::optional<std::chrono::steady_clock::time_point> last_whole_at_;
   prometheus::Counter& file_errors_;
   PciTracker tracker_;  // sampler-thread state
   FaultEvents faults_;  // sampler-thread state
