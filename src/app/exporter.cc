@@ -208,7 +208,7 @@ Status Exporter::Start() {
     MutexLock lock(jobs_mu_);
     reloader_started_ = true;
   }
-  reloader_.Start([this] { ReloadLoop(); });
+  reloader_.Start([this] { ReloadLoop(); }, "reloader");
   return Status::Ok();
 }
 

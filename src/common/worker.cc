@@ -1,8 +1,23 @@
 #include "common/worker.h"
 
+#include <pthread.h>
+
+#include <cstdio>
+
 namespace xpu {
 
-void Worker::Start(std::function<void()> loop) { threads_.emplace_back(std::move(loop)); }
+void Worker::Start(std::function<void()> loop, std::string name) {
+  threads_.emplace_back([loop = std::move(loop), name = std::move(name)] {
+    if (!name.empty()) NameThisThread(name.c_str());
+    loop();
+  });
+}
+
+void NameThisThread(const char* name) {
+  char truncated[16];
+  std::snprintf(truncated, sizeof(truncated), "%s", name);
+  (void)pthread_setname_np(pthread_self(), truncated);
+}
 
 void Worker::RequestStop() {
   {

@@ -38,8 +38,10 @@ class Worker {
   Worker(const Worker&) = delete;
   Worker& operator=(const Worker&) = delete;
 
-  // Starts one thread running `loop`, which returns once stopping().
-  void Start(std::function<void()> loop);
+  // Starts one thread running `loop`, which returns once stopping(). `name`
+  // (at most 15 characters: the kernel's limit) is what top, perf and
+  // /proc/PID/task/*/comm show for it.
+  void Start(std::function<void()> loop, std::string name = {});
   // Makes stopping() true and wakes every sleeper; returns at once.
   void RequestStop();
   // RequestStop(), then joins every thread. Idempotent.
@@ -63,6 +65,9 @@ class Worker {
   CondVar cv_;
   std::vector<std::thread> threads_;  // owner thread only
 };
+
+// Names the calling thread (truncated to the kernel's 15 characters).
+void NameThisThread(const char* name);
 
 // Remembers which problems have been logged, so that a condition that
 // persists is logged once, and its end can be logged once too. Thread-safe.

@@ -20,7 +20,7 @@ SourceSampler::SourceSampler(const Spec& spec, std::chrono::milliseconds interva
 
 void SourceSampler::Start() {
   registry_->OpenSource(source_, interval_);
-  worker_.Start([this] { Run(); });
+  worker_.Start([this] { Run(); }, std::string("hal-") + source_);
 }
 
 void SourceSampler::Withdraw() { registry_->CloseSource(source_); }

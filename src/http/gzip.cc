@@ -1,6 +1,7 @@
 #include "http/gzip.h"
 
 #include "common/mutex.h"
+#include "common/worker.h"
 
 namespace xpu::http {
 
@@ -120,7 +121,11 @@ std::string GzipPipe::Spare() {
 }
 
 void GzipPipe::Push(std::string batch, bool last) {
-  if (!helper_.joinable()) helper_ = std::thread([this] { Loop(); });
+  if (!helper_.joinable())
+    helper_ = std::thread([this] {
+      NameThisThread("gzip");
+      Loop();
+    });
   MutexLock lock(mu_);
   while (queue_.size() >= kDepth) cv_.Wait(lock);
   queue_.emplace_back(std::move(batch), last);

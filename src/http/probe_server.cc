@@ -19,6 +19,7 @@
 #include <string_view>
 
 #include "common/file_util.h"
+#include "common/worker.h"
 #include "http/headers.h"
 
 namespace xpu::http {
@@ -441,7 +442,10 @@ ProbeServer::~ProbeServer() { Stop(); }
 
 Status ProbeServer::Start() {
   if (Status s = loop_->Bind(); !s.ok()) return s;
-  thread_ = std::thread([this] { loop_->Run(); });
+  thread_ = std::thread([this] {
+    NameThisThread("probe-server");
+    loop_->Run();
+  });
   return Status::Ok();
 }
 

@@ -835,12 +835,14 @@ void WebServer::StartWatching() {
   if (watching_ || !cfg || (cfg->file.empty() && !cfg->tls)) return;
   watching_ = true;
   if (!cfg->file.empty()) metrics_->FollowsWebConfig();
-  watch_.Start([this] {
-    while (watch_.SleepFor(kCertificatePoll)) {
-      FollowWebConfig();
-      FollowCertificates();
-    }
-  });
+  watch_.Start(
+      [this] {
+        while (watch_.SleepFor(kCertificatePoll)) {
+          FollowWebConfig();
+          FollowCertificates();
+        }
+      },
+      "web-config");
 }
 
 void WebServer::FollowWebConfig() {

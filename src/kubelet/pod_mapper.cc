@@ -186,7 +186,7 @@ PodMapper::PodMapper(const PodMapperOptions& options, DraRule dra, store::PodPor
 PodMapper::~PodMapper() { Stop(); }
 
 void PodMapper::Start() {
-  worker_.Start([this] { Loop(); });
+  worker_.Start([this] { Loop(); }, "pod-resources");
 }
 
 void PodMapper::Stop() {

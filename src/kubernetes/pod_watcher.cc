@@ -343,8 +343,8 @@ PodWatcher::~PodWatcher() { Stop(); }
 
 void PodWatcher::Start() {
   spdlog::info("kubernetes: watching pods on node {} at {}", options_.node_name, base_url_);
-  worker_.Start([this] { WatchLoop(); });
-  worker_.Start([this] { NodeLoop(); });
+  worker_.Start([this] { WatchLoop(); }, "pod-watch");
+  worker_.Start([this] { NodeLoop(); }, "node-watch");
 }
 
 void PodWatcher::Stop() { worker_.Stop(); }

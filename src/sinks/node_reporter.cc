@@ -134,7 +134,7 @@ void NodeReporter::Start() {
   // Views published from here on count (Settled), before the thread runs.
   started_ = Clock::now();
   views_at_start_ = registry_->fault_views_set();
-  worker_.Start([this] { Loop(); });
+  worker_.Start([this] { Loop(); }, "node-reporter");
 }
 
 void NodeReporter::Stop() { worker_.Stop(); }

@@ -204,9 +204,9 @@ void XdmClient::Start() {
     spdlog::info("no XDM daemon configured (--xdm.endpoint \"\"): the HAL's sources alone");
     return;
   }
-  worker_.Start([this] { StreamLoop(); });
-  worker_.Start([this] { PollLoop(); });
-  worker_.Start([this] { InfoLoop(); });
+  worker_.Start([this] { StreamLoop(); }, "xdm-stream");
+  worker_.Start([this] { PollLoop(); }, "xdm-poll");
+  worker_.Start([this] { InfoLoop(); }, "xdm-info");
 }
 
 void XdmClient::Stop() {

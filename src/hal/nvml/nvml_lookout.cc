@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "common/mutex.h"
+#include "common/worker.h"
 #include "hal/nvml/nvml_library.h"
 
 namespace xpu::hal {
@@ -30,6 +31,7 @@ struct NvmlLookout::Probe {
       self->running = true;
       self->answered = false;
       std::thread([self, library] {
+        NameThisThread("nvml-probe");
         std::shared_ptr<const NvmlLibrary> lib;
         Status s = NvmlLibrary::Open(library, &lib);
         unsigned count = 0;
@@ -106,7 +108,7 @@ void NvmlLookout::Start() {
     return;
   }
   build_.registry->SetLooking(kSourceNvml, "looking for " + build_.options.library);
-  worker_.Start([this] { Loop(); });
+  worker_.Start([this] { Loop(); }, "nvml-lookout");
 }
 
 void NvmlLookout::Loop() {

@@ -15,6 +15,7 @@
 #include "catalog/catalog.h"
 #include "common/metric_family.h"
 #include "common/mutex.h"
+#include "common/worker.h"
 #include "hal/nvml/nvml_lookout.h"
 #include "hal/nvml/pod_cgroup.h"
 #include "hal/pci_address.h"
@@ -140,6 +141,7 @@ struct NvmlSampler::Reader {
           lib->api().event_set_free != nullptr) {
         self->listening = true;
         std::thread([self, lib, n = static_cast<unsigned>(cards.size())] {
+          NameThisThread("nvml-events");
           Listen(self, lib, n);
         }).detach();
       }
@@ -286,7 +288,10 @@ bool NvmlSampler::SampleOnce() {
     MutexLock lock(r.mu);
     if (!r.started) {
       r.started = true;
-      std::thread([reader = reader_] { Reader::Run(reader); }).detach();
+      std::thread([reader = reader_] {
+        NameThisThread("nvml-read");
+        Reader::Run(reader);
+      }).detach();
     }
     if (r.done) late = r.took;
     r.done = false;  // an answer still here is late, to a read an earlier sample gave up on
