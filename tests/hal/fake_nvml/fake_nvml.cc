@@ -10,7 +10,11 @@
 // that nvmlEventSetWait_v2 delivers once each, in order. Built twice: the fake_nvml_old variant
 // (FAKE_NVML_OLD_DRIVER) is an older driver's library, without nvmlDeviceGetRemappedRows and with
 // only the older name of the clock-event reasons.
+#include <limits.h>
+#include <poll.h>
+#include <sys/inotify.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -507,12 +511,54 @@ nvml::Return nvmlDeviceRegisterEvents(nvml::Device h, unsigned long long /*types
   return Enter("nvmlDeviceRegisterEvents", h, &d);
 }
 
-// Delivers the fixture's next undelivered event, or waits for one (the
-// fixture is looked at every 50 ms: the stand-in's own wake-ups are not to
-// weigh in the exporter's idle figures) until `timeout_ms`.
+namespace {
+// A watch on the fixture's directory (inotify: a write, a rename into it),
+// set before the fixture is looked at, so that a change after the look
+// ends Wait(): the driver's wait sleeps in the kernel until an event, and
+// the stand-in's own wake-ups are not to weigh in the exporter's idle
+// figures. Without a fixture path, or inotify, Wait() naps 50 ms.
+class FixtureWatch {
+ public:
+  FixtureWatch() {
+    static const char* const path = std::getenv("XPU_FAKE_NVML_FIXTURE");
+    if (path == nullptr) return;
+    std::string dir = path;
+    dir = dir.find('/') == std::string::npos ? "." : dir.substr(0, dir.rfind('/') + 1);
+    fd_ = inotify_init1(IN_CLOEXEC);
+    if (fd_ >= 0 && inotify_add_watch(fd_, dir.c_str(),
+                                      IN_CLOSE_WRITE | IN_MODIFY | IN_MOVED_TO | IN_CREATE) < 0) {
+      ::close(fd_);
+      fd_ = -1;
+    }
+  }
+  ~FixtureWatch() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  FixtureWatch(const FixtureWatch&) = delete;
+  FixtureWatch& operator=(const FixtureWatch&) = delete;
+  void Wait(std::chrono::steady_clock::time_point until) const {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        until - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return;
+    if (fd_ < 0) {
+      std::this_thread::sleep_for(std::min(left, std::chrono::milliseconds(50)));
+      return;
+    }
+    pollfd p{fd_, POLLIN, 0};
+    (void)::poll(&p, 1, static_cast<int>(std::min<int64_t>(left.count(), INT_MAX)));
+  }
+
+ private:
+  int fd_ = -1;
+};
+}  // namespace
+
+// Delivers the fixture's next undelivered event, or waits for one until
+// `timeout_ms`.
 nvml::Return nvmlEventSetWait_v2(nvml::EventSet set, nvml::EventData* data, unsigned timeout_ms) {
   const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   for (;;) {
+    const FixtureWatch watch;
     {
       std::lock_guard<std::mutex> lock(mu);
       const Json& events = Member(Fixture(), "events", kNoArray);
@@ -529,7 +575,7 @@ nvml::Return nvmlEventSetWait_v2(nvml::EventSet set, nvml::EventData* data, unsi
       }
     }
     if (std::chrono::steady_clock::now() >= until) return nvml::kErrorTimeout;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    watch.Wait(until);
   }
 }
 
