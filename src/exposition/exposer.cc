@@ -14,8 +14,23 @@ namespace {
 // label set is joined into one key (name NUL value NUL ...), which compares
 // as the label vectors do at one memcmp, instead of a string compare per
 // label (2,048 topology rows at 256 devices made this a tenth of a scrape).
+// The order of those keys, compared in place: label by label, name then
+// value (no label holds a NUL, so a string shorter than another it begins
+// sorts first, as its key does).
+bool LabelsLess(const prometheus::ClientMetric& a, const prometheus::ClientMetric& b) {
+  const size_t n = std::min(a.label.size(), b.label.size());
+  for (size_t i = 0; i < n; ++i) {
+    if (const int c = a.label[i].name.compare(b.label[i].name); c != 0) return c < 0;
+    if (const int c = a.label[i].value.compare(b.label[i].value); c != 0) return c < 0;
+  }
+  return a.label.size() < b.label.size();
+}
+
 void SortByLabels(std::vector<prometheus::ClientMetric>* metrics) {
   if (metrics->size() < 2) return;
+  // Most families come sorted (the device registry's are written in card
+  // order): looked at in place, without a key a series.
+  if (std::is_sorted(metrics->begin(), metrics->end(), LabelsLess)) return;
   std::vector<std::pair<std::string, size_t>> keys(metrics->size());
   for (size_t i = 0; i < metrics->size(); ++i) {
     std::string& k = keys[i].first;
@@ -25,7 +40,6 @@ void SortByLabels(std::vector<prometheus::ClientMetric>* metrics) {
     }
     keys[i].second = i;
   }
-  if (std::is_sorted(keys.begin(), keys.end())) return;
   std::sort(keys.begin(), keys.end());
   std::vector<prometheus::ClientMetric> sorted;
   sorted.reserve(metrics->size());

@@ -40,6 +40,24 @@ store::Snapshot Sample(store::MetricStore* s) {
   return s->Snap(Clock::now());
 }
 
+// NeedsEscape looks at eight bytes at a time: every byte value at every
+// place of values up to 19 bytes long (two words and a tail) is judged as
+// the byte-by-byte rule judges it, bytes with the high bit set included.
+TEST(TextFormatTest, NeedsEscapeFindsEverySpecialByteAtEveryPlace) {
+  for (size_t len = 1; len <= 19; ++len) {
+    for (size_t at = 0; at < len; ++at) {
+      for (int b = 0; b < 256; ++b) {
+        std::string v(len, 'a');
+        v[at] = static_cast<char>(b);
+        const bool special = b == '\\' || b == '\n' || b == '"';
+        ASSERT_EQ(NeedsEscape(v), special) << "length " << len << ", byte " << b << " at " << at;
+      }
+    }
+  }
+  EXPECT_FALSE(NeedsEscape(""));
+  EXPECT_FALSE(NeedsEscape(std::string(64, '\xff')));
+}
+
 TEST(SnapshotWriterTest, MatchesTextSerializerOnTheSameFamilies) {
   store::MetricStore store(catalog::Catalog::Builtin(), {std::chrono::seconds(10), 1000});
   store::Snapshot snap = Sample(&store);
