@@ -2,8 +2,12 @@
 
 #include <algorithm>
 #include <chrono>
+#include <deque>
+#include <memory>
+#include <string_view>
 #include <unordered_map>
 
+#include "common/metric_family.h"
 #include "exposition/text_format.h"
 
 namespace xpu::exposition {
@@ -14,23 +18,11 @@ namespace {
 // label set is joined into one key (name NUL value NUL ...), which compares
 // as the label vectors do at one memcmp, instead of a string compare per
 // label (2,048 topology rows at 256 devices made this a tenth of a scrape).
-// The order of those keys, compared in place: label by label, name then
-// value (no label holds a NUL, so a string shorter than another it begins
-// sorts first, as its key does).
-bool LabelsLess(const prometheus::ClientMetric& a, const prometheus::ClientMetric& b) {
-  const size_t n = std::min(a.label.size(), b.label.size());
-  for (size_t i = 0; i < n; ++i) {
-    if (const int c = a.label[i].name.compare(b.label[i].name); c != 0) return c < 0;
-    if (const int c = a.label[i].value.compare(b.label[i].value); c != 0) return c < 0;
-  }
-  return a.label.size() < b.label.size();
-}
-
+// Called for a family found out of order (LabelsLess): most come sorted
+// (the device registry's are written in card order), and are looked at in
+// place, without a key a series.
 void SortByLabels(std::vector<prometheus::ClientMetric>* metrics) {
   if (metrics->size() < 2) return;
-  // Most families come sorted (the device registry's are written in card
-  // order): looked at in place, without a key a series.
-  if (std::is_sorted(metrics->begin(), metrics->end(), LabelsLess)) return;
   std::vector<std::pair<std::string, size_t>> keys(metrics->size());
   for (size_t i = 0; i < metrics->size(); ++i) {
     std::string& k = keys[i].first;
@@ -98,34 +90,78 @@ bool Exposer::Render(PageSink* sink, Format format) {
   // Every family first, merged by name (first one's help and type), then
   // written: a name two collectables share is still one family, and one the
   // snapshot has too is written into the snapshot's (SnapshotWriter::FillIns).
-  std::vector<prometheus::MetricFamily> families;
-  std::unordered_map<std::string, size_t> at;
-  auto take = [&](const prometheus::Collectable* c) {
-    for (prometheus::MetricFamily& f : c->Collect()) {
-      if (f.metric.empty() || (allows && !(*allows)(f.name))) continue;
-      auto [it, fresh] = at.emplace(f.name, families.size());
-      if (fresh) {
-        families.push_back(std::move(f));
-        continue;
-      }
-      prometheus::MetricFamily& into = families[it->second];
-      if (into.type != f.type) continue;  // a clash of types: the first stands
-      for (prometheus::ClientMetric& m : f.metric) into.metric.push_back(std::move(m));
+  // A family lent (FamilyLender) is written where it lies, and copied only
+  // to be merged with another or put in order.
+  struct Slot {
+    const prometheus::MetricFamily* family;
+    prometheus::MetricFamily* mine;  // null while lent
+  };
+  std::deque<prometheus::MetricFamily> owned;  // stable addresses
+  FamilyLender::Lent lent;                     // kept alive through the page
+  std::vector<Slot> slots;
+  std::unordered_map<std::string_view, size_t> at;  // names in `owned` or `lent`
+  auto own = [&owned](Slot& s) -> prometheus::MetricFamily& {
+    if (s.mine == nullptr) {
+      owned.push_back(*s.family);
+      s.mine = &owned.back();
+      s.family = s.mine;
     }
+    return *s.mine;
+  };
+  auto wanted = [&allows](const prometheus::MetricFamily& f) {
+    return !f.metric.empty() && (!allows || (*allows)(f.name));
+  };
+  auto take_owned = [&](prometheus::MetricFamily&& f) {
+    if (!wanted(f)) return;
+    if (auto it = at.find(f.name); it != at.end()) {
+      Slot& s = slots[it->second];
+      if (s.family->type != f.type) return;  // a clash of types: the first stands
+      prometheus::MetricFamily& into = own(s);
+      for (prometheus::ClientMetric& m : f.metric) into.metric.push_back(std::move(m));
+      return;
+    }
+    owned.push_back(std::move(f));
+    slots.push_back({&owned.back(), &owned.back()});
+    at.emplace(owned.back().name, slots.size() - 1);
+  };
+  auto take_lent = [&](const prometheus::MetricFamily& f) {
+    if (!wanted(f)) return;
+    if (auto it = at.find(f.name); it != at.end()) {
+      Slot& s = slots[it->second];
+      if (s.family->type != f.type) return;
+      prometheus::MetricFamily& into = own(s);
+      into.metric.insert(into.metric.end(), f.metric.begin(), f.metric.end());
+      return;
+    }
+    slots.push_back({&f, nullptr});
+    at.emplace(f.name, slots.size() - 1);
+  };
+  auto take = [&](const prometheus::Collectable* c) {
+    if (const auto* lender = dynamic_cast<const FamilyLender*>(c)) {
+      const size_t before = lent.size();
+      for (prometheus::MetricFamily& f : lender->CollectLending(&lent)) take_owned(std::move(f));
+      for (size_t i = before; i < lent.size(); ++i)
+        for (const prometheus::MetricFamily& f : *lent[i]) take_lent(f);
+      return;
+    }
+    for (prometheus::MetricFamily& f : c->Collect()) take_owned(std::move(f));
   };
   for (const prometheus::Collectable* c : collectables_) take(c);
   for (const auto& part : parts) take(part.get());
+  const std::unique_ptr<bool[]> taken(new bool[slots.size()]());
   SnapshotWriter::FillIns fill_ins;
-  fill_ins.reserve(families.size());
-  for (prometheus::MetricFamily& f : families) {
-    SortByLabels(&f.metric);
-    fill_ins.emplace_back(f.name, &f);
+  fill_ins.reserve(slots.size());
+  for (size_t i = 0; i < slots.size(); ++i) {
+    Slot& s = slots[i];
+    if (!std::is_sorted(s.family->metric.begin(), s.family->metric.end(), LabelsLess))
+      SortByLabels(&own(s).metric);
+    fill_ins.push_back({s.family->name, s.family, &taken[i]});
   }
   std::sort(fill_ins.begin(), fill_ins.end());
   SnapshotWriter::Append(snap, sink, format, &fill_ins);
-  for (prometheus::MetricFamily& f : families) {
-    if (f.metric.empty()) continue;  // written into the snapshot's family
-    AppendFamily(f, sink->buf(), format, exemplars_);
+  for (size_t i = 0; i < slots.size(); ++i) {
+    if (taken[i]) continue;  // written into the snapshot's family
+    AppendFamily(*slots[i].family, sink->buf(), format, exemplars_);
     sink->Check();
   }
   if (format == Format::kOpenMetrics) sink->buf()->append("# EOF\n");

@@ -36,33 +36,30 @@ const char* kUnknownHelp = "Samples whose XDM metric ID the catalog does not kno
 // The fill-in of the family that begins at `row`, if there is one, or
 // null; one of another type is emptied unwritten (the snapshot's stands, as
 // a clash between collectables does).
-prometheus::MetricFamily* FindFillIn(const store::Row& row,
-                                     const SnapshotWriter::FillIns* fill_ins) {
+const SnapshotWriter::FillIn* FindFillIn(const store::Row& row,
+                                         const SnapshotWriter::FillIns* fill_ins) {
   if (fill_ins == nullptr || fill_ins->empty() || row.entry == nullptr) return nullptr;
   const std::string_view name = row.entry->name;
   auto it = std::lower_bound(fill_ins->begin(), fill_ins->end(), name,
-                             [](const auto& f, std::string_view n) { return f.first < n; });
-  if (it == fill_ins->end() || it->first != name) return nullptr;
-  prometheus::MetricFamily* f = it->second;
+                             [](const auto& f, std::string_view n) { return f.name < n; });
+  if (it == fill_ins->end() || it->name != name) return nullptr;
+  *it->taken = true;
   const bool counter = row.entry->type == catalog::MetricType::kCounter;
-  if (f->type != (counter ? prometheus::MetricType::Counter : prometheus::MetricType::Gauge)) {
-    f->metric.clear();
+  if (it->family->type !=
+      (counter ? prometheus::MetricType::Counter : prometheus::MetricType::Gauge))
     return nullptr;
-  }
-  return f;
+  return &*it;
 }
 
-// Writes the fill-in's samples of devices the family had no row for, and
-// empties it.
-void WriteFillIn(prometheus::MetricFamily* fill, const std::unordered_set<std::string>& uuids,
+// Writes the fill-in's samples of devices the family had no row for.
+void WriteFillIn(const SnapshotWriter::FillIn* fill, const std::unordered_set<std::string>& uuids,
                  PageSink* sink, Format format) {
-  std::erase_if(fill->metric, [&uuids](const prometheus::ClientMetric& m) {
-    for (const auto& l : m.label)
-      if (l.name == "uuid") return uuids.count(l.value) != 0;
-    return false;
-  });
-  AppendSamples(*fill, sink->buf(), format);
-  fill->metric.clear();
+  AppendSamples(*fill->family, sink->buf(), format, nullptr,
+                [&uuids](const prometheus::ClientMetric& m) {
+                  for (const auto& l : m.label)
+                    if (l.name == "uuid") return uuids.count(l.value) == 0;
+                  return true;
+                });
   sink->Check();
 }
 
@@ -96,7 +93,7 @@ void SnapshotWriter::Append(const store::Snapshot& snap, PageSink* sink, Format 
   std::string instance_label;  // `,link="` for the current family
   std::string escaped;         // a row's labels after the device's, when written out
   std::string line(1024, '\0');
-  prometheus::MetricFamily* fill = nullptr;    // the current family's fill-in
+  const FillIn* fill = nullptr;                // the current family's fill-in
   std::unordered_set<std::string> fill_uuids;  // the devices it has rows for
   for (size_t i = 0; i < set.rows.size(); ++i) {
     const store::Row& row = set.rows[i];

@@ -32,10 +32,17 @@ class SnapshotWriter {
   // (NVML's temperature of a card XDM does not report), sorted by name.
   // Append writes each one it meets after that family's rows, leaving out
   // the samples of a device (by uuid) the family already has a row for
-  // (XDM's value stands), and empties it (a clash of types is emptied
+  // (XDM's value stands), and sets its `*taken` (a clash of types is taken
   // unwritten: the snapshot's stands): one family a name on the page. The
-  // caller writes those still holding samples as families of their own.
-  using FillIns = std::vector<std::pair<std::string_view, prometheus::MetricFamily*>>;
+  // caller writes those not taken as families of their own. The families
+  // are only read (they may be lent: FamilyLender).
+  struct FillIn {
+    std::string_view name;
+    const prometheus::MetricFamily* family;
+    bool* taken;
+    bool operator<(const FillIn& o) const { return name < o.name; }
+  };
+  using FillIns = std::vector<FillIn>;
 
   // Appends the snapshot to `sink`, offering it a piece between series.
   static void Append(const store::Snapshot& snap, PageSink* sink, Format format = Format::kText,

@@ -196,7 +196,8 @@ void AppendFamily(const prometheus::MetricFamily& family, std::string* out, Form
 }
 
 void AppendSamples(const prometheus::MetricFamily& family, std::string* out, Format format,
-                   const store::ExemplarStore* exemplars) {
+                   const store::ExemplarStore* exemplars,
+                   const std::function<bool(const prometheus::ClientMetric&)>& keep) {
   const bool om = format == Format::kOpenMetrics;
   // Only counters of a family that has exemplars look theirs up.
   const bool with_exemplars = om && exemplars != nullptr &&
@@ -207,6 +208,7 @@ void AppendSamples(const prometheus::MetricFamily& family, std::string* out, For
   // with the bucket's or quantile's label after them.
   std::vector<std::pair<std::string, std::string>> labels;  // exemplars' lookup only
   for (const prometheus::ClientMetric& m : family.metric) {
+    if (keep && !keep(m)) continue;
     auto line = [&](std::string_view suffix, double value, std::string_view extra_name = {},
                     std::string_view extra_value = {},
                     const std::optional<store::Exemplar>& exemplar = std::nullopt) {

@@ -2,6 +2,7 @@
 
 #include <prometheus/metric_family.h>
 
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -59,8 +60,9 @@ void AppendLabels(const std::vector<std::pair<std::string, std::string>>& labels
 void AppendFamily(const prometheus::MetricFamily& family, std::string* out,
                   Format format = Format::kText, const store::ExemplarStore* exemplars = nullptr);
 // AppendFamily's samples without its header: more samples of a family
-// already begun on the page.
+// already begun on the page; with `keep`, only those it keeps.
 void AppendSamples(const prometheus::MetricFamily& family, std::string* out,
-                   Format format = Format::kText, const store::ExemplarStore* exemplars = nullptr);
+                   Format format = Format::kText, const store::ExemplarStore* exemplars = nullptr,
+                   const std::function<bool(const prometheus::ClientMetric&)>& keep = nullptr);
 
 }  // namespace xpu::exposition

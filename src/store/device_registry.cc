@@ -228,7 +228,11 @@ void DeviceRegistry::SetDeviceFilter(std::set<int32_t> minors) {
   filter_ = std::move(minors);
   if (known_) RefilterLocked();
   // Views are filtered as they are joined; the sources' own families now.
-  for (auto& [source, views] : views_) KeepChosen(filter_, &views.families);
+  for (auto& [source, families] : families_) {
+    auto chosen = std::make_shared<std::vector<prometheus::MetricFamily>>(*families);
+    KeepChosen(filter_, chosen.get());
+    families = std::move(chosen);
+  }
 }
 
 void DeviceRegistry::OnXdmDevicesChanged(DevicesListener listener) {
@@ -279,6 +283,7 @@ void DeviceRegistry::CloseSource(const std::string& source) {
   sources_.erase(source);
   if (source == kSourcePci) pci_.clear();
   views_.erase(source);
+  families_.erase(source);
 }
 
 void DeviceRegistry::SetLooking(const std::string& source, std::string why) {
@@ -440,6 +445,9 @@ void DeviceRegistry::SetDeviceViews(const std::string& source, DeviceViews views
   ++gen_;
   KeepChosen(filter_, &views.families);
   ++views_set_.views[source];
+  families_[source] =
+      std::make_shared<const std::vector<prometheus::MetricFamily>>(std::move(views.families));
+  views.families.clear();
   views_[source] = std::move(views);
   SeenLocked(source);
 }
@@ -625,8 +633,7 @@ void DeviceRegistry::WriteIdentityLocked(const Joined& j, Families* f) const {
   }
 }
 
-void DeviceRegistry::WriteViewsLocked(const Joined& j, Families* f,
-                                      std::vector<prometheus::MetricFamily>* out) const {
+void DeviceRegistry::WriteViewsLocked(const Joined& j, Families* f, Lent* lent) const {
   for (const Joined::Source& s : j.sources) {
     const std::string& source = *s.name;
     const bool seeing = SightLocked(source) == Sight::kSeeing;
@@ -660,7 +667,8 @@ void DeviceRegistry::WriteViewsLocked(const Joined& j, Families* f,
         if (seeing) f->health.metric.push_back(GaugeSample(With(labels, {{"source", source}}), 1));
       }
     }
-    out->insert(out->end(), s.views->families.begin(), s.views->families.end());
+    if (auto it = families_.find(source); it != families_.end() && !it->second->empty())
+      lent->push_back(it->second);
   }
 }
 
@@ -749,6 +757,13 @@ void DeviceRegistry::WriteSourcesLocked(Families* f) const {
 }
 
 std::vector<prometheus::MetricFamily> DeviceRegistry::Collect() const {
+  Lent lent;
+  std::vector<prometheus::MetricFamily> out = CollectLending(&lent);
+  for (const auto& families : lent) out.insert(out.end(), families->begin(), families->end());
+  return out;
+}
+
+std::vector<prometheus::MetricFamily> DeviceRegistry::CollectLending(Lent* lent) const {
   MutexLock lock(mu_);
   const Joined& j = JoinLocked();
   Families f;
@@ -756,8 +771,7 @@ std::vector<prometheus::MetricFamily> DeviceRegistry::Collect() const {
   WritePodsLocked(j, &f);
   WriteSharesLocked(j, &f);
   WriteSourcesLocked(&f);
-  std::vector<prometheus::MetricFamily> views;
-  WriteViewsLocked(j, &f, &views);
+  WriteViewsLocked(j, &f, lent);
   std::vector<prometheus::MetricFamily> out;
   for (prometheus::MetricFamily* family :
        {&f.pods, &f.mem_limit, &f.mem_used, &f.core_limit, &f.split, &f.shared_mem, &f.shared_cores,
@@ -768,7 +782,6 @@ std::vector<prometheus::MetricFamily> DeviceRegistry::Collect() const {
   if (FreshLocked(kSourcePci)) {
     for (prometheus::MetricFamily& family : PciFamilies(j.pci)) out.push_back(std::move(family));
   }
-  for (prometheus::MetricFamily& family : views) out.push_back(std::move(family));
   return out;
 }
 

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "common/metric_family.h"
 #include "common/mutex.h"
 #include "store/faults.h"
 #include "store/ports.h"
@@ -33,7 +34,7 @@ namespace xpu::store {
 // xpu_device_info, xpu_device_topology_info from XDM's list.
 // Thread-safe: the upstream client and the samplers write, scrapes, /status
 // and the sinks read.
-class DeviceRegistry : public prometheus::Collectable,
+class DeviceRegistry : public FamilyLender,
                        public DeviceListPort,
                        public HealthSourcePort,
                        public PodPort,
@@ -108,6 +109,8 @@ class DeviceRegistry : public prometheus::Collectable,
   std::map<std::string, std::string> Looking() const;
 
   std::vector<prometheus::MetricFamily> Collect() const override;
+  // FamilyLender: the sources' own families (NVML's) lent, not copied.
+  std::vector<prometheus::MetricFamily> CollectLending(Lent* lent) const override;
 
  private:
   mutable Mutex mu_;
@@ -118,6 +121,10 @@ class DeviceRegistry : public prometheus::Collectable,
   std::vector<PodAssignment> pods_ XPU_GUARDED_BY(mu_);
   std::vector<PciDeviceView> pci_ XPU_GUARDED_BY(mu_);            // the pci source's own view
   std::map<std::string, DeviceViews> views_ XPU_GUARDED_BY(mu_);  // every source's, by name
+  // Each source's own families (DeviceViews::families, moved here when set),
+  // filtered by filter_; lent to the page as they are (CollectLending).
+  std::map<std::string, std::shared_ptr<const std::vector<prometheus::MetricFamily>>> families_
+      XPU_GUARDED_BY(mu_);
   // What each open health source last said of itself.
   struct SourceState {
     std::chrono::milliseconds interval{1000};
@@ -170,9 +177,8 @@ class DeviceRegistry : public prometheus::Collectable,
                                   const std::string& source) const XPU_REQUIRES(mu_);
   void WriteSharesLocked(const Joined& j, Families* f) const XPU_REQUIRES(mu_);
   void WriteSourcesLocked(Families* f) const XPU_REQUIRES(mu_);
-  // Every source's health and faults; their families into `out`.
-  void WriteViewsLocked(const Joined& j, Families* f,
-                        std::vector<prometheus::MetricFamily>* out) const XPU_REQUIRES(mu_);
+  // Every source's health and faults; their families into `lent`.
+  void WriteViewsLocked(const Joined& j, Families* f, Lent* lent) const XPU_REQUIRES(mu_);
   DevicesListener listener_;                             // set before writers start
   std::set<int32_t> filter_ XPU_GUARDED_BY(mu_);         // empty: every device
   std::vector<DeviceInfo> xdm_raw_ XPU_GUARDED_BY(mu_);  // the list before filtering

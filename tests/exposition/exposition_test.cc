@@ -9,6 +9,7 @@
 #include <regex>
 #include <sstream>
 
+#include "common/metric_family.h"
 #include "exposition/exposer.h"
 #include "exposition/snapshot_writer.h"
 #include "exposition/text_format.h"
@@ -202,6 +203,84 @@ TEST(ExposerTest, AFamilyTheSnapshotHasTooIsWrittenOnceAndXdmsValuesStand) {
     if (format == Format::kOpenMetrics) {
       EXPECT_EQ(page.substr(page.size() - 6), "# EOF\n");
     }
+  }
+}
+
+// Lends its families (FamilyLender), as the device registry lends the
+// sources' own, and gives one more by value.
+class Lender : public FamilyLender {
+ public:
+  Lender(std::vector<prometheus::MetricFamily> lent, std::vector<prometheus::MetricFamily> given)
+      : lent_(std::make_shared<const std::vector<prometheus::MetricFamily>>(std::move(lent))),
+        given_(std::move(given)) {}
+  std::vector<prometheus::MetricFamily> Collect() const override {
+    std::vector<prometheus::MetricFamily> out = given_;
+    out.insert(out.end(), lent_->begin(), lent_->end());
+    return out;
+  }
+  std::vector<prometheus::MetricFamily> CollectLending(Lent* lent) const override {
+    lent->push_back(lent_);
+    return given_;
+  }
+  const std::vector<prometheus::MetricFamily>& lent() const { return *lent_; }
+
+ private:
+  std::shared_ptr<const std::vector<prometheus::MetricFamily>> lent_;
+  std::vector<prometheus::MetricFamily> given_;
+};
+
+// Lent families are written as the same families given by value are: one
+// out of order is sorted, one another collectable shares is merged, one the
+// snapshot has is filled in (XDM's value standing), and a filtered one is
+// left out; what was lent is left as it was. In both formats.
+TEST(ExposerTest, LentFamiliesAreWrittenAsFamiliesGivenByValue) {
+  prometheus::MetricFamily unsorted = Temperatures({{"GPU-z", 1}, {"GPU-a", 2}});
+  unsorted.name = "xpu_nvml_unsorted";
+  prometheus::MetricFamily shared = Temperatures({{"GPU-b", 3}});
+  shared.name = "xpu_nvml_shared";
+  prometheus::MetricFamily shared_too = Temperatures({{"GPU-c", 4}});
+  shared_too.name = "xpu_nvml_shared";
+  prometheus::MetricFamily hidden = Temperatures({{"GPU-h", 5}});
+  hidden.name = "xpu_nvml_hidden";
+  const std::vector<prometheus::MetricFamily> lent = {
+      unsorted, shared, Temperatures({{"GPU-0", 99}, {"GPU-x", 38}}), hidden};
+  for (const Format format : {Format::kText, Format::kOpenMetrics}) {
+    std::string pages[2];
+    for (int lending = 0; lending < 2; ++lending) {
+      store::MetricStore store(catalog::Catalog::Builtin(), {std::chrono::seconds(10), 1000});
+      store.SetDevices({{0, {"GPU-0", "H800"}}});
+      store.Apply({{0, 4, "", 40}}, Clock::now());
+      prometheus::Registry self;
+      Exposer exposer(&store, &self);
+      exposer.SetFamilyFilter([](const std::string& name) { return name != "xpu_nvml_hidden"; });
+      auto lender = std::make_shared<Lender>(lent, std::vector<prometheus::MetricFamily>{});
+      if (lending == 1) {
+        exposer.SetPart("nvml", lender);
+      } else {
+        exposer.SetPart("nvml", std::make_shared<Fixed>(lent));
+      }
+      exposer.SetPart("other",
+                      std::make_shared<Fixed>(std::vector<prometheus::MetricFamily>{shared_too}));
+      exposer.Render(&pages[lending], format);
+      if (lending == 1) {
+        ASSERT_EQ(lender->lent().size(), lent.size());
+        for (size_t i = 0; i < lent.size(); ++i) {
+          EXPECT_EQ(lender->lent()[i].metric.size(), lent[i].metric.size()) << i;
+          EXPECT_EQ(lender->lent()[i].metric[0].label, lent[i].metric[0].label) << i;
+        }
+      }
+    }
+    const std::string om = format == Format::kOpenMetrics ? " (OpenMetrics)" : "";
+    EXPECT_EQ(pages[1], pages[0]) << om;
+    const std::string& page = pages[1];
+    EXPECT_LT(page.find("uuid=\"GPU-a\""), page.find("uuid=\"GPU-z\"")) << om << page;
+    EXPECT_NE(page.find("uuid=\"GPU-c\""), std::string::npos) << om << page;
+    EXPECT_EQ(page.find("# TYPE xpu_nvml_shared", page.find("# TYPE xpu_nvml_shared") + 1),
+              std::string::npos)
+        << "one family a name" << om << page;
+    EXPECT_EQ(page.find("} 99"), std::string::npos) << "XDM's value stands" << om << page;
+    EXPECT_NE(page.find("uuid=\"GPU-x\""), std::string::npos) << om << page;
+    EXPECT_EQ(page.find("xpu_nvml_hidden"), std::string::npos) << om << page;
   }
 }
 

@@ -494,6 +494,9 @@ void NvmlSampler::Publish(std::vector<NvmlDevice> cards, const std::vector<NvmlE
   for (const auto& [outcome, n] : outcomes) processes_.Add({{"cgroup", outcome}}).Set(n);
   faults_.EndSample();
   views.families = NvmlFamilies(joined);
+  // Lent to the page as they are (FamilyLender): in its order once here, not
+  // copied and sorted at every scrape (link "10" comes before "2").
+  for (prometheus::MetricFamily& f : views.families) PutInPageOrder(&f);
   // NVML answers for NVIDIA's cards: one of the inventory it does not list
   // (nor find by its address) is not seen.
   views.coverage = store::Coverage::kListed;
