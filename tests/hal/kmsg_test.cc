@@ -5,9 +5,11 @@
 // e2e_kmsg.
 #include "hal/kmsg/kmsg.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <prometheus/registry.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <filesystem>
@@ -291,6 +293,38 @@ TEST_F(KmsgSamplerTest, AReadErrorKeepsTheSourceBlindUntilAReadWorks) {
                                      std::chrono::milliseconds(500)));
   EXPECT_TRUE(blind());
   s.Stop();
+}
+
+// An idle log is waited on up to the next publish (a wake-up or two a
+// second, not five), and Stop ends the wait at once: with a minute's
+// interval, on /dev/kmsg's kind of source (poll) and on a record file
+// (naps), the sampler stops long before its wait would have ended.
+TEST_F(KmsgSamplerTest, StopEndsAWaitThatWouldLastAnInterval) {
+  xpu::testing::TempDir dir;
+  const std::string file = dir.File("kmsg");
+  std::ofstream(file) << "6,1,1000,-;usb 1-1: new high-speed USB device\n";
+  const std::string fifo = dir.File("fifo");
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  const int writer = open(fifo.c_str(), O_RDWR | O_NONBLOCK);  // keeps the FIFO open
+  ASSERT_GE(writer, 0);
+  for (const std::string& path : {file, fifo}) {
+    KmsgSampler::Options o;
+    o.path = path;
+    o.interval = std::chrono::minutes(1);
+    KmsgSampler s(o, KmsgCatalog::Builtin(), FaultCatalog::Builtin(), &registry_, &metrics_);
+    s.Start();
+    ASSERT_TRUE(xpu::testing::WaitFor([&] {
+      for (const store::SourceView& v : registry_.SourceViews())
+        if (v.source == "kmsg") return v.sight == store::Sight::kSeeing;
+      return false;
+    })) << path;
+    const auto t0 = std::chrono::steady_clock::now();
+    s.Stop();
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(30))
+        << path << ": the wait was not ended by Stop";
+    registry_.CloseSource("kmsg");
+  }
+  close(writer);
 }
 
 TEST_F(KmsgSamplerTest, EventsStayActiveForTheirWindowAndAreCountedEachTime) {

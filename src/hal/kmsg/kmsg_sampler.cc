@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <spdlog/spdlog.h>
+#include <sys/eventfd.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -50,8 +51,7 @@ class DevKmsg : public KmsgSource {
         break;
       }
       if (tries == 1) break;
-      pollfd p{fd_, POLLIN, 0};
-      if (poll(&p, 1, static_cast<int>(wait.count())) <= 0) break;
+      if (WaitReadable(fd_, wait) != Woke::kReadable) break;
     }
     return Status::Unavailable("no record");
   }
@@ -109,9 +109,13 @@ class KmsgFile : public KmsgSource {
       const auto now = std::chrono::steady_clock::now();
       if (now >= until) return Status::Unavailable("no record");
       // A file has no poll(): looked at again after a nap that grows while
-      // nothing comes (20 ms after a record, up to 200 ms), so that an idle
-      // log costs a few wake-ups a second and a record waits 200 ms at most.
-      std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(nap_, until - now));
+      // nothing comes (20 ms after a record, up to a second), never past
+      // `until` (the sampler's next publish, so a record written meanwhile
+      // is read before it): an idle log costs a wake-up or two a second.
+      // The sampler's Stop ends the nap (WaitReadable on no descriptor).
+      const auto nap = std::chrono::ceil<std::chrono::milliseconds>(
+          std::min<std::chrono::steady_clock::duration>(nap_, until - now));
+      if (WaitReadable(-1, nap) == Woke::kWoken) return Status::Unavailable("no record");
       nap_ = std::min(nap_ * 2, kLongestNap);
     }
   }
@@ -193,7 +197,7 @@ class KmsgFile : public KmsgSource {
 
   static constexpr size_t kTail = 256;
   static constexpr std::chrono::milliseconds kShortestNap{20};
-  static constexpr std::chrono::milliseconds kLongestNap{200};
+  static constexpr std::chrono::milliseconds kLongestNap{1000};
   std::chrono::milliseconds nap_ = kShortestNap;  // the next wait for more
   const std::string path_;
   int fd_;
@@ -284,7 +288,8 @@ KmsgSampler::KmsgSampler(Options options, std::shared_ptr<const KmsgCatalog> cat
               .Help("Kernel-log state file (--hal.state-dir) failures, by op: read (a "
                     "file refused as unreadable, corrupt or oversized; the exporter "
                     "starts without it) or write (retried at each publish until it works).")
-              .Register(*self_metrics)) {
+              .Register(*self_metrics)),
+      wake_fd_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
   for (const char* op : {"read", "write"}) state_errors_.Add({{"op", op}});
 }
 
@@ -360,7 +365,28 @@ void KmsgSampler::KeepStates() {
   kept_ = std::move(now);
 }
 
-KmsgSampler::~KmsgSampler() { Stop(); }
+KmsgSampler::~KmsgSampler() {
+  Stop();
+  if (wake_fd_ >= 0) close(wake_fd_);
+}
+
+void KmsgSampler::Stop() {
+  if (wake_fd_ >= 0) {
+    const uint64_t one = 1;
+    (void)!write(wake_fd_, &one, sizeof one);
+  }
+  SourceSampler::Stop();
+}
+
+KmsgSource::Woke KmsgSource::WaitReadable(int fd, std::chrono::milliseconds timeout) const {
+  if (wake_fd_ < 0) timeout = std::min(timeout, kWaitWithoutWake);
+  // poll() passes over a negative descriptor.
+  pollfd p[2] = {{fd, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
+  if (poll(p, 2, static_cast<int>(std::max<int64_t>(0, timeout.count()))) <= 0)
+    return Woke::kTimeout;
+  if (fd >= 0 && (p[0].revents & (POLLIN | POLLERR | POLLHUP)) != 0) return Woke::kReadable;
+  return (p[1].revents & POLLIN) != 0 ? Woke::kWoken : Woke::kTimeout;
+}
 
 void KmsgSampler::TakeOver(Part& old) {
   // The same log: this sampler goes on after the old one's last record.
@@ -527,6 +553,7 @@ void KmsgSampler::Run() {
       }
       Seeing();
       if (said_.Clear("open")) spdlog::info("kmsg: reading {} again", options_.path);
+      source->WakeOn(wake_fd_);
       generation = source->generation();
       memory_.StartPass();  // from the oldest record again
       spdlog::info("kmsg: reading the kernel log from {} (from its oldest record)", source->name());
@@ -534,8 +561,8 @@ void KmsgSampler::Run() {
     std::string raw;
     const auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(
         next_publish - std::chrono::steady_clock::now());
-    Status s = source->Next(&raw, std::max(std::chrono::milliseconds(0),
-                                           std::min(wait, std::chrono::milliseconds(200))));
+    // Up to the next publish: Stop ends the wait (wake_fd_).
+    Status s = source->Next(&raw, std::max(std::chrono::milliseconds(0), wait));
     if (s.ok()) {
       // Read again from a start (a record file rewritten or replaced): what
       // comes may be known (memory_).

@@ -36,9 +36,26 @@ class KmsgSource {
   // IoError: the source is unusable.
   virtual Status Next(std::string* record, std::chrono::milliseconds wait) = 0;
   virtual std::string name() const = 0;
+  // A descriptor (an eventfd) whose becoming readable ends a wait in Next
+  // at once (Unavailable): the sampler's Stop, so that a wait may last a
+  // whole interval instead of waking to look whether it should stop. -1:
+  // none. Set before the first Next.
+  void WakeOn(int fd) { wake_fd_ = fd; }
   // Changes when the source starts over with other records (a record file
   // rotated or truncated): their sequence numbers may start again.
   virtual uint64_t generation() const { return 0; }
+
+ protected:
+  // Waits until `fd` (-1: none) is readable, the wake descriptor is, or
+  // `timeout` passed.
+  enum class Woke { kReadable, kWoken, kTimeout };
+  Woke WaitReadable(int fd, std::chrono::milliseconds timeout) const;
+  // The longest wait without a wake descriptor (a source used alone, as
+  // the tests do), so that a stop is seen soon all the same.
+  static constexpr std::chrono::milliseconds kWaitWithoutWake{200};
+
+ private:
+  int wake_fd_ = -1;
 };
 
 // /dev/kmsg (or another path with its semantics), read from the oldest
@@ -81,6 +98,8 @@ class KmsgSampler : public SourceSampler {
               prometheus::Registry* self_metrics, store::ExemplarStore* exemplars = nullptr,
               std::function<uint64_t()> now_us = nullptr);  // CLOCK_MONOTONIC, in us
   ~KmsgSampler() override;
+  // Part: ends the source's wait at once (wake_fd_), then joins the thread.
+  void Stop() override;
   KmsgSampler(const KmsgSampler&) = delete;
   KmsgSampler& operator=(const KmsgSampler&) = delete;
 
@@ -173,6 +192,10 @@ class KmsgSampler : public SourceSampler {
   std::optional<std::map<std::string, std::set<std::string>>> kept_;
   void KeepStates();
   LogOnce said_;
+  // Readable once Stop began (an eventfd, never drained): every source's
+  // wait ends at once. -1 where none could be made (waits then end within
+  // kWaitWithoutWake).
+  const int wake_fd_;
 };
 
 // Bounds of the backend's state (docs/reliability.md).
