@@ -443,11 +443,19 @@ void DeviceRegistry::SetPciDevices(std::vector<PciDeviceView> devices) {
 void DeviceRegistry::SetDeviceViews(const std::string& source, DeviceViews views) {
   MutexLock lock(mu_);
   ++gen_;
-  KeepChosen(filter_, &views.families);
   ++views_set_.views[source];
-  families_[source] =
-      std::make_shared<const std::vector<prometheus::MetricFamily>>(std::move(views.families));
+  std::shared_ptr<const std::vector<prometheus::MetricFamily>> families =
+      views.kept_families ? std::move(views.kept_families)
+                          : std::make_shared<const std::vector<prometheus::MetricFamily>>(
+                                std::move(views.families));
+  if (!filter_.empty()) {
+    auto chosen = std::make_shared<std::vector<prometheus::MetricFamily>>(*families);
+    KeepChosen(filter_, chosen.get());
+    families = std::move(chosen);
+  }
+  families_[source] = std::move(families);
   views.families.clear();
+  views.kept_families.reset();
   views_[source] = std::move(views);
   SeenLocked(source);
 }

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -253,6 +254,10 @@ enum class Coverage {
 struct DeviceViews {
   std::vector<DeviceView> devices;
   std::vector<prometheus::MetricFamily> families;
+  // Set instead of `families` by a source that keeps what it published
+  // (the same families as its last view: NVML between whole reads): the
+  // registry keeps and lends this one, and nothing is built or copied.
+  std::shared_ptr<const std::vector<prometheus::MetricFamily>> kept_families;
   Coverage coverage = Coverage::kListed;
   std::string vendor;  // with kListed: "0x10de"; empty: none
   std::string driver;  // with vendor: the kernel driver its cards are bound to ("nvidia")

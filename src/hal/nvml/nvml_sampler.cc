@@ -493,10 +493,20 @@ void NvmlSampler::Publish(std::vector<NvmlDevice> cards, const std::vector<NvmlE
   }
   for (const auto& [outcome, n] : outcomes) processes_.Add({{"cgroup", outcome}}).Set(n);
   faults_.EndSample();
-  views.families = NvmlFamilies(joined);
-  // Lent to the page as they are (FamilyLender): in its order once here, not
-  // copied and sorted at every scrape (link "10" comes before "2").
-  for (prometheus::MetricFamily& f : views.families) PutInPageOrder(&f);
+  // The families only when what they are made of changed (a whole read, a
+  // fault, a card named anew): between whole reads the same are kept.
+  std::vector<FamiliesOf> of;
+  of.reserve(joined.size());
+  for (const NvmlJoined& j : joined) of.push_back({*j.card, j.minor, j.uuid, j.model});
+  if (!families_ || of != families_of_) {
+    std::vector<prometheus::MetricFamily> families = NvmlFamilies(joined);
+    // Lent to the page as they are (FamilyLender): in its order once here,
+    // not copied and sorted at every scrape (link "10" comes before "2").
+    for (prometheus::MetricFamily& f : families) PutInPageOrder(&f);
+    families_ = std::make_shared<const std::vector<prometheus::MetricFamily>>(std::move(families));
+    families_of_ = std::move(of);
+  }
+  views.kept_families = families_;
   // NVML answers for NVIDIA's cards: one of the inventory it does not list
   // (nor find by its address) is not seen.
   views.coverage = store::Coverage::kListed;

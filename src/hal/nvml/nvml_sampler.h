@@ -126,6 +126,15 @@ class NvmlSampler : public SourceSampler {
   // The last whole read and when it answered; sampler-thread state.
   std::vector<NvmlDevice> last_whole_;
   std::optional<std::chrono::steady_clock::time_point> last_whole_at_;
+  // What the last families were made of, and they: the same cards, read the
+  // same, publish the same families (kept_families), not built again.
+  struct FamiliesOf {
+    NvmlDevice card;
+    std::string minor, uuid, model;
+    bool operator==(const FamiliesOf&) const = default;
+  };
+  std::vector<FamiliesOf> families_of_;
+  std::shared_ptr<const std::vector<prometheus::MetricFamily>> families_;
   // The codes the events raised that are active now, for card `index`.
   std::set<std::string> EventCodes(unsigned index, std::chrono::steady_clock::time_point now) const;
 
