@@ -1,5 +1,7 @@
 #include "hal/pci/pci.h"
 
+#include <fcntl.h>
+#include <limits.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -240,19 +242,26 @@ Status PciScanner::Scan(std::vector<PciDevice>* out, PciScanDepth depth) const {
     const std::string address = CanonicalPciAddress(name);
     if (address.empty()) continue;
     const std::string path = it->path().string();
+    // The device's files are read relative to its directory: a path walk of
+    // one component each, not of the whole path.
+    const int dirfd = ::open(path.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (dirfd < 0) continue;  // gone since listed
     std::string text;
-    if (!ReadAttribute(path + "/class", &text).ok()) continue;
-    const auto class_code = ParseHex(text);
-    if (!class_code || !ReadAttribute(path + "/vendor", &text).ok()) continue;
-    const auto vendor = ParseHex(text);
-    if (!vendor || !filter_.Matches(*class_code, *vendor)) continue;
+    std::optional<uint32_t> class_code, vendor;
+    if (ReadAttributeAt(dirfd, "class", path, &text).ok()) class_code = ParseHex(text);
+    if (class_code && ReadAttributeAt(dirfd, "vendor", path, &text).ok()) vendor = ParseHex(text);
     // An SR-IOV virtual function is part of its physical card, not a card.
-    if (fs::exists(path + "/physfn", ec)) continue;
+    if (!class_code || !vendor || !filter_.Matches(*class_code, *vendor) ||
+        ::faccessat(dirfd, "physfn", F_OK, 0) == 0) {
+      ::close(dirfd);
+      continue;
+    }
     PciDevice d;
     d.address = address;
     d.class_code = *class_code;
     d.vendor = *vendor;
-    ReadDevice(path, depth, &d);
+    ReadDevice(path, dirfd, depth, &d);
+    ::close(dirfd);
     out->push_back(std::move(d));
   }
   std::sort(out->begin(), out->end(),
@@ -281,20 +290,21 @@ void PciScanner::ReadPort(const std::string& dir, PciDevice* d) const {
   if (d->port_max_link_speed || d->port_max_link_width) d->port = port;
 }
 
-void PciScanner::ReadDevice(const std::string& dir, PciScanDepth depth, PciDevice* d) const {
+void PciScanner::ReadDevice(const std::string& dir, int dirfd, PciScanDepth depth,
+                            PciDevice* d) const {
   const bool whole = depth == PciScanDepth::kWhole;
   // Reads `file` if it exists; a file that exists but does not parse is
   // noted, one that is absent is simply not there on this kernel or device.
+  std::string text;
   auto read = [&](const char* file, auto parse) {
-    std::string text;
-    const std::string path = dir + "/" + file;
-    if (::access(path.c_str(), F_OK) != 0) return decltype(parse(std::string_view()))();
-    if (Status s = ReadAttribute(path, &text); !s.ok()) {
+    Status s = ReadAttributeAt(dirfd, file, dir, &text);
+    if (s.code() == Status::Code::kNotFound) return decltype(parse(std::string_view()))();
+    if (!s.ok()) {
       d->errors.push_back(s.message());
       return decltype(parse(std::string_view()))();
     }
     auto v = parse(std::string_view(text));
-    if (!v) d->errors.push_back(path + ": unexpected content");
+    if (!v) d->errors.push_back(dir + "/" + file + ": unexpected content");
     return v;
   };
   if (whole) {
@@ -329,14 +339,14 @@ void PciScanner::ReadDevice(const std::string& dir, PciScanDepth depth, PciDevic
   for (const char* severity : {"correctable", "nonfatal", "fatal"}) {
     if (!whole && std::strcmp(severity, "fatal") != 0) continue;
     const std::string file = std::string("aer_dev_") + severity;
-    const std::string path = dir + "/" + file;
-    if (::access(path.c_str(), F_OK) != 0) continue;
-    std::string text;
     std::vector<std::pair<std::string, uint64_t>> counters;
-    Status s = ReadAttribute(path, &text);
+    Status s = ReadAttributeAt(dirfd, file.c_str(), dir, &text);
+    if (s.code() == Status::Code::kNotFound) continue;
     if (s.ok()) s = ParseAerFile(text, &counters);
     if (!s.ok()) {
-      d->errors.push_back(path + ": " + s.message());
+      d->errors.push_back(s.code() == Status::Code::kInvalidArgument
+                              ? dir + "/" + file + ": " + s.message()
+                              : s.message());
       continue;
     }
     // The named counters sum to the TOTAL_ line; exporting both would
@@ -353,10 +363,11 @@ void PciScanner::ReadDevice(const std::string& dir, PciScanDepth depth, PciDevic
     }
     if (named == 0 && total) d->aer.push_back({severity, "total", *total});
   }
-  std::error_code ec;
-  const fs::path driver = fs::read_symlink(dir + "/driver", ec);
-  if (!ec) {
-    d->driver = driver.filename().string();
+  char link[PATH_MAX];
+  if (const ssize_t n = ::readlinkat(dirfd, "driver", link, sizeof link - 1); n > 0) {
+    const std::string_view target(link, static_cast<size_t>(n));
+    const size_t slash = target.rfind('/');
+    d->driver = std::string(slash == std::string_view::npos ? target : target.substr(slash + 1));
     SanitizeLabelValue(&d->driver, kMaxLabelBytes);
   }
   if (whole) ReadHwmon(dir, d);

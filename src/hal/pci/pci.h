@@ -112,7 +112,8 @@ class PciScanner {
   const PciFilter& filter() const { return filter_; }
 
  private:
-  void ReadDevice(const std::string& dir, PciScanDepth depth, PciDevice* d) const;
+  // `dirfd`: the device's directory, open (O_PATH).
+  void ReadDevice(const std::string& dir, int dirfd, PciScanDepth depth, PciDevice* d) const;
   void ReadPort(const std::string& dir, PciDevice* d) const;
   const std::string root_;
   const PciFilter filter_;

@@ -31,15 +31,15 @@ Status NeedsNewline(std::string_view text, const char* what) {
 
 }  // namespace
 
-Status ReadAttribute(const std::string& path, std::string* out) {
-  // O_NONBLOCK: a FIFO or a driver attribute that blocks must not hang the
-  // sampler (and with it SIGTERM); only regular files are read.
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-  if (fd < 0) return Status::IoError(path + ": " + ErrnoText(errno));
+namespace {
+// Reads the open `fd` (closed here) whole, if it is a regular file; errors
+// name `dir`/`name` (`dir` alone without a name), composed only then.
+Status ReadOpenAttribute(int fd, const std::string& dir, const char* name, std::string* out) {
+  auto path = [&] { return name != nullptr ? dir + "/" + name : dir; };
   struct stat st {};
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     ::close(fd);
-    return Status::IoError(path + ": not a regular file");
+    return Status::IoError(path() + ": not a regular file");
   }
   out->clear();
   char buf[4096];
@@ -49,17 +49,38 @@ Status ReadAttribute(const std::string& path, std::string* out) {
       const int err = errno;
       if (err == EINTR) continue;
       ::close(fd);
-      return Status::IoError(path + ": " + ErrnoText(err));
+      return Status::IoError(path() + ": " + ErrnoText(err));
     }
     if (n == 0) break;
     out->append(buf, static_cast<size_t>(n));
     if (out->size() > kMaxFileBytes) {
       ::close(fd);
-      return Status::IoError(path + ": larger than " + std::to_string(kMaxFileBytes) + " bytes");
+      return Status::IoError(path() + ": larger than " + std::to_string(kMaxFileBytes) + " bytes");
     }
   }
   ::close(fd);
   return Status::Ok();
+}
+
+// O_NONBLOCK: a FIFO or a driver attribute that blocks must not hang the
+// sampler (and with it SIGTERM); only regular files are read.
+constexpr int kAttributeFlags = O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK;
+}  // namespace
+
+Status ReadAttribute(const std::string& path, std::string* out) {
+  const int fd = ::open(path.c_str(), kAttributeFlags);
+  if (fd < 0) return Status::IoError(path + ": " + ErrnoText(errno));
+  return ReadOpenAttribute(fd, path, nullptr, out);
+}
+
+Status ReadAttributeAt(int dirfd, const char* name, const std::string& dir, std::string* out) {
+  const int fd = ::openat(dirfd, name, kAttributeFlags);
+  if (fd < 0) {
+    const int err = errno;
+    if (err == ENOENT) return Status::NotFound(dir + "/" + name + ": absent");
+    return Status::IoError(dir + "/" + name + ": " + ErrnoText(err));
+  }
+  return ReadOpenAttribute(fd, dir, name, out);
 }
 
 Status ParseHealthFile(std::string_view text, bool* healthy) {

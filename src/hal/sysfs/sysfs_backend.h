@@ -17,6 +17,11 @@ inline constexpr size_t kMaxHalDevices = 1024;  // xpu<minor> directories
 // driver attribute cannot hang the sampler; only regular files, at most
 // 64 KiB. Errors name the path.
 Status ReadAttribute(const std::string& path, std::string* out);
+// The same for `name` in the directory open as `dirfd` (a path walk of one
+// component, not of the whole path: the pci backend reads a card's files
+// each interval this way); errors name `dir`/`name`. NotFound when there is
+// no such file.
+Status ReadAttributeAt(int dirfd, const char* name, const std::string& dir, std::string* out);
 
 // Parsers of the sysfs files (docs/hal.md), pure and separate from I/O.
 // Every file must end in a newline: a missing one means a partly written or
