@@ -229,6 +229,7 @@ void DeviceRegistry::SetDeviceFilter(std::set<int32_t> minors) {
   if (known_) RefilterLocked();
   // Views are filtered as they are joined; the sources' own families now.
   for (auto& [source, families] : families_) {
+    if (filter_.empty()) break;  // every device: nothing to take out
     auto chosen = std::make_shared<std::vector<prometheus::MetricFamily>>(*families);
     KeepChosen(filter_, chosen.get());
     families = std::move(chosen);

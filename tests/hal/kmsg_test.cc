@@ -297,8 +297,9 @@ TEST_F(KmsgSamplerTest, AReadErrorKeepsTheSourceBlindUntilAReadWorks) {
 
 // An idle log is waited on up to the next publish (a wake-up or two a
 // second, not five), and Stop ends the wait at once: with a minute's
-// interval, on /dev/kmsg's kind of source (poll) and on a record file
-// (naps), the sampler stops long before its wait would have ended.
+// interval, on /dev/kmsg's kind of source (poll), on a record file (naps)
+// and on a device that reads empty, the sampler stops long before its wait
+// would have ended.
 TEST_F(KmsgSamplerTest, StopEndsAWaitThatWouldLastAnInterval) {
   xpu::testing::TempDir dir;
   const std::string file = dir.File("kmsg");
@@ -307,7 +308,9 @@ TEST_F(KmsgSamplerTest, StopEndsAWaitThatWouldLastAnInterval) {
   ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
   const int writer = open(fifo.c_str(), O_RDWR | O_NONBLOCK);  // keeps the FIFO open
   ASSERT_GE(writer, 0);
-  for (const std::string& path : {file, fifo}) {
+  // /dev/null: read() answers 0 at once (not /dev/kmsg's behaviour), waited
+  // on without a descriptor to poll.
+  for (const std::string& path : {file, fifo, std::string("/dev/null")}) {
     KmsgSampler::Options o;
     o.path = path;
     o.interval = std::chrono::minutes(1);

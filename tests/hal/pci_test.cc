@@ -348,6 +348,46 @@ TEST_F(PciTreeTest, SlowFactsAreReadAtTheirCadenceAndFaultsEveryScan) {
   EXPECT_EQ(count(v, "correctable", "RxErr"), 7);
 }
 
+// Between whole scans (the review's cases): a card that appears, or is
+// replaced at its address by another device id, is judged against its own
+// maxima from its first sample (a whole scan at once), not a predecessor's
+// or none; a maximum that fails to read in a whole scan keeps the last one.
+TEST_F(PciTreeTest, ACardNewOrReplacedBetweenWholeScansHasItsOwnMaxima) {
+  const std::string first = Gpu("0000:3b:00.0");
+  store::DeviceRegistry reg;
+  prometheus::Registry self;
+  PciSampler sampler(PciScanner(dir_.path(), PciFilter()), FaultCatalog::Builtin(),
+                     std::chrono::seconds(1), kGaugeInterval, &reg, &self);
+  ASSERT_TRUE(sampler.SampleOnce());  // whole
+  auto view = [&](const std::string& bus) {
+    for (const store::PciDeviceView& v : reg.PciDevices())
+      if (v.bus_id == bus) return v;
+    return store::PciDeviceView{};
+  };
+  const std::string second = Gpu("0000:5e:00.0");
+  Write(second + "/max_link_width", "8\n");
+  Write(second + "/current_link_width", "8\n");
+  ASSERT_TRUE(sampler.SampleOnce());  // within the gauge interval
+  EXPECT_EQ(view("0000:5e:00.0").max_link_width, 8) << "a new card's own maximum";
+  // Replaced: another device id at the first card's address, an x8 card.
+  Write(first + "/device", "0x2331\n");
+  Write(first + "/max_link_width", "8\n");
+  Write(first + "/current_link_width", "8\n");
+  for (uint32_t i = 0; i < kNarrowSamplesForFault + 1; ++i) ASSERT_TRUE(sampler.SampleOnce());
+  EXPECT_EQ(view("0000:3b:00.0").max_link_width, 8) << "the new card's maximum, not the old x16";
+  EXPECT_TRUE(view("0000:3b:00.0").faults.empty()) << "an x8 card at x8 is not downtrained";
+  // A maximum that cannot be read at a whole scan keeps the last one read.
+  Write(second + "/max_link_width", "garbage\n");
+  PciSampler every(PciScanner(dir_.path(), PciFilter()), FaultCatalog::Builtin(),
+                   std::chrono::seconds(1), std::chrono::seconds(1), &reg, &self);
+  every.SeedTracker(sampler.tracker_state());
+  Write(second + "/max_link_width", "8\n");
+  ASSERT_TRUE(every.SampleOnce());
+  Write(second + "/max_link_width", "garbage\n");
+  ASSERT_TRUE(every.SampleOnce());
+  EXPECT_EQ(view("0000:5e:00.0").max_link_width, 8) << "one bad read keeps the last maximum";
+}
+
 // An SR-IOV virtual function is part of its physical card, not a card of
 // its own; a card in a 32-bit PCI domain (Intel VMD) is one.
 TEST_F(PciTreeTest, VirtualFunctionsAreNoCardsAndA32BitDomainIsOne) {

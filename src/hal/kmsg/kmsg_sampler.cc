@@ -47,7 +47,7 @@ class DevKmsg : public KmsgSource {
       if (n < 0 && errno == EINVAL) return Status::InvalidArgument("record over the read buffer");
       if (n < 0 && errno != EAGAIN) return Status::IoError(path_ + ": " + ErrnoText(errno));
       if (n == 0) {  // not /dev/kmsg's behaviour (a FIFO, /dev/null): no busy loop
-        std::this_thread::sleep_for(wait);
+        (void)WaitReadable(-1, wait);  // Stop ends it
         break;
       }
       if (tries == 1) break;
@@ -371,6 +371,7 @@ KmsgSampler::~KmsgSampler() {
 }
 
 void KmsgSampler::Stop() {
+  worker().RequestStop();  // before the wake, so that the woken loop ends
   if (wake_fd_ >= 0) {
     const uint64_t one = 1;
     (void)!write(wake_fd_, &one, sizeof one);

@@ -208,8 +208,12 @@ bool PciFilter::Matches(uint32_t class_code, uint32_t vendor) const {
   return listed && (class_code >> 8) == 0x0300;  // a listed vendor's VGA controller
 }
 
+bool SamePciFunction(const PciDevice& a, const PciDevice& b) {
+  return a.address == b.address && a.vendor == b.vendor && a.device == b.device &&
+         a.class_code == b.class_code;
+}
+
 void KeepSlowPciFacts(const PciDevice& from, PciDevice* into) {
-  into->device = from.device;
   into->numa_node = from.numa_node;
   into->enabled = from.enabled;
   into->max_link_speed = from.max_link_speed;
@@ -307,8 +311,10 @@ void PciScanner::ReadDevice(const std::string& dir, int dirfd, PciScanDepth dept
     if (!v) d->errors.push_back(dir + "/" + file + ": unexpected content");
     return v;
   };
+  // The device id each scan: with the address, vendor and class it tells a
+  // card replaced at the same address, whose kept facts are not its own.
+  if (auto v = read("device", ParseHex)) d->device = *v;
   if (whole) {
-    if (auto v = read("device", ParseHex)) d->device = *v;
     if (auto v = read("numa_node", ParseInt)) d->numa_node = *v;
     if (auto v = read("enable", ParseInt)) d->enabled = *v > 0;
   }

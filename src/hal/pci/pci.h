@@ -88,15 +88,18 @@ struct PciFilter {
 };
 
 // What a scan reads of each device (docs/hal.md, "Cadences"). kFaults: what
-// can raise a fault, read every interval: presence, the bound driver, the
-// current link speed and width, the power state and the fatal AER
-// counters. kWhole adds what changes slowly or is only a gauge: the device
-// and NUMA ids, enable, the maximum link and the port's, the correctable
+// can raise a fault, read every interval: presence and identity (class,
+// vendor, device), the bound driver, the current link speed and width, the
+// power state and the fatal AER counters. kWhole adds what changes slowly or
+// is only a gauge: the NUMA id, enable, the maximum link and the port's, the correctable
 // and non-fatal AER counters and hwmon (a directory walk).
 enum class PciScanDepth { kWhole, kFaults };
 
+// Whether two scans' devices are the same function: address, vendor,
+// device and class (a card replaced at an address is another).
+bool SamePciFunction(const PciDevice& a, const PciDevice& b);
 // Copies into `into` the facts a kFaults scan does not read, from a whole
-// scan of the same address (`from`).
+// scan of the same function (`from`).
 void KeepSlowPciFacts(const PciDevice& from, PciDevice* into);
 
 // Reads the devices under <sysfs_root>/bus/pci/devices that pass `filter`,

@@ -115,22 +115,38 @@ bool PciSampler::WholeScanDue(std::chrono::steady_clock::time_point now) const {
          now - *last_whole_at_ >= gauge_interval_;
 }
 
-void PciSampler::KeepOrFill(bool whole, std::chrono::steady_clock::time_point now,
+bool PciSampler::KeepOrFill(bool whole, std::chrono::steady_clock::time_point now,
                             std::vector<PciDevice>* scan) {
-  if (whole) {
-    last_whole_ = *scan;
-    last_whole_at_ = now;
-    return;
-  }
-  if (!last_whole_at_ || now - *last_whole_at_ > store::kStaleIntervals * gauge_interval_) return;
   // Both sorted by address.
   auto w = last_whole_.begin();
-  for (PciDevice& d : *scan) {
+  auto match = [&](const PciDevice& d) -> const PciDevice* {
     while (w != last_whole_.end() && w->address < d.address) ++w;
-    if (w != last_whole_.end() && w->address == d.address && w->vendor == d.vendor &&
-        w->class_code == d.class_code)
-      KeepSlowPciFacts(*w, &d);
+    return w != last_whole_.end() && SamePciFunction(*w, d) ? &*w : nullptr;
+  };
+  if (whole) {
+    // A slow fact that exists but failed to read (d.errors) keeps the
+    // value of the last whole scan: one bad read is not ten seconds blind.
+    for (PciDevice& d : *scan) {
+      const PciDevice* before = d.errors.empty() ? nullptr : match(d);
+      if (before == nullptr) continue;
+      if (!d.max_link_speed) d.max_link_speed = before->max_link_speed;
+      if (!d.max_link_width) d.max_link_width = before->max_link_width;
+      if (!d.port_max_link_speed) d.port_max_link_speed = before->port_max_link_speed;
+      if (!d.port_max_link_width) d.port_max_link_width = before->port_max_link_width;
+      if (d.port.empty()) d.port = before->port;
+    }
+    last_whole_ = *scan;
+    last_whole_at_ = now;
+    return true;
   }
+  if (!last_whole_at_ || now - *last_whole_at_ > store::kStaleIntervals * gauge_interval_)
+    return false;
+  for (PciDevice& d : *scan) {
+    const PciDevice* before = match(d);
+    if (before == nullptr) return false;
+    KeepSlowPciFacts(*before, &d);
+  }
+  return true;
 }
 
 bool PciSampler::SampleOnce() {
@@ -145,7 +161,15 @@ bool PciSampler::SampleOnce() {
     return false;
   }
   if (logged_.Clear("scan")) spdlog::info("HAL pci: scanning {} again", scanner_.root());
-  KeepOrFill(whole, now, &scan);
+  // A card new or replaced since the last whole scan: whole at once, so
+  // that its link is judged against its own maxima from its first sample.
+  if (!KeepOrFill(whole, now, &scan)) {
+    if (Status s = scanner_.Scan(&scan, PciScanDepth::kWhole); !s.ok()) {
+      Blind(s.message());
+      return false;
+    }
+    KeepOrFill(true, now, &scan);
+  }
   Seeing();
   for (const PciDevice& d : scan) {
     if (d.errors.empty()) continue;

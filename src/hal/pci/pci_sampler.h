@@ -114,7 +114,11 @@ class PciSampler : public SourceSampler {
   // facts of its last whole scan while that is younger than kStaleIntervals
   // of their cadence. Sampler thread.
   bool WholeScanDue(std::chrono::steady_clock::time_point now) const;
-  void KeepOrFill(bool whole, std::chrono::steady_clock::time_point now,
+  // After a whole scan: keeps it (a slow fact that failed to read keeps the
+  // last whole scan's value). After a fault scan: fills each device's slow
+  // facts from the last whole scan; false when a device has none there (a
+  // card new, or replaced, since): the caller scans whole at once.
+  bool KeepOrFill(bool whole, std::chrono::steady_clock::time_point now,
                   std::vector<PciDevice>* scan);
 
   const PciScanner scanner_;
