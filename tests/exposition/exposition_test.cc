@@ -41,11 +41,12 @@ store::Snapshot Sample(store::MetricStore* s) {
   return s->Snap(Clock::now());
 }
 
-// NeedsEscape looks at eight bytes at a time: every byte value at every
-// place of values up to 19 bytes long (two words and a tail) is judged as
-// the byte-by-byte rule judges it, bytes with the high bit set included.
+// NeedsEscape looks at a long value eight bytes at a time: every byte value
+// at every place of values up to 27 bytes long (short ones, then three
+// words and a tail) is judged as the byte-by-byte rule judges it, bytes with
+// the high bit set included.
 TEST(TextFormatTest, NeedsEscapeFindsEverySpecialByteAtEveryPlace) {
-  for (size_t len = 1; len <= 19; ++len) {
+  for (size_t len = 1; len <= 27; ++len) {
     for (size_t at = 0; at < len; ++at) {
       for (int b = 0; b < 256; ++b) {
         std::string v(len, 'a');
