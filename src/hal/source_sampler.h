@@ -6,10 +6,12 @@
 #include <atomic>
 #include <chrono>
 #include <map>
+#include <optional>
 #include <string>
 
 #include "common/part.h"
 #include "common/worker.h"
+#include "store/faults.h"
 #include "store/ports.h"
 
 namespace xpu::hal {
@@ -23,6 +25,31 @@ namespace xpu::hal {
 // Start()/Stop()/Withdraw() from the owning thread (Part); up() and
 // interval() from any thread; the rest from the sampler's thread. A derived
 // class calls Stop() in its own destructor: the thread calls its overrides.
+// When a source reads its slow facts (docs/hal.md, "Cadences"): a whole
+// read is due every `gauge` (every read when that is no longer than the
+// interval); what the last whole read gave stays evidence while younger
+// than kStaleIntervals of `gauge`. Shared by the pci and nvml samplers; the
+// sampler thread's.
+class GaugeCadence {
+ public:
+  using Clock = std::chrono::steady_clock;
+  GaugeCadence(std::chrono::milliseconds interval, std::chrono::milliseconds gauge)
+      : interval_(interval), gauge_(gauge) {}
+  bool WholeDue(Clock::time_point now) const {
+    return gauge_ <= interval_ || !last_ || now - *last_ >= gauge_;
+  }
+  void ReadWhole(Clock::time_point now) { last_ = now; }
+  bool Fresh(Clock::time_point now) const {
+    return last_ && now - *last_ <= store::kStaleIntervals * gauge_;
+  }
+  // A reload's: when the replaced sampler last read whole.
+  void TakeLast(const GaugeCadence& old) { last_ = old.last_; }
+
+ private:
+  const std::chrono::milliseconds interval_, gauge_;
+  std::optional<Clock::time_point> last_;
+};
+
 class SourceSampler : public Part {
  public:
   struct Spec {

@@ -168,6 +168,7 @@ NvmlSampler::NvmlSampler(Options options, std::shared_ptr<const FaultCatalog> ca
                      {}},
                     options.interval, registry, self_metrics),
       options_(std::move(options)),
+      cadence_(options_.interval, options_.gauge_interval),
       reader_(std::make_shared<Reader>(options_.library)),
       faults_(std::move(catalog), fault_metrics != nullptr ? fault_metrics : self_metrics,
               kSourceNvml, registry, exemplars),
@@ -218,7 +219,7 @@ void NvmlSampler::TakeOver(Part& old) {
   identities_ = o->identities();
   event_seen_ = o->event_seen_;
   last_whole_ = o->last_whole_;
-  last_whole_at_ = o->last_whole_at_;
+  cadence_.TakeLast(o->cadence_);
   if (o->options_.library == options_.library) {
     // The same library: its reader goes on here (its library, its event
     // listener with its event set), so every event the driver reports
@@ -242,23 +243,17 @@ void NvmlSampler::TakeOver(Part& old) {
   }
 }
 
-bool NvmlSampler::WholeReadDue(std::chrono::steady_clock::time_point now) const {
-  return options_.gauge_interval <= options_.interval || !last_whole_at_ ||
-         now - *last_whole_at_ >= options_.gauge_interval;
-}
-
 void NvmlSampler::KeepOrFill(bool whole, std::vector<NvmlDevice>* cards) {
   const auto now = std::chrono::steady_clock::now();
   if (whole) {
     last_whole_ = *cards;
-    last_whole_at_ = now;
+    cadence_.ReadWhole(now);
     return;
   }
   // A health-only read: each card's slow facts from its last whole read,
   // while that is younger than kStaleIntervals of their cadence (else
   // they are no evidence, and left out).
-  if (!last_whole_at_ || now - *last_whole_at_ > store::kStaleIntervals * options_.gauge_interval)
-    return;
+  if (!cadence_.Fresh(now)) return;
   for (NvmlDevice& c : *cards) {
     for (const NvmlDevice& w : last_whole_)
       if (w.index == c.index && w.uuid == c.uuid && w.bus_id == c.bus_id) KeepSlowFacts(w, &c);
@@ -299,7 +294,7 @@ bool NvmlSampler::SampleOnce() {
     if (!r.asked && !r.reading && !r.done) {
       r.asked = true;
       r.ask = std::move(ask);
-      r.health_only = !WholeReadDue(Clock::now());
+      r.health_only = !cadence_.WholeDue(Clock::now());
       want = ++r.generation;
       r.cv.NotifyAll();
     }

@@ -118,14 +118,11 @@ class NvmlSampler : public SourceSampler {
   std::string WhyUnanswered(std::chrono::milliseconds limit,
                             std::optional<std::chrono::steady_clock::duration> late,
                             std::optional<std::chrono::steady_clock::duration> in_flight);
-  // Whether the next read is to be whole (its cadence has come).
-  bool WholeReadDue(std::chrono::steady_clock::time_point now) const;
   // After a whole read, keeps it; after a health-only one, gives each card
   // its slow facts from the last whole read (while those are fresh).
   void KeepOrFill(bool whole, std::vector<NvmlDevice>* cards);
-  // The last whole read and when it answered; sampler-thread state.
+  // The last whole read (when: cadence_); sampler-thread state.
   std::vector<NvmlDevice> last_whole_;
-  std::optional<std::chrono::steady_clock::time_point> last_whole_at_;
   // What the last families were made of, and they: the same cards, read the
   // same, publish the same families (kept_families), not built again.
   struct FamiliesOf {
@@ -139,6 +136,7 @@ class NvmlSampler : public SourceSampler {
   std::set<std::string> EventCodes(unsigned index, std::chrono::steady_clock::time_point now) const;
 
   const Options options_;
+  GaugeCadence cadence_;                     // sampler-thread state, from options_
   std::shared_ptr<Reader> reader_;           // shared with its thread, which may outlive this
   FaultEvents faults_;                       // sampler-thread state
   std::map<unsigned, Identity> identities_;  // sampler-thread state

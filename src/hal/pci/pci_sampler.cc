@@ -93,8 +93,7 @@ PciSampler::PciSampler(PciScanner scanner, std::shared_ptr<const FaultCatalog> c
                      {}},
                     interval, registry, self_metrics),
       scanner_(std::move(scanner)),
-      interval_(interval),
-      gauge_interval_(gauge_interval),
+      cadence_(interval, gauge_interval),
       file_errors_(prometheus::BuildCounter()
                        .Name("xpu_hal_pci_file_errors_total")
                        .Help("PCI sysfs files that exist but could not be read or parsed.")
@@ -108,11 +107,6 @@ void PciSampler::TakeOver(Part& old) {
     SeedFaultState(o->fault_state());
     SeedTracker(o->tracker_state());
   }
-}
-
-bool PciSampler::WholeScanDue(std::chrono::steady_clock::time_point now) const {
-  return gauge_interval_ <= interval_ || !last_whole_at_ ||
-         now - *last_whole_at_ >= gauge_interval_;
 }
 
 bool PciSampler::KeepOrFill(bool whole, std::chrono::steady_clock::time_point now,
@@ -136,11 +130,10 @@ bool PciSampler::KeepOrFill(bool whole, std::chrono::steady_clock::time_point no
       if (d.port.empty()) d.port = before->port;
     }
     last_whole_ = *scan;
-    last_whole_at_ = now;
+    cadence_.ReadWhole(now);
     return true;
   }
-  if (!last_whole_at_ || now - *last_whole_at_ > store::kStaleIntervals * gauge_interval_)
-    return false;
+  if (!cadence_.Fresh(now)) return false;
   for (PciDevice& d : *scan) {
     const PciDevice* before = match(d);
     if (before == nullptr) return false;
@@ -152,7 +145,7 @@ bool PciSampler::KeepOrFill(bool whole, std::chrono::steady_clock::time_point no
 bool PciSampler::SampleOnce() {
   std::vector<PciDevice> scan;
   const auto now = std::chrono::steady_clock::now();
-  const bool whole = WholeScanDue(now);
+  const bool whole = cadence_.WholeDue(now);
   if (Status s = scanner_.Scan(&scan, whole ? PciScanDepth::kWhole : PciScanDepth::kFaults);
       !s.ok()) {
     Blind(s.message());

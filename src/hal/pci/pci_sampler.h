@@ -110,10 +110,8 @@ class PciSampler : public SourceSampler {
 
  private:
   void Tick() override { SampleOnce(); }
-  // Whether this scan must be whole; a scan of faults only takes the slow
-  // facts of its last whole scan while that is younger than kStaleIntervals
-  // of their cadence. Sampler thread.
-  bool WholeScanDue(std::chrono::steady_clock::time_point now) const;
+  // A scan of faults only takes the slow facts of its last whole scan while
+  // that is fresh (cadence_). Sampler thread.
   // After a whole scan: keeps it (a slow fact that failed to read keeps the
   // last whole scan's value). After a fault scan: fills each device's slow
   // facts from the last whole scan; false when a device has none there (a
@@ -122,9 +120,8 @@ class PciSampler : public SourceSampler {
                   std::vector<PciDevice>* scan);
 
   const PciScanner scanner_;
-  const std::chrono::milliseconds interval_, gauge_interval_;
+  GaugeCadence cadence_;               // sampler-thread state
   std::vector<PciDevice> last_whole_;  // sampler-thread state
-  std::optional<std::chrono::steady_clock::time_point> last_whole_at_;
   prometheus::Counter& file_errors_;
   PciTracker tracker_;  // sampler-thread state
   FaultEvents faults_;  // sampler-thread state
