@@ -11,6 +11,7 @@
 #include "common/duration.h"
 #include "common/file_util.h"
 #include "common/yaml_util.h"
+#include "hal/fault_catalog.h"
 #include "hal/flags.h"
 #include "http/flags.h"
 #include "http/web_server.h"
@@ -268,11 +269,23 @@ Status Validate(const Config& cfg, ParsedConfig* parsed) {
           "--kubernetes.api-server needs the node name (--kubernetes.node-name or NODE_NAME, "
           "read at start only): only this node's pods are watched");
   }
-  if ((cfg.node_health.condition || cfg.node_health.events) && api.empty())
-    return Status::InvalidArgument(std::string(cfg.node_health.condition
-                                                   ? "--kubernetes.node-condition"
-                                                   : "--kubernetes.events") +
+  const sinks::NodeHealthOptions& nh = cfg.node_health;
+  if ((nh.condition || nh.events || nh.device_taints) && api.empty())
+    return Status::InvalidArgument(std::string(nh.condition ? "--kubernetes.node-condition"
+                                               : nh.events  ? "--kubernetes.events"
+                                                            : "--kubernetes.device-taints") +
                                    " needs the API server (--kubernetes.api-server is empty)");
+  if (nh.taint_effect != "NoSchedule" && nh.taint_effect != "None")
+    return Status::InvalidArgument("--kubernetes.device-taints.effect must be NoSchedule or None");
+  if (!nh.taint_evict_level.empty()) {
+    hal::FaultLevel level;
+    if (!hal::ParseLevel(nh.taint_evict_level, &level) ||
+        static_cast<int>(level) < store::kUnhealthyFaultLevel)
+      return Status::InvalidArgument(
+          "--kubernetes.device-taints.evict-level must be restart_card, reset_card, "
+          "isolate_after_job or isolate_card (a taint is written from restart_card)");
+    p.taint_evict_level = static_cast<int>(level);
+  }
   if (Status s =
           kubelet::DraRule::Make(cfg.kubelet.dra_drivers, cfg.kubelet.dra_device_names, &p.dra);
       !s.ok())

@@ -45,6 +45,7 @@ struct ParsedConfig {
   hal::PciFilter pci_filter;       // --hal.pci.classes / --hal.pci.vendors
   kubelet::DraRule dra;            // --kubelet.dra.drivers / --kubelet.dra.device-names
   kubernetes::LabelFilter labels;  // --kubernetes.pod-labels
+  int taint_evict_level = 0;       // --kubernetes.device-taints.evict-level (0: none)
 };
 
 // The effective configuration, from defaults, --config.file and flags. Each

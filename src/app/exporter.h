@@ -29,6 +29,7 @@
 #include "http/web_server.h"
 #include "kubelet/pod_mapper.h"
 #include "kubernetes/pod_watcher.h"
+#include "sinks/device_tainter.h"
 #include "sinks/node_reporter.h"
 #include "store/device_registry.h"
 #include "store/exemplars.h"
@@ -85,6 +86,7 @@ class Exporter {
     const void* pods_part = nullptr;
     const void* watcher_part = nullptr;
     const void* reporter_part = nullptr;
+    const void* tainter_part = nullptr;
     std::optional<std::chrono::milliseconds> hal_interval;
     std::string hal_root;
     std::shared_ptr<const hal::FaultCatalog> hal_faults;
@@ -101,6 +103,7 @@ class Exporter {
     std::string watcher_url;
     std::optional<sinks::NodeReporter::Options> reporter;
     std::optional<kubernetes::KubernetesOptions> reporter_kubernetes;
+    std::optional<sinks::DeviceTainter::Options> tainter;
     upstream::XdmClient::Settings ingest;
     std::shared_ptr<const catalog::Catalog> store_catalog;
     std::shared_ptr<const http::WebConfig> web_config;

@@ -18,6 +18,7 @@ Exporter::InForce Exporter::in_force() const {
   auto* pods = Running<kubelet::PodMapper>("kubelet");
   auto* watcher = Running<kubernetes::PodWatcher>("apiserver");
   auto* reporter = Running<sinks::NodeReporter>("nodehealth");
+  auto* tainter = Running<sinks::DeviceTainter>("devicetaints");
   f.hal_part = hal;
   f.pci_part = pci;
   f.kmsg_part = kmsg;
@@ -25,6 +26,8 @@ Exporter::InForce Exporter::in_force() const {
   f.pods_part = pods;
   f.watcher_part = watcher;
   f.reporter_part = reporter;
+  f.tainter_part = tainter;
+  if (tainter) f.tainter = tainter->options();
   if (hal) {
     f.hal_interval = hal->interval();
     f.hal_root = hal->backend_root();

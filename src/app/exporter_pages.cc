@@ -237,6 +237,8 @@ StatusReport Exporter::Report() {
     MutexLock lock(parts_mu_);
     r.xdm_endpoint = cfg_->xdm.xdm_endpoint;
     catalog = catalog_;
+    if (const auto* t = Running<sinks::DeviceTainter>("devicetaints"))
+      r.device_taints = t->report();
     // Every HAL backend that runs (each a SourceSampler), in the table's
     // order: "sysfs,pci,kmsg".
     bool first = true;

@@ -5,6 +5,7 @@
 #include "hal/backend.h"
 #include "kubelet/pod_mapper.h"
 #include "kubernetes/pod_watcher.h"
+#include "sinks/device_tainter.h"
 #include "sinks/node_reporter.h"
 
 namespace xpu::app {
@@ -60,6 +61,26 @@ Status MakeReporter(const PartContext& c, std::unique_ptr<Part>* out) {
   return Status::Ok();
 }
 
+// A DeviceTaintRule per faulted card, when asked for and an API server is
+// used.
+Status MakeTainter(const PartContext& c, std::unique_ptr<Part>* out) {
+  const sinks::NodeHealthOptions& nh = c.cfg.node_health;
+  if (!nh.device_taints) return Status::Ok();
+  std::string why_off;
+  const std::string api = kubernetes::ResolveApiServer(c.cfg.kubernetes, &why_off);
+  if (api.empty()) {
+    spdlog::warn("kubernetes: no device taints: {}", why_off);
+    return Status::Ok();
+  }
+  sinks::DeviceTainter::Options o;
+  o.effect = nh.taint_effect;
+  o.evict_level = c.cfg.parsed->taint_evict_level;
+  o.hold = nh.hold;
+  *out = std::make_unique<sinks::DeviceTainter>(c.cfg.kubernetes, o, c.cfg.parsed->dra, api,
+                                                c.devices, c.metrics);
+  return Status::Ok();
+}
+
 // The catalogs' files are read again on each reload: their contents may have
 // changed.
 bool HalFilesNamed(const Config& cfg) {
@@ -96,6 +117,13 @@ const std::vector<PartKind>& PartTable() {
                  {kHealthSources, "apiserver"},
                  NodeHealthChanged,
                  MakeReporter});
+    // It reads the health sources' views and the kubelet's DRA names.
+    t.push_back({"devicetaints",
+                 Applier::kNodeHealth,
+                 nullptr,
+                 {kHealthSources, "apiserver", "kubelet"},
+                 NodeHealthChanged,
+                 MakeTainter});
     return t;
   }();
   return table;

@@ -193,6 +193,35 @@ const char* kPageScript = R"JS(
 
 }  // namespace
 
+namespace {
+
+// What the device taints' part knows: the API it found, and per card what
+// names it in the slices (or why nothing does) and its rule's state.
+Json DeviceTaintsJson(const sinks::DeviceTainter::Report& t) {
+  Json j = {{"api", t.api},
+            {"ruleVersion", t.rule_version},
+            {"sliceVersion", t.slice_version},
+            {"slicesRead", t.slices_read},
+            {"slices", t.slices},
+            {"sliceError", t.slice_error},
+            {"staleRules", t.stale},
+            {"cards", Json::array()}};
+  for (const sinks::DeviceTainter::CardReport& c : t.cards) {
+    Json card = {{"busId", c.bus_id}, {"key", c.key}, {"state", c.state}, {"why", c.why}};
+    if (c.device)
+      card["device"] = {
+          {"driver", c.device->driver}, {"pool", c.device->pool}, {"device", c.device->device}};
+    else
+      card["unmapped"] = c.unmapped;
+    if (!c.rule.empty())
+      card["rule"] = {{"name", c.rule}, {"value", c.value}, {"effect", c.effect}};
+    j["cards"].push_back(std::move(card));
+  }
+  return j;
+}
+
+}  // namespace
+
 std::string StatusJson(const StatusReport& r) {
   Json j;
   j["version"] = r.version;
@@ -210,6 +239,7 @@ std::string StatusJson(const StatusReport& r) {
                                    {"viewAgeSeconds", OrNull(s.view_age_seconds)}});
   j["devices"] = Json::array();
   for (const DeviceReport& d : r.devices) j["devices"].push_back(DeviceJson(d));
+  if (r.device_taints) j["kubernetes"] = {{"deviceTaints", DeviceTaintsJson(*r.device_taints)}};
   return j.dump(2, ' ', false, Json::error_handler_t::replace) + "\n";
 }
 

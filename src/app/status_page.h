@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "sinks/device_tainter.h"
 #include "store/views.h"
 #include "upstream/xdm_client.h"
 
@@ -58,6 +59,8 @@ struct StatusReport {
   // Every card of the inventory, then devices only XDM's data names; by
   // minor, then bus address.
   std::vector<DeviceReport> devices;
+  // The device taints' part, when it runs (--kubernetes.device-taints).
+  std::optional<sinks::DeviceTainter::Report> device_taints;
 };
 
 // /status: the JSON document of docs/http-api.md.

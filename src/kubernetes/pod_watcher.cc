@@ -250,9 +250,11 @@ std::vector<store::DeviceShare> ParseNodeShares(const Json& node, int* bad) {
   return out;
 }
 
-WatchEvent ParseEvent(std::string_view line) {
+WatchEvent ParseEvent(std::string_view line) { return ParseEvent(line, KeptPath); }
+
+WatchEvent ParseEvent(std::string_view line, bool (*kept)(const std::string& path)) {
   WatchEvent e;
-  Json j = ParseKept(line);
+  Json j = ParseKeeping(line, kept);
   if (!j.is_object() || !j.contains("type") || !j["type"].is_string() || !j.contains("object") ||
       !j["object"].is_object())
     return e;

@@ -94,6 +94,9 @@ struct WatchEvent {
   int error_code = 0;            // kError: the Status object's code (410: Gone)
 };
 WatchEvent ParseEvent(std::string_view line);
+// The same for another kind of object: `kept` as ParseKeeping's, which must
+// keep "type", "object.metadata.resourceVersion" and "object.code".
+WatchEvent ParseEvent(std::string_view line, bool (*kept)(const std::string& path));
 
 // The base URL for the options: the flag's URL, or in-cluster for "auto"
 // (KUBERNETES_SERVICE_HOST/PORT set, the token file present and the node

@@ -10,6 +10,7 @@
 #include "common/duration.h"
 #include "common/label.h"
 #include "kubernetes/pod_watcher.h"
+#include "sinks/device_taints.h"
 
 namespace xpu::sinks {
 namespace {
@@ -56,12 +57,6 @@ bool KeptNodePath(const std::string& path) {
   for (const char* k : kKept)
     if (kubernetes::OnPathTo(path, k, /*whole=*/true)) return true;
   return false;
-}
-
-const std::string* StringIn(const Json& j, const char* key) {
-  if (!j.is_object()) return nullptr;
-  auto it = j.find(key);
-  return it != j.end() && it->is_string() ? it->get_ptr<const std::string*>() : nullptr;
 }
 
 }  // namespace

@@ -17,13 +17,6 @@ constexpr size_t kMaxAnswerBytes = kubernetes::kMaxNodeBytes;
 // How long one round may spend posting Events before the condition's turn.
 constexpr std::chrono::seconds kEventBudget{5};
 
-Backoff MakeBackoff(std::chrono::milliseconds first) {
-  return Backoff(first, 2.0, first * 30, 0.2,
-                 [gen = std::mt19937_64(std::random_device{}())]() mutable {
-                   return std::uniform_real_distribution<double>(0, 1)(gen);
-                 });
-}
-
 // An answer that retrying cannot change: the object is refused as it is.
 bool Refused(const kubernetes::HttpResult& r) {
   return r.error.empty() && (r.status == 400 || r.status == 404 || r.status == 422);
@@ -42,6 +35,13 @@ std::string EventKey(const store::FaultRaise& r) {
 
 }  // namespace
 
+Backoff ApiBackoff(std::chrono::milliseconds first) {
+  return Backoff(first, 2.0, first * 30, 0.2,
+                 [gen = std::mt19937_64(std::random_device{}())]() mutable {
+                   return std::uniform_real_distribution<double>(0, 1)(gen);
+                 });
+}
+
 NodeReporter::NodeReporter(const kubernetes::KubernetesOptions& kubernetes, Options options,
                            std::string base_url, const store::HealthViewPort* registry,
                            prometheus::Registry* self_metrics)
@@ -50,9 +50,9 @@ NodeReporter::NodeReporter(const kubernetes::KubernetesOptions& kubernetes, Opti
       base_url_(std::move(base_url)),
       registry_(registry),
       cursor_(registry->raises().end()),
-      patch_backoff_(MakeBackoff(options_.retry_first)),
-      event_backoff_(MakeBackoff(options_.retry_first)),
-      read_backoff_(MakeBackoff(options_.retry_first)),
+      patch_backoff_(ApiBackoff(options_.retry_first)),
+      event_backoff_(ApiBackoff(options_.retry_first)),
+      read_backoff_(ApiBackoff(options_.retry_first)),
       limiter_(options_.event_burst, options_.event_refill) {
   if (kubernetes_.node_name.empty())
     throw std::invalid_argument("the Node's condition and Events need the node name");

@@ -33,6 +33,11 @@ namespace xpu::sinks {
 // changed is set back). A failing call is retried with backoff and counted.
 // Owns its thread: Start()/Stop() from the owning thread; the rest is the
 // thread's. Its metrics are thread-safe.
+// The wait after a failed call to the API server, for the parts that write
+// there: `first`, doubled at each failure in a row, at most 30 times it, with
+// 20% jitter.
+Backoff ApiBackoff(std::chrono::milliseconds first);
+
 class NodeReporter : public Part {
  public:
   struct Options {

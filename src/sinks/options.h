@@ -1,6 +1,7 @@
 #pragma once
 
 #include <chrono>
+#include <string>
 
 namespace xpu::sinks {
 
@@ -16,6 +17,13 @@ struct NodeHealthOptions {
   // --kubernetes.node-condition-hold: how long a better condition must hold
   // before it is patched (NodeReporter::Options::recover_hold).
   std::chrono::milliseconds hold{30000};
+  // --kubernetes.device-taints: a DeviceTaintRule per faulted card
+  // (sinks::DeviceTainter), with its effect (NoSchedule, or None to only
+  // watch) and the lowest fault level that evicts (NoExecute; empty: none).
+  // Its hold is the condition's.
+  bool device_taints = false;
+  std::string taint_effect = "NoSchedule";
+  std::string taint_evict_level;
   bool operator==(const NodeHealthOptions&) const = default;
 };
 

@@ -473,6 +473,13 @@ void ExpectPartsHold(const Exporter::InForce& f, const Config& cfg) {
       if (on) running.insert(source);
     EXPECT_EQ(f.reporter->sources, running);
   }
+  EXPECT_EQ(f.tainter.has_value(),
+            !cfg.kubernetes.api_server.empty() && cfg.node_health.device_taints);
+  if (f.tainter) {
+    EXPECT_EQ(f.tainter->effect, cfg.node_health.taint_effect);
+    EXPECT_EQ(f.tainter->evict_level, cfg.node_health.taint_evict_level.empty() ? 0 : 4);
+    EXPECT_EQ(f.tainter->hold, cfg.node_health.hold);
+  }
   ASSERT_NE(f.ingest.ingest, nullptr);
   const upstream::XdmClient::IngestRules& rules = *f.ingest.ingest;
   EXPECT_EQ(f.ingest.interval, cfg.xdm.interval);
@@ -527,6 +534,7 @@ TEST(ExporterReloadTest, EveryFlagIsAppliedByItsPartOrWaitsForARestart) {
       {"kubernetes.api-server", "https://127.0.0.1:1"},
       {"kubernetes.node-name", "node-a"},
       {"kubernetes.node-condition", "true"},
+      {"kubernetes.device-taints", "true"},
   };
   // Each key's new value, as YAML and as /config shows it.
   struct Change {
@@ -589,6 +597,9 @@ TEST(ExporterReloadTest, EveryFlagIsAppliedByItsPartOrWaitsForARestart) {
       {"kubernetes.node-condition", {"false", {""}}},  // a flag off reads back empty
       {"kubernetes.events", {"true", {"true"}}},
       {"kubernetes.node-condition-hold", {"9s", {"9s"}}},
+      {"kubernetes.device-taints", {"false", {""}}},
+      {"kubernetes.device-taints.effect", {"None", {"None"}}},
+      {"kubernetes.device-taints.evict-level", {"reset_card", {"reset_card"}}},
       {"log.level", {"debug", {"debug"}}},
       {"log.format", {"json", {"json"}}},
   };
@@ -669,6 +680,11 @@ TEST(ExporterReloadTest, EveryFlagIsAppliedByItsPartOrWaitsForARestart) {
     // It names the HAL's backends and uses the API server's settings.
     if (by != Applier::kWatcher && by != Applier::kHal && by != Applier::kNodeHealth) {
       EXPECT_EQ(parts_after.reporter_part, parts_before.reporter_part);
+    }
+    // It also reads the kubelet's DRA names.
+    if (by != Applier::kWatcher && by != Applier::kHal && by != Applier::kNodeHealth &&
+        by != Applier::kPods) {
+      EXPECT_EQ(parts_after.tainter_part, parts_before.tainter_part);
     }
     for (Applier other : {Applier::kWebConfig, Applier::kHal, Applier::kPods, Applier::kWatcher,
                           Applier::kNodeHealth}) {

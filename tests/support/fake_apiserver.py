@@ -3,7 +3,11 @@
 real list/watch protocol for pods (resourceVersion, chunked watch streams of
 JSON lines, bookmarks, ERROR 410 for an expired resourceVersion, limit and
 continue), GET of nodes, PATCH of a node's status (strategic merge of
-conditions by type) and POST of Events, over HTTPS with bearer tokens.
+conditions by type) and POST of Events, over HTTPS with bearer tokens; and
+the DRA API a device-taint writer reads and writes: discovery of each
+resource.k8s.io version, this node's ResourceSlices (list and watch) and
+DeviceTaintRules (create, update with resourceVersion, delete with
+preconditions, list by label), each version served or not.
 
 Usage: fake_apiserver.py CERT KEY TOKEN   (prints "port=N" when listening)
 
@@ -20,7 +24,19 @@ Control (no token needed, under /control/):
   GET    /control/agents        the same, as [User-Agent, path] pairs
   GET    /control/patches       every accepted status patch, in order (bodies)
   GET    /control/events        every Event created, in order (as stored)
+  POST   /control/served        body: {"v1": ["resourceslices"], "v1beta2": [...]}: the
+                                resource.k8s.io versions served and what each serves
+  POST   /control/slice         body: a ResourceSlice; adds or replaces it
+  DELETE /control/slice?name=N
+  POST   /control/rule          body: a DeviceTaintRule, stored as it is (another
+                                agent's, or one left by an earlier run)
+  GET    /control/rules         every DeviceTaintRule now
+  GET    /control/rulewrites    every accepted write of a rule: [method, name, effect, value]
+  POST   /control/fault         body: {"prefix": "/apis/", "method": "PUT" (optional),
+                                "status": 500|409|403..., "hang": seconds, "times": N}:
+                                the next N requests that match answer so (after the hang)
 """
+import time
 import json
 import ssl
 import sys
@@ -43,7 +59,13 @@ state = {
     "breaks": 0,           # generation of /control/break
     "requests": [],
     "agents": [],
+    "served": {"v1": ["resourceslices"], "v1beta2": ["resourceslices", "devicetaintrules"]},
+    "slices": {},          # name -> ResourceSlice
+    "rules": {},           # name -> DeviceTaintRule
+    "rulewrites": [],
+    "faults": [],
 }
+GROUP = "/apis/resource.k8s.io/"
 
 
 def bump(obj):
@@ -78,6 +100,8 @@ class Handler(BaseHTTPRequestHandler):
     # --- control -----------------------------------------------------------
     def do_POST(self):
         url = urllib.parse.urlparse(self.path)
+        if url.path.startswith(GROUP):  # not under the lock: a fault may hang it
+            return self.rules_api("POST", url)
         with lock:
             if url.path == "/control/pod":
                 pod = self.body()
@@ -85,7 +109,22 @@ class Handler(BaseHTTPRequestHandler):
                 kind = "MODIFIED" if key in state["pods"] else "ADDED"
                 rv = bump(pod)
                 state["pods"][key] = pod
-                state["events"].append((rv, kind, pod))
+                state["events"].append((rv, kind, pod, "pods"))
+            elif url.path == "/control/slice":
+                sl = self.body()
+                name = sl["metadata"]["name"]
+                kind = "MODIFIED" if name in state["slices"] else "ADDED"
+                rv = bump(sl)
+                state["slices"][name] = sl
+                state["events"].append((rv, kind, sl, "resourceslices"))
+            elif url.path == "/control/rule":
+                rule = self.body()
+                bump(rule)
+                state["rules"][rule["metadata"]["name"]] = rule
+            elif url.path == "/control/served":
+                state["served"] = self.body()
+            elif url.path == "/control/fault":
+                state["faults"].append(self.body())
             elif url.path == "/control/node":
                 state["node"] = self.body()
             elif url.path == "/control/break":
@@ -105,6 +144,7 @@ class Handler(BaseHTTPRequestHandler):
                 state["auth_methods"] = body.get("methods")
             elif url.path.startswith("/api/"):
                 return self.api_post(url)
+
             else:
                 return self.send_json(404, {})
             lock.notify_all()
@@ -113,13 +153,24 @@ class Handler(BaseHTTPRequestHandler):
     def do_DELETE(self):
         url = urllib.parse.urlparse(self.path)
         q = urllib.parse.parse_qs(url.query)
+        if url.path.startswith(GROUP):
+            return self.rules_api("DELETE", url)
+        if url.path == "/control/slice":
+            with lock:
+                sl = state["slices"].pop(q["name"][0], None)
+                if sl is None:
+                    return self.send_json(404, {})
+                rv = bump(sl)
+                state["events"].append((rv, "DELETED", sl, "resourceslices"))
+                lock.notify_all()
+            return self.send_json(200, {"ok": True})
         with lock:
             key = (q["namespace"][0], q["name"][0])
             pod = state["pods"].pop(key, None)
             if pod is None:
                 return self.send_json(404, {})
             rv = bump(pod)
-            state["events"].append((rv, "DELETED", pod))
+            state["events"].append((rv, "DELETED", pod, "pods"))
             lock.notify_all()
         self.send_json(200, {"ok": True})
 
@@ -132,10 +183,93 @@ class Handler(BaseHTTPRequestHandler):
             auth, methods = state["auth"], state["auth_methods"]
         if self.headers.get("Authorization") != "Bearer " + TOKEN:
             return 401, status(401, "Unauthorized", "Unauthorized")
+        fault = None
+        with lock:
+            for f in state["faults"]:
+                if (self.path.startswith(f.get("prefix", "/")) and f.get("times", 1) > 0
+                        and f.get("method", method) == method):
+                    f["times"] = f.get("times", 1) - 1
+                    fault = dict(f)
+                    break
+        if fault:
+            time.sleep(fault.get("hang", 0))
+            code = fault.get("status", 500)
+            return code, status(code, {409: "Conflict", 403: "Forbidden"}.get(code, "InternalError"),
+                                "injected fault")
         if auth != 200 and (methods is None or method in methods):
             return auth, status(auth, "Forbidden", "forbidden: User "
                                 "\"system:serviceaccount:xpu:xpu-exporter\" cannot " + method)
         return None
+
+    def do_PUT(self):
+        return self.rules_api("PUT", urllib.parse.urlparse(self.path))
+
+    def served(self, version, resource):
+        with lock:
+            return resource in state["served"].get(version, [])
+
+    def rules_api(self, method, url):
+        """DeviceTaintRules (cluster-scoped) in each served version."""
+        bad = self.refused(method)
+        if bad:
+            return self.send_json(*bad)
+        parts = url.path[len(GROUP):].split("/")
+        if len(parts) not in (2, 3) or parts[1] != "devicetaintrules" or not self.served(
+                parts[0], "devicetaintrules"):
+            return self.send_json(404, status(404, "NotFound", "the server could not find it"))
+        version, name = parts[0], (urllib.parse.unquote(parts[2]) if len(parts) == 3 else None)
+        body = self.body() if method in ("POST", "PUT") or int(
+            self.headers.get("Content-Length", "0")) else {}
+        with lock:
+            rules = state["rules"]
+            if method == "DELETE":
+                if name not in rules:
+                    return self.send_json(404, status(404, "NotFound", f'"{name}" not found'))
+                want = (body.get("preconditions") or {}).get("resourceVersion")
+                if want and want != rules[name]["metadata"]["resourceVersion"]:
+                    return self.send_json(409, status(409, "Conflict", "precondition failed"))
+                gone = rules.pop(name)
+                state["rulewrites"].append(["DELETE", name, None, None])
+                lock.notify_all()
+                return self.send_json(200, gone)
+            spec = body.get("spec", {})
+            taint = spec.get("taint", {})
+            sel = spec.get("deviceSelector", {})
+            effects = ("NoSchedule", "NoExecute") if version == "v1alpha3" else (
+                "None", "NoSchedule", "NoExecute")
+            meta = body.get("metadata", {})
+            if (body.get("kind") != "DeviceTaintRule"
+                    or body.get("apiVersion") != "resource.k8s.io/" + version
+                    or not meta.get("name") or len(meta["name"]) > 253
+                    or not taint.get("key") or taint.get("effect") not in effects
+                    or len(taint.get("value", "")) > 63 or not sel.get("device")
+                    or any(len(v) > 63 for v in meta.get("labels", {}).values())):
+                return self.send_json(422, status(422, "Invalid", "not a valid DeviceTaintRule"))
+            if method == "POST":
+                if name is not None:
+                    return self.send_json(405, status(405, "MethodNotAllowed", "POST to a name"))
+                if meta["name"] in rules:
+                    return self.send_json(409, status(409, "AlreadyExists",
+                                                      f'"{meta["name"]}" already exists'))
+                taint.setdefault("timeAdded", time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+            else:
+                old = rules.get(name)
+                if old is None or meta["name"] != name:
+                    return self.send_json(404, status(404, "NotFound", f'"{name}" not found'))
+                if meta.get("resourceVersion") != old["metadata"]["resourceVersion"]:
+                    return self.send_json(409, status(409, "Conflict",
+                                                      "the object has been modified"))
+                old_taint = old["spec"]["taint"]
+                if taint.get("effect") != old_taint.get("effect"):
+                    taint["timeAdded"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+                else:
+                    taint["timeAdded"] = old_taint.get("timeAdded")
+            bump(body)
+            rules[meta["name"]] = body
+            state["rulewrites"].append([method, meta["name"], taint.get("effect"),
+                                        taint.get("value")])
+            lock.notify_all()
+        return self.send_json(201 if method == "POST" else 200, body)
 
     def do_PATCH(self):
         url = urllib.parse.urlparse(self.path)
@@ -197,15 +331,22 @@ class Handler(BaseHTTPRequestHandler):
     def do_GET(self):
         url = urllib.parse.urlparse(self.path)
         if url.path in ("/control/requests", "/control/patches", "/control/events",
-                        "/control/agents"):
+                        "/control/agents", "/control/rulewrites"):
             with lock:
                 key = {"/control/requests": "requests", "/control/patches": "patches",
-                       "/control/events": "created", "/control/agents": "agents"}[url.path]
+                       "/control/events": "created", "/control/agents": "agents",
+                       "/control/rulewrites": "rulewrites"}[url.path]
                 return self.send_json(200, state[key])
+        if url.path == "/control/rules":
+            with lock:
+                return self.send_json(200, sorted(state["rules"].values(),
+                                                  key=lambda r: r["metadata"]["name"]))
         q = {k: v[0] for k, v in urllib.parse.parse_qs(url.query).items()}
         bad = self.refused("GET")
         if bad:
             return self.send_json(*bad)
+        if url.path.startswith(GROUP):
+            return self.group_get(url, q)
         if url.path.startswith("/api/v1/nodes/"):
             name = urllib.parse.unquote(url.path[len("/api/v1/nodes/"):])
             with lock:
@@ -221,7 +362,8 @@ class Handler(BaseHTTPRequestHandler):
             return self.send_json(400, status(400, "BadRequest", "cluster-wide list refused"))
         node = selector[len("spec.nodeName="):]
         if q.get("watch") in ("true", "1"):
-            return self.watch(node, q)
+            return self.watch(q, lambda res, obj: res == "pods" and
+                              obj["spec"].get("nodeName") == node, "Pod")
         with lock:
             pods = sorted((p for p in state["pods"].values() if p["spec"].get("nodeName") == node),
                           key=lambda p: (p["metadata"]["namespace"], p["metadata"]["name"]))
@@ -234,7 +376,51 @@ class Handler(BaseHTTPRequestHandler):
             meta["continue"] = str(start + limit)
         self.send_json(200, {"kind": "PodList", "apiVersion": "v1", "metadata": meta, "items": page})
 
-    def watch(self, node, q):
+    def group_get(self, url, q):
+        parts = url.path[len(GROUP):].split("/")
+        version = parts[0]
+        with lock:
+            served = state["served"].get(version)
+        if served is None:
+            return self.send_json(404, status(404, "NotFound", "the server could not find it"))
+        if len(parts) == 1 or parts[1] == "":
+            return self.send_json(200, {
+                "kind": "APIResourceList", "apiVersion": "v1",
+                "groupVersion": "resource.k8s.io/" + version,
+                "resources": [{"name": r, "namespaced": False, "kind": r,
+                               "verbs": ["get", "list", "watch"]} for r in served]})
+        if parts[1] not in served:
+            return self.send_json(404, status(404, "NotFound", "the server could not find it"))
+        if parts[1] == "devicetaintrules":
+            with lock:
+                rules = state["rules"]
+                if len(parts) == 3:
+                    r = rules.get(urllib.parse.unquote(parts[2]))
+                    return self.send_json(200, r) if r else self.send_json(
+                        404, status(404, "NotFound", "not found"))
+                want = dict(kv.split("=", 1) for kv in q.get("labelSelector", "").split(",") if kv)
+                items = [r for r in rules.values() if all(
+                    r["metadata"].get("labels", {}).get(k) == v for k, v in want.items())]
+                return self.send_json(200, {"kind": "DeviceTaintRuleList",
+                                            "apiVersion": "resource.k8s.io/" + version,
+                                            "metadata": {"resourceVersion": str(state["rv"])},
+                                            "items": items})
+        # resourceslices: this node's only
+        selector = q.get("fieldSelector", "")
+        if not selector.startswith("spec.nodeName="):
+            return self.send_json(400, status(400, "BadRequest", "cluster-wide list refused"))
+        node = selector[len("spec.nodeName="):]
+        if q.get("watch") in ("true", "1"):
+            return self.watch(q, lambda res, obj: res == "resourceslices" and
+                              obj["spec"].get("nodeName") == node, "ResourceSlice")
+        with lock:
+            items = [s for s in state["slices"].values() if s["spec"].get("nodeName") == node]
+            return self.send_json(200, {"kind": "ResourceSliceList",
+                                        "apiVersion": "resource.k8s.io/" + version,
+                                        "metadata": {"resourceVersion": str(state["rv"])},
+                                        "items": items})
+
+    def watch(self, q, wanted, kind_name):
         rv = int(q.get("resourceVersion", "0") or 0)
         timeout = float(q.get("timeoutSeconds", "60"))
         self.send_response(200)
@@ -254,7 +440,6 @@ class Handler(BaseHTTPRequestHandler):
                 self.wfile.write(b"0\r\n\r\n")
                 return
             breaks = state["breaks"]
-        import time
         deadline = time.monotonic() + timeout
         next_bookmark = time.monotonic() + 1.0
         while True:
@@ -269,13 +454,13 @@ class Handler(BaseHTTPRequestHandler):
                 events = [e for e in state["events"] if e[0] > rv]
                 current = state["rv"]
             try:
-                for erv, kind, pod in events:
+                for erv, kind, obj, res in events:
                     rv = erv
-                    if pod["spec"].get("nodeName") == node:
-                        send({"type": kind, "object": pod})
+                    if wanted(res, obj):
+                        send({"type": kind, "object": obj})
                 now = time.monotonic()
                 if now >= next_bookmark:
-                    send({"type": "BOOKMARK", "object": {"kind": "Pod", "apiVersion": "v1",
+                    send({"type": "BOOKMARK", "object": {"kind": kind_name, "apiVersion": "v1",
                           "metadata": {"resourceVersion": str(max(rv, current))}}})
                     rv = max(rv, current)
                     next_bookmark = now + 1.0

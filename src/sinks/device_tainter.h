@@ -1,0 +1,140 @@
+#pragma once
+
+#include <prometheus/counter.h>
+#include <prometheus/gauge.h>
+#include <prometheus/registry.h>
+
+#include <chrono>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/backoff.h"
+#include "common/mutex.h"
+#include "common/part.h"
+#include "common/worker.h"
+#include "kubelet/pod_mapper.h"
+#include "kubernetes/api_client.h"
+#include "kubernetes/options.h"
+#include "sinks/device_taints.h"
+#include "store/ports.h"
+
+namespace xpu::sinks {
+
+// Hands each card's health to the scheduler (docs/kubernetes.md, "Device
+// taints"), opt-in: one DeviceTaintRule per faulted card, selecting the DRA
+// device that names it in this node's ResourceSlices, with the taint
+// kTaintKey=<worst level>. A rule is written within a round of the fault
+// (two when a write fails once), updated at once when the level gets worse
+// and after `hold` when it gets better, deleted once the card has been
+// healthy for `hold`, and left as it is while the card's health is unknown.
+// It finds the API by discovery (the newest version serving the rules), lists
+// its own rules by label at start (a restart adopts them, and deletes the
+// stale ones after the hold) and never touches a rule without its labels.
+// Two threads of its own: "device-taints" (discovery, the rules) and
+// "dra-slices" (a list-then-watch of the node's ResourceSlices). Start()/
+// Stop()/TakeOver() from the owning thread; report() and the metrics from
+// any thread.
+class DeviceTainter : public Part {
+ public:
+  struct Options {
+    std::string effect = "NoSchedule";  // or "None": seen, not acted on
+    int evict_level = 0;                // NoExecute from this level (0: never)
+    std::chrono::milliseconds hold{30000};
+    // No flag sets these; a test shortens them. A round:
+    std::chrono::milliseconds tick{1000};
+    // The first wait after a failed call (doubled, at most 30 times this).
+    std::chrono::milliseconds retry_first{1000};
+    std::chrono::seconds request_timeout = kubernetes::kRequestTimeout;
+    // How often discovery is read again while no version serves the rules.
+    std::chrono::milliseconds rediscover{300000};
+    bool operator==(const Options&) const = default;
+  };
+  DeviceTainter(const kubernetes::KubernetesOptions& kubernetes, Options options,
+                kubelet::DraRule dra, std::string base_url, const store::HealthViewPort* registry,
+                prometheus::Registry* self_metrics);
+  ~DeviceTainter() override;
+  DeviceTainter(const DeviceTainter&) = delete;
+  DeviceTainter& operator=(const DeviceTainter&) = delete;
+
+  void Start() override;
+  void Stop() override;
+  // Part: the rules the one it replaces knew, and since when each waits.
+  void TakeOver(Part& old) override;
+
+  // What /status shows.
+  struct CardReport {
+    std::string bus_id, key;
+    std::optional<DraDevice> device;  // what names it in the slices
+    std::string unmapped;             // why nothing does
+    std::string state;                // "", written, pending, refused, no_api, unmapped
+    std::string why;
+    std::string rule, effect, value;  // the rule wanted or written
+  };
+  struct Report {
+    std::string rule_version;   // empty: none serves DeviceTaintRules
+    std::string slice_version;  // empty: none serves ResourceSlices
+    std::string api;            // what discovery found, for people
+    bool slices_read = false;
+    std::string slice_error;  // why the last list failed
+    size_t slices = 0;
+    std::vector<CardReport> cards;
+    std::vector<std::string> stale;  // rules of ours no card stands for
+    uint64_t rounds = 0;             // rounds done since Start
+  };
+  Report report() const;
+  const Options& options() const { return options_; }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  void RuleLoop();
+  void SliceLoop();
+  bool Discover(const kubernetes::ApiClient& api);
+  bool ListRules(const kubernetes::ApiClient& api);
+  void Reconcile(const kubernetes::ApiClient& api, Clock::time_point now);
+  // One write; false when it failed (the round ends, backoff).
+  bool Write(const kubernetes::ApiClient& api, const std::string& op, const Rule& rule,
+             CardReport* card);
+  bool ListSlices(const kubernetes::ApiClient& api, const std::string& version, std::string* rv);
+  enum class WatchEnd { kClosed, kGone, kFailed, kStopped };
+  WatchEnd WatchSlices(const kubernetes::ApiClient& api, const std::string& version,
+                       std::string* rv);
+  void Count(const std::string& op, const char* result);
+  std::string RulesPath() const;
+
+  const kubernetes::KubernetesOptions kubernetes_;
+  const Options options_;
+  const kubelet::DraRule dra_;
+  const std::string base_url_;
+  const store::HealthViewPort* const registry_;
+  prometheus::Family<prometheus::Counter>* writes_;
+  prometheus::Family<prometheus::Gauge>* states_;
+  LogOnce said_;
+
+  mutable Mutex mu_;
+  // Discovery's answer (the rule thread writes, the slice thread reads).
+  std::string rule_version_ XPU_GUARDED_BY(mu_);
+  std::string slice_version_ XPU_GUARDED_BY(mu_);
+  std::string api_ XPU_GUARDED_BY(mu_);
+  bool discovered_ XPU_GUARDED_BY(mu_) = false;
+  // The node's slices by name (the slice thread writes), and whether a list
+  // has been read since it last failed.
+  std::map<std::string, Slice> slices_ XPU_GUARDED_BY(mu_);
+  bool slices_read_ XPU_GUARDED_BY(mu_) = false;
+  std::string slice_error_ XPU_GUARDED_BY(mu_);
+  Report report_ XPU_GUARDED_BY(mu_);
+
+  // The rule thread's.
+  bool listed_ = false;                                     // rules_ is what the server has
+  std::map<std::string, Rule> rules_;                       // ours, by name
+  std::map<std::string, Clock::time_point> differs_since_;  // by rule name
+  std::map<std::string, std::string> foreign_;              // names held by a rule not ours: why
+  std::map<std::pair<std::string, std::string>, double> shown_;  // states on the page
+  uint64_t rounds_ = 0;
+  Clock::time_point next_discovery_, next_write_, next_list_, list_retry_;
+  Backoff write_backoff_, read_backoff_;
+  Worker worker_;  // both threads
+};
+
+}  // namespace xpu::sinks

@@ -1,0 +1,451 @@
+// DeviceTainter's threads against the stand-in API server (FakeApiServer:
+// the real HTTPS and token, discovery of each resource.k8s.io version, this
+// node's ResourceSlices listed and watched, DeviceTaintRules created,
+// updated with their resourceVersion, deleted with a precondition and
+// listed by label, and injected faults): one rule per faulted card, for
+// that device only, removed after the hold, kept while blind, written at
+// most twice under a flapping fault, adopted after a restart, never
+// touching another agent's rule. Every wait is for a condition.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdio>
+
+#include "kubernetes/fake_apiserver.h"
+#include "sinks/device_tainter.h"
+#include "store/device_registry.h"
+#include "support/metrics_util.h"
+#include "support/test_util.h"
+
+namespace xpu::sinks {
+namespace {
+
+using Json = nlohmann::json;
+using kubernetes::FakeApiServer;
+using xpu::testing::MetricValue;
+using xpu::testing::WaitFor;
+
+constexpr int kCards = 8;
+
+std::string CardBus(int i) {
+  char bus[16];
+  std::snprintf(bus, sizeof bus, "0000:%02x:00.0", 0x18 + i * 0x10);
+  return bus;
+}
+
+store::ActiveFault TaintFault(const std::string& code, int level, const std::string& level_name) {
+  store::ActiveFault f;
+  f.code = code;
+  f.name = "n" + code;
+  f.level = level;
+  f.level_name = level_name;
+  return f;
+}
+const store::ActiveFault kXid79 = TaintFault("0x10DE004F", 6, "isolate_card");
+const store::ActiveFault kReset = TaintFault("0x80CB8001", 4, "reset_card");
+const store::ActiveFault kRestart = TaintFault("0x80CB8002", 3, "restart_card");
+
+class DeviceTainterLiveTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_FALSE(api_.url().empty()) << xpu::testing::ReadFile(dir_.File("api.err"));
+    std::vector<store::DeviceInfo> devices(kCards);
+    for (int i = 0; i < kCards; ++i) {
+      devices[i].minor = i;
+      devices[i].bus_id = CardBus(i);
+      devices[i].uuid = "GPU-" + std::to_string(i);
+    }
+    registry_.SetXdmDevices(devices);
+    registry_.OpenSource(store::kSourceSysfs, std::chrono::hours(1));
+    faults_.resize(kCards);
+    Publish();
+    k_.node_name = "node-a";
+    k_.token_file = dir_.File("token");
+    k_.ca_file = dir_.File("ca.crt");
+    k_.node_interval = std::chrono::seconds(1);
+    o_.hold = std::chrono::seconds(1);
+    o_.tick = std::chrono::milliseconds(100);
+    o_.retry_first = std::chrono::milliseconds(100);
+    o_.request_timeout = std::chrono::seconds(1);
+    o_.rediscover = std::chrono::milliseconds(300);
+    ASSERT_TRUE(kubelet::DraRule::Make({}, {"{uuid}", "xpu-{minor}"}, &dra_).ok());
+  }
+  void Publish() {
+    store::DeviceViews sysfs;
+    sysfs.devices.resize(kCards);
+    for (int i = 0; i < kCards; ++i) {
+      sysfs.devices[i].minor = i;
+      sysfs.devices[i].healthy = true;
+      sysfs.devices[i].faults = faults_[i];
+    }
+    registry_.SetDeviceViews(store::kSourceSysfs, sysfs);
+  }
+  void SetFault(int card, std::vector<store::ActiveFault> faults) {
+    faults_[card] = std::move(faults);
+    Publish();
+  }
+  // The node's slice: one device per card, named gpu-N, with its address.
+  static Json SliceOf(const std::string& name, int first, int last, int generation = 1,
+                      int count = 1, const std::string& node = "node-a") {
+    Json devices = Json::array();
+    for (int i = first; i <= last; ++i)
+      devices.push_back({{"name", "gpu-" + std::to_string(i)},
+                         {"attributes",
+                          {{"resource.kubernetes.io/pciBusID", {{"string", CardBus(i)}}},
+                           {"uuid", {{"string", "GPU-" + std::to_string(i)}}}}}});
+    return {{"apiVersion", "resource.k8s.io/v1"},
+            {"kind", "ResourceSlice"},
+            {"metadata", {{"name", name}}},
+            {"spec",
+             {{"driver", "gpu.example.com"},
+              {"nodeName", node},
+              {"pool", {{"name", node}, {"generation", generation}, {"resourceSliceCount", count}}},
+              {"devices", devices}}}};
+  }
+  void AddSlice(const Json& slice) { api_.Control("POST", "slice", slice.dump()); }
+  std::unique_ptr<DeviceTainter> Make() {
+    return std::make_unique<DeviceTainter>(k_, o_, dra_, api_.url(), &registry_, metrics_now_);
+  }
+  Json Rules() { return api_.Recorded("rules"); }
+  Json Writes() { return api_.Recorded("rulewrites"); }
+  // The rule of ours that selects gpu-N, or null.
+  Json RuleFor(int card) {
+    for (const Json& r : Rules())
+      if (r["spec"]["deviceSelector"]["device"] == "gpu-" + std::to_string(card) &&
+          r["metadata"].contains("labels") &&
+          r["metadata"]["labels"].value("app.kubernetes.io/managed-by", "") == "xpu-exporter")
+        return r;
+    return nullptr;
+  }
+  const DeviceTainter::CardReport* Card(const DeviceTainter::Report& r, int card) {
+    for (const auto& c : r.cards)
+      if (c.bus_id == CardBus(card)) return &c;
+    return nullptr;
+  }
+  std::string StateOf(DeviceTainter& t, int card) {
+    const DeviceTainter::Report r = t.report();
+    const auto* c = Card(r, card);
+    return c ? c->state : "?";
+  }
+  // Waits for `n` more rounds of `t`: what a round would have done is done.
+  bool Rounds(DeviceTainter& t, uint64_t n) {
+    const uint64_t from = t.report().rounds;
+    return WaitFor([&] { return t.report().rounds >= from + n; }, std::chrono::seconds(20));
+  }
+  uint64_t HoldRounds() const { return static_cast<uint64_t>(o_.hold / o_.tick) + 3; }
+  double Writes(const std::string& op, const std::string& result) {
+    return MetricValue(*metrics_now_, "xpu_kubernetes_device_taint_writes_total",
+                       {{"op", op}, {"result", result}});
+  }
+
+  xpu::testing::TempDir dir_;
+  FakeApiServer api_{dir_};
+  store::DeviceRegistry registry_;
+  std::vector<std::vector<store::ActiveFault>> faults_;
+  prometheus::Registry metrics_, restarted_;
+  prometheus::Registry* metrics_now_ = &metrics_;
+  kubernetes::KubernetesOptions k_;
+  DeviceTainter::Options o_;
+  kubelet::DraRule dra_;
+};
+
+TEST_F(DeviceTainterLiveTest, AnXid79TaintsThatDeviceOnlyUntilItHasHeldHealthy) {
+  AddSlice(SliceOf("node-a-gpus", 0, kCards - 1));
+  auto t = Make();
+  t->Start();
+  ASSERT_TRUE(WaitFor([&] { return t->report().slices == 1; }, std::chrono::seconds(10)));
+  ASSERT_TRUE(Rounds(*t, 2));
+  EXPECT_TRUE(Writes().empty()) << Writes().dump();  // healthy cards: nothing
+  // Every card's mapping is on /status.
+  const DeviceTainter::Report before = t->report();
+  EXPECT_EQ(before.rule_version, "v1beta2");
+  EXPECT_EQ(before.slice_version, "v1");
+  for (int i = 0; i < kCards; ++i) {
+    const auto* c = Card(before, i);
+    ASSERT_NE(c, nullptr);
+    ASSERT_TRUE(c->device.has_value()) << c->unmapped;
+    EXPECT_EQ(c->device->device, "gpu-" + std::to_string(i));
+    EXPECT_EQ(c->device->pool, "node-a");
+  }
+
+  SetFault(3, {kXid79});
+  ASSERT_TRUE(Rounds(*t, 2));  // within two rounds of the raise
+  Json rules = Rules();
+  ASSERT_EQ(rules.size(), 1u) << rules.dump();
+  const Json& r = rules[0];
+  EXPECT_EQ(r["apiVersion"], "resource.k8s.io/v1beta2");
+  EXPECT_EQ(r["spec"]["deviceSelector"],
+            (Json{{"driver", "gpu.example.com"}, {"pool", "node-a"}, {"device", "gpu-3"}}));
+  EXPECT_EQ(r["spec"]["taint"]["key"], "xpu-exporter.io/card-fault");
+  EXPECT_EQ(r["spec"]["taint"]["value"], "isolate_card");
+  EXPECT_EQ(r["spec"]["taint"]["effect"], "NoSchedule");
+  EXPECT_EQ(r["metadata"]["labels"]["xpu-exporter.io/node"], "node-a");
+  EXPECT_EQ(r["metadata"]["annotations"]["xpu-exporter.io/bus-id"], CardBus(3));
+  EXPECT_EQ(StateOf(*t, 3), "written");
+  EXPECT_EQ(MetricValue(metrics_, "xpu_kubernetes_device_taint_state",
+                        {{"bus_id", CardBus(3)}, {"state", "written"}}),
+            1);
+
+  // Healthy again: the rule stays for the hold, then goes.
+  SetFault(3, {});
+  ASSERT_TRUE(WaitFor([&] {
+    const auto rep = t->report();
+    const auto* c = Card(rep, 3);
+    return c && c->why.find("healthy") != std::string::npos;
+  }));
+  EXPECT_EQ(Rules().size(), 1u);
+  ASSERT_TRUE(WaitFor([&] { return Rules().empty(); }, std::chrono::seconds(10)));
+  const Json writes = Writes();
+  ASSERT_EQ(writes.size(), 2u) << writes.dump();
+  EXPECT_EQ(writes[0][0], "POST");
+  EXPECT_EQ(writes[1][0], "DELETE");
+  EXPECT_EQ(Writes("create", "ok"), 1);
+  EXPECT_EQ(Writes("delete", "ok"), 1);
+  EXPECT_TRUE(WaitFor([&] { return StateOf(*t, 3).empty(); }));
+
+  const auto t0 = std::chrono::steady_clock::now();
+  t->Stop();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
+}
+
+TEST_F(DeviceTainterLiveTest, AFlappingFaultWritesTheRuleAtMostTwicePerHold) {
+  o_.hold = std::chrono::seconds(3);
+  AddSlice(SliceOf("node-a-gpus", 0, kCards - 1));
+  auto t = Make();
+  t->Start();
+  ASSERT_TRUE(WaitFor([&] { return t->report().slices == 1; }, std::chrono::seconds(10)));
+  for (int i = 0; i < 20; ++i) {
+    SetFault(5, {kReset});
+    ASSERT_TRUE(WaitFor([&] { return StateOf(*t, 5) == "written"; }, std::chrono::seconds(10)));
+    SetFault(5, {});
+    ASSERT_TRUE(WaitFor([&] {
+      const auto rep = t->report();
+      const auto* c = Card(rep, 5);
+      return c && c->why.find("healthy") != std::string::npos;
+    }));
+  }
+  EXPECT_EQ(Writes().size(), 1u) << Writes().dump();
+  ASSERT_TRUE(WaitFor([&] { return Rules().empty(); }, std::chrono::seconds(10)));
+  EXPECT_EQ(Writes().size(), 2u) << Writes().dump();
+}
+
+TEST_F(DeviceTainterLiveTest, WorseIsWrittenAtOnceBetterAfterTheHoldAndEvictionWhereAsked) {
+  o_.evict_level = 6;  // isolate_card evicts
+  o_.hold = std::chrono::seconds(2);
+  AddSlice(SliceOf("node-a-gpus", 0, kCards - 1));
+  auto t = Make();
+  t->Start();
+  SetFault(1, {kRestart});
+  ASSERT_TRUE(WaitFor([&] { return !RuleFor(1).is_null(); }, std::chrono::seconds(10)));
+  EXPECT_EQ(RuleFor(1)["spec"]["taint"]["effect"], "NoSchedule");
+  EXPECT_EQ(RuleFor(1)["spec"]["taint"]["value"], "restart_card");
+  SetFault(1, {kXid79});
+  ASSERT_TRUE(Rounds(*t, 2));  // worse: at once
+  EXPECT_EQ(RuleFor(1)["spec"]["taint"]["value"], "isolate_card");
+  EXPECT_EQ(RuleFor(1)["spec"]["taint"]["effect"], "NoExecute");
+  SetFault(1, {kReset});
+  ASSERT_TRUE(Rounds(*t, 3));  // better: not before the hold
+  EXPECT_EQ(RuleFor(1)["spec"]["taint"]["value"], "isolate_card");
+  ASSERT_TRUE(WaitFor([&] { return RuleFor(1)["spec"]["taint"]["value"] == "reset_card"; },
+                      std::chrono::seconds(10)));
+  EXPECT_EQ(RuleFor(1)["spec"]["taint"]["effect"], "NoSchedule");
+  const Json writes = Writes();
+  ASSERT_EQ(writes.size(), 3u) << writes.dump();
+  EXPECT_EQ(writes[1][0], "PUT");
+  EXPECT_EQ(writes[2][0], "PUT");
+}
+
+TEST_F(DeviceTainterLiveTest, OnlyV1alpha3ServesTheRules) {
+  api_.Control("POST", "served", R"({"v1":["resourceslices"],"v1alpha3":["devicetaintrules"]})");
+  AddSlice(SliceOf("node-a-gpus", 0, kCards - 1));
+  auto t = Make();
+  t->Start();
+  SetFault(2, {kXid79});
+  ASSERT_TRUE(WaitFor([&] { return !RuleFor(2).is_null(); }, std::chrono::seconds(10)));
+  EXPECT_EQ(RuleFor(2)["apiVersion"], "resource.k8s.io/v1alpha3");
+  EXPECT_EQ(RuleFor(2)["spec"]["taint"]["effect"], "NoSchedule");
+  EXPECT_EQ(t->report().rule_version, "v1alpha3");
+  EXPECT_EQ(Rules().size(), 1u);
+}
+
+TEST_F(DeviceTainterLiveTest, EffectNoneWhereTheVersionHasIt) {
+  o_.effect = "None";
+  api_.Control("POST", "served", R"({"v1":["resourceslices"],"v1alpha3":["devicetaintrules"]})");
+  AddSlice(SliceOf("node-a-gpus", 0, kCards - 1));
+  auto t = Make();
+  t->Start();
+  SetFault(2, {kXid79});
+  // v1alpha3 has no None: refused here, nothing written.
+  ASSERT_TRUE(WaitFor([&] { return StateOf(*t, 2) == "refused"; }, std::chrono::seconds(10)));
+  EXPECT_TRUE(Writes().empty());
+  t->Stop();
+  api_.Control("POST", "served", R"({"v1":["resourceslices"],"v1beta2":["devicetaintrules"]})");
+  t = Make();
+  t->Start();
+  ASSERT_TRUE(WaitFor([&] { return !RuleFor(2).is_null(); }, std::chrono::seconds(10)));
+  EXPECT_EQ(RuleFor(2)["spec"]["taint"]["effect"], "None");
+}
+
+TEST_F(DeviceTainterLiveTest, WithoutTheRuleApiNothingIsWrittenAndTheReportSaysWhy) {
+  api_.Control("POST", "served", R"({"v1":["resourceslices"],"v1beta2":["resourceslices"]})");
+  AddSlice(SliceOf("node-a-gpus", 0, kCards - 1));
+  auto t = Make();
+  t->Start();
+  SetFault(4, {kXid79});
+  ASSERT_TRUE(WaitFor([&] { return StateOf(*t, 4) == "no_api"; }, std::chrono::seconds(10)));
+  EXPECT_NE(t->report().api.find("no version of resource.k8s.io serves DeviceTaintRules"),
+            std::string::npos)
+      << t->report().api;
+  EXPECT_EQ(MetricValue(metrics_, "xpu_kubernetes_device_taint_state",
+                        {{"bus_id", CardBus(4)}, {"state", "no_api"}}),
+            1);
+  ASSERT_TRUE(Rounds(*t, 5));  // discovery asked again meanwhile
+  EXPECT_TRUE(Writes().empty());
+  // The API turned on (an upgrade): found again, and the rule written.
+  api_.Control("POST", "served", R"({"v1":["resourceslices"],"v1beta2":["devicetaintrules"]})");
+  ASSERT_TRUE(WaitFor([&] { return !RuleFor(4).is_null(); }, std::chrono::seconds(10)));
+}
+
+TEST_F(DeviceTainterLiveTest, ARestartAdoptsItsRulesDeletesStaleOnesAndLeavesOthersAlone) {
+  AddSlice(SliceOf("node-a-gpus", 0, kCards - 1));
+  // A first run taints cards 2 and 5.
+  SetFault(2, {kXid79});
+  SetFault(5, {kXid79});
+  auto t = Make();
+  t->Start();
+  ASSERT_TRUE(WaitFor([&] { return Rules().size() == 2; }, std::chrono::seconds(10)));
+  t->Stop();
+  // Meanwhile card 5 recovers; another agent taints card 5 its own way, and
+  // holds the name our rule for card 6 would take.
+  SetFault(5, {});
+  const std::string ours6 = RuleName("node-a", {"gpu.example.com", "node-a", "gpu-6"});
+  api_.Control("POST", "rule",
+               Json{{"apiVersion", "resource.k8s.io/v1beta2"},
+                    {"kind", "DeviceTaintRule"},
+                    {"metadata", {{"name", "ops-gpu-5"}}},
+                    {"spec",
+                     {{"deviceSelector", {{"device", "gpu-5"}}},
+                      {"taint", {{"key", "ops/broken"}, {"effect", "NoSchedule"}}}}}}
+                   .dump());
+  api_.Control("POST", "rule",
+               Json{{"apiVersion", "resource.k8s.io/v1beta2"},
+                    {"kind", "DeviceTaintRule"},
+                    {"metadata", {{"name", ours6}, {"labels", {{"team", "ops"}}}}},
+                    {"spec",
+                     {{"deviceSelector", {{"device", "gpu-6"}}},
+                      {"taint", {{"key", "ops/held"}, {"effect", "NoSchedule"}}}}}}
+                   .dump());
+  const Json others = Rules();
+  SetFault(6, {kXid79});
+  metrics_now_ = &restarted_;
+  t = Make();
+  t->Start();
+  // Card 2's rule is adopted (no write), card 5's deleted after the hold,
+  // card 6's name is held by a rule not ours: refused, left alone.
+  ASSERT_TRUE(WaitFor([&] { return RuleFor(5).is_null(); }, std::chrono::seconds(10)));
+  ASSERT_TRUE(WaitFor([&] { return StateOf(*t, 6) == "refused"; }, std::chrono::seconds(10)));
+  ASSERT_TRUE(Rounds(*t, HoldRounds()));
+  EXPECT_FALSE(RuleFor(2).is_null());
+  EXPECT_EQ(StateOf(*t, 2), "written");
+  const Json writes = Writes();
+  ASSERT_EQ(writes.size(), 3u) << writes.dump();  // two creates, one delete; no update
+  EXPECT_EQ(writes[2][0], "DELETE");
+  for (const Json& o : others) {
+    const std::string name = o["metadata"]["name"];
+    if (name != "ops-gpu-5" && name != ours6) continue;
+    bool same = false;
+    for (const Json& now : Rules()) same = same || now == o;
+    EXPECT_TRUE(same) << name << " was changed or deleted";
+  }
+  EXPECT_GE(Writes("create", "refused"), 1);
+  EXPECT_NE(Card(t->report(), 6)->why.find("did not make"), std::string::npos);
+}
+
+TEST_F(DeviceTainterLiveTest, ABlindSourceLeavesTheRuleInPlace) {
+  AddSlice(SliceOf("node-a-gpus", 0, kCards - 1));
+  auto t = Make();
+  t->Start();
+  SetFault(0, {kXid79});
+  ASSERT_TRUE(WaitFor([&] { return !RuleFor(0).is_null(); }, std::chrono::seconds(10)));
+  // The source goes blind and its view no longer shows the fault: no
+  // evidence of recovery.
+  faults_[0].clear();
+  registry_.SetSourceBlind(store::kSourceSysfs, "cannot read /sys");
+  ASSERT_TRUE(WaitFor([&] {
+    const auto rep = t->report();
+    const auto* c = Card(rep, 0);
+    return c && c->why.find("unknown") != std::string::npos;
+  }));
+  ASSERT_TRUE(Rounds(*t, HoldRounds()));
+  EXPECT_FALSE(RuleFor(0).is_null());
+  EXPECT_EQ(Writes().size(), 1u);
+  // Seeing again, healthy: deleted after the hold.
+  Publish();
+  ASSERT_TRUE(WaitFor([&] { return RuleFor(0).is_null(); }, std::chrono::seconds(10)));
+}
+
+TEST_F(DeviceTainterLiveTest, ACardNoSliceNamesGetsNoRuleAndTheReportSaysWhy) {
+  // Devices plugins only: no slice at all.
+  auto t = Make();
+  t->Start();
+  SetFault(7, {kXid79});
+  ASSERT_TRUE(WaitFor([&] { return StateOf(*t, 7) == "unmapped"; }, std::chrono::seconds(10)));
+  EXPECT_NE(Card(t->report(), 7)->why.find("no ResourceSlice of this node"), std::string::npos)
+      << Card(t->report(), 7)->why;
+  // A slice that names cards 0-6 only (the watch brings it).
+  AddSlice(SliceOf("node-a-gpus", 0, 6));
+  ASSERT_TRUE(WaitFor([&] { return t->report().slices == 1; }, std::chrono::seconds(10)));
+  ASSERT_TRUE(Rounds(*t, 2));
+  EXPECT_EQ(StateOf(*t, 7), "unmapped");
+  EXPECT_NE(Card(t->report(), 7)->why.find("names it"), std::string::npos);
+  EXPECT_EQ(MetricValue(metrics_, "xpu_kubernetes_device_taint_state",
+                        {{"bus_id", CardBus(7)}, {"state", "unmapped"}}),
+            1);
+  // Another node's slice that names it changes nothing.
+  AddSlice(SliceOf("node-b-gpus", 7, 7, 1, 1, "node-b"));
+  ASSERT_TRUE(Rounds(*t, 3));
+  EXPECT_TRUE(Writes().empty());
+  // A new generation of the pool that names it: written.
+  AddSlice(SliceOf("node-a-gpus-2", 0, 7, 2));
+  ASSERT_TRUE(WaitFor([&] { return !RuleFor(7).is_null(); }, std::chrono::seconds(10)));
+  EXPECT_EQ(Rules().size(), 1u);
+}
+
+TEST_F(DeviceTainterLiveTest, ApiFaultsAreRetriedAndRefusalsSaid) {
+  AddSlice(SliceOf("node-a-gpus", 0, kCards - 1));
+  // A 500, then a hang longer than the request timeout, on the create.
+  api_.Control("POST", "fault",
+               R"({"prefix":"/apis/resource.k8s.io/v1beta2/devicetaintrules","method":"POST",
+                   "status":500,"times":1})");
+  api_.Control("POST", "fault",
+               R"({"prefix":"/apis/resource.k8s.io/v1beta2/devicetaintrules","method":"POST",
+                   "status":500,"hang":2,"times":1})");
+  auto t = Make();
+  t->Start();
+  SetFault(3, {kXid79});
+  ASSERT_TRUE(WaitFor([&] { return !RuleFor(3).is_null(); }, std::chrono::seconds(20)));
+  EXPECT_EQ(Writes("create", "error"), 2);
+  EXPECT_EQ(Writes("create", "ok"), 1);
+  // Forbidden: refused, said, retried until RBAC allows it.
+  api_.Control("POST", "auth", R"({"status":403,"methods":["POST"]})");
+  SetFault(4, {kXid79});
+  ASSERT_TRUE(WaitFor([&] { return StateOf(*t, 4) == "refused"; }, std::chrono::seconds(10)));
+  EXPECT_NE(Card(t->report(), 4)->why.find("RBAC must allow"), std::string::npos);
+  EXPECT_GE(Writes("create", "refused"), 1);
+  api_.Control("POST", "auth", R"({"status":200})");
+  ASSERT_TRUE(WaitFor([&] { return !RuleFor(4).is_null(); }, std::chrono::seconds(20)));
+  // A conflict on an update (someone changed it): listed again, then done.
+  api_.Control("POST", "fault",
+               R"({"prefix":"/apis/resource.k8s.io/v1beta2/devicetaintrules/","method":"PUT",
+                   "status":409,"times":1})");
+  SetFault(3, {kReset});  // better: after the hold
+  ASSERT_TRUE(WaitFor([&] { return RuleFor(3)["spec"]["taint"]["value"] == "reset_card"; },
+                      std::chrono::seconds(20)));
+  EXPECT_GE(Writes("update", "error"), 1);
+  const auto t0 = std::chrono::steady_clock::now();
+  t->Stop();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
+}
+
+}  // namespace
+}  // namespace xpu::sinks
