@@ -32,6 +32,9 @@ bool RefusedStatus(const kubernetes::HttpResult& r) {
          (r.status == 400 || r.status == 401 || r.status == 403 || r.status == 422);
 }
 
+// A card's rule's states on the page.
+constexpr const char* kTaintStates[] = {"written", "pending", "refused", "no_api", "unmapped"};
+
 bool Success(const kubernetes::HttpResult& r) {
   return r.error.empty() && r.status >= 200 && r.status < 300;
 }
@@ -71,14 +74,16 @@ DeviceTainter::DeviceTainter(const kubernetes::KubernetesOptions& kubernetes, Op
                  .Register(*self_metrics);
   for (const char* op : {"create", "update", "delete"})
     for (const char* r : {"ok", "error", "refused"}) writes_->Add({{"op", op}, {"result", r}});
-  states_ = &prometheus::BuildGauge()
-                 .Name("xpu_kubernetes_device_taint_state")
-                 .Help(
-                     "1 for each card that has or needs a DeviceTaintRule, by bus_id and state: "
-                     "written, pending (waits its hold, a retry, or the slices), refused, no_api "
-                     "(no version serves the rules) or unmapped (no device in the node's "
-                     "ResourceSlices names the card).")
-                 .Register(*self_metrics);
+  states_ =
+      &prometheus::BuildGauge()
+           .Name("xpu_kubernetes_device_taint_state")
+           .Help(
+               "Each card that has or needed a DeviceTaintRule, by bus_id and state (1 for the one "
+               "it is in, 0 for the others; all 0 once it needs none): "
+               "written, pending (waits its hold, a retry, or the slices), refused, no_api "
+               "(no version serves the rules) or unmapped (no device in the node's "
+               "ResourceSlices names the card).")
+           .Register(*self_metrics);
 }
 
 DeviceTainter::~DeviceTainter() { Stop(); }
@@ -474,15 +479,19 @@ void DeviceTainter::Reconcile(const kubernetes::ApiClient& api, Clock::time_poin
         write_failed = true;
     }
   }
-  // The page: one series per card that has or needs a rule.
-  std::map<std::pair<std::string, std::string>, double> shown;
+  // The page: each card that has had a rule or needed one, every state,
+  // 1 for the one it is in (0 for all once it needs none): a state series
+  // never vanishes under a query, and there are at most five per card.
+  std::map<std::string, std::string> now_in;
   for (const CardReport& c : rep.cards)
-    if (!c.state.empty()) shown[{c.bus_id.empty() ? c.key : c.bus_id, c.state}] = 1;
-  for (const auto& [k, v] : shown_)
-    if (shown.count(k) == 0)
-      states_->Remove(&states_->Add({{"bus_id", k.first}, {"state", k.second}}));
-  for (const auto& [k, v] : shown) states_->Add({{"bus_id", k.first}, {"state", k.second}}).Set(v);
-  shown_ = std::move(shown);
+    if (!c.state.empty()) now_in[c.bus_id.empty() ? c.key : c.bus_id] = c.state;
+  for (const auto& [card, state] : now_in) shown_.insert(card);
+  for (const std::string& card : shown_) {
+    auto it = now_in.find(card);
+    for (const char* state : kTaintStates)
+      states_->Add({{"bus_id", card}, {"state", state}})
+          .Set(it != now_in.end() && it->second == state ? 1 : 0);
+  }
   rep.rounds = ++rounds_;
   MutexLock lock(mu_);
   report_ = std::move(rep);

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -130,7 +131,7 @@ class DeviceTainter : public Part {
   std::map<std::string, Rule> rules_;                       // ours, by name
   std::map<std::string, Clock::time_point> differs_since_;  // by rule name
   std::map<std::string, std::string> foreign_;              // names held by a rule not ours: why
-  std::map<std::pair<std::string, std::string>, double> shown_;  // states on the page
+  std::set<std::string> shown_;                             // the cards with states on the page
   uint64_t rounds_ = 0;
   Clock::time_point next_discovery_, next_write_, next_list_, list_retry_;
   Backoff write_backoff_, read_backoff_;

@@ -202,6 +202,10 @@ TEST_F(DeviceTainterLiveTest, AnXid79TaintsThatDeviceOnlyUntilItHasHeldHealthy) 
   EXPECT_EQ(Writes("create", "ok"), 1);
   EXPECT_EQ(Writes("delete", "ok"), 1);
   EXPECT_TRUE(WaitFor([&] { return StateOf(*t, 3).empty(); }));
+  EXPECT_TRUE(WaitFor([&] {
+    return MetricValue(metrics_, "xpu_kubernetes_device_taint_state",
+                       {{"bus_id", CardBus(3)}, {"state", "written"}}) == 0;
+  }));
 
   const auto t0 = std::chrono::steady_clock::now();
   t->Stop();

@@ -12,8 +12,10 @@ namespace {
 
 using Json = nlohmann::json;
 
+// The devices as a vector: a braced list of one json would be that json,
+// not an array of it, with some compilers.
 Json SliceJson(const std::string& name, const std::string& pool, int generation, int count,
-               Json devices) {
+               std::vector<Json> devices) {
   return {{"metadata", {{"name", name}}},
           {"spec",
            {{"driver", "gpu.example.com"},
@@ -69,7 +71,7 @@ TEST(DeviceTaintsTest, ASliceKeepsItsPoolAndTheAttributesThatNameACard) {
   Slice bad;
   EXPECT_FALSE(ParseSlice(Json{{"metadata", {{"name", "x"}}}}, &bad).ok());
   EXPECT_FALSE(ParseSlice(Json::array(), &bad).ok());
-  Json many = Json::array();
+  std::vector<Json> many;
   for (size_t i = 0; i <= kMaxSliceDevices; ++i) many.push_back(Dev("d" + std::to_string(i), ""));
   EXPECT_FALSE(ParseSlice(SliceJson("s", "p", 1, 1, many), &bad).ok());
 }
