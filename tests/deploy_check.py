@@ -92,7 +92,22 @@ else:
     for flag in re.findall(r"--kubernetes\.[a-z-]+", open(opt_in).read()):
         if not re.search(rf"(^|\s){re.escape(flag)}\b", help_text):
             errors.append(f"node-health.yaml names an unknown flag {flag}")
-    if "--kubernetes.node-condition" in c["args"] or "--kubernetes.events" in c["args"]:
+    # The device taints' file: exactly the slices read and the rules written.
+    taints = f"{root}/deploy/kubernetes/opt-in/device-taints.yaml"
+    taint_docs = [d for d in yaml.safe_load_all(open(taints)) if d]
+    extra = granted_to(sa, sa_ns, taint_docs)
+    want_extra = {("*", "resourceslices", v) for v in ("get", "list", "watch")} | {
+        ("*", "devicetaintrules", v) for v in ("get", "list", "watch", "create", "update", "delete")}
+    if extra != want_extra:
+        errors.append(f"device-taints.yaml grants {sorted(extra)}, want exactly {sorted(want_extra)}")
+    policy = [d for d in taint_docs if d["kind"] == "ValidatingAdmissionPolicy"]
+    if not policy or f"system:serviceaccount:{sa_ns}:{sa}" not in str(policy[0]["spec"]["matchConditions"]):
+        errors.append("device-taints.yaml has no ValidatingAdmissionPolicy for the exporter's account")
+    for flag in re.findall(r"--kubernetes\.[a-z.-]+[a-z]", open(taints).read()):
+        if not re.search(rf"(^|\s){re.escape(flag)}\b", help_text):
+            errors.append(f"device-taints.yaml names an unknown flag {flag}")
+    if "--kubernetes.node-condition" in c["args"] or "--kubernetes.events" in c["args"] or \
+            "--kubernetes.device-taints" in c["args"]:
         errors.append("the base DaemonSet turns on a write to the API server (opt-in only)")
     version = re.search(r"project\(xpu-exporter VERSION ([0-9.]+)", open(f"{root}/CMakeLists.txt").read())[1]
     if c["image"] != f"xpu-exporter:{version}":
@@ -114,13 +129,17 @@ for d in docs:
 # by default (no helm here to render it: checked as text).
 chart = f"{root}/deploy/helm/xpu-exporter"
 values = yaml.safe_load(open(f"{chart}/values.yaml"))
-if values["kubernetes"].get("nodeCondition") is not False or values["kubernetes"].get("events") is not False:
-    errors.append("the chart's kubernetes.nodeCondition and kubernetes.events must default to false")
+if any(values["kubernetes"].get(v) is not False for v in ("nodeCondition", "events", "deviceTaints")):
+    errors.append("the chart's kubernetes.nodeCondition, events and deviceTaints must default to false")
 for name, needle in (("rbac.yaml", "resources: [nodes/status]"), ("rbac.yaml", "resources: [events]"),
+                     ("rbac.yaml", "resources: [devicetaintrules]"),
+                     ("rbac.yaml", "resources: [resourceslices]"),
                      ("daemonset.yaml", "- --kubernetes.node-condition"),
+                     ("daemonset.yaml", "- --kubernetes.device-taints"),
                      ("daemonset.yaml", "- --kubernetes.events")):
     text = open(f"{chart}/templates/{name}").read()
-    value = "nodeCondition" if "node" in needle else "events"
+    value = ("deviceTaints" if "taint" in needle or "slices" in needle
+             else "nodeCondition" if "node" in needle else "events")
     at = text.find(needle)
     guard = text.rfind("{{- if .Values.kubernetes." + value + " }}", 0, at)
     if at < 0 or guard < 0 or "{{- end }}" in text[guard:at]:

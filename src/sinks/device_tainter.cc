@@ -231,6 +231,9 @@ bool DeviceTainter::ListRules(const kubernetes::ApiClient& api) {
   }
   said_.ClearPrefix("rules:");
   rules_ = std::move(rules);
+  // A name another agent held may be free now: tried again (a 409 again
+  // finds it held again).
+  foreign_.clear();
   listed_ = true;
   return true;
 }
@@ -290,6 +293,8 @@ bool DeviceTainter::Write(const kubernetes::ApiClient& api, const std::string& o
     // create: a rule of that name exists; update, delete: it changed since
     // it was read. Either way list again; one that is not ours is left alone.
     Count(op, op == "create" ? "refused" : "error");
+    // Listed again, unless the name is held by a rule not ours (the list
+    // would not show it, and the next create would meet it again).
     listed_ = false;
     if (op == "create") {
       const kubernetes::HttpResult got =
@@ -299,9 +304,11 @@ bool DeviceTainter::Write(const kubernetes::ApiClient& api, const std::string& o
           ParseRule(kubernetes::ParseKeeping(got.body, KeptRulePath), kubernetes_.node_name, &there)
               .ok() &&
           !there.ours) {
+        listed_ = true;
         foreign_[rule.name] =
             "a DeviceTaintRule named " + rule.name + " exists that this exporter did not make";
-        spdlog::warn("kubernetes: device taints: {}; it is left alone", foreign_[rule.name]);
+        if (said_.Raise("foreign:" + rule.name))
+          spdlog::warn("kubernetes: device taints: {}; it is left alone", foreign_[rule.name]);
       }
     }
     next_write_ = now + write_backoff_.Next();

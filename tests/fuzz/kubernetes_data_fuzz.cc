@@ -7,6 +7,7 @@
 #include "fuzz_util.h"
 #include "kubernetes/hami.h"
 #include "kubernetes/pod_watcher.h"
+#include "sinks/device_taints.h"
 #include "sinks/node_health.h"
 
 using namespace xpu::kubernetes;
@@ -14,6 +15,75 @@ using xpu::sinks::ConditionPatch;
 using xpu::sinks::NodeFacts;
 using xpu::sinks::ParseNodeFacts;
 using Json = nlohmann::json;
+
+// The DRA API's answers, as the device taints read them: a watch line or a
+// list of ResourceSlices (kept parse and whole parse agree), a rule read
+// back, an APIResourceList. What is kept stays in its limits, a card is
+// named by at most one device, and a rule written from what was read reads
+// back the same.
+namespace {
+
+void FuzzDeviceTaints(std::string_view in) {
+  using namespace xpu::sinks;
+  const WatchEvent e = ParseEvent(in, KeptSlicePath);
+  std::map<std::string, Slice> slices;
+  Slice s;
+  if (ParseSlice(e.object, &s).ok()) {
+    if (s.devices.size() > kMaxSliceDevices || s.name.size() > kMaxDraNameBytes ||
+        s.driver.size() > kMaxDraNameBytes || s.pool.size() > kMaxDraNameBytes)
+      abort();
+    const Json whole = Json::parse(in, nullptr, false);
+    Slice full;
+    if (whole.is_object() && whole.contains("object") &&
+        (!ParseSlice(whole["object"], &full).ok() || !(full == s)))
+      abort();
+    slices[s.name] = s;
+  }
+  const Json list = ParseKeeping(in, KeptSlicePath);
+  if (list.is_object() && list.contains("items") && list["items"].is_array())
+    for (const Json& item : list["items"])
+      if (Slice one; ParseSlice(item, &one).ok() && slices.size() < kMaxSlices)
+        slices[one.name] = std::move(one);
+  const SliceIndex index(slices);
+  static const xpu::kubelet::DraRule rule = [] {
+    xpu::kubelet::DraRule r;
+    if (!xpu::kubelet::DraRule::Make({}, {"{uuid}", "xpu-{minor}", "{bus_id}"}, &r).ok()) abort();
+    return r;
+  }();
+  for (const auto& [name, slice] : slices) {
+    for (const Slice::Device& d : slice.devices) {
+      xpu::store::InventoryDevice card;
+      card.key = card.bus_id = d.pci_bus_id;
+      card.uuid = d.uuid;
+      std::string why;
+      auto found = index.Find(card, rule, &why);
+      if (found && !index.Has(*found)) abort();
+      if (!found && why.empty()) abort();
+      if (found) {
+        const std::string name_ = RuleName("node-a", *found);
+        if (name_.empty() || name_.size() > 253) abort();
+        Rule r;
+        r.name = name_;
+        r.device = *found;
+        r.value = "reset_card";
+        r.effect = "NoSchedule";
+        r.bus_id = card.bus_id;
+        Rule back;
+        if (!ParseRule(Json::parse(RuleBody("v1", "node-a", r)), "node-a", &back).ok() ||
+            !back.ours || back.device != r.device || back.bus_id != r.bus_id)
+          abort();
+      }
+    }
+  }
+  Rule rule_read;
+  if (ParseRule(ParseKeeping(in, KeptRulePath), "node-a", &rule_read).ok() &&
+      (rule_read.name.size() > kMaxDraNameBytes || rule_read.value.size() > 63))
+    abort();
+  bool has = false;
+  (void)ListsResource(in, "devicetaintrules", &has);
+}
+
+}  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view in(reinterpret_cast<const char*>(data), size);
@@ -84,5 +154,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   std::vector<hami::Registered> devices;
   if (hami::ParseRegister(in, &devices).ok() && devices.size() > hami::kMaxNodeDevices) abort();
+  FuzzDeviceTaints(in);
   return 0;
 }
