@@ -43,7 +43,9 @@ inline void PutInPageOrder(prometheus::MetricFamily* f) {
 // worth of small series at 8 cards, were copied and freed every scrape).
 // CollectLending gives what Collect gives, less the lent families, which it
 // appends to `lent`; they stay as they are for as long as the page holds
-// them. Thread-safe as Collect is.
+// them. Each should be in the page's order already (PutInPageOrder, once
+// when it is made): the page checks a lent family once, and copies and
+// sorts one that is not at every scrape. Thread-safe as Collect is.
 class FamilyLender : public prometheus::Collectable {
  public:
   using Lent = std::vector<std::shared_ptr<const std::vector<prometheus::MetricFamily>>>;

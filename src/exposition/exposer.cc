@@ -95,6 +95,7 @@ bool Exposer::Render(PageSink* sink, Format format) {
   struct Slot {
     const prometheus::MetricFamily* family;
     prometheus::MetricFamily* mine;  // null while lent
+    size_t owner = 0;                // while lent: its vector in `lent`
   };
   std::deque<prometheus::MetricFamily> owned;  // stable addresses
   FamilyLender::Lent lent;                     // kept alive through the page
@@ -124,7 +125,7 @@ bool Exposer::Render(PageSink* sink, Format format) {
     slots.push_back({&owned.back(), &owned.back()});
     at.emplace(owned.back().name, slots.size() - 1);
   };
-  auto take_lent = [&](const prometheus::MetricFamily& f) {
+  auto take_lent = [&](const prometheus::MetricFamily& f, size_t owner) {
     if (!wanted(f)) return;
     if (auto it = at.find(f.name); it != at.end()) {
       Slot& s = slots[it->second];
@@ -133,7 +134,7 @@ bool Exposer::Render(PageSink* sink, Format format) {
       into.metric.insert(into.metric.end(), f.metric.begin(), f.metric.end());
       return;
     }
-    slots.push_back({&f, nullptr});
+    slots.push_back({&f, nullptr, owner});
     at.emplace(f.name, slots.size() - 1);
   };
   auto take = [&](const prometheus::Collectable* c) {
@@ -141,7 +142,7 @@ bool Exposer::Render(PageSink* sink, Format format) {
       const size_t before = lent.size();
       for (prometheus::MetricFamily& f : lender->CollectLending(&lent)) take_owned(std::move(f));
       for (size_t i = before; i < lent.size(); ++i)
-        for (const prometheus::MetricFamily& f : *lent[i]) take_lent(f);
+        for (const prometheus::MetricFamily& f : *lent[i]) take_lent(f, i);
       return;
     }
     for (prometheus::MetricFamily& f : c->Collect()) take_owned(std::move(f));
@@ -153,15 +154,31 @@ bool Exposer::Render(PageSink* sink, Format format) {
   fill_ins.reserve(slots.size());
   for (size_t i = 0; i < slots.size(); ++i) {
     Slot& s = slots[i];
-    if (!std::is_sorted(s.family->metric.begin(), s.family->metric.end(), LabelsLess))
+    // A lent family the last page wrote as it lies was found in order then
+    // (FamilyLender): not checked again.
+    if ((s.mine != nullptr || !text_cache_.Holds(*s.family)) &&
+        !std::is_sorted(s.family->metric.begin(), s.family->metric.end(), LabelsLess))
       SortByLabels(&own(s).metric);
     fill_ins.push_back({s.family->name, s.family, &taken[i]});
   }
   std::sort(fill_ins.begin(), fill_ins.end());
   SnapshotWriter::Append(snap, sink, format, &fill_ins);
+  text_cache_.BeginRender();
   for (size_t i = 0; i < slots.size(); ++i) {
     if (taken[i]) continue;  // written into the snapshot's family
-    AppendFamily(*slots[i].family, sink->buf(), format, exemplars_);
+    Slot& s = slots[i];
+    if (FamilyTextCache::Cacheable(*s.family) &&
+        !(exemplars_ != nullptr && exemplars_->HasFamily(s.family->name))) {
+      // The cache keeps the family: a lent one with its owner, one of ours
+      // moved there (nothing reads it after this).
+      std::shared_ptr<const prometheus::MetricFamily> held =
+          s.mine != nullptr
+              ? std::make_shared<const prometheus::MetricFamily>(std::move(*s.mine))
+              : std::shared_ptr<const prometheus::MetricFamily>(lent[s.owner], s.family);
+      sink->buf()->append(*text_cache_.Text(std::move(held), format));
+    } else {
+      AppendFamily(*s.family, sink->buf(), format, exemplars_);
+    }
     sink->Check();
   }
   if (format == Format::kOpenMetrics) sink->buf()->append("# EOF\n");

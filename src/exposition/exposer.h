@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "common/mutex.h"
+#include "exposition/family_text_cache.h"
 #include "exposition/page_sink.h"
 #include "exposition/snapshot_writer.h"
 #include "store/metric_store.h"
@@ -61,6 +62,8 @@ class Exposer {
       XPU_GUARDED_BY(filter_mu_);
   prometheus::Gauge& scrape_duration_;
   prometheus::Gauge& series_;
+  // The families written on their own, kept as text between scrapes.
+  FamilyTextCache text_cache_;
 };
 
 }  // namespace xpu::exposition

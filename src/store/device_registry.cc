@@ -445,6 +445,10 @@ void DeviceRegistry::SetDeviceViews(const std::string& source, DeviceViews views
   MutexLock lock(mu_);
   ++gen_;
   ++views_set_.views[source];
+  // Lent to the page in its order (FamilyLender): a source's own families
+  // put in it here, once a publish; kept ones are in it already.
+  if (!views.kept_families)
+    for (prometheus::MetricFamily& f : views.families) PutInPageOrder(&f);
   std::shared_ptr<const std::vector<prometheus::MetricFamily>> families =
       views.kept_families ? std::move(views.kept_families)
                           : std::make_shared<const std::vector<prometheus::MetricFamily>>(
@@ -789,7 +793,20 @@ std::vector<prometheus::MetricFamily> DeviceRegistry::CollectLending(Lent* lent)
     if (!family->metric.empty()) out.push_back(std::move(*family));
   }
   if (FreshLocked(kSourcePci)) {
-    for (prometheus::MetricFamily& family : PciFamilies(j.pci)) out.push_back(std::move(family));
+    // Made once a join: a scrape of an unchanged bus writes them where they
+    // lie.
+    if (!pci_families_ || pci_families_gen_ != joined_gen_ ||
+        pci_families_fresh_ != joined_fresh_) {
+      std::vector<prometheus::MetricFamily> families = PciFamilies(j.pci);
+      for (prometheus::MetricFamily& family : families) PutInPageOrder(&family);
+      pci_families_ =
+          std::make_shared<const std::vector<prometheus::MetricFamily>>(std::move(families));
+      pci_families_gen_ = joined_gen_;
+      pci_families_fresh_ = joined_fresh_;
+    }
+    if (!pci_families_->empty()) lent->push_back(pci_families_);
+  } else {
+    pci_families_.reset();
   }
   return out;
 }

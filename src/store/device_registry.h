@@ -155,6 +155,12 @@ class DeviceRegistry : public FamilyLender,
   mutable std::shared_ptr<const Joined> joined_ XPU_GUARDED_BY(mu_);
   mutable uint64_t joined_gen_ XPU_GUARDED_BY(mu_) = 0;
   mutable uint64_t joined_fresh_ XPU_GUARDED_BY(mu_) = 0;
+  // The pci source's families of the join above (PciFamilies, in page
+  // order), lent to each scrape until the join is made again.
+  mutable std::shared_ptr<const std::vector<prometheus::MetricFamily>> pci_families_
+      XPU_GUARDED_BY(mu_);
+  mutable uint64_t pci_families_gen_ XPU_GUARDED_BY(mu_) = 0;
+  mutable uint64_t pci_families_fresh_ XPU_GUARDED_BY(mu_) = 0;
 
   std::map<std::pair<std::string, std::string>, std::vector<std::pair<std::string, std::string>>>
       pod_labels_ XPU_GUARDED_BY(mu_);  // (namespace, pod) -> labels

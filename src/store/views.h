@@ -256,7 +256,8 @@ struct DeviceViews {
   std::vector<prometheus::MetricFamily> families;
   // Set instead of `families` by a source that keeps what it published
   // (the same families as its last view: NVML between whole reads): the
-  // registry keeps and lends this one, and nothing is built or copied.
+  // registry keeps and lends this one, and nothing is built or copied. Each
+  // family in the page's order (PutInPageOrder): the page takes it as it is.
   std::shared_ptr<const std::vector<prometheus::MetricFamily>> kept_families;
   Coverage coverage = Coverage::kListed;
   std::string vendor;  // with kListed: "0x10de"; empty: none

@@ -1,0 +1,57 @@
+#pragma once
+
+#include <prometheus/metric_family.h>
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "common/mutex.h"
+#include "exposition/text_format.h"
+
+namespace xpu::exposition {
+
+// The text of each family the page writes on its own, kept from one scrape
+// to the next: a family that reads the same as the last one of its name
+// (help, type, every sample's labels and value) is copied from the text
+// AppendFamily wrote then, not written again. Most of a HAL page's families
+// (NVML's links, the pci source's, the device registry's health and
+// topology) change seldom between scrapes; comparing a family is a fraction
+// of writing it (labels are escaped and values formatted). Gauges,
+// counters and untyped families only, without exemplars (the caller asks
+// Cacheable). Holds the last family of each name (shared with its owner
+// where it is lent) and its text per format; a name not written for
+// kForgetAfter renders is forgotten. Thread-safe: scrapes call it at once.
+class FamilyTextCache {
+ public:
+  static constexpr uint64_t kForgetAfter = 64;
+
+  static bool Cacheable(const prometheus::MetricFamily& family);
+  // Whether two families write the same text (in any format).
+  static bool Same(const prometheus::MetricFamily& a, const prometheus::MetricFamily& b);
+
+  // Once per render, before its Text calls.
+  void BeginRender();
+  // What AppendFamily(*family, out, format, nullptr) writes.
+  std::shared_ptr<const std::string> Text(std::shared_ptr<const prometheus::MetricFamily> family,
+                                          Format format);
+  // Whether the entry of `family`'s name holds this very object (a lent
+  // family written as it lay by an earlier render).
+  bool Holds(const prometheus::MetricFamily& family) const;
+  // Names kept now (for tests).
+  size_t size() const;
+
+ private:
+  struct Entry {
+    std::shared_ptr<const prometheus::MetricFamily> family;
+    std::shared_ptr<const std::string> text[2];  // by format: text, OpenMetrics
+    uint64_t used = 0;
+  };
+  mutable Mutex mu_;
+  std::map<std::string, Entry, std::less<>> entries_ XPU_GUARDED_BY(mu_);
+  std::atomic<uint64_t> renders_{0};
+};
+
+}  // namespace xpu::exposition
