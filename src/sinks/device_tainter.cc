@@ -103,11 +103,16 @@ void DeviceTainter::Stop() { worker_.Stop(); }
 void DeviceTainter::TakeOver(Part& old) {
   auto* o = dynamic_cast<DeviceTainter*>(&old);
   if (o == nullptr) return;
-  // Its threads have stopped: what it knew of the server is ours.
+  // Its threads have stopped. The cards on the page stay ours to set back
+  // (the registry of metrics is kept over a rebuild); what it knew of the
+  // server only where it is the same server and node.
+  shown_ = o->shown_;
+  if (o->base_url_ != base_url_ || o->kubernetes_.node_name != kubernetes_.node_name) return;
   listed_ = o->listed_;
   rules_ = o->rules_;
   differs_since_ = o->differs_since_;
   foreign_ = o->foreign_;
+  refused_ = o->refused_;
   MutexLock a(mu_);
   MutexLock b(o->mu_);
   rule_version_ = o->rule_version_;
@@ -210,8 +215,11 @@ bool DeviceTainter::ListRules(const kubernetes::ApiClient& api) {
       spdlog::warn("kubernetes: device taints: listing this node's rules failed: {}",
                    kubernetes::Describe(r, "list on devicetaintrules"));
     if (r.error.empty() && r.status == 404) {
+      // The version went away: ask again now, and write nothing meanwhile.
+      listed_ = false;
+      next_discovery_ = Clock::now();
       MutexLock lock(mu_);
-      discovered_ = false;  // the version went away: ask again
+      discovered_ = false;
     }
     return false;
   }
@@ -234,12 +242,13 @@ bool DeviceTainter::ListRules(const kubernetes::ApiClient& api) {
   // A name another agent held may be free now: tried again (a 409 again
   // finds it held again).
   foreign_.clear();
+  said_.ClearPrefix("foreign:");
   listed_ = true;
   return true;
 }
 
-bool DeviceTainter::Write(const kubernetes::ApiClient& api, const std::string& op, const Rule& rule,
-                          CardReport* card) {
+DeviceTainter::Outcome DeviceTainter::Write(const kubernetes::ApiClient& api, const std::string& op,
+                                            const Rule& rule, std::string* why) {
   const std::function<bool()> stopping = [this] { return worker_.stopping(); };
   std::string version;
   {
@@ -263,17 +272,16 @@ bool DeviceTainter::Write(const kubernetes::ApiClient& api, const std::string& o
     r = api.Send("DELETE", one, "application/json", options.dump(), kubernetes::kMaxNodeBytes,
                  options_.request_timeout, stopping);
   }
-  if (worker_.stopping()) return false;
-  const Clock::time_point now = Clock::now();
+  if (worker_.stopping()) return Outcome::kFailed;
   if (Success(r) || (op == "delete" && r.error.empty() && r.status == 404)) {
     Count(op, "ok");
     write_backoff_.Reset();
-    if (said_.ClearPrefix("write:") > 0)
-      spdlog::info("kubernetes: device taints: writes work again");
+    if (said_.ClearPrefix("write:" + rule.name + ":") > 0)
+      spdlog::info("kubernetes: device taints: {} of {} works again", op, rule.name);
     if (op == "delete") {
       rules_.erase(rule.name);
-      spdlog::info("kubernetes: device taints: deleted {}", rule.name);
-      return true;
+      spdlog::info("kubernetes: device taints: deleted {} ({})", rule.name, rule.bus_id);
+      return Outcome::kOk;
     }
     Rule written = rule;
     Rule answer;
@@ -287,14 +295,12 @@ bool DeviceTainter::Write(const kubernetes::ApiClient& api, const std::string& o
     spdlog::info("kubernetes: device taints: {} {} ({}={}:{}) for {}",
                  op == "create" ? "created" : "updated", rule.name, kTaintKey, rule.value,
                  rule.effect, rule.bus_id);
-    return true;
+    return Outcome::kOk;
   }
+  *why = kubernetes::Describe(r, op + " on devicetaintrules");
   if (r.error.empty() && r.status == 409) {
     // create: a rule of that name exists; update, delete: it changed since
-    // it was read. Either way list again; one that is not ours is left alone.
-    Count(op, op == "create" ? "refused" : "error");
-    // Listed again, unless the name is held by a rule not ours (the list
-    // would not show it, and the next create would meet it again).
+    // it was read. List again; a name held by a rule not ours is left alone.
     listed_ = false;
     if (op == "create") {
       const kubernetes::HttpResult got =
@@ -304,38 +310,35 @@ bool DeviceTainter::Write(const kubernetes::ApiClient& api, const std::string& o
           ParseRule(kubernetes::ParseKeeping(got.body, KeptRulePath), kubernetes_.node_name, &there)
               .ok() &&
           !there.ours) {
-        listed_ = true;
-        foreign_[rule.name] =
-            "a DeviceTaintRule named " + rule.name + " exists that this exporter did not make";
+        Count(op, "refused");
+        listed_ = true;  // the list would not show it
+        *why = "a DeviceTaintRule named " + rule.name + " exists that this exporter did not make";
+        foreign_[rule.name] = *why;
         if (said_.Raise("foreign:" + rule.name))
-          spdlog::warn("kubernetes: device taints: {}; it is left alone", foreign_[rule.name]);
+          spdlog::warn("kubernetes: device taints: {}; it is left alone", *why);
+        return Outcome::kRefused;
       }
     }
-    next_write_ = now + write_backoff_.Next();
-    return false;
+    Count(op, "error");
+    return Outcome::kFailed;
   }
   if (r.error.empty() && r.status == 404 && op == "update") {
     Count(op, "error");
     rules_.erase(rule.name);  // gone meanwhile: created next round
-    return false;
+    return Outcome::kFailed;
   }
   const bool refused = RefusedStatus(r);
   Count(op, refused ? "refused" : "error");
-  if (card != nullptr) {
-    card->state = refused ? "refused" : "pending";
-    card->why = kubernetes::Describe(r, op + " on devicetaintrules");
-  }
-  if (said_.Raise("write:" + op + ":" + std::to_string(r.status)))
-    spdlog::warn("kubernetes: device taints: {} of {} failed: {}", op, rule.name,
-                 kubernetes::Describe(r, op + " on devicetaintrules"));
-  next_write_ = now + write_backoff_.Next();
-  return false;
+  // Said once per rule and answer until that rule is written.
+  if (said_.Raise("write:" + rule.name + ":" + op + ":" + std::to_string(r.status)))
+    spdlog::warn("kubernetes: device taints: {} of {} failed: {}", op, rule.name, *why);
+  return refused ? Outcome::kRefused : Outcome::kFailed;
 }
 
 void DeviceTainter::Reconcile(const kubernetes::ApiClient& api, Clock::time_point now) {
   Report rep;
   std::map<std::string, Slice> slices;
-  bool slices_read;
+  bool slices_read, slices_cut;
   {
     MutexLock lock(mu_);
     rep.rule_version = rule_version_;
@@ -343,6 +346,7 @@ void DeviceTainter::Reconcile(const kubernetes::ApiClient& api, Clock::time_poin
     rep.api = api_;
     slices = slices_;
     slices_read = slices_read_;
+    slices_cut = slices_cut_;
     rep.slice_error = slice_error_;
   }
   rep.slices_read = slices_read;
@@ -352,7 +356,41 @@ void DeviceTainter::Reconcile(const kubernetes::ApiClient& api, Clock::time_poin
       VerdictsOf(registry_->SourceViews(), registry_->Inventory());
   const bool can_write = !rep.rule_version.empty() && listed_;
   std::set<std::string> wanted;  // names a card stands for
+  // Transport errors and 5xx stop the round's writes (the server is in
+  // trouble); a refusal holds back only its own rule.
   bool write_failed = now < next_write_;
+  // Writes `op` of `rule` now; false when it did not take.
+  auto write = [&](const std::string& op, const Rule& rule, CardReport* card) {
+    std::string why;
+    const Outcome o = Write(api, op, rule, &why);
+    if (o == Outcome::kOk) {
+      differs_since_.erase(rule.name);
+      refused_.erase(rule.name);
+      last_error_.erase(rule.name);
+      return true;
+    }
+    if (o == Outcome::kRefused) {
+      Refusal& r = refused_[rule.name];
+      r.wait = r.wait.count() == 0
+                   ? options_.retry_first
+                   : std::min<Clock::duration>(r.wait * 2, options_.retry_first * 30);
+      r.retry = now + r.wait;
+      r.why = why;
+      if (card != nullptr) {
+        card->state = "refused";
+        card->why = why;
+      }
+      return false;
+    }
+    last_error_[rule.name] = why;
+    next_write_ = now + write_backoff_.Next();
+    write_failed = true;
+    if (card != nullptr) {
+      card->state = "pending";
+      card->why = why;
+    }
+    return false;
+  };
   for (const CardVerdict& v : verdicts) {
     CardReport card;
     card.bus_id = v.bus_id;
@@ -381,51 +419,53 @@ void DeviceTainter::Reconcile(const kubernetes::ApiClient& api, Clock::time_poin
       card.rule = want.name;
       card.value = want.value;
       card.effect = want.effect;
-      card.why = v.why;
+      card.why = v.why + (v.known ? "" : "; health not wholly known (" + v.unknown + ")");
     } else if (have != nullptr) {
       card.rule = have->name;
       card.value = have->value;
       card.effect = have->effect;
-      card.why =
-          v.known ? "healthy: deleted once it has held" : "health unknown (" + v.why + "): kept";
+      card.why = v.known ? "healthy: deleted once it has held"
+                         : "health unknown (" + v.unknown + "): kept";
     }
-    // What it wants done: nothing (no fault and no rule, or unknown health
-    // with none), create, update, delete, or keep as it is.
-    if (v.level == 0 && have == nullptr) {
+    auto done = [&] { rep.cards.push_back(std::move(card)); };
+    if (v.level == 0 && have == nullptr) {  // nothing wanted, nothing there
       if (card.device) differs_since_.erase(want.name);
-      rep.cards.push_back(std::move(card));
+      done();
       continue;
     }
     if (v.level > 0 && !card.device) {
       // Unmapped once the slices are read; until then it waits for them.
       card.state = slices_read ? "unmapped" : "pending";
       card.why = why;
-      rep.cards.push_back(std::move(card));
+      done();
       continue;
     }
     if (rep.rule_version.empty()) {
       card.state = "no_api";
-      rep.cards.push_back(std::move(card));
+      done();
       continue;
     }
     if (auto f = foreign_.find(want.name); f != foreign_.end()) {
       card.state = "refused";
       card.why = f->second;
-      rep.cards.push_back(std::move(card));
+      done();
       continue;
     }
     if (v.level > 0 && !VersionHasEffect(rep.rule_version, want.effect)) {
       card.state = "refused";
       card.why = rep.rule_version + " has no effect " + want.effect;
-      rep.cards.push_back(std::move(card));
+      done();
       continue;
     }
     if (!can_write) {
       card.state = "pending";
       card.why = "this node's rules are not listed yet";
-      rep.cards.push_back(std::move(card));
+      done();
       continue;
     }
+    // What it wants done: create, update, delete, or keep as it is. Unknown
+    // health changes a rule only for the worse: a blind source removes or
+    // weakens no taint.
     std::string op;
     bool at_once = false;
     if (v.level > 0) {
@@ -433,59 +473,69 @@ void DeviceTainter::Reconcile(const kubernetes::ApiClient& api, Clock::time_poin
         op = "create";
         at_once = true;
       } else if (have->value != want.value || have->effect != want.effect) {
-        op = "update";
         at_once = Weight(want.value, want.effect) > Weight(have->value, have->effect);
+        if (at_once || v.known) op = "update";
         want.resource_version = have->resource_version;
       }
     } else if (v.known) {
       op = "delete";
       want = *have;
-    } else {
-      differs_since_.erase(have->name);  // unknown: a blind source removes no taint
     }
     if (op.empty()) {
       differs_since_.erase(want.name);
       card.state = "written";
-      rep.cards.push_back(std::move(card));
+      done();
       continue;
     }
-    auto since = differs_since_.emplace(want.name, now).first->second;
+    const Clock::time_point since = differs_since_.emplace(want.name, now).first->second;
     card.state = have != nullptr ? "written" : "pending";
     if (!at_once && now - since < options_.hold) {
-      rep.cards.push_back(std::move(card));
+      done();
+      continue;
+    }
+    if (auto r = refused_.find(want.name); r != refused_.end() && now < r->second.retry) {
+      card.state = "refused";
+      card.why = r->second.why;
+      done();
       continue;
     }
     if (write_failed) {
       card.state = "pending";
-      rep.cards.push_back(std::move(card));
+      if (auto e = last_error_.find(want.name); e != last_error_.end())
+        card.why = "retried: " + e->second;
+      done();
       continue;
     }
-    if (Write(api, op, want, &card)) {
-      differs_since_.erase(want.name);
+    if (write(op, want, &card)) {
       card.state = op == "delete" ? "" : "written";
       if (op == "delete") card.rule.clear();
-    } else {
-      write_failed = true;
-      if (card.state == "written") card.state = "pending";
     }
-    rep.cards.push_back(std::move(card));
+    done();
   }
-  // Rules of ours no card stands for (a card gone, a device renamed): once
-  // the slices are read whole, deleted after the hold.
-  if (can_write && slices_read && index.incomplete().empty()) {
+  // Rules of ours whose device the node's slices, read whole, no longer
+  // have (a card gone, a device renamed): deleted after the hold. A device
+  // still listed keeps its rule even where no card maps to it now (an
+  // ambiguous name, a card the inventory lost): nothing says it recovered.
+  // No slices at all is no evidence either (a driver restarting).
+  if (can_write && slices_read && !slices_cut && !index.empty() && index.incomplete().empty()) {
     std::vector<Rule> stale;
     for (const auto& [name, rule] : rules_)
-      if (wanted.count(name) == 0) stale.push_back(rule);
+      if (wanted.count(name) == 0 && !index.Has(rule.device)) stale.push_back(rule);
     for (const Rule& rule : stale) {
       rep.stale.push_back(rule.name);
-      auto since = differs_since_.emplace(rule.name, now).first->second;
+      const Clock::time_point since = differs_since_.emplace(rule.name, now).first->second;
       if (now - since < options_.hold || write_failed) continue;
-      if (Write(api, "delete", rule, nullptr))
-        differs_since_.erase(rule.name);
-      else
-        write_failed = true;
+      if (auto r = refused_.find(rule.name); r != refused_.end() && now < r->second.retry) continue;
+      write("delete", rule, nullptr);
     }
   }
+  // What is kept by name: only names a card stands for or a rule holds.
+  auto known_name = [&](const std::string& name) {
+    return wanted.count(name) != 0 || rules_.count(name) != 0;
+  };
+  std::erase_if(differs_since_, [&](const auto& e) { return !known_name(e.first); });
+  std::erase_if(refused_, [&](const auto& e) { return !known_name(e.first); });
+  std::erase_if(last_error_, [&](const auto& e) { return !known_name(e.first); });
   // The page: each card that has had a rule or needed one, every state,
   // 1 for the one it is in (0 for all once it needs none): a state series
   // never vanishes under a query, and there are at most five per card.
@@ -554,6 +604,7 @@ bool DeviceTainter::ListSlices(const kubernetes::ApiClient& api, const std::stri
   std::map<std::string, Slice> slices;
   std::string cont;
   size_t bad = 0;
+  bool cut = false;
   do {
     const kubernetes::HttpResult r =
         api.Get(base + "&limit=100" +
@@ -572,6 +623,8 @@ bool DeviceTainter::ListSlices(const kubernetes::ApiClient& api, const std::stri
     if (!list.is_object() || !list.contains("items") || !list["items"].is_array()) {
       if (said_.Raise("slices:parse"))
         spdlog::warn("kubernetes: device taints: the ResourceSlice list is not a list");
+      MutexLock lock(mu_);
+      slice_error_ = "the node's ResourceSlice list is not a ResourceSliceList";
       return false;
     }
     for (const Json& item : list["items"]) {
@@ -580,7 +633,10 @@ bool DeviceTainter::ListSlices(const kubernetes::ApiClient& api, const std::stri
         ++bad;
         continue;
       }
-      if (slices.size() >= kMaxSlices) break;
+      if (slices.size() >= kMaxSlices) {
+        cut = true;
+        break;
+      }
       slices[s.name] = std::move(s);
     }
     cont.clear();
@@ -594,9 +650,15 @@ bool DeviceTainter::ListSlices(const kubernetes::ApiClient& api, const std::stri
   if (bad > 0 && said_.Raise("slices:bad"))
     spdlog::warn("kubernetes: device taints: {} ResourceSlice(s) of this node did not parse", bad);
   said_.ClearPrefix("slices:");
+  if (cut && said_.Raise("slices:cut"))
+    spdlog::warn(
+        "kubernetes: device taints: this node has more than {} ResourceSlices; the rest "
+        "are not read, and no rule is taken for stale",
+        kMaxSlices);
   MutexLock lock(mu_);
   slices_ = std::move(slices);
   slices_read_ = true;
+  slices_cut_ = cut;
   slice_error_.clear();
   return true;
 }
@@ -604,7 +666,9 @@ bool DeviceTainter::ListSlices(const kubernetes::ApiClient& api, const std::stri
 DeviceTainter::WatchEnd DeviceTainter::WatchSlices(const kubernetes::ApiClient& api,
                                                    const std::string& version, std::string* rv) {
   const std::function<bool()> stopping = [this] { return worker_.stopping(); };
-  bool gone = false;
+  bool gone = false, error_event = false;
+  size_t events = 0;
+  const Clock::time_point t0 = Clock::now();
   const std::string path = std::string("/apis/") + kResourceGroup + "/" + version +
                            "/resourceslices?fieldSelector=" +
                            kubernetes::ApiClient::Escape("spec.nodeName=" + kubernetes_.node_name) +
@@ -619,8 +683,10 @@ DeviceTainter::WatchEnd DeviceTainter::WatchSlices(const kubernetes::ApiClient& 
         using T = kubernetes::WatchEvent::Type;
         if (e.type == T::kError) {
           gone = e.error_code == 410;
+          error_event = !gone;
           return false;
         }
+        ++events;
         if (!e.resource_version.empty()) *rv = e.resource_version;
         if (e.type != T::kAdded && e.type != T::kModified && e.type != T::kDeleted) return true;
         Slice s;
@@ -630,12 +696,17 @@ DeviceTainter::WatchEnd DeviceTainter::WatchSlices(const kubernetes::ApiClient& 
           slices_.erase(s.name);
         else if (slices_.size() < kMaxSlices || slices_.count(s.name) != 0)
           slices_[s.name] = std::move(s);
+        else
+          slices_cut_ = true;
         return true;
       },
       stopping);
   if (worker_.stopping()) return WatchEnd::kStopped;
-  if (gone) return WatchEnd::kGone;
-  if (!r.error.empty() || r.status != 200) return WatchEnd::kFailed;
+  if (gone || (r.error.empty() && r.status == 410)) return WatchEnd::kGone;
+  // Any other ERROR event, a failed answer, or a watch that closed at once
+  // with nothing (a proxy that cuts it): waits its backoff, then lists again.
+  if (error_event || !r.error.empty() || r.status != 200) return WatchEnd::kFailed;
+  if (events == 0 && Clock::now() - t0 < std::chrono::seconds(1)) return WatchEnd::kFailed;
   return WatchEnd::kClosed;
 }
 

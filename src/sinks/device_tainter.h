@@ -94,9 +94,13 @@ class DeviceTainter : public Part {
   bool Discover(const kubernetes::ApiClient& api);
   bool ListRules(const kubernetes::ApiClient& api);
   void Reconcile(const kubernetes::ApiClient& api, Clock::time_point now);
-  // One write; false when it failed (the round ends, backoff).
-  bool Write(const kubernetes::ApiClient& api, const std::string& op, const Rule& rule,
-             CardReport* card);
+  // One write. kRefused: the server will not take it as it is (403, 422, a
+  // name held by another's rule): that rule waits its own backoff.
+  // kFailed: the server is in trouble (no answer, 5xx, a conflict): the
+  // round's writes stop, with the shared backoff. `why` says what failed.
+  enum class Outcome { kOk, kRefused, kFailed };
+  Outcome Write(const kubernetes::ApiClient& api, const std::string& op, const Rule& rule,
+                std::string* why);
   bool ListSlices(const kubernetes::ApiClient& api, const std::string& version, std::string* rv);
   enum class WatchEnd { kClosed, kGone, kFailed, kStopped };
   WatchEnd WatchSlices(const kubernetes::ApiClient& api, const std::string& version,
@@ -124,6 +128,7 @@ class DeviceTainter : public Part {
   std::map<std::string, Slice> slices_ XPU_GUARDED_BY(mu_);
   bool slices_read_ XPU_GUARDED_BY(mu_) = false;
   std::string slice_error_ XPU_GUARDED_BY(mu_);
+  bool slices_cut_ XPU_GUARDED_BY(mu_) = false;  // more slices than kMaxSlices
   Report report_ XPU_GUARDED_BY(mu_);
 
   // The rule thread's.
@@ -131,7 +136,16 @@ class DeviceTainter : public Part {
   std::map<std::string, Rule> rules_;                       // ours, by name
   std::map<std::string, Clock::time_point> differs_since_;  // by rule name
   std::map<std::string, std::string> foreign_;              // names held by a rule not ours: why
-  std::set<std::string> shown_;                             // the cards with states on the page
+  // Rules the server refused, each waiting its own backoff, and why; the
+  // last failure of each rule waiting for the shared one.
+  struct Refusal {
+    std::string why;
+    Clock::time_point retry;
+    Clock::duration wait{0};
+  };
+  std::map<std::string, Refusal> refused_;
+  std::map<std::string, std::string> last_error_;
+  std::set<std::string> shown_;  // the cards with states on the page
   uint64_t rounds_ = 0;
   Clock::time_point next_discovery_, next_write_, next_list_, list_retry_;
   Backoff write_backoff_, read_backoff_;

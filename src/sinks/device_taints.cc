@@ -273,14 +273,13 @@ std::vector<CardVerdict> VerdictsOf(const std::vector<store::SourceView>& views,
     if (s.sight != store::Sight::kSeeing && s.devices.empty())
       blind += (blind.empty() ? "" : "; ") + s.source + " cannot see" +
                (s.why.empty() ? "" : " (" + s.why + ")");
+  if (views.empty()) blind = "no HAL source reads the devices' faults (--hal)";
   std::vector<CardVerdict> out;
   for (auto& [key, v] : by_key) {
-    if (v.level == 0) {
-      auto u = unknown.find(key);
-      if (u != unknown.end() || !blind.empty()) {
-        v.known = false;
-        v.why = u != unknown.end() ? u->second : blind;
-      }
+    auto u = unknown.find(key);
+    if (u != unknown.end() || !blind.empty()) {
+      v.known = false;
+      v.unknown = u != unknown.end() ? u->second : blind;
     }
     out.push_back(std::move(v));
   }

@@ -117,13 +117,17 @@ struct CardVerdict {
   int32_t minor = -1;
   int level = 0;  // 0: no fault at restart_card or worse
   std::string level_name;
+  // Every source that covers it sees it: `level` is all there is. Unknown
+  // (a source cannot see, or none runs), `level` is what the others saw: a
+  // floor, never a recovery.
   bool known = true;
-  std::string why;  // what faults, or why unknown
+  std::string why;      // what faults
+  std::string unknown;  // why unknown
 };
 // Per card of `inventory`, from the views (as ConditionOf judges the node:
 // only a source that sees raises; a card's own unhealthy bit is
-// restart_card; a blind or stale source, or one that does not see the card,
-// makes it unknown unless another source sees a fault).
+// restart_card; a blind, stale or not-yet source, one that does not see the
+// card, or no source at all makes it unknown, whatever the others show).
 std::vector<CardVerdict> VerdictsOf(const std::vector<store::SourceView>& views,
                                     const std::vector<store::InventoryDevice>& inventory);
 

@@ -388,6 +388,94 @@ TEST_F(DeviceTainterLiveTest, ABlindSourceLeavesTheRuleInPlace) {
   ASSERT_TRUE(WaitFor([&] { return RuleFor(0).is_null(); }, std::chrono::seconds(10)));
 }
 
+TEST_F(DeviceTainterLiveTest, ABlindSourceWeakensNoTaint) {
+  o_.evict_level = 6;
+  registry_.OpenSource("nvml", std::chrono::hours(1));
+  auto nvml = [&](std::vector<store::ActiveFault> on_1) {
+    store::DeviceViews v;
+    v.devices.resize(kCards);
+    for (int i = 0; i < kCards; ++i) {
+      v.devices[i].minor = i;
+      v.devices[i].healthy = true;
+    }
+    v.devices[1].faults = std::move(on_1);
+    registry_.SetDeviceViews("nvml", v);
+  };
+  nvml({kXid79});
+  SetFault(1, {kReset});
+  AddSlice(SliceOf("node-a-gpus", 0, kCards - 1));
+  auto t = Make();
+  t->Start();
+  ASSERT_TRUE(WaitFor([&] { return !RuleFor(1).is_null(); }, std::chrono::seconds(10)));
+  EXPECT_EQ(RuleFor(1)["spec"]["taint"]["effect"], "NoExecute");
+  // NVML goes blind: what it saw is no evidence, but neither is its
+  // silence a recovery: the worse taint stays past the hold.
+  registry_.SetSourceBlind("nvml", "NVML_ERROR_DRIVER_NOT_LOADED");
+  ASSERT_TRUE(WaitFor([&] {
+    const auto rep = t->report();
+    const auto* c = Card(rep, 1);
+    return c && c->why.find("not wholly known") != std::string::npos;
+  }));
+  ASSERT_TRUE(Rounds(*t, HoldRounds()));
+  EXPECT_EQ(RuleFor(1)["spec"]["taint"]["value"], "isolate_card");
+  EXPECT_EQ(RuleFor(1)["spec"]["taint"]["effect"], "NoExecute");
+  EXPECT_EQ(Writes().size(), 1u) << Writes().dump();
+  // Seeing again, and only the reset: weakened after the hold.
+  nvml({});
+  ASSERT_TRUE(WaitFor([&] { return RuleFor(1)["spec"]["taint"]["value"] == "reset_card"; },
+                      std::chrono::seconds(10)));
+}
+
+TEST_F(DeviceTainterLiveTest, ARuleTheServerRefusesHoldsBackNoOther) {
+  AddSlice(SliceOf("node-a-gpus", 0, kCards - 1));
+  // A policy that refuses gpu-0's rule, for good.
+  api_.Control("POST", "fault", R"({"method":"POST","body_contains":"\"gpu-0\"","status":403,
+                                    "times":100000})");
+  auto t = Make();
+  t->Start();
+  SetFault(0, {kXid79});
+  SetFault(5, {kXid79});
+  ASSERT_TRUE(WaitFor([&] { return !RuleFor(5).is_null(); }, std::chrono::seconds(10)));
+  // Refused, and said so every round through its backoff, not only when
+  // it is tried.
+  for (int i = 0; i < 10; ++i) {
+    ASSERT_TRUE(Rounds(*t, 1));
+    EXPECT_EQ(StateOf(*t, 0), "refused");
+    EXPECT_NE(Card(t->report(), 0)->why.find("403"), std::string::npos);
+  }
+  SetFault(6, {kXid79});
+  ASSERT_TRUE(WaitFor([&] { return !RuleFor(6).is_null(); }, std::chrono::seconds(10)));
+  EXPECT_TRUE(RuleFor(0).is_null());
+}
+
+TEST_F(DeviceTainterLiveTest, ARuleIsStaleOnlyWhenItsDeviceLeftTheSlices) {
+  // gpu-6's address and uuid are no card's, and no template names it: card
+  // 6 maps to nothing, but gpu-6 is still a device.
+  Json slice = SliceOf("node-a-gpus", 0, kCards - 1);
+  slice["spec"]["devices"][6]["attributes"]["resource.kubernetes.io/pciBusID"]["string"] =
+      "0000:ff:00.0";
+  slice["spec"]["devices"][6]["attributes"]["uuid"]["string"] = "GPU-elsewhere";
+  AddSlice(slice);
+  auto ours = [&](const std::string& device) {
+    Rule r;
+    r.device = {"gpu.example.com", "node-a", device};
+    r.name = RuleName("node-a", r.device);
+    r.value = "isolate_card";
+    r.effect = "NoSchedule";
+    r.bus_id = "0000:ee:00.0";
+    api_.Control("POST", "rule", RuleBody("v1beta2", "node-a", r));
+  };
+  ours("gpu-6");
+  ours("gpu-9");  // a device the slices do not have
+  auto t = Make();
+  t->Start();
+  ASSERT_TRUE(WaitFor([&] { return Rules().size() == 1; }, std::chrono::seconds(10)));
+  EXPECT_EQ(Rules()[0]["spec"]["deviceSelector"]["device"], "gpu-6");
+  ASSERT_TRUE(Rounds(*t, HoldRounds()));
+  EXPECT_EQ(Rules().size(), 1u);
+  EXPECT_EQ(Writes().size(), 1u) << Writes().dump();
+}
+
 TEST_F(DeviceTainterLiveTest, ACardNoSliceNamesGetsNoRuleAndTheReportSaysWhy) {
   // Devices plugins only: no slice at all.
   auto t = Make();

@@ -130,7 +130,7 @@ TEST(DeviceTaintsTest, RuleNamesAreValidBoundedAndTellDevicesApart) {
   const std::string long_dev(63, 'd');
   std::set<std::string> names;
   for (const std::string& node : {std::string("node-a"), long_node, std::string("Node_A")}) {
-    for (const std::string& pool : {"p1", "p2"}) {
+    for (const char* pool : {"p1", "p2"}) {
       for (const std::string& dev : {std::string("gpu-0"), long_dev, std::string("-")}) {
         const std::string n = RuleName(node, {"gpu.example.com", pool, dev});
         EXPECT_LE(n.size(), 253u) << n;
@@ -236,6 +236,16 @@ TEST(DeviceTaintsTest, AVerdictIsTheWorstSeenFaultAndUnknownWhereASourceCannotSe
                  {CardAt("a"), CardAt("b")});
   EXPECT_FALSE(v[0].known);
   EXPECT_FALSE(v[1].known);
+  // A fault seen beside a blind source: that level at least, not known
+  // whole (the blind one may have seen worse).
+  v = VerdictsOf({View("pci", store::Sight::kSeeing, {Seen("a", {LevelFault(4, "reset_card")})}),
+                  View("nvml", store::Sight::kBlind, {Seen("a", {LevelFault(6, "isolate_card")})})},
+                 {CardAt("a")});
+  EXPECT_EQ(v[0].level, 4);
+  EXPECT_FALSE(v[0].known);
+  // No source at all: nothing is known.
+  v = VerdictsOf({}, {CardAt("a")});
+  EXPECT_FALSE(v[0].known);
 }
 
 TEST(DeviceTaintsTest, EffectsAndVersions) {

@@ -33,8 +33,10 @@ Control (no token needed, under /control/):
   GET    /control/rules         every DeviceTaintRule now
   GET    /control/rulewrites    every accepted write of a rule: [method, name, effect, value]
   POST   /control/fault         body: {"prefix": "/apis/", "method": "PUT" (optional),
-                                "status": 500|409|403..., "hang": seconds, "times": N}:
-                                the next N requests that match answer so (after the hang)
+                                "status": 500|409|403..., "hang": seconds, "times": N,
+                                "body_contains": TEXT (optional: a rule write whose body
+                                has TEXT)}: the next N requests that match answer so
+                                (after the hang)
 """
 import time
 import json
@@ -186,8 +188,8 @@ class Handler(BaseHTTPRequestHandler):
         fault = None
         with lock:
             for f in state["faults"]:
-                if (self.path.startswith(f.get("prefix", "/")) and f.get("times", 1) > 0
-                        and f.get("method", method) == method):
+                if ("body_contains" not in f and self.path.startswith(f.get("prefix", "/"))
+                        and f.get("times", 1) > 0 and f.get("method", method) == method):
                     f["times"] = f.get("times", 1) - 1
                     fault = dict(f)
                     break
@@ -221,6 +223,12 @@ class Handler(BaseHTTPRequestHandler):
         body = self.body() if method in ("POST", "PUT") or int(
             self.headers.get("Content-Length", "0")) else {}
         with lock:
+            for f in state["faults"]:
+                if ("body_contains" in f and f["body_contains"] in json.dumps(body)
+                        and f.get("times", 1) > 0 and f.get("method", method) == method):
+                    f["times"] = f.get("times", 1) - 1
+                    code = f.get("status", 403)
+                    return self.send_json(code, status(code, "Forbidden", "denied by policy"))
             rules = state["rules"]
             if method == "DELETE":
                 if name not in rules:
