@@ -513,11 +513,10 @@ nvml::Return nvmlDeviceRegisterEvents(nvml::Device h, unsigned long long /*types
 
 namespace {
 // A watch on the fixture's directory (inotify: a write, a rename into it),
-// one per waiting thread, kept for the thread's life (the driver's wait
-// sleeps in the kernel until an event; the stand-in's own set-up at each
-// wait is not to weigh in the exporter's idle figures). Drain() before the
-// fixture is looked at, so that a change after the look ends Wait().
-// Without a fixture path, or inotify, Wait() naps 50 ms.
+// set before the fixture is looked at, so that a change after the look
+// ends Wait(): the driver's wait sleeps in the kernel until an event, and
+// the stand-in's own wake-ups are not to weigh in the exporter's idle
+// figures. Without a fixture path, or inotify, Wait() naps 50 ms.
 class FixtureWatch {
  public:
   FixtureWatch() {
@@ -525,17 +524,11 @@ class FixtureWatch {
     if (path == nullptr) return;
     std::string dir = path;
     dir = dir.find('/') == std::string::npos ? "." : dir.substr(0, dir.rfind('/') + 1);
-    fd_ = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+    fd_ = inotify_init1(IN_CLOEXEC);
     if (fd_ >= 0 && inotify_add_watch(fd_, dir.c_str(),
                                       IN_CLOSE_WRITE | IN_MODIFY | IN_MOVED_TO | IN_CREATE) < 0) {
       ::close(fd_);
       fd_ = -1;
-    }
-  }
-  // Forgets the changes seen so far.
-  void Drain() const {
-    char buf[4096];
-    while (fd_ >= 0 && ::read(fd_, buf, sizeof buf) > 0) {
     }
   }
   ~FixtureWatch() {
@@ -564,9 +557,8 @@ class FixtureWatch {
 // `timeout_ms`.
 nvml::Return nvmlEventSetWait_v2(nvml::EventSet set, nvml::EventData* data, unsigned timeout_ms) {
   const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
-  thread_local const FixtureWatch watch;
   for (;;) {
-    watch.Drain();
+    const FixtureWatch watch;
     {
       std::lock_guard<std::mutex> lock(mu);
       const Json& events = Member(Fixture(), "events", kNoArray);
