@@ -19,9 +19,9 @@ double ValueOf(const prometheus::MetricFamily& f, const prometheus::ClientMetric
 }  // namespace
 
 bool FamilyTextCache::Cacheable(const prometheus::MetricFamily& family) {
-  return family.type == prometheus::MetricType::Counter ||
-         family.type == prometheus::MetricType::Gauge ||
-         family.type == prometheus::MetricType::Untyped;
+  return family.metric.size() <= kMaxSamples && (family.type == prometheus::MetricType::Counter ||
+                                                 family.type == prometheus::MetricType::Gauge ||
+                                                 family.type == prometheus::MetricType::Untyped);
 }
 
 bool FamilyTextCache::Same(const prometheus::MetricFamily& a, const prometheus::MetricFamily& b) {

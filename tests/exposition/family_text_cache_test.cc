@@ -68,6 +68,15 @@ TEST(FamilyTextCacheTest, AnEqualFamilyIsServedTheKeptTextAndItsHolderKept) {
   EXPECT_FALSE(FamilyTextCache::Same(*Make(0.0), *Make(-0.0)));
 }
 
+TEST(FamilyTextCacheTest, OnlySmallGaugesCountersAndUntypedFamiliesAreKept) {
+  EXPECT_TRUE(FamilyTextCache::Cacheable(*Make(1)));
+  EXPECT_FALSE(FamilyTextCache::Cacheable(NewFamily("h", "h", prometheus::MetricType::Histogram)));
+  prometheus::MetricFamily big = NewFamily("xpu_device_topology_info", "h");
+  for (size_t i = 0; i <= FamilyTextCache::kMaxSamples; ++i)
+    big.metric.push_back(GaugeSample({{"i", std::to_string(i)}}, 1));
+  EXPECT_FALSE(FamilyTextCache::Cacheable(big));
+}
+
 TEST(FamilyTextCacheTest, ANameNotWrittenForAWhileIsForgotten) {
   FamilyTextCache cache;
   cache.BeginRender();
