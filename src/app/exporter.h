@@ -133,6 +133,9 @@ class Exporter {
   void SwapParts(Replacement* next, std::shared_ptr<const Config> cfg,
                  std::map<std::string, Config::Setting> pending,
                  std::shared_ptr<const catalog::Catalog> catalog);
+  // The HAL backends that run, by name in the table's order ("sysfs,pci"),
+  // or "none".
+  std::string HalBackendsLocked() const XPU_REQUIRES(parts_mu_);
   // The running part of the row `name`, as its type; null when it is off.
   template <class T>
   T* Running(std::string_view name) const XPU_REQUIRES(parts_mu_) {

@@ -220,6 +220,22 @@ class Rows {
 
 }  // namespace
 
+std::string Exporter::HalBackendsLocked() const {
+  // Every HAL backend that runs (each a SourceSampler), in the table's
+  // order: "sysfs,pci,kmsg".
+  std::string out = "none";
+  bool first = true;
+  for (const PartKind& k : kinds_) {
+    const auto* s = Running<hal::SourceSampler>(k.name);
+    if (s == nullptr) continue;
+    const auto* sysfs = dynamic_cast<const hal::HalSampler*>(s);
+    const std::string name = sysfs != nullptr ? sysfs->backend_name() : std::string(k.name);
+    out = first ? name : out + "," + name;
+    first = false;
+  }
+  return out;
+}
+
 StatusReport Exporter::Report() {
   using SteadyClock = std::chrono::steady_clock;
   const auto now = SteadyClock::now();
@@ -239,17 +255,7 @@ StatusReport Exporter::Report() {
     catalog = catalog_;
     if (const auto* t = Running<sinks::DeviceTainter>("devicetaints"))
       r.device_taints = t->report();
-    // Every HAL backend that runs (each a SourceSampler), in the table's
-    // order: "sysfs,pci,kmsg".
-    bool first = true;
-    for (const PartKind& k : kinds_) {
-      const auto* s = Running<hal::SourceSampler>(k.name);
-      if (s == nullptr) continue;
-      const auto* sysfs = dynamic_cast<const hal::HalSampler*>(s);
-      const std::string name = sysfs != nullptr ? sysfs->backend_name() : std::string(k.name);
-      r.hal_backend = first ? name : r.hal_backend + "," + name;
-      first = false;
-    }
+    r.hal_backend = HalBackendsLocked();
   }
   // Each source's sight from the registry (the one rule): up while every
   // open one sees; the oldest view's age.

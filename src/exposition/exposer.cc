@@ -70,6 +70,23 @@ void Exposer::SetPart(const std::string& name,
   }
 }
 
+void Exposer::AppendOnItsOwn(
+    const prometheus::MetricFamily* family, prometheus::MetricFamily* mine,
+    const std::shared_ptr<const std::vector<prometheus::MetricFamily>>& owner, Format format,
+    std::string* out) {
+  if (!FamilyTextCache::Cacheable(*family) ||
+      (exemplars_ != nullptr && exemplars_->HasFamily(family->name))) {
+    AppendFamily(*family, out, format, exemplars_);
+    return;
+  }
+  // The cache keeps the family: a lent one with its owner, one of ours
+  // moved there (nothing reads it after this).
+  std::shared_ptr<const prometheus::MetricFamily> held =
+      mine != nullptr ? std::make_shared<const prometheus::MetricFamily>(std::move(*mine))
+                      : std::shared_ptr<const prometheus::MetricFamily>(owner, family);
+  out->append(*text_cache_.Text(std::move(held), format));
+}
+
 void Exposer::Render(std::string* out, Format format) {
   out->clear();
   PageSink sink(out);
@@ -167,18 +184,8 @@ bool Exposer::Render(PageSink* sink, Format format) {
   for (size_t i = 0; i < slots.size(); ++i) {
     if (taken[i]) continue;  // written into the snapshot's family
     Slot& s = slots[i];
-    if (FamilyTextCache::Cacheable(*s.family) &&
-        !(exemplars_ != nullptr && exemplars_->HasFamily(s.family->name))) {
-      // The cache keeps the family: a lent one with its owner, one of ours
-      // moved there (nothing reads it after this).
-      std::shared_ptr<const prometheus::MetricFamily> held =
-          s.mine != nullptr
-              ? std::make_shared<const prometheus::MetricFamily>(std::move(*s.mine))
-              : std::shared_ptr<const prometheus::MetricFamily>(lent[s.owner], s.family);
-      sink->buf()->append(*text_cache_.Text(std::move(held), format));
-    } else {
-      AppendFamily(*s.family, sink->buf(), format, exemplars_);
-    }
+    AppendOnItsOwn(s.family, s.mine, s.mine != nullptr ? nullptr : lent[s.owner], format,
+                   sink->buf());
     sink->Check();
   }
   if (format == Format::kOpenMetrics) sink->buf()->append("# EOF\n");

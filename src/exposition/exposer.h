@@ -62,6 +62,12 @@ class Exposer {
       XPU_GUARDED_BY(filter_mu_);
   prometheus::Gauge& scrape_duration_;
   prometheus::Gauge& series_;
+  // Writes a family that is not the snapshot's: `mine` when the page owns
+  // it (moved into the cache), else lent by `owner`; kept as text when the
+  // cache may keep it.
+  void AppendOnItsOwn(const prometheus::MetricFamily* family, prometheus::MetricFamily* mine,
+                      const std::shared_ptr<const std::vector<prometheus::MetricFamily>>& owner,
+                      Format format, std::string* out);
   // The families written on their own, kept as text between scrapes.
   FamilyTextCache text_cache_;
 };

@@ -1,6 +1,7 @@
 #include "exposition/family_text_cache.h"
 
-#include <cstring>
+#include <bit>
+#include <cstdint>
 
 namespace xpu::exposition {
 namespace {
@@ -33,8 +34,9 @@ bool FamilyTextCache::Same(const prometheus::MetricFamily& a, const prometheus::
     const prometheus::ClientMetric& x = a.metric[i];
     const prometheus::ClientMetric& y = b.metric[i];
     // The same bits: 0 and -0, and NaNs, are written apart.
-    const double vx = ValueOf(a, x), vy = ValueOf(b, y);
-    if (std::memcmp(&vx, &vy, sizeof vx) != 0 || x.label.size() != y.label.size()) return false;
+    if (std::bit_cast<uint64_t>(ValueOf(a, x)) != std::bit_cast<uint64_t>(ValueOf(b, y)) ||
+        x.label.size() != y.label.size())
+      return false;
     for (size_t l = 0; l < x.label.size(); ++l)
       if (x.label[l].value != y.label[l].value || x.label[l].name != y.label[l].name) return false;
   }

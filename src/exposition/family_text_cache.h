@@ -2,6 +2,7 @@
 
 #include <prometheus/metric_family.h>
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <map>
@@ -52,7 +53,7 @@ class FamilyTextCache {
  private:
   struct Entry {
     std::shared_ptr<const prometheus::MetricFamily> family;
-    std::shared_ptr<const std::string> text[2];  // by format: text, OpenMetrics
+    std::array<std::shared_ptr<const std::string>, 2> text;  // by format: text, OpenMetrics
     uint64_t used = 0;
   };
   mutable Mutex mu_;

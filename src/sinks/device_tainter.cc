@@ -335,200 +335,27 @@ DeviceTainter::Outcome DeviceTainter::Write(const kubernetes::ApiClient& api, co
   return refused ? Outcome::kRefused : Outcome::kFailed;
 }
 
-void DeviceTainter::Reconcile(const kubernetes::ApiClient& api, Clock::time_point now) {
-  Report rep;
-  std::map<std::string, Slice> slices;
-  bool slices_read, slices_cut;
-  {
-    MutexLock lock(mu_);
-    rep.rule_version = rule_version_;
-    rep.slice_version = slice_version_;
-    rep.api = api_;
-    slices = slices_;
-    slices_read = slices_read_;
-    slices_cut = slices_cut_;
-    rep.slice_error = slice_error_;
-  }
-  rep.slices_read = slices_read;
-  rep.slices = slices.size();
-  const SliceIndex index(slices);
-  const std::vector<CardVerdict> verdicts =
-      VerdictsOf(registry_->SourceViews(), registry_->Inventory());
-  const bool can_write = !rep.rule_version.empty() && listed_;
-  std::set<std::string> wanted;  // names a card stands for
-  // Transport errors and 5xx stop the round's writes (the server is in
-  // trouble); a refusal holds back only its own rule.
-  bool write_failed = now < next_write_;
-  // Writes `op` of `rule` now; false when it did not take.
-  auto write = [&](const std::string& op, const Rule& rule, CardReport* card) {
-    std::string why;
-    const Outcome o = Write(api, op, rule, &why);
-    if (o == Outcome::kOk) {
-      differs_since_.erase(rule.name);
-      refused_.erase(rule.name);
-      last_error_.erase(rule.name);
-      return true;
-    }
-    if (o == Outcome::kRefused) {
-      Refusal& r = refused_[rule.name];
-      r.wait = r.wait.count() == 0
-                   ? options_.retry_first
-                   : std::min<Clock::duration>(r.wait * 2, options_.retry_first * 30);
-      r.retry = now + r.wait;
-      r.why = why;
-      if (card != nullptr) {
-        card->state = "refused";
-        card->why = why;
-      }
-      return false;
-    }
-    last_error_[rule.name] = why;
-    next_write_ = now + write_backoff_.Next();
-    write_failed = true;
-    if (card != nullptr) {
-      card->state = "pending";
-      card->why = why;
-    }
-    return false;
-  };
-  for (const CardVerdict& v : verdicts) {
-    CardReport card;
-    card.bus_id = v.bus_id;
-    card.key = v.key;
-    std::string why;
-    if (slices_read)
-      card.device = index.Find(CardOf(v), dra_, &why);
-    else
-      why = rep.slice_version.empty()  ? "no version of resource.k8s.io serves ResourceSlices"
-            : !rep.slice_error.empty() ? rep.slice_error
-                                       : "the node's ResourceSlices are not read yet";
-    card.unmapped = card.device ? "" : why;
-    const Rule* have = nullptr;
-    Rule want;
-    if (card.device) {
-      want.name = RuleName(kubernetes_.node_name, *card.device);
-      want.device = *card.device;
-      want.bus_id = v.bus_id;
-      wanted.insert(want.name);
-      auto it = rules_.find(want.name);
-      if (it != rules_.end()) have = &it->second;
-    }
-    if (v.level > 0) {
-      want.value = v.level_name;
-      want.effect = EffectOf(v.level, options_.effect, options_.evict_level);
-      card.rule = want.name;
-      card.value = want.value;
-      card.effect = want.effect;
-      card.why = v.why + (v.known ? "" : "; health not wholly known (" + v.unknown + ")");
-    } else if (have != nullptr) {
-      card.rule = have->name;
-      card.value = have->value;
-      card.effect = have->effect;
-      card.why = v.known ? "healthy: deleted once it has held"
-                         : "health unknown (" + v.unknown + "): kept";
-    }
-    auto done = [&] { rep.cards.push_back(std::move(card)); };
-    if (v.level == 0 && have == nullptr) {  // nothing wanted, nothing there
-      if (card.device) differs_since_.erase(want.name);
-      done();
-      continue;
-    }
-    if (v.level > 0 && !card.device) {
-      // Unmapped once the slices are read; until then it waits for them.
-      card.state = slices_read ? "unmapped" : "pending";
-      card.why = why;
-      done();
-      continue;
-    }
-    if (rep.rule_version.empty()) {
-      card.state = "no_api";
-      done();
-      continue;
-    }
-    if (auto f = foreign_.find(want.name); f != foreign_.end()) {
-      card.state = "refused";
-      card.why = f->second;
-      done();
-      continue;
-    }
-    if (v.level > 0 && !VersionHasEffect(rep.rule_version, want.effect)) {
-      card.state = "refused";
-      card.why = rep.rule_version + " has no effect " + want.effect;
-      done();
-      continue;
-    }
-    if (!can_write) {
-      card.state = "pending";
-      card.why = "this node's rules are not listed yet";
-      done();
-      continue;
-    }
-    // What it wants done: create, update, delete, or keep as it is. Unknown
-    // health changes a rule only for the worse: a blind source removes or
-    // weakens no taint.
-    std::string op;
-    bool at_once = false;
-    if (v.level > 0) {
-      if (have == nullptr) {
-        op = "create";
-        at_once = true;
-      } else if (have->value != want.value || have->effect != want.effect) {
-        at_once = Weight(want.value, want.effect) > Weight(have->value, have->effect);
-        if (at_once || v.known) op = "update";
-        want.resource_version = have->resource_version;
-      }
-    } else if (v.known) {
-      op = "delete";
-      want = *have;
-    }
-    if (op.empty()) {
-      differs_since_.erase(want.name);
-      card.state = "written";
-      done();
-      continue;
-    }
-    const Clock::time_point since = differs_since_.emplace(want.name, now).first->second;
-    card.state = have != nullptr ? "written" : "pending";
-    if (!at_once && now - since < options_.hold) {
-      done();
-      continue;
-    }
-    if (auto r = refused_.find(want.name); r != refused_.end() && now < r->second.retry) {
-      card.state = "refused";
-      card.why = r->second.why;
-      done();
-      continue;
-    }
-    if (write_failed) {
-      card.state = "pending";
-      if (auto e = last_error_.find(want.name); e != last_error_.end())
-        card.why = "retried: " + e->second;
-      done();
-      continue;
-    }
-    if (write(op, want, &card)) {
-      card.state = op == "delete" ? "" : "written";
-      if (op == "delete") card.rule.clear();
-    }
-    done();
-  }
+void DeviceTainter::DeleteStale(Round& round, const SliceIndex& index) {
   // Rules of ours whose device the node's slices, read whole, no longer
   // have (a card gone, a device renamed): deleted after the hold. A device
   // still listed keeps its rule even where no card maps to it now (an
   // ambiguous name, a card the inventory lost): nothing says it recovered.
   // No slices at all is no evidence either (a driver restarting).
-  if (can_write && slices_read && !slices_cut && !index.empty() && index.incomplete().empty()) {
-    std::vector<Rule> stale;
-    for (const auto& [name, rule] : rules_)
-      if (wanted.count(name) == 0 && !index.Has(rule.device)) stale.push_back(rule);
-    for (const Rule& rule : stale) {
-      rep.stale.push_back(rule.name);
-      const Clock::time_point since = differs_since_.emplace(rule.name, now).first->second;
-      if (now - since < options_.hold || write_failed) continue;
-      if (auto r = refused_.find(rule.name); r != refused_.end() && now < r->second.retry) continue;
-      write("delete", rule, nullptr);
-    }
+  if (index.empty() || !index.incomplete().empty()) return;
+  std::vector<Rule> stale;
+  for (const auto& [name, rule] : rules_)
+    if (round.wanted.count(name) == 0 && !index.Has(rule.device)) stale.push_back(rule);
+  for (const Rule& rule : stale) {
+    round.rep.stale.push_back(rule.name);
+    const Clock::time_point since = differs_since_.emplace(rule.name, round.now).first->second;
+    if (round.now - since < options_.hold || round.write_failed) continue;
+    if (auto r = refused_.find(rule.name); r != refused_.end() && round.now < r->second.retry)
+      continue;
+    WriteNow(round, "delete", rule, nullptr);
   }
+}
+
+void DeviceTainter::Prune(const std::set<std::string>& wanted) {
   // What is kept by name: only names a card stands for or a rule holds.
   auto known_name = [&](const std::string& name) {
     return wanted.count(name) != 0 || rules_.count(name) != 0;
@@ -536,9 +363,12 @@ void DeviceTainter::Reconcile(const kubernetes::ApiClient& api, Clock::time_poin
   std::erase_if(differs_since_, [&](const auto& e) { return !known_name(e.first); });
   std::erase_if(refused_, [&](const auto& e) { return !known_name(e.first); });
   std::erase_if(last_error_, [&](const auto& e) { return !known_name(e.first); });
-  // The page: each card that has had a rule or needed one, every state,
-  // 1 for the one it is in (0 for all once it needs none): a state series
-  // never vanishes under a query, and there are at most five per card.
+}
+
+void DeviceTainter::ShowStates(const Report& rep) {
+  // Each card that has had a rule or needed one, every state, 1 for the
+  // one it is in (0 for all once it needs none): a state series never
+  // vanishes under a query, and there are at most five per card.
   std::map<std::string, std::string> now_in;
   for (const CardReport& c : rep.cards)
     if (!c.state.empty()) now_in[c.bus_id.empty() ? c.key : c.bus_id] = c.state;
@@ -549,9 +379,175 @@ void DeviceTainter::Reconcile(const kubernetes::ApiClient& api, Clock::time_poin
       states_->Add({{"bus_id", card}, {"state", state}})
           .Set(it != now_in.end() && it->second == state ? 1 : 0);
   }
-  rep.rounds = ++rounds_;
+}
+
+bool DeviceTainter::WriteNow(Round& round, const std::string& op, const Rule& rule,
+                             CardReport* card) {
+  std::string why;
+  const Outcome o = Write(round.api, op, rule, &why);
+  if (o == Outcome::kOk) {
+    differs_since_.erase(rule.name);
+    refused_.erase(rule.name);
+    last_error_.erase(rule.name);
+    return true;
+  }
+  if (o == Outcome::kRefused) {  // this rule waits its own backoff
+    Refusal& r = refused_[rule.name];
+    r.wait = r.wait.count() == 0 ? options_.retry_first
+                                 : std::min<Clock::duration>(r.wait * 2, options_.retry_first * 30);
+    r.retry = round.now + r.wait;
+    r.why = why;
+    if (card != nullptr) {
+      card->state = "refused";
+      card->why = why;
+    }
+    return false;
+  }
+  // The server is in trouble: the round's writes stop, the shared backoff.
+  last_error_[rule.name] = why;
+  next_write_ = round.now + write_backoff_.Next();
+  round.write_failed = true;
+  if (card != nullptr) {
+    card->state = "pending";
+    card->why = why;
+  }
+  return false;
+}
+
+DeviceTainter::Plan DeviceTainter::PlanFor(Round& round, const SliceIndex& index,
+                                           const CardVerdict& v) {
+  Plan p;
+  p.card.bus_id = v.bus_id;
+  p.card.key = v.key;
+  if (round.rep.slices_read)
+    p.card.device = index.Find(CardOf(v), dra_, &p.why);
+  else
+    p.why = round.rep.slice_version.empty()  ? "no version of resource.k8s.io serves ResourceSlices"
+            : !round.rep.slice_error.empty() ? round.rep.slice_error
+                                             : "the node's ResourceSlices are not read yet";
+  p.card.unmapped = p.card.device ? "" : p.why;
+  if (p.card.device) {
+    p.want.name = RuleName(kubernetes_.node_name, *p.card.device);
+    p.want.device = *p.card.device;
+    p.want.bus_id = v.bus_id;
+    round.wanted.insert(p.want.name);
+    auto it = rules_.find(p.want.name);
+    if (it != rules_.end()) p.have = &it->second;
+  }
+  if (v.level > 0) {
+    p.want.value = v.level_name;
+    p.want.effect = EffectOf(v.level, options_.effect, options_.evict_level);
+    p.card.rule = p.want.name;
+    p.card.value = p.want.value;
+    p.card.effect = p.want.effect;
+    p.card.why = v.why + (v.known ? "" : "; health not wholly known (" + v.unknown + ")");
+  } else if (p.have != nullptr) {
+    p.card.rule = p.have->name;
+    p.card.value = p.have->value;
+    p.card.effect = p.have->effect;
+    p.card.why =
+        v.known ? "healthy: deleted once it has held" : "health unknown (" + v.unknown + "): kept";
+  }
+  return p;
+}
+
+// Why a card's rule cannot be written this round at all, as its state and
+// why; empty when it can.
+std::pair<std::string, std::string> DeviceTainter::Blocked(const Round& round, const CardVerdict& v,
+                                                           const Plan& p) const {
+  const std::string& version = round.rep.rule_version;
+  if (v.level > 0 && !p.card.device)  // unmapped once the slices are read
+    return {round.rep.slices_read ? "unmapped" : "pending", p.why};
+  if (version.empty()) return {"no_api", p.card.why};
+  if (auto f = foreign_.find(p.want.name); f != foreign_.end()) return {"refused", f->second};
+  if (v.level > 0 && !VersionHasEffect(version, p.want.effect))
+    return {"refused", version + " has no effect " + p.want.effect};
+  if (!round.can_write) return {"pending", "this node's rules are not listed yet"};
+  return {};
+}
+
+void DeviceTainter::Act(Round& round, const CardVerdict& v, Plan& p) {
+  CardReport& card = p.card;
+  if (v.level == 0 && p.have == nullptr) {  // nothing wanted, nothing there
+    if (card.device) differs_since_.erase(p.want.name);
+    return;
+  }
+  if (auto [state, why] = Blocked(round, v, p); !state.empty()) {
+    card.state = state;
+    card.why = why;
+    return;
+  }
+  // What it wants done: create, update, delete, or keep as it is. Unknown
+  // health changes a rule only for the worse: a blind source removes or
+  // weakens no taint.
+  std::string op;
+  bool at_once = false;
+  Rule want = p.want;
+  if (v.level > 0 && p.have == nullptr) {
+    op = "create";
+    at_once = true;
+  } else if (v.level > 0 && (p.have->value != want.value || p.have->effect != want.effect)) {
+    at_once = Weight(want.value, want.effect) > Weight(p.have->value, p.have->effect);
+    if (at_once || v.known) op = "update";
+    want.resource_version = p.have->resource_version;
+  } else if (v.level == 0 && v.known) {
+    op = "delete";
+    want = *p.have;
+  }
+  card.state = p.have != nullptr ? "written" : "pending";
+  if (op.empty()) {
+    differs_since_.erase(want.name);
+    return;
+  }
+  const Clock::time_point since = differs_since_.emplace(want.name, round.now).first->second;
+  if (!at_once && round.now - since < options_.hold) return;
+  if (auto r = refused_.find(want.name); r != refused_.end() && round.now < r->second.retry) {
+    card.state = "refused";
+    card.why = r->second.why;
+    return;
+  }
+  if (round.write_failed) {
+    card.state = "pending";
+    if (auto e = last_error_.find(want.name); e != last_error_.end())
+      card.why = "retried: " + e->second;
+    return;
+  }
+  if (WriteNow(round, op, want, &card)) {
+    card.state = op == "delete" ? "" : "written";
+    if (op == "delete") card.rule.clear();
+  }
+}
+
+void DeviceTainter::Reconcile(const kubernetes::ApiClient& api, Clock::time_point now) {
+  // Transport errors and 5xx stop the round's writes (the server is in
+  // trouble); a refusal holds back only its own rule.
+  Round round{api, now};
+  round.write_failed = now < next_write_;
+  std::map<std::string, Slice> slices;
+  {
+    MutexLock lock(mu_);
+    round.rep.rule_version = rule_version_;
+    round.rep.slice_version = slice_version_;
+    round.rep.api = api_;
+    slices = slices_;
+    round.rep.slices_read = slices_read_;
+    round.slices_cut = slices_cut_;
+    round.rep.slice_error = slice_error_;
+  }
+  round.rep.slices = slices.size();
+  round.can_write = !round.rep.rule_version.empty() && listed_;
+  const SliceIndex index(slices);
+  for (const CardVerdict& v : VerdictsOf(registry_->SourceViews(), registry_->Inventory())) {
+    Plan p = PlanFor(round, index, v);
+    Act(round, v, p);
+    round.rep.cards.push_back(std::move(p.card));
+  }
+  if (round.can_write && round.rep.slices_read && !round.slices_cut) DeleteStale(round, index);
+  Prune(round.wanted);
+  ShowStates(round.rep);
+  round.rep.rounds = ++rounds_;
   MutexLock lock(mu_);
-  report_ = std::move(rep);
+  report_ = std::move(round.rep);
 }
 
 void DeviceTainter::RuleLoop() {

@@ -5,6 +5,7 @@
 #include <prometheus/registry.h>
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -93,7 +94,35 @@ class DeviceTainter : public Part {
   void SliceLoop();
   bool Discover(const kubernetes::ApiClient& api);
   bool ListRules(const kubernetes::ApiClient& api);
+  // One round: each card's verdict against its rule (PlanFor: what names
+  // the card and what it wants; Act: what is done), then the stale rules,
+  // the per-name maps pruned to the names in use, the page's states.
+  struct Round {
+    const kubernetes::ApiClient& api;
+    Clock::time_point now;
+    Report rep;
+    bool slices_cut = false;
+    bool can_write = false;        // a version serves the rules, and ours are listed
+    bool write_failed = false;     // the round's writes stopped (the shared backoff)
+    std::set<std::string> wanted;  // the rule names a card stands for
+  };
+  struct Plan {
+    CardReport card;
+    Rule want;                   // the rule this card stands for (its name, device)
+    const Rule* have = nullptr;  // ours of that name, as listed or written
+    std::string why;             // why no device names the card
+  };
   void Reconcile(const kubernetes::ApiClient& api, Clock::time_point now);
+  Plan PlanFor(Round& round, const SliceIndex& index, const CardVerdict& v);
+  std::pair<std::string, std::string> Blocked(const Round& round, const CardVerdict& v,
+                                              const Plan& p) const;
+  void Act(Round& round, const CardVerdict& v, Plan& p);
+  // Write(), then what it did kept: a refusal's own backoff, or the shared
+  // one; false when it did not take.
+  bool WriteNow(Round& round, const std::string& op, const Rule& rule, CardReport* card);
+  void DeleteStale(Round& round, const SliceIndex& index);
+  void Prune(const std::set<std::string>& wanted);
+  void ShowStates(const Report& rep);
   // One write. kRefused: the server will not take it as it is (403, 422, a
   // name held by another's rule): that rule waits its own backoff.
   // kFailed: the server is in trouble (no answer, 5xx, a conflict): the
