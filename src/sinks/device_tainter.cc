@@ -60,7 +60,8 @@ DeviceTainter::DeviceTainter(const kubernetes::KubernetesOptions& kubernetes, Op
       base_url_(std::move(base_url)),
       registry_(registry),
       write_backoff_(ApiBackoff(options_.retry_first)),
-      read_backoff_(ApiBackoff(options_.retry_first)) {
+      read_backoff_(ApiBackoff(options_.retry_first)),
+      list_backoff_(ApiBackoff(options_.retry_first)) {
   if (kubernetes_.node_name.empty())
     throw std::invalid_argument("device taints need the node name");
   if (options_.effect != "NoSchedule" && options_.effect != "None")
@@ -343,11 +344,16 @@ void DeviceTainter::DeleteStale(Round& round, const SliceIndex& index) {
   // No slices at all is no evidence either (a driver restarting).
   if (index.empty() || !index.incomplete().empty()) return;
   std::vector<Rule> stale;
+  // Nor a rule whose card is faulted or not known healthy (a driver that
+  // drops such a device from its slices), or whose driver has no slice
+  // here now (a driver restarting).
   for (const auto& [name, rule] : rules_)
-    if (round.wanted.count(name) == 0 && !index.Has(rule.device)) stale.push_back(rule);
+    if (round.wanted.count(name) == 0 && !index.Has(rule.device) &&
+        index.HasDriver(rule.device.driver) && round.not_healthy.count(rule.bus_id) == 0)
+      stale.push_back(rule);
   for (const Rule& rule : stale) {
     round.rep.stale.push_back(rule.name);
-    const Clock::time_point since = differs_since_.emplace(rule.name, round.now).first->second;
+    const Clock::time_point since = Since(rule.name, "stale", round.now);
     if (round.now - since < options_.hold || round.write_failed) continue;
     if (auto r = refused_.find(rule.name); r != refused_.end() && round.now < r->second.retry)
       continue;
@@ -379,6 +385,14 @@ void DeviceTainter::ShowStates(const Report& rep) {
       states_->Add({{"bus_id", card}, {"state", state}})
           .Set(it != now_in.end() && it->second == state ? 1 : 0);
   }
+}
+
+DeviceTainter::Clock::time_point DeviceTainter::Since(const std::string& name,
+                                                      const std::string& target,
+                                                      Clock::time_point now) {
+  auto [it, added] = differs_since_.try_emplace(name, Differs{target, now});
+  if (!added && it->second.target != target) it->second = Differs{target, now};
+  return it->second.since;
 }
 
 bool DeviceTainter::WriteNow(Round& round, const std::string& op, const Rule& rule,
@@ -472,6 +486,14 @@ void DeviceTainter::Act(Round& round, const CardVerdict& v, Plan& p) {
     if (card.device) differs_since_.erase(p.want.name);
     return;
   }
+  // A wish other than the one timed (a fault back while the rule could
+  // not be written) starts its hold again.
+  if (auto d = differs_since_.find(p.want.name); d != differs_since_.end()) {
+    const std::string now_wants = v.level > 0 ? p.want.value + ":" + p.want.effect
+                                  : v.known   ? "delete"
+                                              : "";
+    if (d->second.target != now_wants) differs_since_.erase(d);
+  }
   if (auto [state, why] = Blocked(round, v, p); !state.empty()) {
     card.state = state;
     card.why = why;
@@ -497,11 +519,19 @@ void DeviceTainter::Act(Round& round, const CardVerdict& v, Plan& p) {
   card.state = p.have != nullptr ? "written" : "pending";
   if (op.empty()) {
     differs_since_.erase(want.name);
+    if (p.have != nullptr) {  // what is on the server, kept
+      card.value = p.have->value;
+      card.effect = p.have->effect;
+    }
     return;
   }
-  const Clock::time_point since = differs_since_.emplace(want.name, round.now).first->second;
+  const Clock::time_point since =
+      Since(want.name, op == "delete" ? op : want.value + ":" + want.effect, round.now);
   if (!at_once && round.now - since < options_.hold) return;
-  if (auto r = refused_.find(want.name); r != refused_.end() && round.now < r->second.retry) {
+  // A refused rule says so, and why, through its own backoff and the
+  // shared one.
+  if (auto r = refused_.find(want.name);
+      r != refused_.end() && (round.now < r->second.retry || round.write_failed)) {
     card.state = "refused";
     card.why = r->second.why;
     return;
@@ -537,7 +567,11 @@ void DeviceTainter::Reconcile(const kubernetes::ApiClient& api, Clock::time_poin
   round.rep.slices = slices.size();
   round.can_write = !round.rep.rule_version.empty() && listed_;
   const SliceIndex index(slices);
-  for (const CardVerdict& v : VerdictsOf(registry_->SourceViews(), registry_->Inventory())) {
+  const std::vector<CardVerdict> verdicts =
+      VerdictsOf(registry_->SourceViews(), registry_->Inventory());
+  for (const CardVerdict& v : verdicts)
+    if (v.level > 0 || !v.known) round.not_healthy.insert(v.bus_id);
+  for (const CardVerdict& v : verdicts) {
     Plan p = PlanFor(round, index, v);
     Act(round, v, p);
     round.rep.cards.push_back(std::move(p.card));
@@ -580,10 +614,10 @@ void DeviceTainter::RuleLoop() {
     now = Clock::now();
     if (discovered && serves && now >= list_retry_ && (!listed_ || now >= next_list_)) {
       if (ListRules(api)) {
-        read_backoff_.Reset();
+        list_backoff_.Reset();
         next_list_ = now + kubernetes_.node_interval;
       } else {
-        list_retry_ = now + read_backoff_.Next();
+        list_retry_ = now + list_backoff_.Next();
       }
     }
     if (worker_.stopping()) break;
@@ -729,13 +763,17 @@ void DeviceTainter::SliceLoop() {
       if (!worker_.SleepFor(backoff.Next())) return;
       continue;
     }
-    backoff.Reset();
     // Watch from the list's version until it cannot go on; a closed watch
-    // resumes, an expired one (410) lists again.
+    // resumes, an expired one (410) lists again. The backoff starts over
+    // only after a watch that worked (a list that works before a watch that
+    // fails at once must not keep it at its first step).
     for (;;) {
       const WatchEnd end = WatchSlices(api, version, &rv);
       if (end == WatchEnd::kStopped) return;
-      if (end == WatchEnd::kClosed) continue;
+      if (end == WatchEnd::kClosed) {
+        backoff.Reset();
+        continue;
+      }
       if (end == WatchEnd::kFailed && !worker_.SleepFor(backoff.Next())) return;
       break;
     }

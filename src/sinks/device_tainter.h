@@ -102,9 +102,10 @@ class DeviceTainter : public Part {
     Clock::time_point now;
     Report rep;
     bool slices_cut = false;
-    bool can_write = false;        // a version serves the rules, and ours are listed
-    bool write_failed = false;     // the round's writes stopped (the shared backoff)
-    std::set<std::string> wanted;  // the rule names a card stands for
+    bool can_write = false;             // a version serves the rules, and ours are listed
+    bool write_failed = false;          // the round's writes stopped (the shared backoff)
+    std::set<std::string> wanted;       // the rule names a card stands for
+    std::set<std::string> not_healthy;  // cards (bus ids) faulted or of unknown health
   };
   struct Plan {
     CardReport card;
@@ -161,10 +162,20 @@ class DeviceTainter : public Part {
   Report report_ XPU_GUARDED_BY(mu_);
 
   // The rule thread's.
-  bool listed_ = false;                                     // rules_ is what the server has
-  std::map<std::string, Rule> rules_;                       // ours, by name
-  std::map<std::string, Clock::time_point> differs_since_;  // by rule name
-  std::map<std::string, std::string> foreign_;              // names held by a rule not ours: why
+  bool listed_ = false;                // rules_ is what the server has
+  std::map<std::string, Rule> rules_;  // ours, by name
+  // Since when each rule has wanted the change it wants now (`target`:
+  // "delete", "stale", or the taint it should carry); a round that wants
+  // another starts it again, so a hold counts only an unbroken wish.
+  struct Differs {
+    std::string target;
+    Clock::time_point since;
+  };
+  std::map<std::string, Differs> differs_since_;  // by rule name
+  // Since when `name` has wanted `target`.
+  Clock::time_point Since(const std::string& name, const std::string& target,
+                          Clock::time_point now);
+  std::map<std::string, std::string> foreign_;  // names held by a rule not ours: why
   // Rules the server refused, each waiting its own backoff, and why; the
   // last failure of each rule waiting for the shared one.
   struct Refusal {
@@ -177,7 +188,9 @@ class DeviceTainter : public Part {
   std::set<std::string> shown_;  // the cards with states on the page
   uint64_t rounds_ = 0;
   Clock::time_point next_discovery_, next_write_, next_list_, list_retry_;
-  Backoff write_backoff_, read_backoff_;
+  // Writes; discovery; this node's rule list (apart: a list that fails
+  // after a discovery that works must still back off).
+  Backoff write_backoff_, read_backoff_, list_backoff_;
   Worker worker_;  // both threads
 };
 

@@ -187,6 +187,11 @@ SliceIndex::SliceIndex(const std::map<std::string, Slice>& slices) {
     if (arrived[pool] < n.second) incomplete_.push_back(pool.first + "/" + pool.second);
 }
 
+bool SliceIndex::HasDriver(const std::string& driver) const {
+  return std::any_of(devices_.begin(), devices_.end(),
+                     [&](const Entry& e) { return e.id.driver == driver; });
+}
+
 bool SliceIndex::Has(const DraDevice& d) const {
   return std::any_of(devices_.begin(), devices_.end(), [&](const Entry& e) { return e.id == d; });
 }
@@ -239,11 +244,13 @@ std::vector<CardVerdict> VerdictsOf(const std::vector<store::SourceView>& views,
     v.minor = d.minor;
   }
   std::map<std::string, std::string> unknown;  // by card: why
+  std::set<std::string> covered;               // by a source that sees
   for (const store::SourceView& s : views) {
     for (const store::SourceView::Device& d : s.devices) {
       auto it = by_key.find(d.key);
       if (it == by_key.end()) continue;
       CardVerdict& v = it->second;
+      if (s.sight == store::Sight::kSeeing) covered.insert(d.key);
       if (s.sight != store::Sight::kSeeing) {
         unknown.emplace(d.key,
                         s.source + " cannot see" + (s.why.empty() ? "" : " (" + s.why + ")"));
@@ -280,6 +287,11 @@ std::vector<CardVerdict> VerdictsOf(const std::vector<store::SourceView>& views,
     if (u != unknown.end() || !blind.empty()) {
       v.known = false;
       v.unknown = u != unknown.end() ? u->second : blind;
+    } else if (covered.count(key) == 0) {
+      // No source that sees covers it (its driver is no longer NVML's, its
+      // vendor none a source lists): nothing says it is healthy.
+      v.known = false;
+      v.unknown = "no health source covers it";
     }
     out.push_back(std::move(v));
   }

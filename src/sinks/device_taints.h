@@ -99,6 +99,8 @@ class SliceIndex {
   bool empty() const { return devices_.empty(); }
   // Whether `d` is a device of the current slices.
   bool Has(const DraDevice& d) const;
+  // Whether a slice of `driver` is here.
+  bool HasDriver(const std::string& driver) const;
 
  private:
   struct Entry {

@@ -246,6 +246,10 @@ TEST(DeviceTaintsTest, AVerdictIsTheWorstSeenFaultAndUnknownWhereASourceCannotSe
   // No source at all: nothing is known.
   v = VerdictsOf({}, {CardAt("a")});
   EXPECT_FALSE(v[0].known);
+  // A card no source that sees covers: not known healthy.
+  v = VerdictsOf({View("pci", store::Sight::kSeeing, {Seen("a")})}, {CardAt("a"), CardAt("b")});
+  EXPECT_TRUE(v[0].known);
+  EXPECT_FALSE(v[1].known);
 }
 
 TEST(DeviceTaintsTest, EffectsAndVersions) {
