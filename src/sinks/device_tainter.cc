@@ -138,11 +138,15 @@ void DeviceTainter::Count(const std::string& op, const char* result) {
 
 bool DeviceTainter::Discover(const kubernetes::ApiClient& api) {
   const std::function<bool()> stopping = [this] { return worker_.stopping(); };
-  std::string rules, slices;
-  std::set<std::string> asked;
+  // Each version's resource list, asked once (v1 and v1beta2 are asked of
+  // both resources).
+  std::map<std::string, kubernetes::HttpResult> answers;
   auto serves = [&](const char* version, const char* resource, bool* out) -> bool {
-    const kubernetes::HttpResult r = api.Get(std::string("/apis/") + kResourceGroup + "/" + version,
-                                             size_t{1} << 20, options_.request_timeout, stopping);
+    auto [it, asked] = answers.try_emplace(version);
+    if (asked)
+      it->second = api.Get(std::string("/apis/") + kResourceGroup + "/" + version, size_t{1} << 20,
+                           options_.request_timeout, stopping);
+    const kubernetes::HttpResult& r = it->second;
     if (r.error.empty() && r.status == 404) {  // the version is not served
       *out = false;
       return true;
@@ -160,22 +164,23 @@ bool DeviceTainter::Discover(const kubernetes::ApiClient& api) {
     }
     return true;
   };
-  for (const char* v : kRuleVersions) {
-    bool has = false;
-    if (!serves(v, "devicetaintrules", &has)) return false;
-    if (has) {
-      rules = v;
-      break;
+  // The newest of `versions` that serves `resource` into `*out` ("" when
+  // none does); false when discovery failed (nothing is concluded).
+  auto newest = [&](const auto& versions, const char* resource, std::string* out) {
+    for (const char* v : versions) {
+      bool has = false;
+      if (!serves(v, resource, &has)) return false;
+      if (has) {
+        *out = v;
+        break;
+      }
     }
-  }
-  for (const char* v : kSliceVersions) {
-    bool has = false;
-    if (!serves(v, "resourceslices", &has)) return false;
-    if (has) {
-      slices = v;
-      break;
-    }
-  }
+    return true;
+  };
+  std::string rules, slices;
+  if (!newest(kRuleVersions, "devicetaintrules", &rules) ||
+      !newest(kSliceVersions, "resourceslices", &slices))
+    return false;
   said_.Clear("discovery");
   std::string api_text =
       rules.empty() ? std::string("no version of ") + kResourceGroup +

@@ -243,6 +243,12 @@ TEST(DeviceTaintsTest, AVerdictIsTheWorstSeenFaultAndUnknownWhereASourceCannotSe
                  {CardAt("a")});
   EXPECT_EQ(v[0].level, 4);
   EXPECT_FALSE(v[0].known);
+  // A stale source is no evidence either.
+  v = VerdictsOf({View("pci", store::Sight::kSeeing, {Seen("a"), Seen("b")}),
+                  View("sysfs", store::Sight::kStale, {Seen("a"), Seen("b")})},
+                 {CardAt("a"), CardAt("b")});
+  EXPECT_FALSE(v[0].known);
+  EXPECT_FALSE(v[1].known);
   // No source at all: nothing is known.
   v = VerdictsOf({}, {CardAt("a")});
   EXPECT_FALSE(v[0].known);
