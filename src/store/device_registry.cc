@@ -425,6 +425,13 @@ std::vector<PodAssignment> DeviceRegistry::PodAssignments() const {
 
 void DeviceRegistry::SetPciDevices(std::vector<PciDeviceView> devices) {
   MutexLock lock(mu_);
+  ++views_set_.views[kSourcePci];
+  // The same view again (an idle node, each interval): seen, and the join
+  // and its families kept.
+  if (views_.count(kSourcePci) != 0 && devices == pci_) {
+    SeenLocked(kSourcePci);
+    return;
+  }
   ++gen_;
   DeviceViews views;
   views.coverage = Coverage::kListed;  // its functions, lost ones included
@@ -437,14 +444,17 @@ void DeviceRegistry::SetPciDevices(std::vector<PciDeviceView> devices) {
   }
   pci_ = std::move(devices);
   views_[kSourcePci] = std::move(views);
-  ++views_set_.views[kSourcePci];
   SeenLocked(kSourcePci);
 }
 
 void DeviceRegistry::SetDeviceViews(const std::string& source, DeviceViews views) {
   MutexLock lock(mu_);
-  ++gen_;
   ++views_set_.views[source];
+  if (SameViewsLocked(source, views)) {
+    SeenLocked(source);
+    return;
+  }
+  ++gen_;
   // Lent to the page in its order (FamilyLender): a source's own families
   // put in it here, once a publish; kept ones are in it already.
   if (!views.kept_families)
@@ -463,6 +473,20 @@ void DeviceRegistry::SetDeviceViews(const std::string& source, DeviceViews views
   views.kept_families.reset();
   views_[source] = std::move(views);
   SeenLocked(source);
+}
+
+bool DeviceRegistry::SameViewsLocked(const std::string& source, const DeviceViews& views) const {
+  const auto v = views_.find(source);
+  const auto f = families_.find(source);
+  if (v == views_.end() || f == families_.end()) return false;
+  const DeviceViews& was = v->second;
+  // The families: none on either side, or the very ones kept (a filter
+  // copies them: then not known to be the same).
+  const bool same_families = views.kept_families
+                                 ? filter_.empty() && views.kept_families == f->second
+                                 : views.families.empty() && f->second->empty();
+  return same_families && views.coverage == was.coverage && views.vendor == was.vendor &&
+         views.driver == was.driver && views.devices == was.devices;
 }
 
 std::map<std::string, std::vector<DeviceView>> DeviceRegistry::SeenDeviceViews() const {

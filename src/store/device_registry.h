@@ -141,6 +141,8 @@ class DeviceRegistry : public FamilyLender,
   bool FreshLocked(const std::string& source) const XPU_REQUIRES(mu_);
   // A view arrived: the source sees, as of now.
   void SeenLocked(const std::string& source) XPU_REQUIRES(mu_);
+  // Whether `views` is what the source's last view was: nothing to join again.
+  bool SameViewsLocked(const std::string& source, const DeviceViews& views) const XPU_REQUIRES(mu_);
   FaultViewsSet views_set_ XPU_GUARDED_BY(mu_);
   FaultRaises raises_;  // its own lock; not part of the registry's state
 

@@ -549,6 +549,62 @@ TEST(DeviceRegistryTest, DeviceViewsFollowTheOneRuleOfEverySource) {
   EXPECT_TRUE(r.SourceViews().empty());
 }
 
+// A source publishes each interval, mostly what it published last: the same
+// view again is seen (it keeps the source fresh) without the join being
+// made again (the pci families lent to the page stay the very ones); a view
+// that differs in anything is joined at once.
+TEST(DeviceRegistryTest, TheSameViewAgainKeepsTheJoinAndStillCountsAsSeen) {
+  DeviceRegistry r;
+  auto now = std::chrono::steady_clock::now();
+  r.SetClock([&now] { return now; });
+  r.OpenSource(kSourcePci, seconds(1));
+  r.OpenSource(kSourceSysfs, seconds(1));
+  auto lent_pci = [&r] {
+    xpu::FamilyLender::Lent lent;
+    r.CollectLending(&lent);
+    return lent.empty() ? nullptr : lent.front();
+  };
+  r.SetPciDevices({Pci("0000:3b:00.0"), Pci("0000:5e:00.0")});
+  r.SetDeviceViews(kSourceSysfs, Views({V(0, "U0", "0000:3b:00.0")}, Coverage::kListedAndKin));
+  const auto first = lent_pci();
+  ASSERT_NE(first, nullptr);
+  for (int i = 0; i < 2 * kStaleIntervals; ++i) {
+    now += seconds(1);
+    r.SetPciDevices({Pci("0000:3b:00.0"), Pci("0000:5e:00.0")});
+    r.SetDeviceViews(kSourceSysfs, Views({V(0, "U0", "0000:3b:00.0")}, Coverage::kListedAndKin));
+    EXPECT_EQ(lent_pci(), first) << "the same view was joined again at " << i;
+  }
+  EXPECT_EQ(r.fault_views_set().of(kSourcePci), 1u + 2 * kStaleIntervals)
+      << "each view counts as one that came";
+  // Never stale while it comes, though it is the same.
+  EXPECT_EQ(xpu::testing::MetricValue(r, "xpu_device_health",
+                                      {{"source", "sysfs"}, {"bus_id", "0000:3b:00.0"}}),
+            1);
+  EXPECT_EQ(r.Inventory().size(), 2u);
+  // A field that differs (a driver unbound; a card's health) is joined now.
+  PciDeviceView unbound = Pci("0000:5e:00.0");
+  unbound.driver.clear();
+  r.SetPciDevices({Pci("0000:3b:00.0"), unbound});
+  const auto second = lent_pci();
+  EXPECT_NE(second, first);
+  EXPECT_EQ(r.Inventory()[1].driver, "");
+  r.SetDeviceViews(kSourceSysfs,
+                   Views({V(0, "U0", "0000:3b:00.0", false)}, Coverage::kListedAndKin));
+  EXPECT_EQ(xpu::testing::MetricValue(r, "xpu_device_health",
+                                      {{"source", "sysfs"}, {"bus_id", "0000:3b:00.0"}}),
+            0);
+  // Blind, then the same view again: seeing, its health back on the page.
+  r.SetSourceBlind(kSourceSysfs, "gone for a moment");
+  EXPECT_EQ(xpu::testing::MetricValue(r, "xpu_device_health",
+                                      {{"source", "sysfs"}, {"bus_id", "0000:3b:00.0"}}),
+            -1);
+  r.SetDeviceViews(kSourceSysfs,
+                   Views({V(0, "U0", "0000:3b:00.0", false)}, Coverage::kListedAndKin));
+  EXPECT_EQ(xpu::testing::MetricValue(r, "xpu_device_health",
+                                      {{"source", "sysfs"}, {"bus_id", "0000:3b:00.0"}}),
+            0);
+}
+
 // A container's memory on a device (the nvml backend's processes, joined
 // by cgroup): on the page for a pod the API server gave, by its name and
 // its container's; nothing for a uid or container id it does not know; gone

@@ -31,8 +31,11 @@ struct NvmlEvent {
   unsigned index = 0;
   unsigned long long type = 0, data = 0;
 };
-// The event thread waits in slices this long, so that it sees a stop.
-inline constexpr unsigned kEventWaitMs = 500;
+// The event thread waits in slices this long, so that it sees a stop. An
+// event ends a wait at once; a stopped listener is detached and holds
+// nothing a stop waits for, so the slice is long: each one is a wake-up of
+// an idle node.
+inline constexpr unsigned kEventWaitMs = 5000;
 // Events held for the sampler at most (a card that floods drops the oldest).
 inline constexpr size_t kMaxPendingEvents = 1024;
 // Containers whose memory one read attributes, on all cards together (the

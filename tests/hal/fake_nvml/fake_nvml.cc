@@ -94,6 +94,7 @@ const Json& Member(const Json& j, const char* key, const Json& absent) {
 }
 const Json& kNoArray = *new Json(Json::array());
 const Json& kNoObject = *new Json(Json::object());
+const Json& kNull = *new Json();
 
 // The card a handle names: index + 1, and the MIG device's index + 1 above
 // bit 16.
@@ -106,10 +107,10 @@ nvml::Device Handle(unsigned gpu, unsigned mig = 0) {
 nvml::Return Enter(const char* fn, nvml::Device h, const Json** card, const Json** mig = nullptr) {
   ++calls;
   std::unique_lock<std::mutex> lock(mu);
-  const Json& f = Fixture();
-  if (f.contains("hang_ms") && f["hang_ms"].contains(fn)) {
-    const auto until =
-        std::chrono::steady_clock::now() + std::chrono::milliseconds(f["hang_ms"][fn].get<int>());
+  const Json* f = &Fixture();
+  if (f->contains("hang_ms") && (*f)["hang_ms"].contains(fn)) {
+    const auto until = std::chrono::steady_clock::now() +
+                       std::chrono::milliseconds((*f)["hang_ms"][fn].get<int>());
     ++hanging;
     for (bool still = true; still && std::chrono::steady_clock::now() < until;) {
       lock.unlock();
@@ -119,8 +120,9 @@ nvml::Return Enter(const char* fn, nvml::Device h, const Json** card, const Json
       still = now.contains("hang_ms") && now["hang_ms"].contains(fn);
     }
     --hanging;
+    f = &Fixture();  // as it is now, after the hang
   }
-  const Json& devices = Member(Fixture(), "devices", kNoArray);
+  const Json& devices = Member(*f, "devices", kNoArray);
   this_call = fixture;  // what *card and *mig point into, kept for the caller
   const uintptr_t v = reinterpret_cast<uintptr_t>(h);
   const size_t gpu = (v & 0xFFFF) - 1, m = v >> 16;
@@ -267,7 +269,7 @@ nvml::Return nvmlDeviceGetTotalEnergyConsumption(nvml::Device h, unsigned long l
 nvml::Return nvmlDeviceGetMemoryInfo(nvml::Device h, nvml::Memory* mem) {
   const Json *d = nullptr, *m = nullptr;
   if (auto r = Enter("nvmlDeviceGetMemoryInfo", h, &d, &m); r != nvml::kSuccess) return r;
-  const Json& j = (m != nullptr ? m : d)->value("memory", Json());
+  const Json& j = Member(*(m != nullptr ? m : d), "memory", kNull);
   if (!j.is_object()) return nvml::kErrorNotSupported;
   mem->total = j.value("total", 0ULL);
   mem->used = j.value("used", 0ULL) + j.value("reserved", 0ULL);
@@ -283,7 +285,7 @@ nvml::Return nvmlDeviceGetMemoryInfo_v2(nvml::Device h, nvml::MemoryV2* mem) {
   if (auto r = Enter("nvmlDeviceGetMemoryInfo_v2", h, &d, &m); r != nvml::kSuccess) return r;
   if (mem == nullptr || mem->version != nvml::kMemoryV2Version)
     return nvml::kErrorInvalidArgument;  // NVML_ERROR_ARGUMENT_VERSION_MISMATCH is 25; close
-  const Json& j = (m != nullptr ? m : d)->value("memory", Json());
+  const Json& j = Member(*(m != nullptr ? m : d), "memory", kNull);
   if (!j.is_object()) return nvml::kErrorNotSupported;
   mem->total = j.value("total", 0ULL);
   mem->reserved = j.value("reserved", 0ULL);
@@ -319,7 +321,7 @@ nvml::Return nvmlDeviceGetHandleByPciBusId_v2(const char* bus, nvml::Device* dev
 nvml::Return nvmlDeviceGetUtilizationRates(nvml::Device h, nvml::Utilization* u) {
   const Json* d = nullptr;
   if (auto r = Enter("nvmlDeviceGetUtilizationRates", h, &d); r != nvml::kSuccess) return r;
-  const Json& j = d->value("utilization", Json());
+  const Json& j = Member(*d, "utilization", kNull);
   if (!j.is_object()) return nvml::kErrorNotSupported;
   u->gpu = j.value("gpu", 0U);
   u->memory = j.value("memory", 0U);
@@ -338,7 +340,7 @@ nvml::Return nvmlDeviceGetTotalEccErrors(nvml::Device h, int type, int counter,
                                          unsigned long long* n) {
   const Json* d = nullptr;
   if (auto r = Enter("nvmlDeviceGetTotalEccErrors", h, &d); r != nvml::kSuccess) return r;
-  const Json& e = d->value("ecc", Json::object());
+  const Json& e = Member(*d, "ecc", kNoObject);
   const std::string key = std::string(counter == nvml::kVolatileEcc ? "volatile_" : "aggregate_") +
                           (type == nvml::kMemoryErrorCorrected ? "corrected" : "uncorrected");
   *n = e.value(key, 0ULL);
@@ -351,7 +353,7 @@ nvml::Return nvmlDeviceGetRetiredPages(nvml::Device h, int cause, unsigned* coun
                                        unsigned long long* addresses) {
   const Json* d = nullptr;
   if (auto r = Enter("nvmlDeviceGetRetiredPages", h, &d); r != nvml::kSuccess) return r;
-  const Json& j = d->value("retired", Json::object());
+  const Json& j = Member(*d, "retired", kNoObject);
   const unsigned pages =
       j.value(cause == nvml::kRetiredDoubleBit ? "double_bit" : "single_bit", 0U);
   if (*count < pages) {
@@ -368,8 +370,8 @@ nvml::Return nvmlDeviceGetRetiredPagesPendingStatus(nvml::Device h, int* pending
   const Json* d = nullptr;
   if (auto r = Enter("nvmlDeviceGetRetiredPagesPendingStatus", h, &d); r != nvml::kSuccess)
     return r;
-  *pending = d->value("retired", Json::object()).value("pending", false) ? nvml::kEnabled
-                                                                         : nvml::kDisabled;
+  *pending =
+      Member(*d, "retired", kNoObject).value("pending", false) ? nvml::kEnabled : nvml::kDisabled;
   return nvml::kSuccess;
 }
 
@@ -378,7 +380,7 @@ nvml::Return nvmlDeviceGetRemappedRows(nvml::Device h, unsigned* corrected, unsi
                                        unsigned* pending, unsigned* failure) {
   const Json* d = nullptr;
   if (auto r = Enter("nvmlDeviceGetRemappedRows", h, &d); r != nvml::kSuccess) return r;
-  const Json& j = d->value("remap", Json());
+  const Json& j = Member(*d, "remap", kNull);
   if (!j.is_object()) return nvml::kErrorNotSupported;
   *corrected = j.value("corrected", 0U);
   *uncorrected = j.value("uncorrected", 0U);
@@ -406,7 +408,7 @@ nvml::Return nvmlDeviceGetCurrentClocksThrottleReasons(nvml::Device h,
 nvml::Return nvmlDeviceGetNvLinkState(nvml::Device h, unsigned link, int* active) {
   const Json* d = nullptr;
   if (auto r = Enter("nvmlDeviceGetNvLinkState", h, &d); r != nvml::kSuccess) return r;
-  const Json& links = d->value("nvlinks", Json::array());
+  const Json& links = Member(*d, "nvlinks", kNoArray);
   if (link >= links.size()) return nvml::kErrorNotSupported;
   *active = links[link].value("active", false) ? nvml::kEnabled : nvml::kDisabled;
   return nvml::kSuccess;
@@ -416,7 +418,7 @@ nvml::Return nvmlDeviceGetNvLinkErrorCounter(nvml::Device h, unsigned link, int 
                                              unsigned long long* n) {
   const Json* d = nullptr;
   if (auto r = Enter("nvmlDeviceGetNvLinkErrorCounter", h, &d); r != nvml::kSuccess) return r;
-  const Json& links = d->value("nvlinks", Json::array());
+  const Json& links = Member(*d, "nvlinks", kNoArray);
   if (link >= links.size()) return nvml::kErrorNotSupported;
   static const char* const kNames[] = {"replay", "recovery", "crc_flit", "crc_data"};
   if (counter < 0 || counter > 3) return nvml::kErrorInvalidArgument;
@@ -449,7 +451,7 @@ nvml::Return nvmlDeviceGetMigDeviceHandleByIndex(nvml::Device h, unsigned index,
                                                  nvml::Device* mig) {
   const Json* d = nullptr;
   if (auto r = Enter("nvmlDeviceGetMigDeviceHandleByIndex", h, &d); r != nvml::kSuccess) return r;
-  const Json& migs = d->value("mig", Json::object()).value("devices", Json::array());
+  const Json& migs = Member(Member(*d, "mig", kNoObject), "devices", kNoArray);
   if (index >= migs.size()) return nvml::kErrorNotFound;
   *mig = Handle(static_cast<unsigned>((reinterpret_cast<uintptr_t>(h) & 0xFFFF) - 1), index + 1);
   return nvml::kSuccess;
@@ -477,7 +479,7 @@ nvml::Return nvmlDeviceGetComputeRunningProcesses_v2(nvml::Device h, unsigned* c
   const Json* d = nullptr;
   if (auto r = Enter("nvmlDeviceGetComputeRunningProcesses_v2", h, &d); r != nvml::kSuccess)
     return r;
-  const Json& ps = d->value("processes", Json::array());
+  const Json& ps = Member(*d, "processes", kNoArray);
   if (ps.size() > *count) {
     *count = static_cast<unsigned>(ps.size());
     return nvml::kErrorInsufficientSize;
