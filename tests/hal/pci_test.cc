@@ -470,12 +470,107 @@ TEST_F(PciTreeTest, TheRegistryWritesThePciFamiliesFromThePciView) {
 
 // The parser meets real kernel output: this machine's network controllers
 // (class 0200), read by the scanner and by lspci, must agree.
+// A scanner that keeps its files open and its verdicts on the bus's other
+// functions (PciScanCache) reads what a fresh scan reads, after whatever
+// changed: a file written in place or renamed over, a link moved, a card
+// removed, a NIC's address taken by a card. Only what a fast scan does not
+// judge again (a NIC's class changed in place) waits for the whole scan.
+TEST_F(PciTreeTest, ACachedScanReadsWhatAFreshScanReads) {
+  const std::string a = Gpu("0000:3b:00.0");
+  const std::string b = Gpu("0000:5e:00.0");
+  const std::string nic = Dev("0000:86:00.0");
+  Write(nic + "/vendor", "0x15b3\n");
+  Write(nic + "/class", "0x020000\n");
+  PciScanner scanner(dir_.path(), PciFilter());
+  PciScanCache cache;
+  auto same = [&](PciScanDepth depth, const char* after) {
+    std::vector<PciDevice> cached, fresh;
+    ASSERT_TRUE(scanner.Scan(&cached, depth, &cache).ok());
+    ASSERT_TRUE(scanner.Scan(&fresh, depth).ok());
+    ASSERT_EQ(cached.size(), fresh.size()) << after;
+    for (size_t i = 0; i < fresh.size(); ++i) {
+      EXPECT_EQ(cached[i].address, fresh[i].address) << after;
+      EXPECT_EQ(cached[i].device, fresh[i].device) << after;
+      EXPECT_EQ(cached[i].driver, fresh[i].driver) << after;
+      EXPECT_EQ(cached[i].power_state, fresh[i].power_state) << after;
+      EXPECT_EQ(cached[i].current_link_width, fresh[i].current_link_width) << after;
+      EXPECT_EQ(cached[i].current_link_speed, fresh[i].current_link_speed) << after;
+      ASSERT_EQ(cached[i].aer.size(), fresh[i].aer.size()) << after;
+      for (size_t k = 0; k < fresh[i].aer.size(); ++k)
+        EXPECT_EQ(cached[i].aer[k].count, fresh[i].aer[k].count) << after;
+    }
+  };
+  same(PciScanDepth::kWhole, "the first scan");
+  same(PciScanDepth::kFaults, "nothing changed");
+  EXPECT_GT(cache.files.held(), 0u) << "a card's files are held between scans";
+  EXPECT_EQ(cache.not_cards.size(), 1u) << "the NIC is judged once";
+
+  Write(a + "/current_link_width", "0\n");  // in place
+  same(PciScanDepth::kFaults, "a link down, written in place");
+  Write(a + "/aer_dev_fatal.new", "TOTAL_ERR_FATAL 2\n");
+  fs::rename(a + "/aer_dev_fatal.new", a + "/aer_dev_fatal");  // as xdm-sim writes
+  same(PciScanDepth::kFaults, "a fatal AER, renamed over");
+  fs::remove(b + "/driver");
+  same(PciScanDepth::kFaults, "a driver unbound");
+  fs::create_directories(dir_.path() + "/bus/pci/drivers/vfio-pci");
+  fs::create_directory_symlink("../../../bus/pci/drivers/vfio-pci", b + "/driver");
+  same(PciScanDepth::kFaults, "bound to another driver");
+  Write(b + "/power_state", "D3cold\n");
+  same(PciScanDepth::kFaults, "D3cold");
+
+  // The card at b leaves the bus: its files are let go.
+  const size_t held = cache.files.held();
+  fs::remove(dir_.path() + "/bus/pci/devices/0000:5e:00.0");
+  fs::remove_all(b);
+  same(PciScanDepth::kFaults, "a card gone");
+  EXPECT_LT(cache.files.held(), held);
+
+  // A card where the NIC was (hot swap: a new directory): found at once.
+  fs::remove(dir_.path() + "/bus/pci/devices/0000:86:00.0");
+  fs::remove_all(nic);
+  Gpu("0000:86:00.0");
+  std::vector<PciDevice> now;
+  ASSERT_TRUE(scanner.Scan(&now, PciScanDepth::kFaults, &cache).ok());
+  ASSERT_EQ(now.size(), 2u);
+  EXPECT_EQ(now[1].address, "0000:86:00.0");
+  same(PciScanDepth::kFaults, "a card in the NIC's place");
+
+  // A function's class rewritten in place (no sysfs does this; a tree a
+  // test writes may): judged again by the next whole scan.
+  const std::string other = Dev("0000:af:00.0");
+  Write(other + "/vendor", "0x8086\n");
+  Write(other + "/class", "0x060400\n");
+  same(PciScanDepth::kWhole, "a bridge added");
+  Write(other + "/class", "0x030200\n");
+  Write(other + "/vendor", "0x10de\n");
+  ASSERT_TRUE(scanner.Scan(&now, PciScanDepth::kFaults, &cache).ok());
+  EXPECT_EQ(now.size(), 2u) << "a fast scan does not judge a known function again";
+  same(PciScanDepth::kWhole, "the whole scan judges it");
+  ASSERT_TRUE(scanner.Scan(&now, PciScanDepth::kFaults, &cache).ok());
+  EXPECT_EQ(now.size(), 3u);
+}
+
 TEST(PciRealSysTest, ScannerAgreesWithLspciOnThisMachine) {
   PciFilter f;
   ASSERT_TRUE(MakePciFilter({"0200"}, {}, &f).ok());
   std::vector<PciDevice> devs;
   ASSERT_TRUE(PciScanner("/sys", f).Scan(&devs).ok());
   if (devs.empty()) GTEST_SKIP() << "no network controller on this machine's PCI bus";
+  // Through held files, again and again, the real sysfs reads the same.
+  PciScanCache cache;
+  for (PciScanDepth depth : {PciScanDepth::kWhole, PciScanDepth::kFaults, PciScanDepth::kFaults}) {
+    std::vector<PciDevice> cached;
+    ASSERT_TRUE(PciScanner("/sys", f).Scan(&cached, depth, &cache).ok());
+    ASSERT_EQ(cached.size(), devs.size());
+    for (size_t i = 0; i < devs.size(); ++i) {
+      EXPECT_EQ(cached[i].address, devs[i].address);
+      EXPECT_EQ(cached[i].device, devs[i].device);
+      EXPECT_EQ(cached[i].driver, devs[i].driver);
+      EXPECT_EQ(cached[i].current_link_width, devs[i].current_link_width);
+      EXPECT_TRUE(cached[i].errors.empty()) << cached[i].errors.front();
+    }
+  }
+  EXPECT_GT(cache.files.held(), 0u);
   for (const PciDevice& d : devs) {
     // lspci -n -s <addr>: "3b:00.0 0200: 15b3:1017 (rev 00)"
     const std::string out = xpu::testing::RunCommand("lspci -n -s " + d.address);

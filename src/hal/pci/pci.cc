@@ -1,5 +1,6 @@
 #include "hal/pci/pci.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <unistd.h>
@@ -9,8 +10,10 @@
 #include <charconv>
 #include <cstring>
 #include <filesystem>
+#include <memory>
 #include <tuple>
 
+#include "common/file_util.h"
 #include "common/label.h"
 #include "hal/sysfs/sysfs_backend.h"
 
@@ -231,42 +234,86 @@ void KeepSlowPciFacts(const PciDevice& from, PciDevice* into) {
   into->hwmon = from.hwmon;
 }
 
-Status PciScanner::Scan(std::vector<PciDevice>* out, PciScanDepth depth) const {
+Status PciScanner::DeviceDir::Read(const char* name, std::string* out) const {
+  return held != nullptr ? held->Read(path, name, out) : ReadAttributeAt(fd, name, path, out);
+}
+
+bool PciScanner::DeviceDir::Exists(const char* name) const {
+  return held != nullptr ? ::access((path + "/" + name).c_str(), F_OK) == 0
+                         : ::faccessat(fd, name, F_OK, 0) == 0;
+}
+
+std::string PciScanner::DeviceDir::LinkName(const char* name) const {
+  char link[PATH_MAX];
+  const ssize_t n = held != nullptr ? ::readlink((path + "/" + name).c_str(), link, sizeof link - 1)
+                                    : ::readlinkat(fd, name, link, sizeof link - 1);
+  if (n <= 0) return "";
+  const std::string_view target(link, static_cast<size_t>(n));
+  const size_t slash = target.rfind('/');
+  return std::string(slash == std::string_view::npos ? target : target.substr(slash + 1));
+}
+
+Status PciScanner::Scan(std::vector<PciDevice>* out, PciScanDepth depth,
+                        PciScanCache* cache) const {
   out->clear();
   const std::string dir = root_ + "/bus/pci/devices";
-  std::error_code ec;
-  fs::directory_iterator it(dir, ec);
-  if (ec) return Status::IoError(dir + ": " + ec.message());
+  const std::unique_ptr<DIR, int (*)(DIR*)> listing(::opendir(dir.c_str()), ::closedir);
+  if (!listing) return Status::IoError(dir + ": " + ErrnoText(errno));
+  HeldFiles* held = cache != nullptr && cache->files.holding() ? &cache->files : nullptr;
+  if (held != nullptr) held->Check();
+  std::map<std::string, uint64_t> not_cards;  // this scan's
   size_t seen = 0;
-  for (; it != fs::directory_iterator(); it.increment(ec)) {
-    if (ec) return Status::IoError(dir + ": " + ec.message());
+  for (;;) {
+    errno = 0;
+    const dirent* e = ::readdir(listing.get());
+    if (e == nullptr) {
+      if (errno != 0) return Status::IoError(dir + ": " + ErrnoText(errno));
+      break;
+    }
+    const std::string name = e->d_name;
+    if (name == "." || name == "..") continue;
     if (++seen > kMaxPciDevices)
       return Status::IoError(dir + ": more than " + std::to_string(kMaxPciDevices) + " entries");
-    const std::string name = it->path().filename().string();
     const std::string address = CanonicalPciAddress(name);
     if (address.empty()) continue;
-    const std::string path = it->path().string();
-    // The device's files are read relative to its directory: a path walk of
-    // one component each, not of the whole path.
-    const int dirfd = ::open(path.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
-    if (dirfd < 0) continue;  // gone since listed
+    DeviceDir device{dir + "/" + name, -1, held};
+    if (cache != nullptr && depth == PciScanDepth::kFaults) {
+      auto it = cache->not_cards.find(device.path);
+      if (it != cache->not_cards.end() && it->second == e->d_ino) {
+        not_cards.insert(*it);
+        continue;
+      }
+    }
+    if (held != nullptr) {
+      held->Seen(device.path, e->d_ino);
+    } else {
+      // The device's files are read relative to its directory: a path walk
+      // of one component each, not of the whole path.
+      device.fd = ::open(device.path.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+      if (device.fd < 0) continue;  // gone since listed
+    }
     std::string text;
     std::optional<uint32_t> class_code, vendor;
-    if (ReadAttributeAt(dirfd, "class", path, &text).ok()) class_code = ParseHex(text);
-    if (class_code && ReadAttributeAt(dirfd, "vendor", path, &text).ok()) vendor = ParseHex(text);
+    if (device.Read("class", &text).ok()) class_code = ParseHex(text);
+    if (class_code && device.Read("vendor", &text).ok()) vendor = ParseHex(text);
     // An SR-IOV virtual function is part of its physical card, not a card.
-    if (!class_code || !vendor || !filter_.Matches(*class_code, *vendor) ||
-        ::faccessat(dirfd, "physfn", F_OK, 0) == 0) {
-      ::close(dirfd);
+    const bool judged = class_code && vendor;
+    if (!judged || !filter_.Matches(*class_code, *vendor) || device.Exists("physfn")) {
+      if (device.fd >= 0) ::close(device.fd);
+      if (judged && cache != nullptr) not_cards.emplace(device.path, e->d_ino);
       continue;
     }
     PciDevice d;
     d.address = address;
     d.class_code = *class_code;
     d.vendor = *vendor;
-    ReadDevice(path, dirfd, depth, &d);
-    ::close(dirfd);
+    ReadDevice(device, depth, &d);
+    if (device.fd >= 0) ::close(device.fd);
     out->push_back(std::move(d));
+  }
+  if (cache != nullptr) {
+    cache->not_cards = std::move(not_cards);
+    if (held != nullptr) held->Sweep();
   }
   std::sort(out->begin(), out->end(),
             [](const PciDevice& a, const PciDevice& b) { return a.address < b.address; });
@@ -294,14 +341,14 @@ void PciScanner::ReadPort(const std::string& dir, PciDevice* d) const {
   if (d->port_max_link_speed || d->port_max_link_width) d->port = port;
 }
 
-void PciScanner::ReadDevice(const std::string& dir, int dirfd, PciScanDepth depth,
-                            PciDevice* d) const {
+void PciScanner::ReadDevice(const DeviceDir& device, PciScanDepth depth, PciDevice* d) const {
   const bool whole = depth == PciScanDepth::kWhole;
+  const std::string& dir = device.path;
   // Reads `file` if it exists; a file that exists but does not parse is
   // noted, one that is absent is simply not there on this kernel or device.
   std::string text;
   auto read = [&](const char* file, auto parse) {
-    Status s = ReadAttributeAt(dirfd, file, dir, &text);
+    Status s = device.Read(file, &text);
     if (s.code() == Status::Code::kNotFound) return decltype(parse(std::string_view()))();
     if (!s.ok()) {
       d->errors.push_back(s.message());
@@ -346,7 +393,7 @@ void PciScanner::ReadDevice(const std::string& dir, int dirfd, PciScanDepth dept
     if (!whole && std::strcmp(severity, "fatal") != 0) continue;
     const std::string file = std::string("aer_dev_") + severity;
     std::vector<std::pair<std::string, uint64_t>> counters;
-    Status s = ReadAttributeAt(dirfd, file.c_str(), dir, &text);
+    Status s = device.Read(file.c_str(), &text);
     if (s.code() == Status::Code::kNotFound) continue;
     if (s.ok()) s = ParseAerFile(text, &counters);
     if (!s.ok()) {
@@ -369,13 +416,8 @@ void PciScanner::ReadDevice(const std::string& dir, int dirfd, PciScanDepth dept
     }
     if (named == 0 && total) d->aer.push_back({severity, "total", *total});
   }
-  char link[PATH_MAX];
-  if (const ssize_t n = ::readlinkat(dirfd, "driver", link, sizeof link - 1); n > 0) {
-    const std::string_view target(link, static_cast<size_t>(n));
-    const size_t slash = target.rfind('/');
-    d->driver = std::string(slash == std::string_view::npos ? target : target.substr(slash + 1));
-    SanitizeLabelValue(&d->driver, kMaxLabelBytes);
-  }
+  d->driver = device.LinkName("driver");
+  SanitizeLabelValue(&d->driver, kMaxLabelBytes);
   if (whole) ReadHwmon(dir, d);
 }
 

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -8,6 +9,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "hal/attribute_files.h"
 #include "hal/pci_address.h"
 
 // The `pci` HAL backend's reading of the kernel's PCI sysfs
@@ -102,6 +104,16 @@ bool SamePciFunction(const PciDevice& a, const PciDevice& b);
 // scan of the same function (`from`).
 void KeepSlowPciFacts(const PciDevice& from, PciDevice* into);
 
+// What a scanner keeps between scans (PciSampler's, its thread's): each
+// card's files held open (HeldFiles), and the functions of the bus found not
+// to be accelerators (a NIC, a bridge, an SR-IOV virtual function) by their
+// directory entry's inode, not judged again by a kFaults scan while their
+// entry is the same. A whole scan judges every function again.
+struct PciScanCache {
+  HeldFiles files;
+  std::map<std::string, uint64_t> not_cards;  // path -> inode of its entry
+};
+
 // Reads the devices under <sysfs_root>/bus/pci/devices that pass `filter`,
 // sorted by address. An error means the tree itself is unusable (no such
 // directory); a device's unreadable file is noted in its `errors`.
@@ -110,13 +122,26 @@ class PciScanner {
  public:
   PciScanner(std::string sysfs_root, PciFilter filter)
       : root_(std::move(sysfs_root)), filter_(std::move(filter)) {}
-  Status Scan(std::vector<PciDevice>* out, PciScanDepth depth = PciScanDepth::kWhole) const;
+  // With `cache`, what it keeps is used and kept up.
+  Status Scan(std::vector<PciDevice>* out, PciScanDepth depth = PciScanDepth::kWhole,
+              PciScanCache* cache = nullptr) const;
   const std::string& root() const { return root_; }
   const PciFilter& filter() const { return filter_; }
 
+  // One device's directory, read through held files or, without, relative
+  // to its directory open as `fd` (O_PATH).
+  struct DeviceDir {
+    std::string path;
+    int fd = -1;
+    HeldFiles* held = nullptr;
+    Status Read(const char* name, std::string* out) const;
+    bool Exists(const char* name) const;
+    // The last part of the symlink `name`'s target; empty when none.
+    std::string LinkName(const char* name) const;
+  };
+
  private:
-  // `dirfd`: the device's directory, open (O_PATH).
-  void ReadDevice(const std::string& dir, int dirfd, PciScanDepth depth, PciDevice* d) const;
+  void ReadDevice(const DeviceDir& dir, PciScanDepth depth, PciDevice* d) const;
   void ReadPort(const std::string& dir, PciDevice* d) const;
   const std::string root_;
   const PciFilter filter_;

@@ -146,7 +146,8 @@ bool PciSampler::SampleOnce() {
   std::vector<PciDevice> scan;
   const auto now = std::chrono::steady_clock::now();
   const bool whole = cadence_.WholeDue(now);
-  if (Status s = scanner_.Scan(&scan, whole ? PciScanDepth::kWhole : PciScanDepth::kFaults);
+  if (Status s =
+          scanner_.Scan(&scan, whole ? PciScanDepth::kWhole : PciScanDepth::kFaults, &scan_cache_);
       !s.ok()) {
     Blind(s.message());
     if (logged_.Raise("scan"))
@@ -157,7 +158,7 @@ bool PciSampler::SampleOnce() {
   // A card new or replaced since the last whole scan: whole at once, so
   // that its link is judged against its own maxima from its first sample.
   if (!KeepOrFill(whole, now, &scan)) {
-    if (Status s = scanner_.Scan(&scan, PciScanDepth::kWhole); !s.ok()) {
+    if (Status s = scanner_.Scan(&scan, PciScanDepth::kWhole, &scan_cache_); !s.ok()) {
       Blind(s.message());
       return false;
     }

@@ -122,6 +122,7 @@ class PciSampler : public SourceSampler {
   const PciScanner scanner_;
   GaugeCadence cadence_;               // sampler-thread state
   std::vector<PciDevice> last_whole_;  // sampler-thread state
+  PciScanCache scan_cache_;            // sampler-thread state
   prometheus::Counter& file_errors_;
   PciTracker tracker_;  // sampler-thread state
   FaultEvents faults_;  // sampler-thread state

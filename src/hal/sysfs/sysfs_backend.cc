@@ -1,6 +1,8 @@
 #include "hal/sysfs/sysfs_backend.h"
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -8,6 +10,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <memory>
 
 #include "common/fault_code.h"
 #include "common/file_util.h"
@@ -19,9 +22,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// sysfs attributes are small; anything bigger is not one of ours.
-constexpr size_t kMaxFileBytes = size_t{64} * 1024;
-
 Status NeedsNewline(std::string_view text, const char* what) {
   if (text.empty()) return Status::InvalidArgument(std::string(what) + " is empty");
   if (text.back() != '\n')
@@ -30,58 +30,6 @@ Status NeedsNewline(std::string_view text, const char* what) {
 }
 
 }  // namespace
-
-namespace {
-// Reads the open `fd` (closed here) whole, if it is a regular file; errors
-// name `dir`/`name` (`dir` alone without a name), composed only then.
-Status ReadOpenAttribute(int fd, const std::string& dir, const char* name, std::string* out) {
-  auto path = [&] { return name != nullptr ? dir + "/" + name : dir; };
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return Status::IoError(path() + ": not a regular file");
-  }
-  out->clear();
-  char buf[4096];
-  for (;;) {
-    const ssize_t n = ::read(fd, buf, sizeof buf);
-    if (n < 0) {
-      const int err = errno;
-      if (err == EINTR) continue;
-      ::close(fd);
-      return Status::IoError(path() + ": " + ErrnoText(err));
-    }
-    if (n == 0) break;
-    out->append(buf, static_cast<size_t>(n));
-    if (out->size() > kMaxFileBytes) {
-      ::close(fd);
-      return Status::IoError(path() + ": larger than " + std::to_string(kMaxFileBytes) + " bytes");
-    }
-  }
-  ::close(fd);
-  return Status::Ok();
-}
-
-// O_NONBLOCK: a FIFO or a driver attribute that blocks must not hang the
-// sampler (and with it SIGTERM); only regular files are read.
-constexpr int kAttributeFlags = O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK;
-}  // namespace
-
-Status ReadAttribute(const std::string& path, std::string* out) {
-  const int fd = ::open(path.c_str(), kAttributeFlags);
-  if (fd < 0) return Status::IoError(path + ": " + ErrnoText(errno));
-  return ReadOpenAttribute(fd, path, nullptr, out);
-}
-
-Status ReadAttributeAt(int dirfd, const char* name, const std::string& dir, std::string* out) {
-  const int fd = ::openat(dirfd, name, kAttributeFlags);
-  if (fd < 0) {
-    const int err = errno;
-    if (err == ENOENT) return Status::NotFound(dir + "/" + name + ": absent");
-    return Status::IoError(dir + "/" + name + ": " + ErrnoText(err));
-  }
-  return ReadOpenAttribute(fd, dir, name, out);
-}
 
 Status ParseHealthFile(std::string_view text, bool* healthy) {
   Status s = NeedsNewline(text, "health");
@@ -136,26 +84,39 @@ Status ParseFaultCodesFile(std::string_view text, std::vector<std::string>* code
   return Status::Ok();
 }
 
-Status SysfsBackend::ReadFile(int32_t minor, const char* file, std::string* out) const {
-  return ReadAttribute(root_ + "/xpu" + std::to_string(minor) + "/" + file, out);
+Status SysfsBackend::ReadFile(int32_t minor, const char* file, std::string* out) {
+  const std::string dir = root_ + "/xpu" + std::to_string(minor);
+  return held_.holding() ? held_.Read(dir, file, out) : ReadAttribute(dir + "/" + file, out);
 }
 
 Status SysfsBackend::ListDevices(std::vector<HalDeviceId>* out) {
   out->clear();
-  std::error_code ec;
-  fs::directory_iterator it(root_, ec);
-  if (ec) return Status::IoError(root_ + ": " + ec.message());
-  for (const auto& entry : it) {
-    const std::string name = entry.path().filename().string();
+  const std::unique_ptr<DIR, int (*)(DIR*)> listing(::opendir(root_.c_str()), ::closedir);
+  if (!listing) return Status::IoError(root_ + ": " + ErrnoText(errno));
+  // A round begins: what the directories said, and the files of devices
+  // the last round did not list let go.
+  held_.Check();
+  held_.Sweep();
+  for (;;) {
+    errno = 0;
+    const dirent* e = ::readdir(listing.get());
+    if (e == nullptr) {
+      if (errno != 0) return Status::IoError(root_ + ": " + ErrnoText(errno));
+      break;
+    }
+    const std::string name = e->d_name;
     if (name.size() < 4 || name.rfind("xpu", 0) != 0) continue;
     const std::string digits = name.substr(3);
     // Canonical decimal only: "xpu01" would alias "xpu1" as minor 1.
     if (digits.size() > 6 || digits.find_first_not_of("0123456789") != std::string::npos ||
         (digits.size() > 1 && digits[0] == '0'))
       continue;
-    if (!entry.is_directory(ec)) continue;
+    const std::string path = root_ + "/" + name;
+    std::error_code ec;
+    if (e->d_type != DT_DIR && !fs::is_directory(path, ec)) continue;  // a link: followed
     if (out->size() >= kMaxHalDevices)
       return Status::IoError(root_ + ": more than " + std::to_string(kMaxHalDevices) + " devices");
+    held_.Seen(path, e->d_ino);
     HalDeviceId id;
     id.minor = std::stoi(digits);
     std::string text;
@@ -165,9 +126,13 @@ Status SysfsBackend::ListDevices(std::vector<HalDeviceId>* out) {
     }
     // Its PCI device, as a class device's `device` link names it (the last
     // part of the target is the address): the key the inventory joins by.
-    std::error_code link_ec;
-    const fs::path target = fs::read_symlink(entry.path() / "device", link_ec);
-    if (!link_ec) id.bus_id = CanonicalPciAddress(target.filename().string());
+    char link[PATH_MAX];
+    if (const ssize_t n = ::readlink((path + "/device").c_str(), link, sizeof link - 1); n > 0) {
+      const std::string_view target(link, static_cast<size_t>(n));
+      const size_t slash = target.rfind('/');
+      id.bus_id = CanonicalPciAddress(
+          std::string(slash == std::string_view::npos ? target : target.substr(slash + 1)));
+    }
     out->push_back(std::move(id));
   }
   std::sort(out->begin(), out->end(),

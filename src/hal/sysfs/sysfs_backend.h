@@ -4,6 +4,7 @@
 #include <string_view>
 #include <vector>
 
+#include "hal/attribute_files.h"
 #include "hal/hal.h"
 
 namespace xpu::hal {
@@ -11,17 +12,6 @@ namespace xpu::hal {
 // Limits on what the tree can make the sampler hold (docs/reliability.md).
 inline constexpr size_t kMaxFaultCodes = 64;    // active codes per device
 inline constexpr size_t kMaxHalDevices = 1024;  // xpu<minor> directories
-
-// Reads one sysfs attribute (or any small file) whole: opened without
-// following a final symlink and non-blocking, so a FIFO or a blocking
-// driver attribute cannot hang the sampler; only regular files, at most
-// 64 KiB. Errors name the path.
-Status ReadAttribute(const std::string& path, std::string* out);
-// The same for `name` in the directory open as `dirfd` (a path walk of one
-// component, not of the whole path: the pci backend reads a card's files
-// each interval this way); errors name `dir`/`name`. NotFound when there is
-// no such file.
-Status ReadAttributeAt(int dirfd, const char* name, const std::string& dir, std::string* out);
 
 // Parsers of the sysfs files (docs/hal.md), pure and separate from I/O.
 // Every file must end in a newline: a missing one means a partly written or
@@ -32,7 +22,9 @@ Status ParseUuidFile(std::string_view text, std::string* uuid);
 Status ParseFaultCodesFile(std::string_view text, std::vector<std::string>* codes);
 
 // Reads <root>/xpu<minor>/{uuid,health,fault_codes}: the layout xdm-sim
-// writes with --hal-root, modelled on a driver's sysfs class directory.
+// writes with --hal-root, modelled on a driver's sysfs class directory. A
+// round is ListDevices, then each device's reads; the files are held open
+// between rounds (HeldFiles). Called by one thread (its sampler's).
 class SysfsBackend : public HalBackend {
  public:
   explicit SysfsBackend(std::string root) : root_(std::move(root)) {}
@@ -43,8 +35,9 @@ class SysfsBackend : public HalBackend {
   Status ReadFaultCodes(int32_t minor, std::vector<std::string>* codes) override;
 
  private:
-  Status ReadFile(int32_t minor, const char* file, std::string* out) const;
+  Status ReadFile(int32_t minor, const char* file, std::string* out);
   std::string root_;
+  HeldFiles held_;  // each device's files, held between rounds
 };
 
 }  // namespace xpu::hal
