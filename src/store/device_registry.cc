@@ -202,6 +202,7 @@ const DeviceRegistry::Joined& DeviceRegistry::JoinLocked() const {
 
 bool DeviceRegistry::SetXdmDevices(std::vector<DeviceInfo> devices) {
   MutexLock lock(mu_);
+  if (known_ && devices == xdm_raw_) return false;  // the same list pushed again
   ++gen_;
   xdm_raw_ = std::move(devices);
   return RefilterLocked();

@@ -581,12 +581,21 @@ TEST(DeviceRegistryTest, TheSameViewAgainKeepsTheJoinAndStillCountsAsSeen) {
                                       {{"source", "sysfs"}, {"bus_id", "0000:3b:00.0"}}),
             1);
   EXPECT_EQ(r.Inventory().size(), 2u);
+  // XDM's list pushed again, the same: the join kept too.
+  DeviceInfo xdm;
+  xdm.minor = 0;
+  xdm.uuid = "U0";
+  xdm.bus_id = "0000:3b:00.0";
+  r.SetXdmDevices({xdm});
+  const auto with_xdm = lent_pci();
+  EXPECT_FALSE(r.SetXdmDevices({xdm}));
+  EXPECT_EQ(lent_pci(), with_xdm);
   // A field that differs (a driver unbound; a card's health) is joined now.
   PciDeviceView unbound = Pci("0000:5e:00.0");
   unbound.driver.clear();
   r.SetPciDevices({Pci("0000:3b:00.0"), unbound});
   const auto second = lent_pci();
-  EXPECT_NE(second, first);
+  EXPECT_NE(second, with_xdm);
   EXPECT_EQ(r.Inventory()[1].driver, "");
   r.SetDeviceViews(kSourceSysfs,
                    Views({V(0, "U0", "0000:3b:00.0", false)}, Coverage::kListedAndKin));
