@@ -27,6 +27,7 @@ struct Sample {
   uint32_t metric_id = 0;
   std::string instance;  // sub-entity (link...), empty for whole-device metrics
   double value = 0;
+  bool operator==(const Sample&) const = default;
 };
 
 // Labels a device lends to every one of its series.

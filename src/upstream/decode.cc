@@ -1,9 +1,17 @@
 #include "upstream/decode.h"
 
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+#include <google/protobuf/wire_format_lite.h>
+#include <limits.h>
+
 #include <algorithm>
 #include <cmath>
+#include <deque>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "common/label.h"
 
@@ -64,44 +72,249 @@ Status CheckJsonShape(const std::string& json) {
 
 }  // namespace
 
+namespace {
+
+// One sample of a message through the rules DecodeData states: selected,
+// known (or kept), finite, a counter not negative, an instance only where
+// the catalog has one; appended to `out` scaled.
+class SampleRules {
+ public:
+  SampleRules(const catalog::Catalog& catalog, bool keep_unknown,
+              const std::unordered_set<uint32_t>* excluded, const std::set<int32_t>* devices,
+              std::vector<store::Sample>* out, DecodeStats* stats)
+      : catalog_(catalog),
+        keep_unknown_(keep_unknown),
+        excluded_(excluded != nullptr && !excluded->empty() ? excluded : nullptr),
+        devices_(devices != nullptr && !devices->empty() ? devices : nullptr),
+        out_(out),
+        stats_(stats) {}
+  void Add(int32_t minor, uint32_t id, std::string_view instance, double v) {
+    if ((excluded_ != nullptr && excluded_->count(id) != 0) ||
+        (devices_ != nullptr && devices_->count(minor) == 0)) {
+      ++stats_->excluded;
+      return;
+    }
+    const catalog::Entry* e = catalog_.Find(id);
+    if (e == nullptr) {
+      ++stats_->unknown_id;
+      if (!keep_unknown_) return;
+    }
+    if (!std::isfinite(v)) {
+      stats_->invalid.Add(InvalidReason::kNonFinite);
+      return;
+    }
+    if (e != nullptr && e->type == catalog::MetricType::kCounter && v < 0) {
+      stats_->invalid.Add(InvalidReason::kNegativeCounter);
+      return;
+    }
+    if (e != nullptr && e->instance_label.empty() && !instance.empty()) {
+      stats_->invalid.Add(InvalidReason::kUnexpectedInstance);
+      return;
+    }
+    store::Sample& s = out_->emplace_back();
+    s.minor = minor;
+    s.metric_id = id;
+    s.instance = instance;
+    if (!s.instance.empty() && Repair(&s.instance)) stats_->invalid.Add(InvalidReason::kBadLabel);
+    s.value = e ? e->Apply(v) : v;
+  }
+
+ private:
+  const catalog::Catalog& catalog_;
+  const bool keep_unknown_;
+  const std::unordered_set<uint32_t>* const excluded_;
+  const std::set<int32_t>* const devices_;
+  std::vector<store::Sample>* const out_;
+  DecodeStats* const stats_;
+};
+
+using google::protobuf::internal::WireFormatLite;
+
+// The wire's pieces as one protobuf input stream.
+class WireInput {
+ public:
+  explicit WireInput(const WirePieces& wire) {
+    for (std::string_view p : wire)
+      arrays_.emplace_back(p.data(), static_cast<int>(std::min<size_t>(p.size(), INT_MAX)));
+    for (auto& a : arrays_) streams_.push_back(&a);
+    concat_.emplace(streams_.data(), static_cast<int>(streams_.size()));
+  }
+  google::protobuf::io::ZeroCopyInputStream* stream() { return &*concat_; }
+
+ private:
+  std::deque<google::protobuf::io::ArrayInputStream> arrays_;  // not movable
+  std::vector<google::protobuf::io::ZeroCopyInputStream*> streams_;
+  std::optional<google::protobuf::io::ConcatenatingInputStream> concat_;
+};
+
+// What protobuf's parser takes, read as it reads it (its ParseContext, not
+// CodedInputStream, which is laxer): a tag of at most five bytes, a length
+// of at most five below 2 GiB, groups nested at most kGroupDepth deep.
+constexpr int kGroupDepth = 100;
+
+// The next tag (0 at the end of the input or of the pushed limit, or a tag
+// of 0: ConsumedEntireMessage tells them apart); false for a longer one.
+bool ReadTag(google::protobuf::io::CodedInputStream* in, uint32_t* tag) {
+  const int at = in->CurrentPosition();
+  *tag = in->ReadTag();
+  return *tag == 0 || in->CurrentPosition() - at <= 5;
+}
+
+bool ReadLength(google::protobuf::io::CodedInputStream* in, int* length) {
+  const int at = in->CurrentPosition();
+  uint32_t v = 0;
+  if (!in->ReadVarint32(&v) || in->CurrentPosition() - at > 5 || v > INT_MAX) return false;
+  *length = static_cast<int>(v);
+  return true;
+}
+
+// A field this decoder does not read, or a known one on another wire type
+// (protobuf's parser keeps either as an unknown field): skipped, a group
+// whole. False for what no message may hold: field number 0, wire types 6
+// and 7, an end-group tag outside its group.
+bool SkipOther(google::protobuf::io::CodedInputStream* in, uint32_t tag, int depth) {
+  if (WireFormatLite::GetTagFieldNumber(tag) == 0) return false;
+  uint64_t v = 0;
+  int length = 0;
+  switch (WireFormatLite::GetTagWireType(tag)) {
+    case WireFormatLite::WIRETYPE_VARINT:
+      return in->ReadVarint64(&v);
+    case WireFormatLite::WIRETYPE_FIXED64:
+      return in->Skip(8);
+    case WireFormatLite::WIRETYPE_FIXED32:
+      return in->Skip(4);
+    case WireFormatLite::WIRETYPE_LENGTH_DELIMITED:
+      return ReadLength(in, &length) && in->Skip(length);
+    case WireFormatLite::WIRETYPE_START_GROUP: {
+      if (depth <= 0) return false;
+      for (;;) {
+        uint32_t inner = 0;
+        if (!ReadTag(in, &inner) || inner == 0) return false;
+        if (WireFormatLite::GetTagWireType(inner) == WireFormatLite::WIRETYPE_END_GROUP)
+          return WireFormatLite::GetTagFieldNumber(inner) == WireFormatLite::GetTagFieldNumber(tag);
+        if (!SkipOther(in, inner, depth - 1)) return false;
+      }
+    }
+    default:
+      return false;
+  }
+}
+
+// One MetricData (its limit pushed by the caller): its fields, the last of
+// each kept, as protobuf's parser does.
+bool ReadMetricData(google::protobuf::io::CodedInputStream* in, SampleRules* rules,
+                    std::string* instance) {
+  int32_t minor = 0;
+  uint32_t id = 0;
+  double value = 0;
+  instance->clear();
+  for (;;) {
+    uint32_t tag = 0;
+    if (!ReadTag(in, &tag)) return false;
+    if (tag == 0) break;  // the end of the sub-message (or a tag of 0: checked below)
+    const int wt = WireFormatLite::GetTagWireType(tag);
+    uint64_t v = 0;
+    switch (WireFormatLite::GetTagFieldNumber(tag)) {
+      case 1:  // minor, int32
+      case 2:  // metricId, uint32
+      case 5:  // timestampMs, int64: not used
+        if (wt != WireFormatLite::WIRETYPE_VARINT) break;
+        if (!in->ReadVarint64(&v)) return false;
+        if (WireFormatLite::GetTagFieldNumber(tag) == 1)
+          minor = static_cast<int32_t>(static_cast<uint32_t>(v));
+        if (WireFormatLite::GetTagFieldNumber(tag) == 2) id = static_cast<uint32_t>(v);
+        continue;
+      case 3: {  // instance, bytes
+        if (wt != WireFormatLite::WIRETYPE_LENGTH_DELIMITED) break;
+        int length = 0;
+        if (!ReadLength(in, &length) || !in->ReadString(instance, length)) return false;
+        continue;
+      }
+      case 4:  // value, double
+        if (wt != WireFormatLite::WIRETYPE_FIXED64) break;
+        if (!WireFormatLite::ReadPrimitive<double, WireFormatLite::TYPE_DOUBLE>(in, &value))
+          return false;
+        continue;
+      default:
+        break;
+    }
+    if (!SkipOther(in, tag, kGroupDepth - 1)) return false;
+  }
+  // Ended at its limit, not by a tag of 0 or the input's end before it.
+  if (!in->ConsumedEntireMessage() || in->BytesUntilLimit() != 0) return false;
+  rules->Add(minor, id, *instance, value);
+  return true;
+}
+
+// Walks a serialized ExporterDataResponse: its stamps into `stamps`, each
+// MetricData through `rules`. False when the bytes are not a message
+// protobuf's parser would take.
+bool WalkData(const WirePieces& wire, DataStamps* stamps, SampleRules* rules) {
+  WireInput input(wire);
+  google::protobuf::io::CodedInputStream in(input.stream());
+  std::string instance;
+  *stamps = DataStamps();
+  for (;;) {
+    uint32_t tag = 0;
+    if (!ReadTag(&in, &tag)) return false;
+    if (tag == 0) return in.ConsumedEntireMessage();
+    const int wt = WireFormatLite::GetTagWireType(tag);
+    uint64_t v = 0;
+    switch (WireFormatLite::GetTagFieldNumber(tag)) {
+      case 1: {  // dataList
+        if (wt != WireFormatLite::WIRETYPE_LENGTH_DELIMITED) break;
+        int length = 0;
+        if (!ReadLength(&in, &length)) return false;
+        ++stamps->samples;
+        const auto limit = in.PushLimit(length);
+        if (!ReadMetricData(&in, rules, &instance)) return false;
+        in.PopLimit(limit);
+        continue;
+      }
+      case 2:  // timestampMs, int64
+      case 3:  // sequence, uint64
+        if (wt != WireFormatLite::WIRETYPE_VARINT) break;
+        if (!in.ReadVarint64(&v)) return false;
+        if (WireFormatLite::GetTagFieldNumber(tag) == 2) {
+          stamps->timestamp_ms = static_cast<int64_t>(v);
+        } else {
+          stamps->sequence = v;
+        }
+        continue;
+      default:
+        break;
+    }
+    if (!SkipOther(&in, tag, kGroupDepth)) return false;
+  }
+}
+
+}  // namespace
+
 void DecodeData(const xdm::api::ExporterDataResponse& msg, const catalog::Catalog& catalog,
                 bool keep_unknown, std::vector<store::Sample>* out, DecodeStats* stats,
                 const std::unordered_set<uint32_t>* excluded, const std::set<int32_t>* devices) {
   out->clear();
   out->reserve(static_cast<size_t>(msg.datalist_size()));
-  const bool select = excluded != nullptr && !excluded->empty();
-  const bool subset = devices != nullptr && !devices->empty();
-  for (const auto& d : msg.datalist()) {
-    if ((select && excluded->count(d.metricid()) != 0) ||
-        (subset && devices->count(d.minor()) == 0)) {
-      ++stats->excluded;
-      continue;
-    }
-    const catalog::Entry* e = catalog.Find(d.metricid());
-    if (e == nullptr) {
-      ++stats->unknown_id;
-      if (!keep_unknown) continue;
-    }
-    const double v = d.value();
-    if (!std::isfinite(v)) {
-      stats->invalid.Add(InvalidReason::kNonFinite);
-      continue;
-    }
-    if (e != nullptr && e->type == catalog::MetricType::kCounter && v < 0) {
-      stats->invalid.Add(InvalidReason::kNegativeCounter);
-      continue;
-    }
-    if (e != nullptr && e->instance_label.empty() && !d.instance().empty()) {
-      stats->invalid.Add(InvalidReason::kUnexpectedInstance);
-      continue;
-    }
-    store::Sample& s = out->emplace_back();
-    s.minor = d.minor();
-    s.metric_id = d.metricid();
-    s.instance = d.instance();
-    if (!s.instance.empty() && Repair(&s.instance)) stats->invalid.Add(InvalidReason::kBadLabel);
-    s.value = e ? e->Apply(v) : v;
+  SampleRules rules(catalog, keep_unknown, excluded, devices, out, stats);
+  for (const auto& d : msg.datalist()) rules.Add(d.minor(), d.metricid(), d.instance(), d.value());
+}
+
+Status DecodeDataWire(const WirePieces& wire, const catalog::Catalog& catalog, bool keep_unknown,
+                      std::vector<store::Sample>* out, DecodeStats* stats, DataStamps* stamps,
+                      const std::unordered_set<uint32_t>* excluded,
+                      const std::set<int32_t>* devices) {
+  out->clear();
+  DecodeStats counted;
+  SampleRules rules(catalog, keep_unknown, excluded, devices, out, &counted);
+  if (!WalkData(wire, stamps, &rules)) {
+    out->clear();
+    *stamps = DataStamps();
+    return Status::InvalidArgument("ExporterDataResponse: the bytes do not parse");
   }
+  stats->unknown_id += counted.unknown_id;
+  stats->excluded += counted.excluded;
+  stats->invalid.Merge(counted.invalid);
+  return Status::Ok();
 }
 
 Status ParseTopology(const std::string& json, std::vector<store::TopologyLevel>* out) {

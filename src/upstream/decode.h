@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <set>
 #include <string>
+#include <string_view>
 #include <unordered_set>
 #include <vector>
 
@@ -23,6 +24,7 @@ struct DecodeStats {
   // would render as a second sample with the label set of the first.
   InvalidCounts invalid;
   size_t excluded = 0;  // families or devices not selected (--metrics.*, --xdm.devices)
+  bool operator==(const DecodeStats&) const = default;
 };
 
 // Limits on what one upstream message may make the exporter hold
@@ -39,6 +41,24 @@ void DecodeData(const xdm::api::ExporterDataResponse& msg, const catalog::Catalo
                 bool keep_unknown, std::vector<store::Sample>* out, DecodeStats* stats,
                 const std::unordered_set<uint32_t>* excluded = nullptr,
                 const std::set<int32_t>* devices = nullptr);
+
+// An ExporterDataResponse as it came off the wire: its bytes, in pieces
+// (gRPC's slices), never made into a message. At 100,000 samples the
+// message's objects and strings were 18 MB held beside the bytes
+// (docs/benchmarks.md).
+using WirePieces = std::vector<std::string_view>;
+struct DataStamps {
+  int64_t timestamp_ms = 0;
+  uint64_t sequence = 0;
+  size_t samples = 0;  // MetricData entries
+};
+// DecodeData of the message the bytes are, read from them directly, and the
+// message's stamps. Bytes protobuf's parser would refuse are refused:
+// InvalidArgument, `out` empty, `stats` as they were. Pure.
+Status DecodeDataWire(const WirePieces& wire, const catalog::Catalog& catalog, bool keep_unknown,
+                      std::vector<store::Sample>* out, DecodeStats* stats, DataStamps* stamps,
+                      const std::unordered_set<uint32_t>* excluded = nullptr,
+                      const std::set<int32_t>* devices = nullptr);
 
 // Parses extenderResources["topology"]. Errors describe what is malformed;
 // `out` is left empty then.

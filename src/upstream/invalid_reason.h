@@ -69,6 +69,7 @@ class InvalidCounts {
   void Merge(const InvalidCounts& other) {
     for (size_t i = 0; i < kInvalidReasonCount; ++i) n_[i] += other.n_[i];
   }
+  bool operator==(const InvalidCounts&) const = default;
 
  private:
   std::array<size_t, kInvalidReasonCount> n_{};

@@ -17,10 +17,40 @@ namespace api = xdm::api;
 
 extern "C" size_t LLVMFuzzerMutate(uint8_t* data, size_t size, size_t max_size);
 
+// The stream's path decodes the wire bytes themselves (DecodeDataWire), in
+// gRPC's pieces; the poll's, the parsed message (DecodeData). Both must take
+// and refuse the same bytes and make the same samples of them.
+void SameFromTheWire(const uint8_t* data, size_t size, const api::ExporterDataResponse* msg,
+                     const xpu::catalog::Catalog& catalog) {
+  const std::string_view all(reinterpret_cast<const char*>(data), size);
+  // Cut where the bytes say: pieces' ends fall inside fields.
+  const size_t a = size > 0 ? data[0] % (size + 1) : 0;
+  const size_t b = a + (size > 1 ? data[size - 1] % (size - a + 1) : 0);
+  const xpu::upstream::WirePieces wire{all.substr(0, a), all.substr(a, b - a), all.substr(b)};
+  xpu::upstream::DataStamps stamps;
+  std::vector<xpu::store::Sample> from_wire;
+  xpu::upstream::DecodeStats wire_stats;
+  const bool taken =
+      xpu::upstream::DecodeDataWire(wire, catalog, true, &from_wire, &wire_stats, &stamps).ok();
+  if (taken != (msg != nullptr)) __builtin_trap();
+  if (msg == nullptr) return;
+  if (stamps.timestamp_ms != msg->timestampms() || stamps.sequence != msg->sequence() ||
+      stamps.samples != static_cast<size_t>(msg->datalist_size()))
+    __builtin_trap();
+  std::vector<xpu::store::Sample> from_msg;
+  xpu::upstream::DecodeStats msg_stats;
+  xpu::upstream::DecodeData(*msg, catalog, true, &from_msg, &msg_stats);
+  if (from_wire != from_msg || !(wire_stats == msg_stats)) __builtin_trap();
+}
+
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  api::ExporterDataResponse msg;
-  if (!msg.ParseFromArray(data, static_cast<int>(size))) return 0;
   static const auto catalog = xpu::catalog::Catalog::Builtin();
+  api::ExporterDataResponse msg;
+  if (!msg.ParseFromArray(data, static_cast<int>(size))) {
+    SameFromTheWire(data, size, nullptr, *catalog);
+    return 0;
+  }
+  SameFromTheWire(data, size, &msg, *catalog);
   {
     // The order's stamps are the daemon's: any value must be judged without
     // overflow, and a snapshot just applied is the same snapshot after it.

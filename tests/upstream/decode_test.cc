@@ -213,3 +213,109 @@ TEST(DecodeTest, DevicesBeyondTheCapAreDroppedAndCounted) {
 
 }  // namespace
 }  // namespace xpu::upstream
+
+namespace xpu::upstream {
+namespace {
+
+// Both decoders of the same bytes: the message parsed (DecodeData) and the
+// wire read as it lies (DecodeDataWire), in `wire`'s pieces.
+void ExpectSameFromTheWire(const api::ExporterDataResponse& msg, const WirePieces& wire,
+                           const std::unordered_set<uint32_t>* excluded = nullptr,
+                           const std::set<int32_t>* devices = nullptr) {
+  const auto catalog = catalog::Catalog::Builtin();
+  for (bool keep_unknown : {false, true}) {
+    std::vector<store::Sample> a, b;
+    DecodeStats sa, sb;
+    DataStamps stamps;
+    DecodeData(msg, *catalog, keep_unknown, &a, &sa, excluded, devices);
+    ASSERT_TRUE(
+        DecodeDataWire(wire, *catalog, keep_unknown, &b, &sb, &stamps, excluded, devices).ok());
+    EXPECT_EQ(a, b);
+    EXPECT_TRUE(sa == sb);
+    EXPECT_EQ(stamps.timestamp_ms, msg.timestampms());
+    EXPECT_EQ(stamps.sequence, msg.sequence());
+    EXPECT_EQ(stamps.samples, static_cast<size_t>(msg.datalist_size()));
+  }
+}
+
+api::ExporterDataResponse Varied() {
+  api::ExporterDataResponse msg;
+  Add(&msg, 0, 1, 50);
+  Add(&msg, -3, 2, 1024);  // a negative minor: ten bytes of varint
+  Add(&msg, 1, 14, 10, "3");
+  Add(&msg, 1, 14, 11, std::string("\xff\n{\"", 4));
+  Add(&msg, 2, 999, 1);  // unknown
+  Add(&msg, 2, 7, std::numeric_limits<double>::quiet_NaN());
+  Add(&msg, 2, 14, -1, "0");  // a negative counter
+  Add(&msg, 3, 1, 5, "unexpected");
+  msg.add_datalist();  // every field at its default
+  msg.set_timestampms(-5);
+  msg.set_sequence(std::numeric_limits<uint64_t>::max());
+  return msg;
+}
+
+TEST(DecodeWireTest, TheWireDecodesAsTheMessageDoesInAnyPieces) {
+  const api::ExporterDataResponse msg = Varied();
+  const std::string bytes = msg.SerializeAsString();
+  const std::string_view all(bytes);
+  ExpectSameFromTheWire(msg, {all});
+  const std::unordered_set<uint32_t> excluded{2};
+  const std::set<int32_t> devices{1, 2};
+  ExpectSameFromTheWire(msg, {all}, &excluded, &devices);
+  for (size_t a = 0; a <= bytes.size(); ++a)
+    for (size_t b = a; b <= bytes.size(); b += 7)
+      ExpectSameFromTheWire(msg, {all.substr(0, a), all.substr(a, b - a), all.substr(b)});
+  ExpectSameFromTheWire(api::ExporterDataResponse(), {});
+}
+
+// What protobuf's parser does with what a newer daemon may send: fields it
+// does not know skipped, a known field on another wire type kept as
+// unknown, a field twice the last one.
+TEST(DecodeWireTest, UnknownFieldsRepeatedFieldsAndOtherWireTypesAsProtobufTakesThem) {
+  api::ExporterDataResponse msg = Varied();
+  std::string bytes = msg.SerializeAsString();
+  // Unknown: field 9 varint, field 10 bytes, field 11 fixed32, a group 12.
+  bytes += std::string("\x48\x05\x52\x02hi\x5d\x01\x02\x03\x04\x63\x08\x01\x64", 15);
+  // sequence (3) as a fixed64, then timestampMs (2) twice.
+  bytes += std::string("\x19\x01\x02\x03\x04\x05\x06\x07\x08\x10\x07\x10\x09", 13);
+  // A MetricData whose minor is sent twice and carries an unknown field.
+  api::MetricData extra;
+  extra.set_minor(2);
+  extra.set_metricid(1);
+  extra.set_value(1);
+  const std::string sub = std::string("\x08\x01", 2) + extra.SerializeAsString() + "\x78\x01";
+  bytes += "\x0a" + std::string(1, static_cast<char>(sub.size())) + sub;
+  api::ExporterDataResponse parsed;
+  ASSERT_TRUE(parsed.ParseFromString(bytes));
+  ASSERT_EQ(parsed.timestampms(), 9);
+  ASSERT_EQ(parsed.datalist(parsed.datalist_size() - 1).minor(), 2);
+  ExpectSameFromTheWire(parsed, {std::string_view(bytes)});
+}
+
+// Bytes protobuf refuses are refused: nothing decoded, nothing counted.
+TEST(DecodeWireTest, BytesThatDoNotParseAreRefusedWhole) {
+  const std::string good = Varied().SerializeAsString();
+  const auto catalog = catalog::Catalog::Builtin();
+  std::vector<std::string> bad = {
+      good.substr(0, good.size() - 1),         // cut short
+      good + std::string("\x00", 1),           // a tag of 0
+      good + "\x0c",                           // an end-group tag with no group
+      good + "\x0a\x05\x08\x01",               // a MetricData longer than what is left
+      good + "\x0a\x02\x08\x01\x08",           // a MetricData cut inside a field
+      good + "\x0f",                           // wire type 7
+      std::string("\x0a\x03\x08\x01\x00", 5),  // a tag of 0 inside a MetricData
+  };
+  for (const std::string& b : bad) {
+    api::ExporterDataResponse msg;
+    ASSERT_FALSE(msg.ParseFromString(b)) << "protobuf takes it: not a case";
+    DataStamps stamps;
+    std::vector<store::Sample> out;
+    DecodeStats st;
+    EXPECT_FALSE(DecodeDataWire({std::string_view(b)}, *catalog, true, &out, &st, &stamps).ok());
+    EXPECT_TRUE(out.empty());
+    EXPECT_TRUE(st == DecodeStats());
+  }
+}
+
+}  // namespace
+}  // namespace xpu::upstream
