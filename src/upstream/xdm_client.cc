@@ -190,7 +190,11 @@ XdmClient::XdmClient(ClientOptions options, std::shared_ptr<const catalog::Catal
     metrics_->up_family.Remove(&metrics_->up);
     return;
   }
-  stub_ = xdm::api::XpuDeviceManagerService::NewStub(channels_(options_.xdm_endpoint));
+  {
+    MutexLock lock(mu_);
+    channel_ = channels_(options_.xdm_endpoint);
+    stub_ = xdm::api::XpuDeviceManagerService::NewStub(channel_);
+  }
   if (!options_.controller_endpoint.empty()) {
     controller_channel_ = channels(options_.controller_endpoint);
     controller_ = xdm::config::AmpConfigService::NewStub(controller_channel_);
@@ -233,9 +237,11 @@ void XdmClient::MaybeRenewChannel() {
     MutexLock lock(mu_);
     if (!machine_.RenewChannel(SteadyClock::now())) return;
   }
-  auto fresh = xdm::api::XpuDeviceManagerService::NewStub(channels_(options_.xdm_endpoint));
+  auto channel = channels_(options_.xdm_endpoint);
+  auto fresh = xdm::api::XpuDeviceManagerService::NewStub(channel);
   MutexLock lock(mu_);
   stub_ = std::move(fresh);
+  channel_ = std::move(channel);
 }
 
 std::chrono::milliseconds XdmClient::interval() const {
@@ -304,11 +310,48 @@ void XdmClient::Collector(const std::string& name, bool ok, SteadyClock::duratio
 }
 
 bool XdmClient::Ingest(const xdm::api::ExporterDataResponse& msg) {
-  // One message at a time, judged and applied in one step: the stream and
-  // the poller may both deliver, and an older snapshot judged before a newer
-  // one must not be applied after it (docs/architecture.md, "Ordered ingest").
+  return IngestDecoded([&msg](const IngestRules& rules, std::vector<store::Sample>* out,
+                              DecodeStats* stats, DataStamps* stamps) {
+    DecodeData(msg, *rules.catalog, rules.keep_unknown, out, stats, &rules.excluded_ids,
+               &rules.devices);
+    *stamps = {msg.timestampms(), msg.sequence(), static_cast<size_t>(msg.datalist_size())};
+    return true;
+  });
+}
+
+bool XdmClient::IngestWire(grpc::ByteBuffer* bytes, bool* parsed) {
+  std::vector<grpc::Slice> slices;
+  *parsed = bytes->Dump(&slices).ok();
+  if (!*parsed) return false;
+  WirePieces wire;
+  wire.reserve(slices.size());
+  for (const grpc::Slice& s : slices)
+    wire.emplace_back(reinterpret_cast<const char*>(s.begin()), s.size());
+  return IngestDecoded([&](const IngestRules& rules, std::vector<store::Sample>* out,
+                           DecodeStats* stats, DataStamps* stamps) {
+    *parsed = DecodeDataWire(wire, *rules.catalog, rules.keep_unknown, out, stats, stamps,
+                             &rules.excluded_ids, &rules.devices)
+                  .ok();
+    return *parsed;
+  });
+}
+
+bool XdmClient::IngestDecoded(const Decoder& decode) {
+  // One message at a time, decoded, judged and applied in one step: the
+  // stream and the poller may both deliver, and an older snapshot judged
+  // before a newer one must not be applied after it (docs/architecture.md,
+  // "Ordered ingest"); and once Reconfigure returns, no message decoded by
+  // the old rules is still on its way to the store.
   MutexLock ordered(ingest_mu_);
   std::shared_ptr<const IngestRules> ingest;
+  {
+    MutexLock lock(mu_);
+    ingest = ingest_;
+  }
+  thread_local std::vector<store::Sample> batch;
+  DecodeStats ds;
+  DataStamps stamps;
+  if (!decode(*ingest, &batch, &ds, &stamps)) return false;
   SnapshotOrder::Verdict verdict;
   {
     MutexLock lock(mu_);
@@ -317,8 +360,7 @@ bool XdmClient::Ingest(const xdm::api::ExporterDataResponse& msg) {
                                            .count(),
                                        SteadyClock::now(), StaleAfterLocked(),
                                        machine_.fresh_window()};
-    verdict = order_.Judge(msg.timestampms(), msg.sequence(), clocks);
-    ingest = ingest_;
+    verdict = order_.Judge(stamps.timestamp_ms, stamps.sequence, clocks);
   }
   switch (verdict) {
     case SnapshotOrder::Verdict::kApply:
@@ -331,10 +373,6 @@ bool XdmClient::Ingest(const xdm::api::ExporterDataResponse& msg) {
       metrics_->stale[static_cast<int>(verdict)]->Increment();
       return false;
   }
-  thread_local std::vector<store::Sample> batch;
-  DecodeStats ds;
-  DecodeData(msg, *ingest->catalog, ingest->keep_unknown, &batch, &ds, &ingest->excluded_ids,
-             &ingest->devices);
   const store::ApplyStats st = store_->Apply(batch, SteadyClock::now());
   // One huge message must not pin its buffer for the life of the thread.
   if (batch.capacity() > kKeepBufferEntries && batch.capacity() > 2 * batch.size()) {
@@ -347,7 +385,7 @@ bool XdmClient::Ingest(const xdm::api::ExporterDataResponse& msg) {
   // A large message leaves hundreds of thousands of freed small objects
   // behind (its decoded fields); hand their pages back to the system now and
   // then, so a flooding daemon cannot ratchet RSS up (docs/reliability.md).
-  if (msg.datalist_size() > kTrimAfterSamples) {
+  if (stamps.samples > kTrimAfterSamples) {
     static std::atomic<int64_t> last_trim{0};
     const int64_t now = SteadyClock::now().time_since_epoch().count();
     int64_t last = last_trim.load();
@@ -424,9 +462,22 @@ void XdmClient::StreamLoop() {
     }
     // The stub (and its channel) must outlive the call: a renewed channel
     // replaces stub_ while this stream may still be open.
-    const auto stub = this->stub();
-    auto reader = stub->ExporterDataStream(&ctx, req);
-    xdm::api::ExporterDataResponse msg;
+    std::shared_ptr<grpc::Channel> channel;
+    {
+      MutexLock lock(mu_);
+      channel = channel_;
+    }
+    // The stream's messages as bytes: decoded as they lie (IngestWire), never
+    // made into message objects (at 100,000 samples those were 18 MB).
+    static const std::string kMethod = std::string("/") +
+                                       xdm::api::XpuDeviceManagerService::service_full_name() +
+                                       "/ExporterDataStream";
+    const grpc::internal::RpcMethod method(kMethod.c_str(),
+                                           grpc::internal::RpcMethod::SERVER_STREAMING, channel);
+    std::unique_ptr<grpc::ClientReader<grpc::ByteBuffer>> reader(
+        grpc::internal::ClientReaderFactory<grpc::ByteBuffer>::Create(channel.get(), method, &ctx,
+                                                                      req));
+    grpc::ByteBuffer msg;
     bool delivered = false;
     auto t0 = SteadyClock::now();
     while (reader->Read(&msg)) {
@@ -441,14 +492,19 @@ void XdmClient::StreamLoop() {
         logged_.Clear("watchdog");
       }
       metrics_->stream_messages.Increment();
-      if (Ingest(msg)) {
+      bool parsed = true;
+      if (IngestWire(&msg, &parsed)) {
         MutexLock lock(mu_);
         machine_.StreamDelivered(SteadyClock::now());
       }
-      // A message far larger than usual would keep its memory: start afresh.
-      if (msg.datalist().Capacity() > kKeepBufferEntries &&
-          msg.datalist().Capacity() > 2 * msg.datalist_size())
-        msg = xdm::api::ExporterDataResponse();
+      msg.Clear();
+      if (!parsed) {
+        // As a message gRPC could not parse ends the call: the stream is
+        // opened anew, and polls meanwhile.
+        Warn("stream_parse", "an ExporterDataStream message does not parse; re-subscribing");
+        ctx.TryCancel();
+        break;
+      }
       Collector("stream", true, SteadyClock::now() - t0);
       UpdateMode();
       t0 = SteadyClock::now();

@@ -158,6 +158,14 @@ class XdmClient {
   // interval, one older than the last applied, or one sampled longer than
   // stale-after ago).
   bool Ingest(const xdm::api::ExporterDataResponse& msg);
+  // The same for a message as it came off the stream, decoded from its bytes
+  // (DecodeDataWire); `*parsed` false when they do not parse.
+  bool IngestWire(grpc::ByteBuffer* bytes, bool* parsed);
+  // Decodes a message by the rules in force, into the samples, the counts of
+  // what was dropped and the message's stamps; false when it cannot.
+  using Decoder = std::function<bool(const IngestRules& rules, std::vector<store::Sample>* out,
+                                     DecodeStats* stats, DataStamps* stamps)>;
+  bool IngestDecoded(const Decoder& decode);
   // Whether it changed; the caller says so with SayInterval once mu_ is
   // released (nothing logs under mu_: a blocked stderr would stall ingest
   // and every scrape's state() call).
@@ -189,6 +197,9 @@ class XdmClient {
   // own reference.
   std::shared_ptr<xdm::api::XpuDeviceManagerService::Stub> stub_ XPU_GUARDED_BY(mu_);
   std::shared_ptr<xdm::api::XpuDeviceManagerService::Stub> stub() const;
+  // The channel of stub_: the stream reads its messages' bytes on it, not
+  // parsed into messages (IngestWire).
+  std::shared_ptr<grpc::Channel> channel_ XPU_GUARDED_BY(mu_);
   // Replaces the XDM channel if the daemon has been unreachable for a while.
   void MaybeRenewChannel();
   std::unique_ptr<xdm::config::AmpConfigService::Stub> controller_;
