@@ -60,13 +60,13 @@ ApplyStats MetricStore::Apply(const std::vector<Sample>& batch, Clock::time_poin
           continue;
         }
         hints_[i] = static_cast<uint32_t>(series_.size());
-        index_.emplace(probe, static_cast<uint32_t>(series_.size()));
         series_.push_back(Series{probe, s.value, now, b});
+        index_.insert(hints_[i]);  // hashed by the key just stored
         dirty_ = true;
         ++stats.applied;
         continue;
       }
-      at = hints_[i] = it->second;
+      at = hints_[i] = *it;
     }
     Series& ser = series_[at];
     if (ser.batch == b) ++stats.duplicates;
@@ -82,12 +82,17 @@ ApplyStats MetricStore::Apply(const std::vector<Sample>& batch, Clock::time_poin
 }
 
 void MetricStore::RemoveLocked(size_t i) {
-  index_.erase(series_[i].key);
+  // Each position is hashed by the key at it: taken out while its key is
+  // still there, put in once the key that moves has moved.
+  index_.erase(static_cast<uint32_t>(i));
   if (i + 1 != series_.size()) {
+    index_.erase(static_cast<uint32_t>(series_.size() - 1));
     series_[i] = std::move(series_.back());
-    index_[series_[i].key] = static_cast<uint32_t>(i);
+    series_.pop_back();
+    index_.insert(static_cast<uint32_t>(i));
+  } else {
+    series_.pop_back();
   }
-  series_.pop_back();
   dirty_ = true;
 }
 

@@ -320,6 +320,41 @@ TEST(StoreReloadTest, DropRemovesTheSelectedSeries) {
   EXPECT_EQ(store.series_count(), 2u);
 }
 
+// The index holds positions hashed by the key stored there: after series
+// leave from the middle (each one's place taken by the last), every key
+// still finds its own series, and a new one is its own.
+TEST(StoreReloadTest, RemovalsFromTheMiddleKeepEveryKeyFindingItsSeries) {
+  MetricStore store(catalog::Catalog::Builtin(), {seconds(3), 1000});
+  const Clock::time_point t0 = Clock::now();
+  std::vector<Sample> all;
+  for (int32_t minor = 0; minor < 6; ++minor)
+    for (int link = 0; link < 8; ++link)
+      all.push_back({minor, 14, std::to_string(link), static_cast<double>(minor * 100 + link)});
+  store.Apply(all, t0);
+  // Every third minor's link series leave, and so one series after another
+  // moves into a freed place.
+  EXPECT_EQ(store.Drop([](int32_t minor, uint32_t) { return minor % 3 == 1; }), 16u);
+  std::vector<Sample> again;
+  for (const Sample& s : all)
+    if (s.minor % 3 != 1) again.push_back({s.minor, s.metric_id, s.instance, s.value + 0.5});
+  again.push_back({9, 14, "new", 7});
+  const ApplyStats st = store.Apply(again, t0);
+  EXPECT_EQ(st.applied, again.size());
+  EXPECT_EQ(st.duplicates, 0u) << "a key found another's series";
+  EXPECT_EQ(store.series_count(), again.size()) << "a key found no series and made one";
+  Snapshot snap = store.Snap(t0);
+  ASSERT_EQ(snap.values.size(), again.size());
+  for (size_t i = 0; i < snap.values.size(); ++i) {
+    const Row& r = snap.set->rows[i];
+    const double want = r.minor == 9 ? 7 : r.minor * 100 + std::stoi(r.instance) + 0.5;
+    EXPECT_EQ(snap.values[i], want) << r.minor << "/" << r.instance;
+  }
+  // Again: the new series, in a place another left, is found by its key.
+  const ApplyStats st2 = store.Apply(again, t0);
+  EXPECT_EQ(st2.applied, again.size());
+  EXPECT_EQ(store.series_count(), again.size()) << "a series stored twice";
+}
+
 TEST(StoreCtorTest, RejectsMisuse) {
   EXPECT_THROW(MetricStore(nullptr, {}), std::invalid_argument);
   EXPECT_THROW(MetricStore(catalog::Catalog::Builtin(), {milliseconds(0), 1}),
