@@ -79,6 +79,22 @@ void BM_ParseMessage(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(f.batch.size()));
 }
 
+// The stream's path: the wire bytes decoded as they lie (DecodeDataWire),
+// where BM_ParseMessage + BM_Decode is the poll's.
+void BM_DecodeWire(benchmark::State& state) {
+  Fixture f(state.range(0));
+  const std::string wire = f.msg.SerializeAsString();
+  std::vector<xpu::store::Sample> out;
+  for (auto _ : state) {
+    xpu::upstream::DecodeStats st;
+    xpu::upstream::DataStamps stamps;
+    (void)xpu::upstream::DecodeDataWire({std::string_view(wire)}, *xpu::catalog::Catalog::Builtin(),
+                                        false, &out, &st, &stamps);
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(f.batch.size()));
+}
+
 void BM_StoreApply(benchmark::State& state) {
   Fixture f(state.range(0));
   for (auto _ : state) f.store->Apply(f.batch, Clock::now());
@@ -345,6 +361,7 @@ BENCHMARK(BM_ExposerPage)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_ContainerMemoryRows)->Arg(64)->Arg(1024)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_ParseMessage)->Arg(10'000)->Arg(100'000)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Decode)->Arg(10'000)->Arg(100'000)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_DecodeWire)->Arg(10'000)->Arg(100'000)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_StoreApply)->Arg(10'000)->Arg(100'000)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Snapshot)->Arg(10'000)->Arg(100'000)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_RenderSnapshotWriter)->Arg(10'000)->Arg(100'000)->Unit(benchmark::kMillisecond);

@@ -99,10 +99,14 @@ HeldFiles::Dir* HeldFiles::Watched(const std::string& dir) {
   Dir& d = dirs_[dir];
   d.touched = true;
   if (d.wd >= 0) return &d;
+  if (d.wd == -2) return nullptr;  // tried: read as ReadAttribute does, until swept
   // Two paths of one directory (a symlink and its target) share its
   // watch descriptor: each is let go as the other is.
   d.wd = ::inotify_add_watch(inotify_, dir.c_str(), kWatchMask);
-  if (d.wd < 0) return nullptr;
+  if (d.wd < 0) {
+    d.wd = -2;
+    return nullptr;
+  }
   by_wd_.emplace(d.wd, dir);
   return &d;
 }

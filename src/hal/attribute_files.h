@@ -74,6 +74,11 @@ class HeldFiles {
   // Lets go of every file.
   void Clear();
   size_t held() const { return held_; }
+  // Whether files in `dir` are held (a directory read through Read before).
+  bool Holding(const std::string& dir) const {
+    auto it = dirs_.find(dir);
+    return it != dirs_.end() && it->second.wd >= 0;
+  }
   // Whether files are held at all (inotify could be had).
   bool holding() const { return inotify_ >= 0; }
 
@@ -83,7 +88,7 @@ class HeldFiles {
     std::chrono::steady_clock::time_point opened;
   };
   struct Dir {
-    int wd = -1;           // its inotify watch; -1 before the first read
+    int wd = -1;           // its inotify watch; -1 before the first read, -2: none to be had
     uint64_t inode = 0;    // as its parent's listing gave it (Seen)
     bool touched = false;  // since the last Sweep
     std::map<std::string, File> files;

@@ -160,10 +160,13 @@ bool ReadTag(google::protobuf::io::CodedInputStream* in, uint32_t* tag) {
   return *tag == 0 || in->CurrentPosition() - at <= 5;
 }
 
+// protobuf keeps this much below 2 GiB (its parser's slop bytes).
+constexpr uint64_t kMaxLength = INT_MAX - 16;
+
 bool ReadLength(google::protobuf::io::CodedInputStream* in, int* length) {
   const int at = in->CurrentPosition();
-  uint32_t v = 0;
-  if (!in->ReadVarint32(&v) || in->CurrentPosition() - at > 5 || v > INT_MAX) return false;
+  uint64_t v = 0;  // 64 bits: a 32-bit read would drop a fifth byte's high bits
+  if (!in->ReadVarint64(&v) || in->CurrentPosition() - at > 5 || v > kMaxLength) return false;
   *length = static_cast<int>(v);
   return true;
 }
@@ -247,11 +250,20 @@ bool ReadMetricData(google::protobuf::io::CodedInputStream* in, SampleRules* rul
 }
 
 // Walks a serialized ExporterDataResponse: its stamps into `stamps`, each
-// MetricData through `rules`. False when the bytes are not a message
-// protobuf's parser would take.
+// MetricData through `rules` (nullptr: only counted, its bytes skipped).
+// False when the bytes are not a message protobuf's parser would take (with
+// no rules, as far as its top level shows).
 bool WalkData(const WirePieces& wire, DataStamps* stamps, SampleRules* rules) {
   WireInput input(wire);
   google::protobuf::io::CodedInputStream in(input.stream());
+  // Bounded by what is there: a forged length must not make a string
+  // reserve what the bytes do not hold.
+  size_t total = 0;
+  for (std::string_view p : wire) total += p.size();
+  if (total > kMaxLength) return false;
+  // One past the end: the input's own end is a message's end, its limit
+  // hit would be an error.
+  in.SetTotalBytesLimit(static_cast<int>(total) + 1);
   std::string instance;
   *stamps = DataStamps();
   for (;;) {
@@ -266,6 +278,10 @@ bool WalkData(const WirePieces& wire, DataStamps* stamps, SampleRules* rules) {
         int length = 0;
         if (!ReadLength(&in, &length)) return false;
         ++stamps->samples;
+        if (rules == nullptr) {
+          if (!in.Skip(length)) return false;
+          continue;
+        }
         const auto limit = in.PushLimit(length);
         if (!ReadMetricData(&in, rules, &instance)) return false;
         in.PopLimit(limit);
@@ -297,6 +313,14 @@ void DecodeData(const xdm::api::ExporterDataResponse& msg, const catalog::Catalo
   out->reserve(static_cast<size_t>(msg.datalist_size()));
   SampleRules rules(catalog, keep_unknown, excluded, devices, out, stats);
   for (const auto& d : msg.datalist()) rules.Add(d.minor(), d.metricid(), d.instance(), d.value());
+}
+
+Status ReadDataStamps(const WirePieces& wire, DataStamps* out) {
+  if (!WalkData(wire, out, nullptr)) {
+    *out = DataStamps();
+    return Status::InvalidArgument("ExporterDataResponse: the bytes do not parse");
+  }
+  return Status::Ok();
 }
 
 Status DecodeDataWire(const WirePieces& wire, const catalog::Catalog& catalog, bool keep_unknown,

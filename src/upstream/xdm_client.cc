@@ -310,57 +310,55 @@ void XdmClient::Collector(const std::string& name, bool ok, SteadyClock::duratio
 }
 
 bool XdmClient::Ingest(const xdm::api::ExporterDataResponse& msg) {
-  return IngestDecoded([&msg](const IngestRules& rules, std::vector<store::Sample>* out,
-                              DecodeStats* stats, DataStamps* stamps) {
-    DecodeData(msg, *rules.catalog, rules.keep_unknown, out, stats, &rules.excluded_ids,
-               &rules.devices);
-    *stamps = {msg.timestampms(), msg.sequence(), static_cast<size_t>(msg.datalist_size())};
-    return true;
-  });
+  return IngestDecoded(
+      {msg.timestampms(), msg.sequence(), static_cast<size_t>(msg.datalist_size())},
+      [&msg](const IngestRules& rules, std::vector<store::Sample>* out, DecodeStats* stats) {
+        DecodeData(msg, *rules.catalog, rules.keep_unknown, out, stats, &rules.excluded_ids,
+                   &rules.devices);
+        return true;
+      });
 }
 
 bool XdmClient::IngestWire(grpc::ByteBuffer* bytes, bool* parsed) {
   std::vector<grpc::Slice> slices;
+  DataStamps stamps;
   *parsed = bytes->Dump(&slices).ok();
-  if (!*parsed) return false;
   WirePieces wire;
   wire.reserve(slices.size());
   for (const grpc::Slice& s : slices)
     wire.emplace_back(reinterpret_cast<const char*>(s.begin()), s.size());
-  return IngestDecoded([&](const IngestRules& rules, std::vector<store::Sample>* out,
-                           DecodeStats* stats, DataStamps* stamps) {
-    *parsed = DecodeDataWire(wire, *rules.catalog, rules.keep_unknown, out, stats, stamps,
-                             &rules.excluded_ids, &rules.devices)
-                  .ok();
-    return *parsed;
-  });
+  if (*parsed) *parsed = ReadDataStamps(wire, &stamps).ok();
+  if (!*parsed) return false;
+  return IngestDecoded(
+      stamps, [&](const IngestRules& rules, std::vector<store::Sample>* out, DecodeStats* stats) {
+        DataStamps whole;
+        *parsed = DecodeDataWire(wire, *rules.catalog, rules.keep_unknown, out, stats, &whole,
+                                 &rules.excluded_ids, &rules.devices)
+                      .ok();
+        return *parsed;
+      });
 }
 
-bool XdmClient::IngestDecoded(const Decoder& decode) {
-  // One message at a time, decoded, judged and applied in one step: the
+bool XdmClient::IngestDecoded(const DataStamps& stamps, const Decoder& decode) {
+  // One message at a time, judged, decoded and applied in one step: the
   // stream and the poller may both deliver, and an older snapshot judged
   // before a newer one must not be applied after it (docs/architecture.md,
   // "Ordered ingest"); and once Reconfigure returns, no message decoded by
   // the old rules is still on its way to the store.
   MutexLock ordered(ingest_mu_);
   std::shared_ptr<const IngestRules> ingest;
-  {
-    MutexLock lock(mu_);
-    ingest = ingest_;
-  }
-  thread_local std::vector<store::Sample> batch;
-  DecodeStats ds;
-  DataStamps stamps;
-  if (!decode(*ingest, &batch, &ds, &stamps)) return false;
+  SnapshotOrder judged;  // the order as it is once this message is taken
   SnapshotOrder::Verdict verdict;
   {
     MutexLock lock(mu_);
+    ingest = ingest_;
+    judged = order_;
     const SnapshotOrder::Clocks clocks{std::chrono::duration_cast<milliseconds>(
                                            std::chrono::system_clock::now().time_since_epoch())
                                            .count(),
                                        SteadyClock::now(), StaleAfterLocked(),
                                        machine_.fresh_window()};
-    verdict = order_.Judge(stamps.timestamp_ms, stamps.sequence, clocks);
+    verdict = judged.Judge(stamps.timestamp_ms, stamps.sequence, clocks);
   }
   switch (verdict) {
     case SnapshotOrder::Verdict::kApply:
@@ -373,12 +371,24 @@ bool XdmClient::IngestDecoded(const Decoder& decode) {
       metrics_->stale[static_cast<int>(verdict)]->Increment();
       return false;
   }
-  const store::ApplyStats st = store_->Apply(batch, SteadyClock::now());
-  // One huge message must not pin its buffer for the life of the thread.
-  if (batch.capacity() > kKeepBufferEntries && batch.capacity() > 2 * batch.size()) {
-    batch.clear();
-    batch.shrink_to_fit();
+  thread_local std::vector<store::Sample> batch;
+  // One huge message, applied or not, must not pin its buffer for the life
+  // of the thread.
+  struct Shrink {
+    ~Shrink() {
+      if (batch.capacity() > kKeepBufferEntries && batch.capacity() > 2 * batch.size()) {
+        batch.clear();
+        batch.shrink_to_fit();
+      }
+    }
+  } shrink;
+  DecodeStats ds;
+  if (!decode(*ingest, &batch, &ds)) return false;  // the order not taken: nothing applied
+  {
+    MutexLock lock(mu_);
+    order_ = judged;  // a Forget() meanwhile (a restart) would take this message too
   }
+  const store::ApplyStats st = store_->Apply(batch, SteadyClock::now());
   metrics_->last_sample.Set(
       std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count());
   ordered.Unlock();  // what is left trims, counts and logs
@@ -481,6 +491,18 @@ void XdmClient::StreamLoop() {
     bool delivered = false;
     auto t0 = SteadyClock::now();
     while (reader->Read(&msg)) {
+      metrics_->stream_messages.Increment();
+      bool parsed = true;
+      const bool fresh = IngestWire(&msg, &parsed);
+      msg.Clear();
+      if (!parsed) {
+        // As a message gRPC could not parse ends the call: the stream is
+        // opened anew (after the backoff, which such a stream never resets),
+        // and polls meanwhile.
+        Warn("stream_parse", "an ExporterDataStream message does not parse; re-subscribing");
+        ctx.TryCancel();
+        break;
+      }
       if (!delivered) {
         delivered = true;
         backoff.Reset();
@@ -491,19 +513,9 @@ void XdmClient::StreamLoop() {
         spdlog::info("ExporterDataStream delivering from {}", options_.xdm_endpoint);
         logged_.Clear("watchdog");
       }
-      metrics_->stream_messages.Increment();
-      bool parsed = true;
-      if (IngestWire(&msg, &parsed)) {
+      if (fresh) {
         MutexLock lock(mu_);
         machine_.StreamDelivered(SteadyClock::now());
-      }
-      msg.Clear();
-      if (!parsed) {
-        // As a message gRPC could not parse ends the call: the stream is
-        // opened anew, and polls meanwhile.
-        Warn("stream_parse", "an ExporterDataStream message does not parse; re-subscribing");
-        ctx.TryCancel();
-        break;
       }
       Collector("stream", true, SteadyClock::now() - t0);
       UpdateMode();

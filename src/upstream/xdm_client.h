@@ -161,11 +161,14 @@ class XdmClient {
   // The same for a message as it came off the stream, decoded from its bytes
   // (DecodeDataWire); `*parsed` false when they do not parse.
   bool IngestWire(grpc::ByteBuffer* bytes, bool* parsed);
-  // Decodes a message by the rules in force, into the samples, the counts of
-  // what was dropped and the message's stamps; false when it cannot.
+  // Decodes a message by the rules in force, into the samples and the counts
+  // of what was dropped; false when it cannot.
   using Decoder = std::function<bool(const IngestRules& rules, std::vector<store::Sample>* out,
-                                     DecodeStats* stats, DataStamps* stamps)>;
-  bool IngestDecoded(const Decoder& decode);
+                                     DecodeStats* stats)>;
+  // A message of these stamps: judged first (the same snapshot again, or an
+  // older one, is not decoded), then decoded, then stored; the order takes
+  // its stamps only once it decoded.
+  bool IngestDecoded(const DataStamps& stamps, const Decoder& decode);
   // Whether it changed; the caller says so with SayInterval once mu_ is
   // released (nothing logs under mu_: a blocked stderr would stall ingest
   // and every scrape's state() call).

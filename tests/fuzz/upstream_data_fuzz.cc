@@ -33,6 +33,13 @@ void SameFromTheWire(const uint8_t* data, size_t size, const api::ExporterDataRe
   const bool taken =
       xpu::upstream::DecodeDataWire(wire, catalog, true, &from_wire, &wire_stats, &stamps).ok();
   if (taken != (msg != nullptr)) __builtin_trap();
+  // The stamps' quick read (the top level only) takes whatever protobuf
+  // takes, with the same stamps; what it refuses, protobuf refuses.
+  xpu::upstream::DataStamps quick;
+  const bool quick_taken = xpu::upstream::ReadDataStamps(wire, &quick).ok();
+  if (taken && (!quick_taken || quick.timestamp_ms != stamps.timestamp_ms ||
+                quick.sequence != stamps.sequence || quick.samples != stamps.samples))
+    __builtin_trap();
   if (msg == nullptr) return;
   if (stamps.timestamp_ms != msg->timestampms() || stamps.sequence != msg->sequence() ||
       stamps.samples != static_cast<size_t>(msg->datalist_size()))

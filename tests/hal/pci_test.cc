@@ -504,6 +504,9 @@ TEST_F(PciTreeTest, ACachedScanReadsWhatAFreshScanReads) {
   same(PciScanDepth::kFaults, "nothing changed");
   EXPECT_GT(cache.files.held(), 0u) << "a card's files are held between scans";
   EXPECT_EQ(cache.not_cards.size(), 1u) << "the NIC is judged once";
+  EXPECT_TRUE(cache.files.Holding(dir_.path() + "/bus/pci/devices/0000:3b:00.0"));
+  EXPECT_FALSE(cache.files.Holding(dir_.path() + "/bus/pci/devices/0000:86:00.0"))
+      << "a NIC's files are neither held nor watched";
 
   Write(a + "/current_link_width", "0\n");  // in place
   same(PciScanDepth::kFaults, "a link down, written in place");

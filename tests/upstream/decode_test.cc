@@ -235,6 +235,11 @@ void ExpectSameFromTheWire(const api::ExporterDataResponse& msg, const WirePiece
     EXPECT_EQ(stamps.timestamp_ms, msg.timestampms());
     EXPECT_EQ(stamps.sequence, msg.sequence());
     EXPECT_EQ(stamps.samples, static_cast<size_t>(msg.datalist_size()));
+    DataStamps quick;
+    ASSERT_TRUE(ReadDataStamps(wire, &quick).ok());
+    EXPECT_EQ(quick.timestamp_ms, stamps.timestamp_ms);
+    EXPECT_EQ(quick.sequence, stamps.sequence);
+    EXPECT_EQ(quick.samples, stamps.samples);
   }
 }
 
@@ -304,6 +309,13 @@ TEST(DecodeWireTest, BytesThatDoNotParseAreRefusedWhole) {
       good + "\x0a\x02\x08\x01\x08",           // a MetricData cut inside a field
       good + "\x0f",                           // wire type 7
       std::string("\x0a\x03\x08\x01\x00", 5),  // a tag of 0 inside a MetricData
+      // Lengths whose fifth byte is 8 or more (past 2 GiB; a 32-bit read
+      // drops those bits and sees 1 or 0).
+      std::string("\x22\x81\x80\x80\x80\x10\x00", 7),
+      std::string("\x0a\x80\x80\x80\x80\x10", 6),
+      std::string("\x0a\x07\x1a\x81\x80\x80\x80\x10\x41", 9),
+      // A MetricData and its instance claiming nearly 2 GiB in 13 bytes.
+      std::string("\x0a\xf0\xff\xff\xff\x07\x1a\xe0\xff\xff\xff\x07\x41", 13),
   };
   for (const std::string& b : bad) {
     api::ExporterDataResponse msg;

@@ -292,13 +292,22 @@ Status PciScanner::Scan(std::vector<PciDevice>* out, PciScanDepth depth,
       device.fd = ::open(device.path.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
       if (device.fd < 0) continue;  // gone since listed
     }
+    // A function not known to be a card is judged without holding its
+    // files (a NIC or a bridge is not watched, nor held, nor counted
+    // against the bound): the files of a card are held from its reads on.
+    DeviceDir judge = device;
+    if (held != nullptr && !held->Holding(device.path)) judge.held = nullptr;
+    if (judge.held == nullptr && judge.fd < 0)
+      judge.fd = ::open(device.path.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
     std::string text;
     std::optional<uint32_t> class_code, vendor;
-    if (device.Read("class", &text).ok()) class_code = ParseHex(text);
-    if (class_code && device.Read("vendor", &text).ok()) vendor = ParseHex(text);
+    if (judge.Read("class", &text).ok()) class_code = ParseHex(text);
+    if (class_code && judge.Read("vendor", &text).ok()) vendor = ParseHex(text);
     // An SR-IOV virtual function is part of its physical card, not a card.
     const bool judged = class_code && vendor;
-    if (!judged || !filter_.Matches(*class_code, *vendor) || device.Exists("physfn")) {
+    const bool card = judged && filter_.Matches(*class_code, *vendor) && !judge.Exists("physfn");
+    if (judge.fd >= 0 && judge.fd != device.fd) ::close(judge.fd);
+    if (!card) {
       if (device.fd >= 0) ::close(device.fd);
       if (judged && cache != nullptr) not_cards.emplace(device.path, e->d_ino);
       continue;
