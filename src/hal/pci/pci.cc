@@ -265,7 +265,7 @@ Status PciScanner::Scan(std::vector<PciDevice>* out, PciScanDepth depth,
   size_t seen = 0;
   for (;;) {
     errno = 0;
-    const dirent* e = ::readdir(listing.get());
+    const dirent* e = ::readdir(listing.get());  // NOLINT(concurrency-mt-unsafe): own DIR
     if (e == nullptr) {
       if (errno != 0) return Status::IoError(dir + ": " + ErrnoText(errno));
       break;

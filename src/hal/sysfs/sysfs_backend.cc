@@ -99,7 +99,7 @@ Status SysfsBackend::ListDevices(std::vector<HalDeviceId>* out) {
   held_.Sweep();
   for (;;) {
     errno = 0;
-    const dirent* e = ::readdir(listing.get());
+    const dirent* e = ::readdir(listing.get());  // NOLINT(concurrency-mt-unsafe): own DIR
     if (e == nullptr) {
       if (errno != 0) return Status::IoError(root_ + ": " + ErrnoText(errno));
       break;
