@@ -94,17 +94,21 @@ HeldFiles::~HeldFiles() {
   if (inotify_ >= 0) ::close(inotify_);
 }
 
-HeldFiles::Dir* HeldFiles::Watched(const std::string& dir) {
+HeldFiles::Dir* HeldFiles::Watched(const std::string& dir,
+                                   std::chrono::steady_clock::time_point now) {
   if (inotify_ < 0) return nullptr;
   Dir& d = dirs_[dir];
   d.touched = true;
   if (d.wd >= 0) return &d;
-  if (d.wd == -2) return nullptr;  // tried: read as ReadAttribute does, until swept
+  // Refused (a limit of inotify's, reached for now): read as ReadAttribute
+  // does, and asked again after max_age.
+  if (d.wd == -2 && now - d.refused < options_.max_age) return nullptr;
   // Two paths of one directory (a symlink and its target) share its
   // watch descriptor: each is let go as the other is.
   d.wd = ::inotify_add_watch(inotify_, dir.c_str(), kWatchMask);
   if (d.wd < 0) {
     d.wd = -2;
+    d.refused = now;
     return nullptr;
   }
   by_wd_.emplace(d.wd, dir);
@@ -137,7 +141,7 @@ void HeldFiles::Unwatch(std::map<std::string, Dir>::iterator it) {
 Status HeldFiles::Read(const std::string& dir, const char* name, std::string* out) {
   const auto now = std::chrono::steady_clock::now();
   auto path = [&] { return dir + "/" + name; };
-  Dir* d = Watched(dir);
+  Dir* d = Watched(dir, now);
   if (d != nullptr) {
     auto it = d->files.find(name);
     if (it != d->files.end()) {

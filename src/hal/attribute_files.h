@@ -88,14 +88,15 @@ class HeldFiles {
     std::chrono::steady_clock::time_point opened;
   };
   struct Dir {
-    int wd = -1;           // its inotify watch; -1 before the first read, -2: none to be had
-    uint64_t inode = 0;    // as its parent's listing gave it (Seen)
-    bool touched = false;  // since the last Sweep
+    int wd = -1;  // its inotify watch; -1 before the first read, -2: none to be had
+    std::chrono::steady_clock::time_point refused;  // with -2: tried again max_age after
+    uint64_t inode = 0;                             // as its parent's listing gave it (Seen)
+    bool touched = false;                           // since the last Sweep
     std::map<std::string, File> files;
   };
   // The watched directory `dir`, watched now if it was not; nullptr when it
   // cannot be.
-  Dir* Watched(const std::string& dir);
+  Dir* Watched(const std::string& dir, std::chrono::steady_clock::time_point now);
   void Close(Dir& d, std::map<std::string, File>::iterator it);
   void Unwatch(std::map<std::string, Dir>::iterator it);
 

@@ -384,9 +384,12 @@ bool XdmClient::IngestDecoded(const DataStamps& stamps, const Decoder& decode) {
   } shrink;
   DecodeStats ds;
   if (!decode(*ingest, &batch, &ds)) return false;  // the order not taken: nothing applied
-  {
+  // The order takes a stamped message's stamps (a Forget() meanwhile, a
+  // restart, would have taken this message too); an unstamped one changes
+  // nothing, and must not undo such a Forget().
+  if (stamps.timestamp_ms != 0 || stamps.sequence != 0) {
     MutexLock lock(mu_);
-    order_ = judged;  // a Forget() meanwhile (a restart) would take this message too
+    order_ = judged;
   }
   const store::ApplyStats st = store_->Apply(batch, SteadyClock::now());
   metrics_->last_sample.Set(

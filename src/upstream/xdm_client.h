@@ -159,7 +159,9 @@ class XdmClient {
   // stale-after ago).
   bool Ingest(const xdm::api::ExporterDataResponse& msg);
   // The same for a message as it came off the stream, decoded from its bytes
-  // (DecodeDataWire); `*parsed` false when they do not parse.
+  // (DecodeDataWire); `*parsed` false when they do not parse. A message not
+  // newer than the last applied is judged by its top level alone (its
+  // samples are not decoded, so not checked): it is dropped either way.
   bool IngestWire(grpc::ByteBuffer* bytes, bool* parsed);
   // Decodes a message by the rules in force, into the samples and the counts
   // of what was dropped; false when it cannot.
