@@ -1,5 +1,6 @@
 #include "hal/attribute_files.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/inotify.h>
 #include <sys/stat.h>
@@ -83,6 +84,33 @@ Status ReadAttribute(const std::string& path, std::string* out) {
 Status ReadAttributeAt(int dirfd, const char* name, const std::string& dir, std::string* out) {
   return ReadOnce(
       dirfd, name, [&] { return dir + "/" + name; }, out);
+}
+
+DirectoryListing::DirectoryListing(const std::string& dir) : dir_(dir) {
+  dir_stream_ = ::opendir(dir.c_str());
+  if (dir_stream_ == nullptr) status_ = Status::IoError(dir + ": " + ErrnoText(errno));
+}
+
+DirectoryListing::~DirectoryListing() {
+  if (dir_stream_ != nullptr) ::closedir(static_cast<DIR*>(dir_stream_));
+}
+
+bool DirectoryListing::Next(std::string* name, uint64_t* inode, unsigned char* type) {
+  if (dir_stream_ == nullptr || !status_.ok()) return false;
+  for (;;) {
+    errno = 0;
+    // NOLINTNEXTLINE(concurrency-mt-unsafe): a DIR of its own
+    const dirent* e = ::readdir(static_cast<DIR*>(dir_stream_));
+    if (e == nullptr) {
+      if (errno != 0) status_ = Status::IoError(dir_ + ": " + ErrnoText(errno));
+      return false;
+    }
+    *name = e->d_name;
+    if (*name == "." || *name == "..") continue;
+    *inode = e->d_ino;
+    *type = e->d_type;
+    return true;
+  }
 }
 
 HeldFiles::HeldFiles(Options options) : options_(options) {

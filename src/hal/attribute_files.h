@@ -23,6 +23,25 @@ Status ReadAttribute(const std::string& path, std::string* out);
 // when there is no such file.
 Status ReadAttributeAt(int dirfd, const char* name, const std::string& dir, std::string* out);
 
+// The entries of a directory with their inodes (readdir's d_ino) and types,
+// `.` and `..` left out: what the samplers list each round. One thread.
+class DirectoryListing {
+ public:
+  explicit DirectoryListing(const std::string& dir);
+  ~DirectoryListing();
+  DirectoryListing(const DirectoryListing&) = delete;
+  DirectoryListing& operator=(const DirectoryListing&) = delete;
+  // The next entry; false at the end, or on an error that status() says.
+  bool Next(std::string* name, uint64_t* inode, unsigned char* type);
+  // IoError naming the directory when it could not be opened or read.
+  const Status& status() const { return status_; }
+
+ private:
+  std::string dir_;
+  void* dir_stream_ = nullptr;  // DIR*
+  Status status_;
+};
+
 // The sysfs attribute files a sampler reads every interval, held open and
 // read again with one pread() each (docs/hal.md, "Cadences"): opening,
 // checking, reading and closing a file cost five system calls and a path

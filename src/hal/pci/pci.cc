@@ -257,21 +257,16 @@ Status PciScanner::Scan(std::vector<PciDevice>* out, PciScanDepth depth,
                         PciScanCache* cache) const {
   out->clear();
   const std::string dir = root_ + "/bus/pci/devices";
-  const std::unique_ptr<DIR, int (*)(DIR*)> listing(::opendir(dir.c_str()), ::closedir);
-  if (!listing) return Status::IoError(dir + ": " + ErrnoText(errno));
+  DirectoryListing listing(dir);
+  if (!listing.status().ok()) return listing.status();
   HeldFiles* held = cache != nullptr && cache->files.holding() ? &cache->files : nullptr;
   if (held != nullptr) held->Check();
   std::map<std::string, uint64_t> not_cards;  // this scan's
   size_t seen = 0;
-  for (;;) {
-    errno = 0;
-    const dirent* e = ::readdir(listing.get());  // NOLINT(concurrency-mt-unsafe): own DIR
-    if (e == nullptr) {
-      if (errno != 0) return Status::IoError(dir + ": " + ErrnoText(errno));
-      break;
-    }
-    const std::string name = e->d_name;
-    if (name == "." || name == "..") continue;
+  std::string name;
+  uint64_t inode = 0;
+  unsigned char type = 0;
+  while (listing.Next(&name, &inode, &type)) {
     if (++seen > kMaxPciDevices)
       return Status::IoError(dir + ": more than " + std::to_string(kMaxPciDevices) + " entries");
     const std::string address = CanonicalPciAddress(name);
@@ -279,13 +274,13 @@ Status PciScanner::Scan(std::vector<PciDevice>* out, PciScanDepth depth,
     DeviceDir device{dir + "/" + name, -1, held};
     if (cache != nullptr && depth == PciScanDepth::kFaults) {
       auto it = cache->not_cards.find(device.path);
-      if (it != cache->not_cards.end() && it->second == e->d_ino) {
+      if (it != cache->not_cards.end() && it->second == inode) {
         not_cards.insert(*it);
         continue;
       }
     }
     if (held != nullptr) {
-      held->Seen(device.path, e->d_ino);
+      held->Seen(device.path, inode);
     } else {
       // The device's files are read relative to its directory: a path walk
       // of one component each, not of the whole path.
@@ -309,7 +304,7 @@ Status PciScanner::Scan(std::vector<PciDevice>* out, PciScanDepth depth,
     if (judge.fd >= 0 && judge.fd != device.fd) ::close(judge.fd);
     if (!card) {
       if (device.fd >= 0) ::close(device.fd);
-      if (judged && cache != nullptr) not_cards.emplace(device.path, e->d_ino);
+      if (judged && cache != nullptr) not_cards.emplace(device.path, inode);
       continue;
     }
     PciDevice d;
@@ -320,6 +315,7 @@ Status PciScanner::Scan(std::vector<PciDevice>* out, PciScanDepth depth,
     if (device.fd >= 0) ::close(device.fd);
     out->push_back(std::move(d));
   }
+  if (!listing.status().ok()) return listing.status();
   if (cache != nullptr) {
     cache->not_cards = std::move(not_cards);
     if (held != nullptr) held->Sweep();

@@ -91,20 +91,16 @@ Status SysfsBackend::ReadFile(int32_t minor, const char* file, std::string* out)
 
 Status SysfsBackend::ListDevices(std::vector<HalDeviceId>* out) {
   out->clear();
-  const std::unique_ptr<DIR, int (*)(DIR*)> listing(::opendir(root_.c_str()), ::closedir);
-  if (!listing) return Status::IoError(root_ + ": " + ErrnoText(errno));
+  DirectoryListing listing(root_);
+  if (!listing.status().ok()) return listing.status();
   // A round begins: what the directories said, and the files of devices
   // the last round did not list let go.
   held_.Check();
   held_.Sweep();
-  for (;;) {
-    errno = 0;
-    const dirent* e = ::readdir(listing.get());  // NOLINT(concurrency-mt-unsafe): own DIR
-    if (e == nullptr) {
-      if (errno != 0) return Status::IoError(root_ + ": " + ErrnoText(errno));
-      break;
-    }
-    const std::string name = e->d_name;
+  std::string name;
+  uint64_t inode = 0;
+  unsigned char type = 0;
+  while (listing.Next(&name, &inode, &type)) {
     if (name.size() < 4 || name.rfind("xpu", 0) != 0) continue;
     const std::string digits = name.substr(3);
     // Canonical decimal only: "xpu01" would alias "xpu1" as minor 1.
@@ -113,10 +109,10 @@ Status SysfsBackend::ListDevices(std::vector<HalDeviceId>* out) {
       continue;
     const std::string path = root_ + "/" + name;
     std::error_code ec;
-    if (e->d_type != DT_DIR && !fs::is_directory(path, ec)) continue;  // a link: followed
+    if (type != DT_DIR && !fs::is_directory(path, ec)) continue;  // a link: followed
     if (out->size() >= kMaxHalDevices)
       return Status::IoError(root_ + ": more than " + std::to_string(kMaxHalDevices) + " devices");
-    held_.Seen(path, e->d_ino);
+    held_.Seen(path, inode);
     HalDeviceId id;
     id.minor = std::stoi(digits);
     std::string text;
@@ -135,6 +131,7 @@ Status SysfsBackend::ListDevices(std::vector<HalDeviceId>* out) {
     }
     out->push_back(std::move(id));
   }
+  if (!listing.status().ok()) return listing.status();
   std::sort(out->begin(), out->end(),
             [](const HalDeviceId& a, const HalDeviceId& b) { return a.minor < b.minor; });
   return Status::Ok();
