@@ -10,6 +10,8 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -48,14 +50,31 @@ std::string StreamFraming(mg_connection* conn, bool chunked) {
   return "Connection: close\r\n\r\n";
 }
 
+// Where a response's writes are seen from other workers (AcquireSlot): the
+// steady clock's nanoseconds at which the write going on began, 0 between
+// writes. One that stays set is waiting for its reader. May be null.
+using WriteMark = std::atomic<int64_t>;
+int64_t SteadyNs(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+}
+// mg_write of all of `s`, marked in `mark` while it runs; false if the
+// connection failed.
+bool WriteAll(mg_connection* conn, std::string_view s, WriteMark* mark) {
+  if (mark != nullptr)
+    mark->store(std::max<int64_t>(1, SteadyNs(std::chrono::steady_clock::now())),
+                std::memory_order_relaxed);
+  const bool ok = mg_write(conn, s.data(), s.size()) == static_cast<int>(s.size());
+  if (mark != nullptr) mark->store(0, std::memory_order_relaxed);
+  return ok;
+}
+
 // Sends a response whose body is whole: `head` (ended, with its
 // Content-Length), then the body unless `with_body` is false (HEAD). A body
 // under 256 KiB goes in the same write: two small writes meet Nagle and the
 // client's delayed ACK and stall ~40 ms. False if the connection failed.
-bool SendWhole(mg_connection* conn, std::string head, std::string_view body, bool with_body) {
-  const auto put = [conn](std::string_view s) {
-    return mg_write(conn, s.data(), s.size()) == static_cast<int>(s.size());
-  };
+bool SendWhole(mg_connection* conn, std::string head, std::string_view body, bool with_body,
+               WriteMark* mark) {
+  const auto put = [conn, mark](std::string_view s) { return WriteAll(conn, s, mark); };
   if (!with_body || body.empty()) return put(head);
   if (body.size() < size_t{256} * 1024) return put(head.append(body));
   return put(head) && put(body);
@@ -68,7 +87,7 @@ bool SendWhole(mg_connection* conn, std::string head, std::string_view body, boo
 // chunk with the last), so no piece waits on Nagle and the client's delayed
 // ACK; for an HTTP/1.0 client unframed, ended by the close.
 void SendStream(mg_connection* conn, std::string head, bool chunked,
-                const std::function<void(const BodyWriter&)>& stream) {
+                const std::function<void(const BodyWriter&)>& stream, WriteMark* mark) {
   std::string frame;
   bool started = false;
   bool ok = true;
@@ -80,7 +99,7 @@ void SendStream(mg_connection* conn, std::string head, bool chunked,
       if (last) {
         ended = true;
         head.append("Content-Length: ").append(std::to_string(piece.size())).append("\r\n\r\n");
-        ok = SendWhole(conn, std::move(head), piece, /*with_body=*/true);
+        ok = SendWhole(conn, std::move(head), piece, /*with_body=*/true, mark);
         return ok;
       }
       frame = std::move(head);
@@ -98,7 +117,7 @@ void SendStream(mg_connection* conn, std::string head, bool chunked,
       ended = true;
     }
     if (frame.empty()) return true;
-    ok = mg_write(conn, frame.data(), frame.size()) == static_cast<int>(frame.size());
+    ok = WriteAll(conn, frame, mark);
     frame.clear();
     return ok;
   };
@@ -497,7 +516,8 @@ class WebServer::Dispatcher : public CivetHandler {
     if (!close) close = Pressed(conn, opt) || HeaderHasToken(conn, "Connection", "close");
     const int status = resp.status;
     if (release.held) Writing(slot);
-    Send(conn, req, std::move(resp), gzip, close, cfg.get());
+    Send(conn, req, std::move(resp), gzip, close, cfg.get(),
+         release.held ? &slot->in_write : nullptr);
     server_->metrics_->Observe(
         handler, status,
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
@@ -506,20 +526,26 @@ class WebServer::Dispatcher : public CivetHandler {
 
   // A request in progress.
   struct Slot {
+    explicit Slot(mg_connection* c) : conn(c) {}
     mg_connection* conn;
     // When its answer began to be sent; unset while the handler computes
     // (cutting then would free nothing: the slot goes when it returns).
     std::optional<std::chrono::steady_clock::time_point> writing_since;
     bool cut = false;
+    // The write going on, set by its own worker without slots_mu_ (WriteAll).
+    WriteMark in_write{0};
   };
 
   // Takes one of the max_connections slots for `conn`; false: refuse it.
-  // One that finds them all taken waits briefly (a burst passes); if none
-  // frees, the oldest response older than shed_after is cut (a slow
-  // reader, shed so that this request, a scrape perhaps, is served) and it
-  // waits a little more. Only the workers beyond the slots can wait, each
-  // for at most 100 ms (50 ms while connections queue) plus 250 ms after a
-  // cut (in practice the cut one ends at once).
+  // One that finds them all taken waits briefly (a burst passes), 100 ms
+  // (50 ms while connections queue), and again while a holder was at work
+  // on our side in that wait (HoldersAtWork), up to kBusyWaitCap: a slot
+  // that did not free because this process was slow (a loaded node, a
+  // stalled VM, sixteen renders of a large page) is not the client's fault.
+  // Then, if none freed, the oldest response older than shed_after is cut
+  // (a slow reader, shed so that this request, a scrape perhaps, is served)
+  // and it waits 250 ms more (in practice the cut one ends at once); else
+  // 503. Only the workers beyond the slots can wait.
   bool AcquireSlot(mg_connection* conn, const WebOptions& opt, std::list<Slot>::iterator* out) {
     const auto max = static_cast<size_t>(opt.max_connections);
     MutexLock lock(slots_mu_);
@@ -529,7 +555,7 @@ class WebServer::Dispatcher : public CivetHandler {
     // that just answered, taking its next connection, would otherwise win
     // every race against a waiter still being woken).
     if (slots_.size() < max && waiting_.empty()) {
-      *out = slots_.insert(slots_.end(), Slot{conn, std::nullopt});
+      *out = slots_.emplace(slots_.end(), conn);
       return true;
     }
     if (waiting_.size() >= static_cast<size_t>(std::max(1, opt.reserved_probe_workers)))
@@ -539,7 +565,14 @@ class WebServer::Dispatcher : public CivetHandler {
     // Briefly while connections queue (a probe may be among them): under a
     // burst a slot frees within milliseconds; under an attack the queue
     // keeps moving.
+    const auto began = std::chrono::steady_clock::now();
+    auto round = began;
     bool got = WaitGranted(lock, me, Queued(conn) ? kQueuedWait : kSlotWait);
+    while (!got && HoldersAtWork(round) &&
+           std::chrono::steady_clock::now() - began < kBusyWaitCap) {
+      round = std::chrono::steady_clock::now();
+      got = WaitGranted(lock, me, Queued(conn) ? kQueuedWait : kSlotWait);
+    }
     if (!got) {
       // The response that has been sending longest, if longer than
       // shed_after: a reader too slow for its share of the workers.
@@ -561,6 +594,18 @@ class WebServer::Dispatcher : public CivetHandler {
     }
     *out = me.slot;
     return true;
+  }
+  // Whether a holder worked on our side since `since`, so that a slot may
+  // free soon: its handler still computing, or its answer not blocked in a
+  // write that began before `since` (between writes it renders; a write
+  // that stays is waiting for its reader, who may be slow).
+  bool HoldersAtWork(std::chrono::steady_clock::time_point since) const XPU_REQUIRES(slots_mu_) {
+    const int64_t since_ns = SteadyNs(since);
+    return std::any_of(slots_.begin(), slots_.end(), [since_ns](const Slot& s) {
+      if (s.cut) return false;
+      const int64_t w = s.in_write.load(std::memory_order_relaxed);
+      return !s.writing_since || w == 0 || w >= since_ns;
+    });
   }
   // A request waiting for a slot; ReleaseSlot grants it one.
   struct Waiter {
@@ -593,7 +638,7 @@ class WebServer::Dispatcher : public CivetHandler {
       // Handed over, never left free: the oldest waiter has it.
       Waiter* w = waiting_.front();
       waiting_.pop_front();
-      w->slot = slots_.insert(slots_.end(), Slot{w->conn, std::nullopt});
+      w->slot = slots_.emplace(slots_.end(), w->conn);
       w->granted = true;
     }
     slots_cv_.NotifyAll();  // at most reserved_probe_workers wait
@@ -607,7 +652,7 @@ class WebServer::Dispatcher : public CivetHandler {
   }
 
   void Send(mg_connection* conn, const Request& req, Response resp, bool gzip, bool close,
-            const WebConfig* cfg) {
+            const WebConfig* cfg, WriteMark* mark) {
     if (close) mg_disable_connection_keep_alive(conn);
     const bool encoded = std::any_of(resp.headers.begin(), resp.headers.end(), [](const auto& h) {
       return strcasecmp(h.first.c_str(), "Content-Encoding") == 0;
@@ -640,14 +685,14 @@ class WebServer::Dispatcher : public CivetHandler {
     if (resp.stream) {  // the framing follows from the body: SendStream ends the head
       if (req.method == "HEAD") {
         head += StreamFraming(conn, chunked);
-        mg_write(conn, head.data(), head.size());
+        WriteAll(conn, head, mark);
       } else {
-        SendStream(conn, std::move(head), chunked, resp.stream);
+        SendStream(conn, std::move(head), chunked, resp.stream, mark);
       }
       return;
     }
     head += "\r\n";
-    SendWhole(conn, std::move(head), *body, req.method != "HEAD");
+    SendWhole(conn, std::move(head), *body, req.method != "HEAD", mark);
   }
 
   static inline const std::string kOtherHandler = "other";
@@ -655,6 +700,8 @@ class WebServer::Dispatcher : public CivetHandler {
   static constexpr std::chrono::milliseconds kSlotWait{100};
   static constexpr std::chrono::milliseconds kQueuedWait{50};
   static constexpr std::chrono::milliseconds kShedWait{250};
+  // The longest a request waits for holders at work (AcquireSlot).
+  static constexpr std::chrono::milliseconds kBusyWaitCap{1000};
   const WebServer* server_;
   Mutex slots_mu_;
   CondVar slots_cv_;

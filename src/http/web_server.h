@@ -125,10 +125,11 @@ struct WebOptions {
 // worker; each response has a whole-response deadline and is cut after
 // shed_after if it waits for its reader while connections wait; requests
 // use at most max_connections workers (one more waits up to 100 ms for a
-// slot, then 503); keep-alive ends ("Connection: close") whenever
-// connections wait for a worker, the pool is nearly full, or a connection
-// has had kMaxRequestsPerConnection; bcrypt checks are capped and shared
-// fairly (BasicAuth). Owns its metrics (xpu_exporter_http_*, metrics()).
+// slot, longer while the holders are at work on our side, then 503);
+// keep-alive ends ("Connection: close") whenever connections wait for a
+// worker, the pool is nearly full, or a connection has had
+// kMaxRequestsPerConnection; bcrypt checks are capped and shared fairly
+// (BasicAuth). Owns its metrics (xpu_exporter_http_*, metrics()).
 class WebServer {
  public:
   explicit WebServer(WebOptions options);
