@@ -1,5 +1,6 @@
 #pragma once
 
+#include <absl/container/flat_hash_set.h>
 #include <prometheus/collectable.h>
 #include <prometheus/metric_family.h>
 
@@ -11,7 +12,6 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
-#include <unordered_set>
 #include <vector>
 
 #include "catalog/catalog.h"
@@ -176,8 +176,14 @@ class MetricStore {
   struct IndexHash {
     using is_transparent = void;
     const std::vector<Series>* series;
-    size_t operator()(uint32_t i) const { return KeyHash()((*series)[i].key); }
-    size_t operator()(const Key& k) const { return KeyHash()(k); }
+    size_t operator()(uint32_t i) const { return (*this)((*series)[i].key); }
+    size_t operator()(const Key& k) const {
+      // Spread over every bit: open addressing takes the slot from the high
+      // bits and a tag from the low ones.
+      const unsigned __int128 m =
+          static_cast<unsigned __int128>(KeyHash()(k)) * 0x9e3779b97f4a7c15ULL;
+      return static_cast<size_t>(m >> 64) ^ static_cast<size_t>(m);
+    }
   };
   struct IndexEq {
     using is_transparent = void;
@@ -197,7 +203,9 @@ class MetricStore {
   std::shared_ptr<const catalog::Catalog> catalog_ XPU_GUARDED_BY(mu_);
   std::chrono::milliseconds stale_after_ XPU_GUARDED_BY(mu_);
   std::vector<Series> series_ XPU_GUARDED_BY(mu_);
-  std::unordered_set<uint32_t, IndexHash, IndexEq> index_ XPU_GUARDED_BY(mu_){
+  // Open addressing: 5 bytes a slot (a node-based set took about 36 a
+  // series, 3.7 MB at 100,000).
+  absl::flat_hash_set<uint32_t, IndexHash, IndexEq> index_ XPU_GUARDED_BY(mu_){
       0, IndexHash{&series_}, IndexEq{&series_}};
   std::map<int32_t, DeviceLabels> devices_ XPU_GUARDED_BY(mu_);
   bool devices_known_ XPU_GUARDED_BY(mu_) = false;
