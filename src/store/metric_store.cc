@@ -19,7 +19,7 @@ ApplyStats MetricStore::Apply(const std::vector<Sample>& batch, Clock::time_poin
   // One guess per position; a much smaller batch (a poll of a subset) does
   // not shrink it, a larger one grows it.
   if (hints_.size() < batch.size()) hints_.resize(batch.size(), kNoHint);
-  Key probe;
+  Key probe{};
   int32_t last_minor = -1;
   for (const Sample& s : batch) {
     if (s.minor != last_minor) {  // batches come grouped by device: one map write each
@@ -40,11 +40,16 @@ ApplyStats MetricStore::Apply(const std::vector<Sample>& batch, Clock::time_poin
     const size_t i = static_cast<size_t>(&s - batch.data());
     uint32_t at = hints_[i];
     if (at >= series_.size() || series_[at].key.minor != s.minor ||
-        series_[at].key.metric_id != s.metric_id || series_[at].key.instance != s.instance) {
+        series_[at].key.metric_id != s.metric_id ||
+        name_views_[series_[at].key.instance] != s.instance) {
       probe.minor = s.minor;
       probe.metric_id = s.metric_id;
-      probe.instance = s.instance;
-      auto it = index_.find(probe);
+      const auto name = name_ids_.find(std::string_view(s.instance));
+      auto it = index_.end();
+      if (name != name_ids_.end()) {
+        probe.instance = name->second;
+        it = index_.find(probe);
+      }
       if (it == index_.end()) {
         hints_[i] = kNoHint;
         if (devices_known_ && devices_.count(s.minor) == 0) {
@@ -60,6 +65,7 @@ ApplyStats MetricStore::Apply(const std::vector<Sample>& batch, Clock::time_poin
           continue;
         }
         hints_[i] = static_cast<uint32_t>(series_.size());
+        if (name == name_ids_.end()) probe.instance = InternLocked(s.instance);
         series_.push_back(Series{probe, s.value, now, b});
         index_.insert(hints_[i]);  // hashed by the key just stored
         dirty_ = true;
@@ -94,6 +100,46 @@ void MetricStore::RemoveLocked(size_t i) {
     series_.pop_back();
   }
   dirty_ = true;
+}
+
+uint32_t MetricStore::InternLocked(std::string_view name) {
+  if (auto it = name_ids_.find(name); it != name_ids_.end()) return it->second;
+  const auto id = static_cast<uint32_t>(names_->size());
+  names_->emplace_back(name);
+  name_views_.emplace_back(names_->back());  // the copy held, never moved
+  name_ids_.emplace(name_views_.back(), id);
+  return id;
+}
+
+void MetricStore::PruneNamesLocked() {
+  std::vector<uint32_t> moved(names_->size(), kNoHint);
+  moved[0] = 0;
+  size_t used = 1;
+  for (const Series& ser : series_) {
+    if (moved[ser.key.instance] == kNoHint) moved[ser.key.instance] = static_cast<uint32_t>(used++);
+  }
+  if (names_->size() < 64 || used * 2 > names_->size()) return;
+  // A new list: the sets given out keep the old one alive as long as they
+  // are read.
+  auto names = std::make_shared<InstanceNames>(used);
+  for (size_t i = 0; i < moved.size(); ++i) {
+    if (moved[i] != kNoHint) (*names)[moved[i]] = (*names_)[i];
+  }
+  names_ = std::move(names);
+  name_ids_.clear();
+  name_views_.assign(names_->begin(), names_->end());
+  for (size_t i = 0; i < name_views_.size(); ++i)
+    name_ids_.emplace(name_views_[i], static_cast<uint32_t>(i));
+  // Hashed by the key: every position again once the keys are renamed.
+  index_.clear();
+  for (Series& ser : series_) ser.key.instance = moved[ser.key.instance];
+  for (size_t i = 0; i < series_.size(); ++i) index_.insert(static_cast<uint32_t>(i));
+  std::fill(hints_.begin(), hints_.end(), kNoHint);
+}
+
+size_t MetricStore::instance_names() const {
+  MutexLock lock(mu_);
+  return names_->size();
 }
 
 void MetricStore::FollowDevices(DeviceRegistry* registry) {
@@ -150,6 +196,7 @@ size_t MetricStore::Drop(const std::function<bool(int32_t, uint32_t)>& drop) {
 }
 
 void MetricStore::RebuildLocked() {
+  PruneNamesLocked();
   // Family order: catalog order, unknown IDs after, by ID.
   std::unordered_map<uint32_t, size_t> rank;
   const auto& entries = catalog_->entries();
@@ -172,18 +219,22 @@ void MetricStore::RebuildLocked() {
     auto rx = rank_of(x.metric_id), ry = rank_of(y.metric_id);
     if (rx != ry) return rx < ry;
     if (x.minor != y.minor) return x.minor < y.minor;
-    if (x.instance.size() != y.instance.size()) return x.instance.size() < y.instance.size();
-    return x.instance < y.instance;  // numeric instances sort naturally
+    const std::string_view xi = name_views_[x.instance];
+    const std::string_view yi = name_views_[y.instance];
+    if (xi.size() != yi.size()) return xi.size() < yi.size();
+    return xi < yi;  // numeric instances sort naturally
   });
   auto set = std::make_shared<SeriesSet>();
   set->generation = ++generation_;
   set->catalog = catalog_;
+  set->names = names_;
   set->rows.reserve(order_.size());
   set->devices = devices_;
   for (uint32_t i : order_) {
     const Key& k = series_[i].key;
     auto dev = set->devices.find(k.minor);
-    set->rows.push_back(Row{catalog_->Find(k.metric_id), k.metric_id, k.minor, k.instance,
+    set->rows.push_back(Row{catalog_->Find(k.metric_id), k.metric_id, k.minor,
+                            name_views_[k.instance],
                             dev == set->devices.end() ? &set->unknown_device : &dev->second});
   }
   set_ = std::move(set);

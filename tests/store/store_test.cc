@@ -124,7 +124,7 @@ TEST_F(StoreTest, PositionalGuessesNeverMisplaceAValue) {
     Snapshot snap = store_.Snap(t0_);
     std::map<std::pair<int32_t, std::string>, double> got;
     for (size_t i = 0; i < snap.values.size(); ++i)
-      got[{snap.set->rows[i].minor, snap.set->rows[i].instance}] = snap.values[i];
+      got[{snap.set->rows[i].minor, std::string(snap.set->rows[i].instance)}] = snap.values[i];
     EXPECT_EQ(got, want) << when;
   };
   for (int round = 0; round < 20; ++round) {
@@ -346,13 +346,63 @@ TEST(StoreReloadTest, RemovalsFromTheMiddleKeepEveryKeyFindingItsSeries) {
   ASSERT_EQ(snap.values.size(), again.size());
   for (size_t i = 0; i < snap.values.size(); ++i) {
     const Row& r = snap.set->rows[i];
-    const double want = r.minor == 9 ? 7 : r.minor * 100 + std::stoi(r.instance) + 0.5;
+    const double want = r.minor == 9 ? 7 : r.minor * 100 + std::stoi(std::string(r.instance)) + 0.5;
     EXPECT_EQ(snap.values[i], want) << r.minor << "/" << r.instance;
   }
   // Again: the new series, in a place another left, is found by its key.
   const ApplyStats st2 = store.Apply(again, t0);
   EXPECT_EQ(st2.applied, again.size());
   EXPECT_EQ(store.series_count(), again.size()) << "a series stored twice";
+}
+
+// Instance names are held once each and let go once most are unused: a
+// daemon that renames its links each round does not grow them without
+// bound, a set given out before the names were pruned still reads its own,
+// and every series is still found by its key after.
+TEST(StoreReloadTest, InstanceNamesNoSeriesUsesAreLetGo) {
+  MetricStore store(catalog::Catalog::Builtin(), {seconds(3), 1000});
+  const Clock::time_point t0 = Clock::now();
+  std::vector<Snapshot> kept;
+  for (int round = 0; round < 50; ++round) {
+    std::vector<Sample> batch;
+    for (int32_t minor = 0; minor < 2; ++minor)
+      for (int link = 0; link < 8; ++link)
+        batch.push_back({minor, 14, "r" + std::to_string(round) + "-" + std::to_string(link),
+                         static_cast<double>(round * 100 + minor * 10 + link)});
+    batch.push_back({0, 14, "steady", static_cast<double>(round)});
+    const Clock::time_point t = t0 + seconds(4 * round);  // the last round's are stale
+    store.Apply(batch, t);
+    kept.push_back(store.Snap(t));
+    // A round's own series only, each named as it was sent.
+    const Snapshot& snap = kept.back();
+    ASSERT_EQ(snap.values.size(), batch.size()) << "round " << round;
+    for (size_t i = 0; i < snap.values.size(); ++i) {
+      const Row& r = snap.set->rows[i];
+      if (r.instance == "steady") {
+        EXPECT_EQ(snap.values[i], round);
+        continue;
+      }
+      const std::string want = "r" + std::to_string(round) + "-";
+      ASSERT_EQ(r.instance.substr(0, want.size()), want) << "round " << round;
+      EXPECT_EQ(snap.values[i], round * 100 + r.minor * 10 +
+                                    std::stoi(std::string(r.instance.substr(want.size()))));
+    }
+    EXPECT_LE(store.instance_names(), 64u + 2 * 10) << "round " << round;
+  }
+  // Sets given out before a prune still read the names they were given.
+  for (size_t round = 0; round < kept.size(); ++round) {
+    const std::string want = "r" + std::to_string(round) + "-";
+    size_t named = 0;
+    for (const Row& r : kept[round].set->rows) named += r.instance.substr(0, want.size()) == want;
+    EXPECT_EQ(named, 16u) << "round " << round;
+  }
+  // Found again by key after the last prune: no series made twice.
+  std::vector<Sample> again;
+  for (int link = 0; link < 8; ++link) again.push_back({1, 14, "r49-" + std::to_string(link), 1});
+  again.push_back({0, 14, "steady", 1});
+  const Clock::time_point last = t0 + seconds(4 * 49);
+  store.Apply(again, last);
+  EXPECT_EQ(store.series_count(), 17u);
 }
 
 TEST(StoreCtorTest, RejectsMisuse) {

@@ -145,7 +145,8 @@ class CounterWatch {
     for (size_t i = 0; i < snap.values.size(); ++i) {
       const store::Row& r = snap.set->rows[i];
       if (r.entry == nullptr || r.entry->type != catalog::MetricType::kCounter) continue;
-      auto [it, fresh] = last_.try_emplace({r.metric_id, r.minor, r.instance}, snap.values[i]);
+      auto [it, fresh] =
+          last_.try_emplace({r.metric_id, r.minor, std::string(r.instance)}, snap.values[i]);
       if (!fresh && snap.values[i] < it->second) {
         ++backwards;
         ADD_FAILURE() << r.entry->name << "{minor=" << r.minor << ",instance=" << r.instance
