@@ -64,8 +64,8 @@ ApplyStats MetricStore::Apply(const std::vector<Sample>& batch, Clock::time_poin
           ++stats.dropped;
           continue;
         }
-        hints_[i] = static_cast<uint32_t>(series_.size());
         if (name == name_ids_.end()) probe.instance = InternLocked(s.instance);
+        hints_[i] = static_cast<uint32_t>(series_.size());
         series_.push_back(Series{probe, s.value, now, b});
         index_.insert(hints_[i]);  // hashed by the key just stored
         dirty_ = true;
@@ -104,6 +104,9 @@ void MetricStore::RemoveLocked(size_t i) {
 
 uint32_t MetricStore::InternLocked(std::string_view name) {
   if (auto it = name_ids_.find(name); it != name_ids_.end()) return it->second;
+  // Names series left (a reload, a device gone) between two scrapes'
+  // rebuilds: let go here too, so that no order of calls grows them.
+  if (names_->size() >= kPruneNamesFrom && names_->size() > 2 * series_.size()) PruneNamesLocked();
   const auto id = static_cast<uint32_t>(names_->size());
   names_->emplace_back(name);
   name_views_.emplace_back(names_->back());  // the copy held, never moved
@@ -118,7 +121,7 @@ void MetricStore::PruneNamesLocked() {
   for (const Series& ser : series_) {
     if (moved[ser.key.instance] == kNoHint) moved[ser.key.instance] = static_cast<uint32_t>(used++);
   }
-  if (names_->size() < 64 || used * 2 > names_->size()) return;
+  if (names_->size() < kPruneNamesFrom || used * 2 > names_->size()) return;
   // A new list: the sets given out keep the old one alive as long as they
   // are read.
   auto names = std::make_shared<InstanceNames>(used);

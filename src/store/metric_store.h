@@ -245,6 +245,8 @@ class MetricStore {
   // hints_[i]: the series_ index sample i of the previous batch went to
   // (a guess: checked against the key before use).
   static constexpr uint32_t kNoHint = UINT32_MAX;
+  // Instance names are let go only once at least this many are held.
+  static constexpr size_t kPruneNamesFrom = 64;
   std::vector<uint32_t> hints_ XPU_GUARDED_BY(mu_);
 };
 

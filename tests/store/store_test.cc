@@ -405,6 +405,28 @@ TEST(StoreReloadTest, InstanceNamesNoSeriesUsesAreLetGo) {
   EXPECT_EQ(store.series_count(), 17u);
 }
 
+// The same without a scrape between: series dropped by reloads and new
+// names sent after them never pile up names.
+TEST(StoreReloadTest, InstanceNamesStayBoundedWithoutAScrape) {
+  MetricStore store(catalog::Catalog::Builtin(), {seconds(3), 1000});
+  const Clock::time_point t0 = Clock::now();
+  for (int round = 0; round < 100; ++round) {
+    std::vector<Sample> batch;
+    for (int link = 0; link < 8; ++link)
+      batch.push_back({0, 14, std::to_string(round) + "/" + std::to_string(link), 1});
+    store.Apply(batch, t0);
+    EXPECT_EQ(store.Drop([](int32_t, uint32_t) { return true; }), 8u);
+    EXPECT_LE(store.instance_names(), 64u + 8) << "round " << round;
+  }
+  std::vector<Sample> last{{0, 14, "a", 1}, {0, 14, "b", 2}};
+  store.Apply(last, t0);
+  const Snapshot snap = store.Snap(t0);
+  ASSERT_EQ(snap.values.size(), 2u);
+  EXPECT_EQ(snap.set->rows[0].instance, "a");
+  EXPECT_EQ(snap.set->rows[1].instance, "b");
+  EXPECT_EQ(snap.values[1], 2);
+}
+
 TEST(StoreCtorTest, RejectsMisuse) {
   EXPECT_THROW(MetricStore(nullptr, {}), std::invalid_argument);
   EXPECT_THROW(MetricStore(catalog::Catalog::Builtin(), {milliseconds(0), 1}),
