@@ -109,6 +109,7 @@ class XdmService final : public api::XpuDeviceManagerService::Service {
     const uint64_t break_gen = sim_->signals().break_generation();
     uint64_t tick = sim_->signals().ticks();
     bool first = true;
+    uint64_t flooded = 0;
     for (;;) {
       Status end = StreamEnd(sim_, ctx, break_gen);
       if (!end.ok()) return end;
@@ -118,7 +119,11 @@ class XdmService final : public api::XpuDeviceManagerService::Service {
       end = StreamEnd(sim_, ctx, break_gen);
       if (!end.ok()) return end;
       if ((first || now != tick) && !sim_->signals().paused()) {
-        const api::ExporterDataResponse msg = Stamped(sim_->fleet().Data(*req));
+        api::ExporterDataResponse msg = Stamped(sim_->fleet().Data(*req));
+        // Flooding, every message is a snapshot of its own (its sequence
+        // advances within the tick), so that each one is decoded and applied
+        // as a daemon's new snapshots are, not dropped as the same again.
+        if (flood) msg.set_sequence((msg.sequence() << 20) + (++flooded & 0xfffff));
         if (!writer->Write(msg)) return Status::OK;         // client gone
         if (auto older = sim_->Older(msg, /*poll=*/false))  // a late message
           if (!writer->Write(*older)) return Status::OK;
