@@ -568,10 +568,13 @@ class WebServer::Dispatcher : public CivetHandler {
     const auto began = std::chrono::steady_clock::now();
     auto round = began;
     bool got = WaitGranted(lock, me, Queued(conn) ? kQueuedWait : kSlotWait);
-    while (!got && HoldersAtWork(round) &&
-           std::chrono::steady_clock::now() - began < kBusyWaitCap) {
-      round = std::chrono::steady_clock::now();
-      got = WaitGranted(lock, me, Queued(conn) ? kQueuedWait : kSlotWait);
+    while (!got && HoldersAtWork(round, opt.shed_after)) {
+      const auto now = std::chrono::steady_clock::now();
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(kBusyWaitCap - (now - began));
+      if (left.count() <= 0) break;
+      round = now;
+      got = WaitGranted(lock, me, std::min(left, Queued(conn) ? kQueuedWait : kSlotWait));
     }
     if (!got) {
       // The response that has been sending longest, if longer than
@@ -596,15 +599,21 @@ class WebServer::Dispatcher : public CivetHandler {
     return true;
   }
   // Whether a holder worked on our side since `since`, so that a slot may
-  // free soon: its handler still computing, or its answer not blocked in a
-  // write that began before `since` (between writes it renders; a write
-  // that stays is waiting for its reader, who may be slow).
-  bool HoldersAtWork(std::chrono::steady_clock::time_point since) const XPU_REQUIRES(slots_mu_) {
+  // free soon: its handler still computing, or its answer, sending for less
+  // than shed_after, not blocked in a write that began before `since`
+  // (between writes it renders; a write that stays is waiting for its
+  // reader, who may be slow). One sending longer is the shed's to judge: a
+  // reader that keeps up only just must not keep every waiter waiting.
+  bool HoldersAtWork(std::chrono::steady_clock::time_point since,
+                     std::chrono::milliseconds shed_after) const XPU_REQUIRES(slots_mu_) {
+    const auto now = std::chrono::steady_clock::now();
     const int64_t since_ns = SteadyNs(since);
-    return std::any_of(slots_.begin(), slots_.end(), [since_ns](const Slot& s) {
+    return std::any_of(slots_.begin(), slots_.end(), [&](const Slot& s) {
       if (s.cut) return false;
+      if (!s.writing_since) return true;
+      if (now - *s.writing_since >= shed_after) return false;
       const int64_t w = s.in_write.load(std::memory_order_relaxed);
-      return !s.writing_since || w == 0 || w >= since_ns;
+      return w == 0 || w >= since_ns;
     });
   }
   // A request waiting for a slot; ReleaseSlot grants it one.

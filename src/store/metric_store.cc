@@ -115,13 +115,14 @@ uint32_t MetricStore::InternLocked(std::string_view name) {
 }
 
 void MetricStore::PruneNamesLocked() {
+  if (names_->size() < kPruneNamesFrom) return;
   std::vector<uint32_t> moved(names_->size(), kNoHint);
   moved[0] = 0;
   size_t used = 1;
   for (const Series& ser : series_) {
     if (moved[ser.key.instance] == kNoHint) moved[ser.key.instance] = static_cast<uint32_t>(used++);
   }
-  if (names_->size() < kPruneNamesFrom || used * 2 > names_->size()) return;
+  if (used * 2 > names_->size()) return;
   // A new list: the sets given out keep the old one alive as long as they
   // are read.
   auto names = std::make_shared<InstanceNames>(used);
@@ -135,6 +136,7 @@ void MetricStore::PruneNamesLocked() {
     name_ids_.emplace(name_views_[i], static_cast<uint32_t>(i));
   // Hashed by the key: every position again once the keys are renamed.
   index_.clear();
+  index_.reserve(series_.size());
   for (Series& ser : series_) ser.key.instance = moved[ser.key.instance];
   for (size_t i = 0; i < series_.size(); ++i) index_.insert(static_cast<uint32_t>(i));
   std::fill(hints_.begin(), hints_.end(), kNoHint);

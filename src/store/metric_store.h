@@ -67,7 +67,9 @@ struct SeriesSet {
   // reload may replace the store's).
   std::shared_ptr<const catalog::Catalog> catalog;
   std::vector<Row> rows;
-  std::shared_ptr<const InstanceNames> names;  // what rows' instances view
+  // What rows' instances view, kept alive with them; the store may append
+  // to it meanwhile: never read it, only its strings through the rows.
+  std::shared_ptr<const InstanceNames> names;
   // One copy per device, shared by its rows (saves ~100 bytes per series).
   std::map<int32_t, DeviceLabels> devices;
   DeviceLabels unknown_device;
@@ -219,11 +221,13 @@ class MetricStore {
   std::vector<Series> series_ XPU_GUARDED_BY(mu_);
   std::shared_ptr<InstanceNames> names_ XPU_GUARDED_BY(mu_) =
       std::make_shared<InstanceNames>(1);  // position 0: no instance
+  // Views of names_'s own strings, never a null view: an empty instance is
+  // copied with memcpy when written.
   absl::flat_hash_map<std::string_view, uint32_t> name_ids_ XPU_GUARDED_BY(mu_){
-      {std::string_view(), 0}};  // views into *names_
+      {std::string_view(names_->front()), 0}};
   // names_ by position, as views: what Apply compares each sample with (a
   // deque's lookup doubled its time).
-  std::vector<std::string_view> name_views_ XPU_GUARDED_BY(mu_){std::string_view()};
+  std::vector<std::string_view> name_views_ XPU_GUARDED_BY(mu_){std::string_view(names_->front())};
   // Open addressing: 5 bytes a slot (a node-based set took about 36 a
   // series, 3.7 MB at 100,000).
   absl::flat_hash_set<uint32_t, IndexHash, IndexEq> index_ XPU_GUARDED_BY(mu_){

@@ -109,7 +109,6 @@ class XdmService final : public api::XpuDeviceManagerService::Service {
     const uint64_t break_gen = sim_->signals().break_generation();
     uint64_t tick = sim_->signals().ticks();
     bool first = true;
-    uint64_t flooded = 0;
     for (;;) {
       Status end = StreamEnd(sim_, ctx, break_gen);
       if (!end.ok()) return end;
@@ -123,7 +122,7 @@ class XdmService final : public api::XpuDeviceManagerService::Service {
         // Flooding, every message is a snapshot of its own (its sequence
         // advances within the tick), so that each one is decoded and applied
         // as a daemon's new snapshots are, not dropped as the same again.
-        if (flood) msg.set_sequence((msg.sequence() << 20) + (++flooded & 0xfffff));
+        if (flood) msg.set_sequence((msg.sequence() << 20) + (++flooded_ & 0xfffff));
         if (!writer->Write(msg)) return Status::OK;         // client gone
         if (auto older = sim_->Older(msg, /*poll=*/false))  // a late message
           if (!writer->Write(*older)) return Status::OK;
@@ -196,6 +195,9 @@ class XdmService final : public api::XpuDeviceManagerService::Service {
   }
 
   Simulator* sim_;
+  // Flood messages sent, every stream's: a stream opened anew within a tick
+  // goes on from the last one's sequence.
+  std::atomic<uint64_t> flooded_{0};
 };
 
 class ConfigService final : public cfg::AmpConfigService::Service {
