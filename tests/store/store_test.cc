@@ -427,6 +427,19 @@ TEST(StoreReloadTest, InstanceNamesStayBoundedWithoutAScrape) {
   EXPECT_EQ(snap.values[1], 2);
 }
 
+// An empty instance is a view of a string held, never a null one: the
+// page writer copies it with memcpy, which a null pointer makes undefined
+// even for no bytes (UBSan stops there).
+TEST(StoreReloadTest, AnEmptyInstanceIsNeverANullView) {
+  MetricStore store(catalog::Catalog::Builtin(), {seconds(3), 1000});
+  const Clock::time_point t0 = Clock::now();
+  store.Apply({{0, 14, "", 1}, {0, 14, "3", 2}}, t0);
+  const Snapshot snap = store.Snap(t0);
+  ASSERT_EQ(snap.values.size(), 2u);
+  EXPECT_EQ(snap.set->rows[0].instance, "");
+  EXPECT_NE(snap.set->rows[0].instance.data(), nullptr);
+}
+
 TEST(StoreCtorTest, RejectsMisuse) {
   EXPECT_THROW(MetricStore(nullptr, {}), std::invalid_argument);
   EXPECT_THROW(MetricStore(catalog::Catalog::Builtin(), {milliseconds(0), 1}),
