@@ -515,9 +515,8 @@ class WebServer::Dispatcher : public CivetHandler {
     // and the client queues again behind those waiting (probes included).
     if (!close) close = Pressed(conn, opt) || HeaderHasToken(conn, "Connection", "close");
     const int status = resp.status;
-    if (release.held) Writing(slot);
-    Send(conn, req, std::move(resp), gzip, close, cfg.get(),
-         release.held ? &slot->in_write : nullptr);
+    WriteMark* const mark = release.held ? Writing(slot) : nullptr;
+    Send(conn, req, std::move(resp), gzip, close, cfg.get(), mark);
     server_->metrics_->Observe(
         handler, status,
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
@@ -635,9 +634,11 @@ class WebServer::Dispatcher : public CivetHandler {
     mg_server_load load{};
     return mg_get_server_load(mg_get_context(conn), &load) == 0 && load.queued > 0;
   }
-  void Writing(std::list<Slot>::iterator slot) {
+  // The answer begins to be sent: where its writes are marked.
+  WriteMark* Writing(std::list<Slot>::iterator slot) {
     MutexLock lock(slots_mu_);
     slot->writing_since = std::chrono::steady_clock::now();
+    return &slot->in_write;
   }
   void ReleaseSlot(std::list<Slot>::iterator slot) {
     {

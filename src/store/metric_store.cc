@@ -93,7 +93,7 @@ void MetricStore::RemoveLocked(size_t i) {
   index_.erase(static_cast<uint32_t>(i));
   if (i + 1 != series_.size()) {
     index_.erase(static_cast<uint32_t>(series_.size() - 1));
-    series_[i] = std::move(series_.back());
+    series_[i] = series_.back();
     series_.pop_back();
     index_.insert(static_cast<uint32_t>(i));
   } else {
