@@ -217,15 +217,17 @@ void MetricStore::RebuildLocked() {
     if (identity_held_ && devices_.count(series_[i].key.minor) == 0) continue;
     order_.push_back(static_cast<uint32_t>(i));
   }
-  const Series* rows = series_.data();  // the comparator runs here, under mu_
+  // The comparator runs here, under mu_.
+  const Series* rows = series_.data();
+  const std::string_view* names = name_views_.data();
   std::sort(order_.begin(), order_.end(), [&](uint32_t a, uint32_t b) {
     const Key& x = rows[a].key;
     const Key& y = rows[b].key;
     auto rx = rank_of(x.metric_id), ry = rank_of(y.metric_id);
     if (rx != ry) return rx < ry;
     if (x.minor != y.minor) return x.minor < y.minor;
-    const std::string_view xi = name_views_[x.instance];
-    const std::string_view yi = name_views_[y.instance];
+    const std::string_view xi = names[x.instance];
+    const std::string_view yi = names[y.instance];
     if (xi.size() != yi.size()) return xi.size() < yi.size();
     return xi < yi;  // numeric instances sort naturally
   });
