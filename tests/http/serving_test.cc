@@ -210,6 +210,12 @@ class ServingTest : public ::testing::Test {
   void LetHeldGo() {
     if (!held_let_go_.exchange(true)) let_held_go_.set_value();
   }
+  // Takes `n` slots with requests to /held, their answers in `held`;
+  // whether every handler began within 10 s.
+  bool HoldSlots(int n, std::vector<std::future<xpu::testing::HttpResponse>>* held) {
+    for (int i = 0; i < n; ++i) held->push_back(GetAsync("/held"));
+    return xpu::testing::WaitFor([&] { return held_entered_ == n; }, std::chrono::seconds(10));
+  }
   // Lets the held handlers go when a test's scope ends (an assertion that
   // ends it early included), before its futures wait for their answers.
   struct HeldGoAtEnd {
@@ -361,10 +367,9 @@ TEST_F(ServingTest, SlowReadersOfALargePageStarveNeitherProbesNorAScrape) {
 // the request is refused.
 TEST_F(ServingTest, ARequestWaitsForHandlersStillComputingThenIsRefusedPastTheBound) {
   Start(nullptr, 2);
-  auto a = GetAsync("/held");
-  auto b = GetAsync("/held");
+  std::vector<std::future<xpu::testing::HttpResponse>> held;
   const HeldGoAtEnd go{this};  // before the futures wait, whatever fails
-  ASSERT_TRUE(xpu::testing::WaitFor([&] { return held_entered_ == 2; }, std::chrono::seconds(10)));
+  ASSERT_TRUE(HoldSlots(2, &held));
   // Served once they return: still waiting well past the 100 ms a slot's
   // wait once was.
   auto waiter = GetAsync("/metrics");
@@ -372,26 +377,23 @@ TEST_F(ServingTest, ARequestWaitsForHandlersStillComputingThenIsRefusedPastTheBo
       << "answered " << waiter.get().status << " while both slots computed";
   LetHeldGo();
   EXPECT_EQ(waiter.get().status, 200);
-  EXPECT_EQ(a.get().status, 200);
-  EXPECT_EQ(b.get().status, 200);
+  for (auto& h : held) EXPECT_EQ(h.get().status, 200);
   EXPECT_EQ(Sample(*server_, "xpu_exporter_http_requests_refused_total", {{"reason", "capacity"}}),
             0);
 }
 
 TEST_F(ServingTest, HandlersComputingPastTheBoundLeaveA503) {
   Start(nullptr, 2);
-  auto a = GetAsync("/held");
-  auto b = GetAsync("/held");
-  const HeldGoAtEnd go{this};
-  ASSERT_TRUE(xpu::testing::WaitFor([&] { return held_entered_ == 2; }, std::chrono::seconds(10)));
+  std::vector<std::future<xpu::testing::HttpResponse>> held;
+  const HeldGoAtEnd go{this};  // before the futures wait, whatever fails
+  ASSERT_TRUE(HoldSlots(2, &held));
   const auto t0 = Clock::now();
   const xpu::testing::HttpResponse r = GetAsync("/metrics").get();
   const auto took = std::chrono::duration_cast<milliseconds>(Clock::now() - t0);
   EXPECT_EQ(r.status, 503) << r.error;
   EXPECT_GE(took.count(), 1000) << "refused before the bound";
   LetHeldGo();
-  EXPECT_EQ(a.get().status, 200);
-  EXPECT_EQ(b.get().status, 200);
+  for (auto& h : held) EXPECT_EQ(h.get().status, 200);
 }
 
 // The same readers plus clients that open a new connection for /metrics as
