@@ -122,9 +122,10 @@ struct WebOptions {
 // life, within limits: the head (TLS handshake included) has a deadline
 // inside civetweb, short once half the workers wait for heads, and cut
 // once it is older than busy_head_timeout while a connection waits for a
-// worker; each response has a whole-response deadline and is cut after
-// shed_after if it waits for its reader while connections wait; requests
-// use at most max_connections workers (one more waits up to 100 ms for a
+// worker (only as many as wait, the longest idle first); each response
+// has a whole-response deadline and is cut after shed_after if it waits
+// for its reader while connections wait; requests use at most
+// max_connections workers (one more waits up to 100 ms for a
 // slot, longer while the holders are at work on our side, then 503);
 // keep-alive ends ("Connection: close") whenever connections wait for a
 // worker, the pool is nearly full, or a connection has had

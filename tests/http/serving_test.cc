@@ -396,6 +396,82 @@ TEST_F(ServingTest, HandlersComputingPastTheBoundLeaveA503) {
   for (auto& h : held) EXPECT_EQ(h.get().status, 200);
 }
 
+// Whether the server has closed its side of `fd` (nothing more to read),
+// without waiting.
+bool ClosedByServer(int fd) {
+  pollfd p{fd, POLLIN | POLLRDHUP, 0};
+  if (::poll(&p, 1, 0) != 1) return false;
+  char c;
+  return (p.revents & (POLLRDHUP | POLLHUP)) != 0 || ::recv(fd, &c, 1, MSG_PEEK) <= 0;
+}
+
+// Sends `request` on `fd` and reads until the server closes it (at most
+// 10 s): the answer's bytes.
+std::string Exchange(int fd, const std::string& request) {
+  (void)::send(fd, request.data(), request.size(), MSG_NOSIGNAL);
+  std::string got;
+  char buf[4096];
+  for (;;) {
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 10000) != 1) break;
+    const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+    if (n <= 0) break;
+    got.append(buf, static_cast<size_t>(n));
+  }
+  return got;
+}
+
+// Under pressure only as many idle connections are cut as wait for a
+// worker, the longest idle first (civetweb patch 0003): a client that is
+// late with its head for a moment (its machine busy) keeps its worker while
+// older idle connections hold others. Before, one waiting connection ended
+// every idle connection past the short wait at once, the late one with them.
+TEST_F(ServingTest, UnderPressureOnlyTheLongestIdleConnectionIsCut) {
+  Start(nullptr, 4);  // 4 slots + 3 workers: 7 workers
+  std::vector<std::future<xpu::testing::HttpResponse>> held;
+  const HeldGoAtEnd go{this};  // before the futures wait, whatever fails
+  ASSERT_TRUE(HoldSlots(4, &held));
+  // Three idle connections, each taken by a worker 20 ms after the one
+  // before (three of seven workers in heads: no short deadline for any).
+  std::vector<int> idle;
+  Clock::time_point taken;
+  for (int i = 0; i < 3; ++i) {
+    if (i > 0) std::this_thread::sleep_for(milliseconds(15));  // the clients' pace
+    idle.push_back(ConnectLoopback(port_));
+    ASSERT_GE(idle.back(), 0);
+    // When its worker took it, to a millisecond or so (Holds looks every 5).
+    const auto until = Clock::now() + std::chrono::seconds(10);
+    while (Sample(*server_, "xpu_exporter_http_workers_busy") < 5 + i && Clock::now() < until)
+      std::this_thread::sleep_for(milliseconds(1));
+    ASSERT_TRUE(Holds(5 + i));
+    taken = Clock::now();
+  }
+  const int oldest = idle[0], older = idle[1], late = idle[2];
+  // The late client's pace: past the 50 ms after which a silent connection
+  // may be cut under pressure, within the head's own deadline (5 s). Each
+  // worker looks every 50 ms from when it took its connection: the new one
+  // comes 9 ms before the late one's look, after the others' (before 0003
+  // the first to look after it came was cut: here the late one).
+  std::this_thread::sleep_until(taken + milliseconds(141));
+  const int waiting = ConnectLoopback(port_);  // every worker is taken: it waits
+  ASSERT_GE(waiting, 0);
+  ASSERT_TRUE(
+      xpu::testing::WaitFor([&] { return ClosedByServer(oldest); }, std::chrono::seconds(10)))
+      << "the longest idle connection was not cut for the waiting one";
+  ASSERT_TRUE(xpu::testing::WaitFor(
+      [&] { return Sample(*server_, "xpu_exporter_http_connections_queued") == 0; },
+      std::chrono::seconds(10)));
+  EXPECT_FALSE(ClosedByServer(older)) << "a second idle connection was cut for one waiting";
+  LetHeldGo();
+  const std::string get = "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+  EXPECT_EQ(Exchange(late, get).rfind("HTTP/1.1 200", 0), 0U) << "the late client was cut";
+  EXPECT_EQ(Exchange(waiting, get).rfind("HTTP/1.1 200", 0), 0U);
+  EXPECT_EQ(Sample(*server_, "xpu_exporter_http_connections_cut_total", {{"reason", "head"}}), 1);
+  for (int fd : idle) ::close(fd);
+  ::close(waiting);
+  for (auto& h : held) EXPECT_EQ(h.get().status, 200);
+}
+
 // The same readers plus clients that open a new connection for /metrics as
 // fast as they can: while connections queue a request waits only 50 ms for
 // a slot (or sheds a reader), so the queue, probes in it, keeps moving.
