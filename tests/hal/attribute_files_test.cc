@@ -9,6 +9,8 @@
 
 #include <filesystem>
 #include <fstream>
+#include <string>
+#include <vector>
 
 #include "support/test_util.h"
 
@@ -165,6 +167,67 @@ TEST(HeldFilesTest, OnlyRegularFilesAreRead) {
   // Past the size bound: an error, never a partial value.
   WriteInPlace(t.File("huge"), std::string(kMaxAttributeBytes + 1, '1'));
   EXPECT_NE(held.Read(t.path(), "huge", &out).message().find("larger than"), std::string::npos);
+}
+
+// Every way a name may come to name another file, in one round and at the
+// bound of files held, with inotify's queue overflowing before them (their
+// own notices lost): each read after it gives what a fresh open would,
+// never a held file's old value, and what is held stays within its bound.
+TEST(HeldFilesTest, ManyChangesInOneRoundWithTheQueueOverflowingReadAsAFreshOpen) {
+  xpu::testing::TempDir t;
+  const std::vector<std::string> cards = {t.File("a"), t.File("b"), t.File("c"), t.File("d")};
+  HeldFiles held({/*max_files=*/3, /*max_age=*/std::chrono::hours(1)});
+  for (const auto& c : cards) {
+    fs::create_directory(c);
+    WriteInPlace(c + "/health", "1\n");
+    EXPECT_EQ(Read(held, c, "health"), "1\n");
+  }
+  EXPECT_EQ(held.held(), 3u);  // d is read and closed each time
+  // More notices than inotify queues (fs.inotify.max_queued_events,
+  // 16,384 by default) in b's directory first: the queue overflows, and
+  // the notices of what follows are lost but for that overflow.
+  const std::string max_events = xpu::testing::ReadFile("/proc/sys/fs/inotify/max_queued_events");
+  const unsigned long queue = max_events.empty() ? 16384 : std::stoul(max_events);
+  for (unsigned long i = 0; i < queue / 2 + 16; ++i) {
+    WriteInPlace(cards[1] + "/junk", "");
+    fs::remove(cards[1] + "/junk");
+  }
+  // a: its directory made anew; b: replaced by a rename, then written in
+  // place; c: its file removed and a directory of that name made; d (not
+  // held): written in place.
+  fs::remove_all(cards[0]);
+  fs::create_directory(cards[0]);
+  WriteInPlace(cards[0] + "/health", "0 a\n");
+  WriteByRename(cards[1] + "/health", "0 b\n");
+  WriteInPlace(cards[1] + "/health", "0 b again\n");
+  fs::remove(cards[2] + "/health");
+  fs::create_directory(cards[2] + "/health");
+  WriteInPlace(cards[3] + "/health", "0 d\n");
+  held.Check();
+  EXPECT_EQ(Read(held, cards[0], "health"), "0 a\n");
+  EXPECT_EQ(Read(held, cards[1], "health"), "0 b again\n");
+  std::string out;
+  const Status c = held.Read(cards[2], "health", &out);
+  EXPECT_FALSE(c.ok()) << "a directory where a held file was read as " << out;
+  EXPECT_EQ(Read(held, cards[3], "health"), "0 d\n");
+  EXPECT_LE(held.held(), 3u);
+  held.Sweep();  // that round's end
+  // The next round, with no notice at all: a card swapped whole (another
+  // inode listed) and one no round touched.
+  struct stat st {};
+  const std::string fresh = t.File("fresh");
+  fs::create_directory(fresh);
+  WriteInPlace(fresh + "/health", "1 swapped\n");
+  ASSERT_EQ(::stat(fresh.c_str(), &st), 0);
+  fs::rename(cards[0], t.File("gone"));
+  fs::rename(fresh, cards[0]);
+  held.Check();
+  held.Seen(cards[0], st.st_ino);
+  EXPECT_EQ(Read(held, cards[0], "health"), "1 swapped\n");
+  EXPECT_EQ(Read(held, cards[3], "health"), "0 d\n");
+  held.Sweep();  // b and c were not read this round
+  EXPECT_FALSE(held.Holding(cards[1]));
+  EXPECT_LE(held.held(), 3u);
 }
 
 // The real kernel's sysfs: a held attribute read again from offset 0 is
