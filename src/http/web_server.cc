@@ -177,10 +177,13 @@ class WebServer::Metrics : public prometheus::Collectable {
   }
   // The civetweb context to read the load of; null before Start and once
   // Stop begins (the context is freed after).
-  void Serve(const mg_context* ctx, const ProbeServer* probes) {
+  // `waiting`: how many requests wait for a slot (Dispatcher), called
+  // under ctx_mu_ (before slots_mu_).
+  void Serve(const mg_context* ctx, const ProbeServer* probes, std::function<size_t()> waiting) {
     MutexLock lock(ctx_mu_);
     ctx_ = ctx;
     probes_ = probes;
+    waiting_ = std::move(waiting);
   }
 
   std::vector<prometheus::MetricFamily> Collect() const override {
@@ -227,10 +230,12 @@ class WebServer::Metrics : public prometheus::Collectable {
     }
     mg_server_load load{};
     std::optional<ProbeServer::Counts> probes;
+    size_t waiting = 0;
     {
       MutexLock lock(ctx_mu_);
       if (ctx_ == nullptr || mg_get_server_load(ctx_, &load) != 0) return out;
       if (probes_ != nullptr) probes = probes_->counts();
+      if (waiting_) waiting = waiting_();
     }
     auto gauge = [&out](const char* name, const char* help, double v) {
       MetricFamily f{name, help, MetricType::Gauge, {}};
@@ -249,6 +254,10 @@ class WebServer::Metrics : public prometheus::Collectable {
           "HTTP workers waiting for a TLS handshake or a request head.", load.heads_waiting);
     gauge("xpu_exporter_http_connections_queued", "Accepted connections waiting for a worker.",
           load.queued);
+    gauge("xpu_exporter_http_requests_waiting",
+          "Requests waiting for one of --web.max-connections slots (at most "
+          "--web.reserved-probe-connections; a freed slot goes to the oldest).",
+          static_cast<double>(waiting));
     MetricFamily cut{"xpu_exporter_http_connections_cut_total",
                      "Connections closed at a deadline, by reason: handshake (TLS handshake), "
                      "head (request head), response (whole response, or shed for a waiting "
@@ -378,6 +387,7 @@ class WebServer::Metrics : public prometheus::Collectable {
   mutable Mutex ctx_mu_;
   const mg_context* ctx_ XPU_GUARDED_BY(ctx_mu_) = nullptr;
   const ProbeServer* probes_ XPU_GUARDED_BY(ctx_mu_) = nullptr;
+  std::function<size_t()> waiting_ XPU_GUARDED_BY(ctx_mu_);
 };
 
 namespace {}  // namespace
@@ -412,6 +422,11 @@ bool HeaderHasToken(const mg_connection* conn, const char* name, const char* tok
 class WebServer::Dispatcher : public CivetHandler {
  public:
   explicit Dispatcher(const WebServer* server) : server_(server) {}
+  // How many requests wait for a slot. Any thread.
+  size_t Waiting() const {
+    MutexLock lock(slots_mu_);
+    return waiting_.size();
+  }
   bool handleGet(CivetServer*, mg_connection* c) override { return Dispatch(c); }
   bool handleHead(CivetServer*, mg_connection* c) override { return Dispatch(c); }
   bool handlePost(CivetServer*, mg_connection* c) override { return Dispatch(c); }
@@ -713,7 +728,7 @@ class WebServer::Dispatcher : public CivetHandler {
   // The longest a request waits for holders at work (AcquireSlot).
   static constexpr std::chrono::milliseconds kBusyWaitCap{1000};
   const WebServer* server_;
-  Mutex slots_mu_;
+  mutable Mutex slots_mu_;
   CondVar slots_cv_;
   // Requests in progress, oldest first.
   std::list<Slot> slots_ XPU_GUARDED_BY(slots_mu_);
@@ -875,7 +890,8 @@ Status WebServer::Start() {
       return s;
     }
   }
-  metrics_->Serve(server_->getContext(), probes_.get());
+  metrics_->Serve(server_->getContext(), probes_.get(),
+                  [d = dispatcher_.get()] { return d->Waiting(); });
   // exporter-toolkit offers HTTP/2 over TLS unless http2 is false; civetweb
   // speaks HTTP/1.1 only, which Prometheus scrapes with either way.
   if (tls && cfg->http2)
@@ -1003,7 +1019,7 @@ Status WebServer::StartProbes() {
 
 void WebServer::Stop() {
   watch_.Stop();
-  if (metrics_) metrics_->Serve(nullptr, nullptr);
+  if (metrics_) metrics_->Serve(nullptr, nullptr, {});
   if (probes_) probes_->Stop();
   probes_.reset();
   if (!server_) return;

@@ -25,6 +25,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/mutex.h"
 #include "http/web_server.h"
 #include "support/metrics_util.h"
 #include "support/test_util.h"
@@ -114,12 +115,23 @@ class ServingTest : public ::testing::Test {
       held_.wait();
       return Response::Text(200, "done\n");
     });
+    // A handler that enters (its query noted, in order) and computes until
+    // the test gives it a ticket: slots freed one at a time.
+    server_->Route("/ticket", {"GET"}, [this](const Request& r) {
+      MutexLock lock(tickets_mu_);
+      entered_.push_back(r.query);
+      tickets_cv_.NotifyAll();
+      while (tickets_ == 0) tickets_cv_.Wait(lock);
+      --tickets_;
+      return Response::Text(200, r.query + "\n");
+    });
     ASSERT_TRUE(server_->Start().ok());
     port_ = server_->ports().at(0);
     probe_port_ = server_->probe_ports().at(0);
   }
   void TearDown() override {
     LetHeldGo();
+    GiveTickets(1000);
     stop_ = true;
     for (auto& t : attackers_) t.join();
     if (server_) server_->Stop();
@@ -230,6 +242,30 @@ class ServingTest : public ::testing::Test {
     return std::async(std::launch::async, [req] { return xpu::testing::Http(req); });
   }
 
+  void GiveTickets(int n) {
+    MutexLock lock(tickets_mu_);
+    tickets_ += n;
+    tickets_cv_.NotifyAll();
+  }
+  // The queries of the /ticket handlers entered, in order, once there are n.
+  bool Entered(size_t n, std::vector<std::string>* out) {
+    const bool ok = xpu::testing::WaitFor([&] {
+      MutexLock lock(tickets_mu_);
+      return entered_.size() >= n;
+    });
+    MutexLock lock(tickets_mu_);
+    *out = entered_;
+    return ok;
+  }
+  bool Waiting(size_t n) {
+    return xpu::testing::WaitFor(
+        [&] { return Sample(*server_, "xpu_exporter_http_requests_waiting") == n; });
+  }
+
+  Mutex tickets_mu_;
+  CondVar tickets_cv_;
+  int tickets_ XPU_GUARDED_BY(tickets_mu_) = 0;
+  std::vector<std::string> entered_ XPU_GUARDED_BY(tickets_mu_);
   std::promise<void> let_held_go_;
   std::shared_future<void> held_ = let_held_go_.get_future().share();
   std::atomic<bool> held_let_go_{false};
@@ -470,6 +506,32 @@ TEST_F(ServingTest, UnderPressureOnlyTheLongestIdleConnectionIsCut) {
   for (int fd : idle) ::close(fd);
   ::close(waiting);
   for (auto& h : held) EXPECT_EQ(h.get().status, 200);
+}
+
+// A slot freed while requests wait goes to the oldest of them, and a
+// request that comes while they wait queues behind them: one slot, three
+// requests waiting for it in turn, freed one at a time.
+TEST_F(ServingTest, AFreedSlotGoesToTheOldestWaiter) {
+  Start(nullptr, 1);  // one slot; three more workers may wait
+  std::vector<std::future<xpu::testing::HttpResponse>> answers;
+  answers.push_back(GetAsync("/ticket?holder"));
+  std::vector<std::string> order;
+  ASSERT_TRUE(Entered(1, &order));
+  for (const char* who : {"first", "second", "third"}) {
+    answers.push_back(GetAsync(std::string("/ticket?") + who));
+    ASSERT_TRUE(Waiting(answers.size() - 1)) << who << " is not waiting";
+  }
+  // Each ticket ends one handler: its slot goes to the oldest waiter, whose
+  // handler enters before the next ticket (a newcomer could not take it).
+  for (size_t i = 1; i <= 3; ++i) {
+    GiveTickets(1);
+    ASSERT_TRUE(Entered(i + 1, &order)) << "no waiter got the slot freed " << i;
+  }
+  GiveTickets(1);
+  EXPECT_EQ(order, (std::vector<std::string>{"holder", "first", "second", "third"}));
+  for (auto& a : answers) EXPECT_EQ(a.get().status, 200);
+  EXPECT_EQ(Sample(*server_, "xpu_exporter_http_requests_refused_total", {{"reason", "capacity"}}),
+            0);
 }
 
 // The same readers plus clients that open a new connection for /metrics as
