@@ -256,7 +256,7 @@ class WebServer::Metrics : public prometheus::Collectable {
           load.queued);
     gauge("xpu_exporter_http_requests_waiting",
           "Requests waiting for one of --web.max-connections slots (at most "
-          "--web.reserved-probe-connections; a freed slot goes to the oldest).",
+          "--web.reserved-probe-connections, or 1; a freed slot goes to the oldest).",
           static_cast<double>(waiting));
     MetricFamily cut{"xpu_exporter_http_connections_cut_total",
                      "Connections closed at a deadline, by reason: handshake (TLS handshake), "

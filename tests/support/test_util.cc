@@ -132,9 +132,7 @@ int ConnectLoopback(int port) {
   return fd;
 }
 
-std::string RawHttp(int port, const std::string& request, std::chrono::milliseconds timeout) {
-  const int fd = ConnectLoopback(port);
-  if (fd < 0) return {};
+std::string Exchange(int fd, const std::string& request, std::chrono::milliseconds timeout) {
   std::string out;
   if (::send(fd, request.data(), request.size(), MSG_NOSIGNAL) ==
       static_cast<ssize_t>(request.size())) {
@@ -151,6 +149,13 @@ std::string RawHttp(int port, const std::string& request, std::chrono::milliseco
       out.append(buf, static_cast<size_t>(n));
     }
   }
+  return out;
+}
+
+std::string RawHttp(int port, const std::string& request, std::chrono::milliseconds timeout) {
+  const int fd = ConnectLoopback(port);
+  if (fd < 0) return {};
+  std::string out = Exchange(fd, request, timeout);
   ::close(fd);
   return out;
 }

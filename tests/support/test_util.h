@@ -48,6 +48,11 @@ HttpResponse HttpDelete(const std::string& url);
 // A TCP connection to 127.0.0.1:`port`: its descriptor, or -1.
 int ConnectLoopback(int port);
 
+// Sends `request` on the connected socket `fd` and returns what comes back
+// until the peer closes it or `timeout` passes; `fd` stays open.
+std::string Exchange(int fd, const std::string& request,
+                     std::chrono::milliseconds timeout = std::chrono::seconds(10));
+
 // Sends `request` as is on a new TCP connection to 127.0.0.1:`port` and
 // returns every byte received until the peer closes or `timeout` passes: for
 // what a client library would hide (a body after HEAD, say).
