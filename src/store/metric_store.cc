@@ -88,6 +88,7 @@ ApplyStats MetricStore::Apply(const std::vector<Sample>& batch, Clock::time_poin
 }
 
 void MetricStore::RemoveLocked(size_t i) {
+  names_maybe_unused_ = true;
   // Each position is hashed by the key at it: taken out while its key is
   // still there, put in once the key that moves has moved.
   index_.erase(static_cast<uint32_t>(i));
@@ -115,7 +116,8 @@ uint32_t MetricStore::InternLocked(std::string_view name) {
 }
 
 void MetricStore::PruneNamesLocked() {
-  if (names_->size() < kPruneNamesFrom) return;
+  if (names_->size() < kPruneNamesFrom || !names_maybe_unused_) return;
+  names_maybe_unused_ = false;
   std::vector<uint32_t> moved(names_->size(), kNoHint);
   moved[0] = 0;
   size_t used = 1;

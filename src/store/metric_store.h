@@ -251,6 +251,10 @@ class MetricStore {
   static constexpr uint32_t kNoHint = UINT32_MAX;
   // Instance names are let go only once at least this many are held.
   static constexpr size_t kPruneNamesFrom = 64;
+  // Whether a series was removed since names were last looked over: only
+  // then can a name have become unused (adding names keeps them used), so
+  // a rebuild does not scan every series for nothing.
+  bool names_maybe_unused_ XPU_GUARDED_BY(mu_) = false;
   std::vector<uint32_t> hints_ XPU_GUARDED_BY(mu_);
 };
 
