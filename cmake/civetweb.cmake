@@ -17,7 +17,7 @@ set(XPU_DEBIAN_MIRROR "http://deb.debian.org/debian" CACHE STRING
 # Our own patches (cmake/civetweb/*.patch, each with its reason in its head,
 # written to be sent upstream) go on after Debian's; the tree's name carries
 # their digest, so a changed patch unpacks a fresh tree.
-file(GLOB _cw_ours "${CMAKE_CURRENT_LIST_DIR}/civetweb/*.patch")
+file(GLOB _cw_ours CONFIGURE_DEPENDS "${CMAKE_CURRENT_LIST_DIR}/civetweb/*.patch")
 list(SORT _cw_ours)
 set(_cw_digest "")
 foreach(p ${_cw_ours})

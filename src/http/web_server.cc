@@ -858,7 +858,8 @@ Status WebServer::Start() {
       ms(options_.busy_head_timeout), "keep_alive_timeout_ms", ms(options_.keep_alive_timeout),
       // civetweb patch 0002: a slow reader gives its worker up under pressure.
       "response_shed_timeout_ms", ms(options_.shed_after), "enable_keep_alive", "yes",
-      "tcp_nodelay", "1",
+      // civetweb patch 0004: handed over once the client speaks.
+      "tcp_defer_accept_seconds", std::to_string(options_.defer_accept.count()), "tcp_nodelay", "1",
       // Nothing is served from disk: no document_root at all.
   };
   dispatcher_ = std::make_unique<Dispatcher>(this);

@@ -88,6 +88,11 @@ struct WebOptions {
   // docs/reliability.md).
   std::chrono::milliseconds head_timeout{5000};
   std::chrono::milliseconds busy_head_timeout{50};
+  // A connection reaches a worker only once its client has sent something,
+  // or after this long silent (TCP_DEFER_ACCEPT, civetweb patch 0004; as
+  // nginx's `deferred`): a client slow to speak holds no worker and is not
+  // cut as idle meanwhile. Whole seconds; 0: a worker takes it at once.
+  std::chrono::seconds defer_accept{1};
   // Idle time allowed between two requests on a keep-alive connection.
   std::chrono::milliseconds keep_alive_timeout{2000};
   // Deadline for a whole response when the client sends no

@@ -7,6 +7,7 @@
 #include <curl/curl.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <openssl/ssl.h>
 #include <poll.h>
 #include <prometheus/collectable.h>
 #include <prometheus/metric_family.h>
@@ -15,8 +16,10 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <ctime>
 #include <future>
 #include <map>
@@ -139,6 +142,9 @@ class ServingTest : public ::testing::Test {
   std::string Url(const std::string& path) const {
     return std::string(tls_ ? "https" : "http") + "://127.0.0.1:" + std::to_string(port_) + path;
   }
+  // The first byte of a request on the main port: of a TLS record, or of a
+  // head.
+  std::string FirstByte() const { return tls_ ? "\x16" : "G"; }
   std::string ProbeUrl() const {
     return "http://127.0.0.1:" + std::to_string(probe_port_) + "/-/healthy";
   }
@@ -167,7 +173,16 @@ class ServingTest : public ::testing::Test {
       const auto r = xpu::testing::Http(req);
       const auto took = std::chrono::duration_cast<milliseconds>(Clock::now() - t0);
       slowest = std::max(slowest, took);
-      if (r.status == 200 && took < milliseconds(kBudgetMs)) ++ok;
+      if (r.status == 200 && took < milliseconds(kBudgetMs)) {
+        ++ok;
+      } else {  // what it did, and when: for the failure's reader
+        std::fprintf(stderr,
+                     "%s: status %ld after %lld ms (now busy %g, queued %g, heads %g): %s\n",
+                     url.c_str(), r.status, static_cast<long long>(took.count()),
+                     Sample(*server_, "xpu_exporter_http_workers_busy"),
+                     Sample(*server_, "xpu_exporter_http_connections_queued"),
+                     Sample(*server_, "xpu_exporter_http_workers_reading_head"), r.error.c_str());
+      }
     }
     if (worst) *worst = slowest;
     return ok;
@@ -212,6 +227,7 @@ class ServingTest : public ::testing::Test {
         fn(stop_);
       });
   }
+  void IdleTlsSocketsAgainstProbes(const std::string& first);
   // Waits until the attack holds `busy` workers (it really is attacking).
   bool Holds(int busy) {
     return xpu::testing::WaitFor(
@@ -239,6 +255,7 @@ class ServingTest : public ::testing::Test {
     xpu::testing::HttpRequest req;
     req.url = Url(path);
     req.timeout_ms = 3 * kBudgetMs;
+    req.insecure = true;
     return std::async(std::launch::async, [req] { return xpu::testing::Http(req); });
   }
 
@@ -314,6 +331,51 @@ void PinWithKeepAlive(const std::string& url, const std::atomic<bool>& stop) {
   curl_easy_cleanup(c);
 }
 
+// One request over TLS on `fd`, a connection made already (curl 7.88 cannot
+// take one): the answer until the server closes, or "" and *error.
+std::string TlsExchange(int fd, const std::string& request, std::string* error) {
+  timeval wait{static_cast<time_t>(2 * kBudgetMs / 1000), 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &wait, sizeof wait);
+  std::unique_ptr<SSL_CTX, decltype(&SSL_CTX_free)> ctx(SSL_CTX_new(TLS_client_method()),
+                                                        SSL_CTX_free);
+  std::unique_ptr<SSL, decltype(&SSL_free)> ssl(SSL_new(ctx.get()), SSL_free);
+  SSL_set_fd(ssl.get(), fd);
+  if (SSL_connect(ssl.get()) != 1) {
+    *error = "handshake failed: " + std::string(std::strerror(errno));
+    return "";
+  }
+  if (SSL_write(ssl.get(), request.data(), static_cast<int>(request.size())) <= 0) {
+    *error = "write failed";
+    return "";
+  }
+  std::string got;
+  char buf[4096];
+  for (int n; (n = SSL_read(ssl.get(), buf, sizeof buf)) > 0;) got.append(buf, n);
+  return got;
+}
+
+// Opens an idle connection every `every`, holding at most 16, the oldest
+// closed first. Each sends `first` and no more: a head or ClientHello begun
+// ("G", "\x16"; the main port hands a connection to a worker only once its
+// client speaks), or nothing ("").
+void OpenIdleConnections(int port, const std::string& first, milliseconds every,
+                         const std::atomic<bool>& stop) {
+  std::vector<int> held;
+  while (!stop) {
+    const int fd = ConnectLoopback(port);
+    if (fd >= 0) {
+      held.push_back(fd);
+      (void)::send(fd, first.data(), first.size(), MSG_NOSIGNAL);
+    }
+    if (held.size() > 16) {
+      ::close(held.front());
+      held.erase(held.begin());
+    }
+    std::this_thread::sleep_for(every);  // the attacker's pace
+  }
+  for (int fd : held) ::close(fd);
+}
+
 TEST_F(ServingTest, KeepAlivePinnersDoNotStarveProbes) {
   Start();
   const std::string url = Url("/nope");
@@ -342,19 +404,26 @@ TEST_F(ServingTest, KeepAlivePinnersDoNotStarveProbesOverTls) {
   ExpectProbesUnderPinners(/*main_port=*/false);
 }
 
-// TCP connections that never send a ClientHello: the head deadline covers
-// the TLS handshake, and is short once half the workers wait for heads.
-TEST_F(ServingTest, IdleTlsSocketsDoNotStarveProbes) {
+// TCP connections that send `first` (nothing, or a ClientHello begun) and
+// then nothing until the server cuts them, again and again, 32 at once:
+// probes on the main port are answered within 1 s each. The head deadline
+// covers the TLS handshake, and is short once half the workers wait for
+// heads; a connection that sends nothing reaches a worker only after the
+// kernel's defer (1 s), then is cut as any idle one (no round trips of
+// grace: the kernel's RTT for it is the defer's wait).
+void ServingTest::IdleTlsSocketsAgainstProbes(const std::string& first) {
   xpu::testing::TempDir dir;
   ASSERT_TRUE(MakeCert(dir.path(), "a"));
   Start(TlsConfigFor(dir.path(), "a"));
   const int port = port_;
-  Attack(32, [port](const std::atomic<bool>& stop) {
+  Attack(32, [port, first](const std::atomic<bool>& stop) {
     while (!stop) {
       const int fd = ConnectLoopback(port);
       if (fd < 0) continue;
+      (void)::send(fd, first.data(), first.size(), MSG_NOSIGNAL);
+      pollfd p{fd, POLLIN, 0};
       char c;
-      while (!stop && ::recv(fd, &c, 1, 0) > 0) {
+      while (!stop && (::poll(&p, 1, 100) == 0 || ::recv(fd, &c, 1, 0) > 0)) {
       }  // until the server cuts it; then again
       ::close(fd);
     }
@@ -365,6 +434,10 @@ TEST_F(ServingTest, IdleTlsSocketsDoNotStarveProbes) {
   EXPECT_GT(Sample(*server_, "xpu_exporter_http_connections_cut_total", {{"reason", "handshake"}}),
             0);
 }
+
+TEST_F(ServingTest, IdleTlsSocketsDoNotStarveProbes) { IdleTlsSocketsAgainstProbes(""); }
+
+TEST_F(ServingTest, BegunClientHellosDoNotStarveProbes) { IdleTlsSocketsAgainstProbes("\x16"); }
 
 // Clients that ask for a large page and read 256 bytes every 2 s.
 void ReadSlowly(int port, const std::atomic<bool>& stop) {
@@ -457,14 +530,16 @@ TEST_F(ServingTest, UnderPressureOnlyTheLongestIdleConnectionIsCut) {
   std::vector<std::future<xpu::testing::HttpResponse>> held;
   const HeldGoAtEnd go{this};  // before the futures wait, whatever fails
   ASSERT_TRUE(HoldSlots(4, &held));
-  // Three idle connections, each taken by a worker 15 ms after the one
-  // before (three of seven workers in heads: no short deadline for any).
+  // Three idle connections (a head begun: a worker takes a connection once
+  // its client speaks), each taken by a worker 15 ms after the one before
+  // (three of seven workers in heads: no short deadline for any).
   std::vector<int> idle;
   Clock::time_point taken;
   for (int i = 0; i < 3; ++i) {
     if (i > 0) std::this_thread::sleep_for(milliseconds(15));  // the clients' pace
     idle.push_back(ConnectLoopback(port_));
     ASSERT_GE(idle.back(), 0);
+    ASSERT_EQ(::send(idle.back(), "G", 1, MSG_NOSIGNAL), 1);
     // When its worker took it, to a millisecond or so (Holds looks every 5).
     const auto until = Clock::now() + std::chrono::seconds(10);
     while (Sample(*server_, "xpu_exporter_http_workers_busy") < 5 + i && Clock::now() < until)
@@ -481,6 +556,7 @@ TEST_F(ServingTest, UnderPressureOnlyTheLongestIdleConnectionIsCut) {
   std::this_thread::sleep_until(taken + milliseconds(141));
   const int waiting = ConnectLoopback(port_);  // every worker is taken: it waits
   ASSERT_GE(waiting, 0);
+  ASSERT_EQ(::send(waiting, "G", 1, MSG_NOSIGNAL), 1);
   ASSERT_TRUE(
       xpu::testing::WaitFor([&] { return ClosedByServer(oldest); }, std::chrono::seconds(10)))
       << "the longest idle connection was not cut for the waiting one";
@@ -489,7 +565,7 @@ TEST_F(ServingTest, UnderPressureOnlyTheLongestIdleConnectionIsCut) {
       std::chrono::seconds(10)));
   EXPECT_FALSE(ClosedByServer(older)) << "a second idle connection was cut for one waiting";
   LetHeldGo();
-  const std::string get = "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+  const std::string get = "ET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
   EXPECT_EQ(xpu::testing::Exchange(late, get).rfind("HTTP/1.1 200", 0), 0U)
       << "the late client was cut";
   EXPECT_EQ(xpu::testing::Exchange(waiting, get).rfind("HTTP/1.1 200", 0), 0U);
@@ -497,6 +573,56 @@ TEST_F(ServingTest, UnderPressureOnlyTheLongestIdleConnectionIsCut) {
   for (int fd : idle) ::close(fd);
   ::close(waiting);
   for (auto& h : held) EXPECT_EQ(h.get().status, 200);
+}
+
+// A connection reaches a worker only once its client speaks (civetweb patch
+// 0004, TCP_DEFER_ACCEPT): while one sits silent, another client is
+// answered and no worker waits for the silent one; once it speaks it is
+// answered at once. Before, a worker took it at its connect and waited out
+// the head deadline (5 s) for it.
+TEST_F(ServingTest, AConnectionHoldsNoWorkerUntilItsClientSpeaks) {
+  Start();
+  const int silent = ConnectLoopback(port_);
+  ASSERT_GE(silent, 0);
+  const std::string get = "GET /-/healthy HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+  ASSERT_EQ(xpu::testing::RawHttp(port_, get).rfind("HTTP/1.1 200", 0), 0U);
+  // The other's worker is done (its connection closed); none waits for a head.
+  EXPECT_EQ(Sample(*server_, "xpu_exporter_http_workers_reading_head"), 0);
+  EXPECT_EQ(xpu::testing::Exchange(silent, get).rfind("HTTP/1.1 200", 0), 0U);
+  ::close(silent);
+}
+
+// Under pressure (connections waiting for a worker while every worker holds
+// one), a TLS client whose ClientHello comes 500 ms after its connect (its
+// own machine busy: in CI a scraper's thread took 109 ms) is served. Before
+// patch 0004 a worker took it at its connect, and once it was the longest
+// idle of them it was cut for a waiting connection before it had said
+// anything.
+TEST_F(ServingTest, UnderPressureATlsClientLateToSpeakIsServed) {
+  xpu::testing::TempDir dir;
+  ASSERT_TRUE(MakeCert(dir.path(), "a"));
+  Start(TlsConfigFor(dir.path(), "a"), 1);  // 1 slot + 3 workers: 4 workers
+  // Pressure: a ClientHello begun and never finished every 30 ms; each
+  // waits until the longest idle one is cut for it.
+  const int port = port_;
+  Attack(1, [port](const std::atomic<bool>& stop) {
+    OpenIdleConnections(port, "\x16", milliseconds(30), stop);
+  });
+  ASSERT_TRUE(Holds(4));
+  ASSERT_TRUE(xpu::testing::WaitFor(
+      [&] {
+        return Sample(*server_, "xpu_exporter_http_connections_cut_total",
+                      {{"reason", "handshake"}}) >= 2;
+      },
+      std::chrono::seconds(10)));
+  const int late = ConnectLoopback(port_);
+  ASSERT_GE(late, 0);
+  std::this_thread::sleep_for(milliseconds(500));  // the client's own pace: late to speak
+  std::string error;
+  const std::string got =
+      TlsExchange(late, "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", &error);
+  EXPECT_EQ(got.rfind("HTTP/1.1 200", 0), 0U) << error << got;
+  ::close(late);
 }
 
 // A slot freed while requests wait goes to the oldest of them, and a
@@ -941,22 +1067,6 @@ void ReadSlowlyOver(const std::string& url, const std::string& user_password,
   }
 }
 
-// Opens an idle connection (no byte sent: no head, no ClientHello) every
-// `every`, holding at most 16, the oldest closed first.
-void OpenIdleConnections(int port, milliseconds every, const std::atomic<bool>& stop) {
-  std::vector<int> held;
-  while (!stop) {
-    const int fd = ConnectLoopback(port);
-    if (fd >= 0) held.push_back(fd);
-    if (held.size() > 16) {
-      ::close(held.front());
-      held.erase(held.begin());
-    }
-    std::this_thread::sleep_for(every);  // the attacker's pace
-  }
-  for (int fd : held) ::close(fd);
-}
-
 // Pipelines 200 probe requests on one connection and never reads; again
 // once the server closes it.
 void PipelineProbesNeverRead(int port, const std::atomic<bool>& stop) {
@@ -1048,8 +1158,8 @@ TEST_P(ServingMixTest, SlowReadersAndIdleConnectionsAtTenPerSecond) {
   // At 160 a second over TLS on two loaded cores the probes still pass (the
   // listener), but a new main-port connection can wait over 2 s in the
   // queue behind them: every idle one holds a worker 50-100 ms.
-  Attack(2, [port](const std::atomic<bool>& stop) {
-    OpenIdleConnections(port, milliseconds(200), stop);
+  Attack(2, [port, first = FirstByte()](const std::atomic<bool>& stop) {
+    OpenIdleConnections(port, first, milliseconds(200), stop);
   });
   ASSERT_TRUE(Holds(12));
   ExpectProbesAndAScrape();
@@ -1075,8 +1185,8 @@ TEST_P(ServingMixTest, PinnersAHandshakeFloodAndSlowReaders) {
   Attack(16, [nope](const std::atomic<bool>& stop) { PinWithKeepAlive(nope, stop); });
   Attack(8, [metrics](const std::atomic<bool>& stop) { HandshakeFlood(metrics, stop); });
   const int port = port_;
-  Attack(2, [port](const std::atomic<bool>& stop) {
-    OpenIdleConnections(port, milliseconds(200), stop);
+  Attack(2, [port, first = FirstByte()](const std::atomic<bool>& stop) {
+    OpenIdleConnections(port, first, milliseconds(200), stop);
   });
   Attack(8, [big](const std::atomic<bool>& stop) { ReadSlowlyOver(big, "prom:s3cret", stop); });
   ASSERT_TRUE(Holds(12));
@@ -1106,8 +1216,10 @@ TEST_P(ServingMixTest, SeededScheduleOfEveryAttackerKind) {
         Attack(1, [nope](const std::atomic<bool>& stop) { PinWithKeepAlive(nope, stop); });
         break;
       case 1:
-        Attack(1, [port, every = milliseconds(20 + std::rand() % 200)](
-                      const std::atomic<bool>& stop) { OpenIdleConnections(port, every, stop); });
+        Attack(1, [port, first = FirstByte(),
+                   every = milliseconds(20 + std::rand() % 200)](const std::atomic<bool>& stop) {
+          OpenIdleConnections(port, first, every, stop);
+        });
         break;
       case 2:
         Attack(1, [target = std::rand() % 2 ? port : probe_port](const std::atomic<bool>& stop) {
@@ -1128,7 +1240,7 @@ TEST_P(ServingMixTest, SeededScheduleOfEveryAttackerKind) {
         break;
       default:
         Attack(1, [probe_port](const std::atomic<bool>& stop) {
-          OpenIdleConnections(probe_port, milliseconds(5), stop);
+          OpenIdleConnections(probe_port, "", milliseconds(5), stop);
         });
         break;
     }

@@ -9,6 +9,8 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -44,6 +46,34 @@ size_t AppendHeader(char* data, size_t size, size_t n, void* out) {
   return size * n;
 }
 
+// What a failed request did, and when (ms from its start): curl's own
+// steps and the TLS records it sent and read, for the failure's message.
+struct Timeline {
+  std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
+  std::string text;
+};
+
+int Record(CURL* /*curl*/, curl_infotype type, char* data, size_t size, void* out) {
+  auto* t = static_cast<Timeline*>(out);
+  if (t->text.size() > 4096) return 0;
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                      std::chrono::steady_clock::now() - t->start)
+                      .count();
+  std::string what;
+  if (type == CURLINFO_TEXT) {
+    what.assign(data, std::min<size_t>(size, 72));
+    while (!what.empty() && (what.back() == '\n' || what.back() == '\r')) what.pop_back();
+  } else if (type == CURLINFO_SSL_DATA_OUT || type == CURLINFO_SSL_DATA_IN) {
+    what = (type == CURLINFO_SSL_DATA_OUT ? "tls out " : "tls in ") + std::to_string(size);
+  } else if (type == CURLINFO_HEADER_OUT) {
+    what = "head out";
+  } else {
+    return 0;
+  }
+  t->text += "\n  " + std::to_string(ms) + " ms: " + what;
+  return 0;
+}
+
 }  // namespace
 
 HttpResponse Http(const HttpRequest& req) {
@@ -75,6 +105,12 @@ HttpResponse Http(const HttpRequest& req) {
   curl_easy_setopt(curl, CURLOPT_WRITEDATA, &resp.body);
   curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, AppendHeader);
   curl_easy_setopt(curl, CURLOPT_HEADERDATA, &resp.headers);
+  char detail[CURL_ERROR_SIZE] = {0};
+  curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, detail);
+  Timeline timeline;
+  curl_easy_setopt(curl, CURLOPT_DEBUGFUNCTION, Record);
+  curl_easy_setopt(curl, CURLOPT_DEBUGDATA, &timeline);
+  curl_easy_setopt(curl, CURLOPT_VERBOSE, 1L);
   CURLcode rc = curl_easy_perform(curl);
   if (rc == CURLE_OK) {
     curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &resp.status);
@@ -82,7 +118,11 @@ HttpResponse Http(const HttpRequest& req) {
     curl_easy_getinfo(curl, CURLINFO_CONTENT_TYPE, &ct);
     if (ct) resp.content_type = ct;
   } else {
-    resp.error = curl_easy_strerror(rc);
+    // Where it failed: the TCP connect's end (0: never), from the start.
+    curl_off_t connected_us = 0;
+    curl_easy_getinfo(curl, CURLINFO_CONNECT_TIME_T, &connected_us);
+    resp.error = std::string(curl_easy_strerror(rc)) + " (" + detail + "; connected at " +
+                 std::to_string(connected_us / 1000) + " ms)" + timeline.text;
   }
   curl_slist_free_all(headers);
   curl_easy_cleanup(curl);
