@@ -48,14 +48,18 @@ size_t AppendHeader(char* data, size_t size, size_t n, void* out) {
 
 // What a failed request did, and when (ms from its start): curl's own
 // steps and the TLS records it sent and read, for the failure's message.
+// The first 3 KiB and the last 1-2 KiB are kept: a large body's records
+// would push the failure itself out.
 struct Timeline {
   std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
   std::string text;
+  std::string tail;
+  bool cut = false;
+  std::string Text() const { return cut ? text + "\n  ..." + tail : text; }
 };
 
 int Record(CURL* /*curl*/, curl_infotype type, char* data, size_t size, void* out) {
   auto* t = static_cast<Timeline*>(out);
-  if (t->text.size() > 4096) return 0;
   const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                       std::chrono::steady_clock::now() - t->start)
                       .count();
@@ -70,7 +74,14 @@ int Record(CURL* /*curl*/, curl_infotype type, char* data, size_t size, void* ou
   } else {
     return 0;
   }
-  t->text += "\n  " + std::to_string(ms) + " ms: " + what;
+  std::string line = "\n  " + std::to_string(ms) + " ms: " + what;
+  if (!t->cut && t->text.size() + line.size() <= 3072) {
+    t->text += line;
+  } else {
+    t->cut = true;
+    t->tail += line;
+    if (t->tail.size() > 2048) t->tail.erase(0, t->tail.size() - 1024);
+  }
   return 0;
 }
 
@@ -122,7 +133,7 @@ HttpResponse Http(const HttpRequest& req) {
     curl_off_t connected_us = 0;
     curl_easy_getinfo(curl, CURLINFO_CONNECT_TIME_T, &connected_us);
     resp.error = std::string(curl_easy_strerror(rc)) + " (" + detail + "; connected at " +
-                 std::to_string(connected_us / 1000) + " ms)" + timeline.text;
+                 std::to_string(connected_us / 1000) + " ms)" + timeline.Text();
   }
   curl_slist_free_all(headers);
   curl_easy_cleanup(curl);
