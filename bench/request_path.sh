@@ -22,7 +22,7 @@ trap cleanup EXIT
 PIDS+=($!)
 for _ in $(seq 1 200); do grep -q ready "$TMP/sim.log" && break; sleep 0.05; done
 PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-valgrind --tool=callgrind --callgrind-out-file="$TMP/cg.out" --toggle-collect='worker_thread*' \
+valgrind --tool=callgrind --callgrind-out-file="$TMP/cg.out" --toggle-collect=worker_thread \
   "$BUILD/src/app/xpu-exporter" --xdm.endpoint "unix://$TMP/x.sock" \
   --controller.endpoint "unix://$TMP/c.sock" --web.listen-address "127.0.0.1:$PORT" --hal none \
   2>"$TMP/exp.log" &
