@@ -22,6 +22,9 @@ void Poke(int port) {
   addr.sin_port = htons(static_cast<uint16_t>(port));
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   // Connected or refused, either way the master thread's poll() returned.
+  // A deferred listener (TCP_DEFER_ACCEPT, civetweb patch 0004) hands the
+  // connection over at the FIN that close() sends, as it would data: an
+  // RST (SO_LINGER 0) would not wake it.
   (void)::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
   ::close(fd);
 }

@@ -858,8 +858,12 @@ Status WebServer::Start() {
       ms(options_.busy_head_timeout), "keep_alive_timeout_ms", ms(options_.keep_alive_timeout),
       // civetweb patch 0002: a slow reader gives its worker up under pressure.
       "response_shed_timeout_ms", ms(options_.shed_after), "enable_keep_alive", "yes",
-      // civetweb patch 0004: handed over once the client speaks.
-      "tcp_defer_accept_seconds", std::to_string(options_.defer_accept.count()), "tcp_nodelay", "1",
+      // civetweb patch 0004: handed over once the client speaks. A silent
+      // connection waits in the listen queue meanwhile: room for 1024
+      // (the kernel caps it at net.core.somaxconn) before the kernel falls
+      // back to syncookies, which hand connections over at once.
+      "tcp_defer_accept_seconds", std::to_string(options_.defer_accept.count()), "listen_backlog",
+      "1024", "tcp_nodelay", "1",
       // Nothing is served from disk: no document_root at all.
   };
   dispatcher_ = std::make_unique<Dispatcher>(this);

@@ -91,7 +91,9 @@ struct WebOptions {
   // A connection reaches a worker only once its client has sent something,
   // or after this long silent (TCP_DEFER_ACCEPT, civetweb patch 0004; as
   // nginx's `deferred`): a client slow to speak holds no worker and is not
-  // cut as idle meanwhile. Whole seconds; 0: a worker takes it at once.
+  // cut as idle meanwhile. Whole seconds, which the kernel rounds up to its
+  // SYN-ACK retransmits (1, 3, 7, 15 s: 10 is about 15); 0: a worker takes
+  // it at once.
   std::chrono::seconds defer_accept{1};
   // Idle time allowed between two requests on a keep-alive connection.
   std::chrono::milliseconds keep_alive_timeout{2000};

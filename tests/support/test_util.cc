@@ -80,7 +80,9 @@ int Record(CURL* /*curl*/, curl_infotype type, char* data, size_t size, void* ou
   } else {
     t->cut = true;
     t->tail += line;
-    if (t->tail.size() > 2048) t->tail.erase(0, t->tail.size() - 1024);
+    if (t->tail.size() > 2048) {  // from the first whole line of its last 1 KiB
+      t->tail.erase(0, t->tail.find('\n', t->tail.size() - 1024));
+    }
   }
   return 0;
 }
