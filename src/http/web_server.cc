@@ -525,10 +525,11 @@ class WebServer::Dispatcher : public CivetHandler {
       resp = it->second.handler(inner);
       gzip = it->second.gzip && AcceptsGzip(req.accept_encoding);
     }
-    // Keep-alive only while the pool has room: a connection that stays
-    // holds its worker, so under pressure each answer ends its connection
-    // and the client queues again behind those waiting (probes included).
-    if (!close) close = Pressed(conn, opt) || HeaderHasToken(conn, "Connection", "close");
+    // Keep-alive only while the pool has room, and has had it for a while:
+    // a connection that stays holds its worker, so under pressure each
+    // answer ends its connection and the client queues again behind those
+    // waiting (probes included).
+    if (!close) close = PressedOfLate(conn, opt) || HeaderHasToken(conn, "Connection", "close");
     const int status = resp.status;
     WriteMark* const mark = release.held ? Writing(slot) : nullptr;
     Send(conn, req, std::move(resp), gzip, close, cfg.get(), mark);
@@ -572,6 +573,7 @@ class WebServer::Dispatcher : public CivetHandler {
       *out = slots_.emplace(slots_.end(), conn);
       return true;
     }
+    NotePressure(std::chrono::steady_clock::now());
     if (waiting_.size() >= static_cast<size_t>(std::max(1, opt.reserved_probe_workers)))
       return false;
     Waiter me{conn};
@@ -675,6 +677,25 @@ class WebServer::Dispatcher : public CivetHandler {
     if (mg_get_server_load(mg_get_context(conn), &load) != 0) return false;
     return load.queued > 0 || load.busy >= opt.max_connections;
   }
+  // Whether the pool is pressed now, or was seen pressed (here or by a
+  // request that waited for a slot) within keep_alive_after_pressure. A
+  // keep-alive promised in a lull of a load is broken moments later: once
+  // connections queue again the idle one is squeezed (civetweb patch 0003)
+  // while its client, busy itself, may be sending its next request, which
+  // then meets a closed connection. "Connection: close" says it first.
+  bool PressedOfLate(const mg_connection* conn, const WebOptions& opt) {
+    const auto now = std::chrono::steady_clock::now();
+    if (Pressed(conn, opt)) {
+      NotePressure(now);
+      return true;
+    }
+    const int64_t seen = pressed_at_ns_.load(std::memory_order_relaxed);
+    return seen != 0 &&
+           SteadyNs(now) - seen < std::chrono::nanoseconds(opt.keep_alive_after_pressure).count();
+  }
+  void NotePressure(std::chrono::steady_clock::time_point now) {
+    pressed_at_ns_.store(std::max<int64_t>(1, SteadyNs(now)), std::memory_order_relaxed);
+  }
 
   void Send(mg_connection* conn, const Request& req, Response resp, bool gzip, bool close,
             const WebConfig* cfg, WriteMark* mark) {
@@ -733,6 +754,8 @@ class WebServer::Dispatcher : public CivetHandler {
   // Requests in progress, oldest first.
   std::list<Slot> slots_ XPU_GUARDED_BY(slots_mu_);
   std::list<Waiter*> waiting_ XPU_GUARDED_BY(slots_mu_);  // oldest first
+  // When the pool was last seen pressed (SteadyNs; 0: never). Any worker.
+  std::atomic<int64_t> pressed_at_ns_{0};
 };
 
 WebServer::WebServer(WebOptions options)

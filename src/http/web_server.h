@@ -97,6 +97,11 @@ struct WebOptions {
   std::chrono::seconds defer_accept{1};
   // Idle time allowed between two requests on a keep-alive connection.
   std::chrono::milliseconds keep_alive_timeout{2000};
+  // Keep-alive is offered again only this long after the pool was last
+  // seen pressed (Dispatcher::PressedOfLate): answers say "Connection:
+  // close" through a lull of a load rather than promise a connection the
+  // squeeze would close under a client about to send on it.
+  std::chrono::milliseconds keep_alive_after_pressure{1000};
   // Deadline for a whole response when the client sends no
   // X-Prometheus-Scrape-Timeout-Seconds (that header, when sent, can only
   // shorten it).
@@ -135,7 +140,8 @@ struct WebOptions {
 // max_connections workers (one more waits up to 100 ms for a
 // slot, longer while the holders are at work on our side, then 503);
 // keep-alive ends ("Connection: close") whenever connections wait for a
-// worker, the pool is nearly full, or a connection has had
+// worker or the pool is nearly full, for keep_alive_after_pressure after
+// either was last seen, or once a connection has had
 // kMaxRequestsPerConnection; bcrypt checks are capped and shared fairly
 // (BasicAuth). Owns its metrics (xpu_exporter_http_*, metrics()).
 class WebServer {

@@ -33,10 +33,16 @@ backlog() { ss -Hltn "sport = :$PORT" | awk '{s += $2} END {print s + 0}'; }
   done
 ) &
 PROBER=$!
+cuts() { scrape | grep -E '^xpu_exporter_http_connections_cut_total' | tr '\n' ' '; }
+cuts_before=$(cuts)
 # Each answer's status counted (wrk_statuses.lua): a refusal names itself.
 out=$(wrk -c 64 -t 2 -d "${LOAD_SECONDS:-30}s" -s "$E2E_DIR/wrk_statuses.lua" "$URL/metrics")
 wait "$PROBER"
 echo "$out"
+# What the server cut during the run (a cut connection is a socket error
+# to wrk): the counters before and after.
+echo "cuts before: $cuts_before"
+echo "cuts after:  $(cuts)"
 grep -q "requests in" <<<"$out" || fail "wrk did not run: $out"
 grep -q "Non-2xx" <<<"$out" && fail "wrk saw non-200 answers: $(grep -A25 '^not 200:' <<<"$out")"
 # Strict: no connect, read or write error and no timeout at all.

@@ -311,7 +311,7 @@ class ServingTest : public ::testing::Test {
   bool tls_ = false;
   // Counted by attackers: members, so that they outlive the threads even
   // when an assertion ends a test early (TearDown joins them).
-  std::atomic<int> throttled_{0}, failed_{0}, done_{0};
+  std::atomic<int> throttled_{0}, failed_{0}, done_{0}, connects_{0};
   std::atomic<bool> stop_{false};
   std::vector<std::thread> attackers_;
 };
@@ -333,10 +333,15 @@ CURL* AttackerCurl(const std::string& url, long timeout_ms) {
   return c;
 }
 
-void PinWithKeepAlive(const std::string& url, const std::atomic<bool>& stop) {
+// `connects`, if given, counts the connections it had to make.
+void PinWithKeepAlive(const std::string& url, const std::atomic<bool>& stop,
+                      std::atomic<int>* connects = nullptr) {
   CURL* c = AttackerCurl(url, 2000L);
   while (!stop) {
     curl_easy_perform(c);
+    long made = 0;
+    if (connects && curl_easy_getinfo(c, CURLINFO_NUM_CONNECTS, &made) == CURLE_OK)
+      *connects += static_cast<int>(made);
     std::this_thread::sleep_for(milliseconds(20));  // the client's own pace
   }
   curl_easy_cleanup(c);
@@ -398,14 +403,21 @@ TEST_F(ServingTest, KeepAlivePinnersDoNotStarveProbes) {
   Start();
   const std::string url = Url("/nope");
   // More pinners than workers (16 + 3): the reserved ones alone cannot help.
-  Attack(32, [url](const std::atomic<bool>& stop) { PinWithKeepAlive(url, stop); });
-  ASSERT_TRUE(Holds(16));
-  // Every pinner is past its first request: they repeat on their connections.
+  Attack(32,
+         [url, this](const std::atomic<bool>& stop) { PinWithKeepAlive(url, stop, &connects_); });
+  // Every pinner is past its first requests, and the server ended their
+  // connections: under pressure, and for keep_alive_after_pressure after
+  // it, each answer says "Connection: close", and a new connection holds no
+  // worker until it speaks (so they hold only a few at once: no Holds(16)).
   ASSERT_TRUE(xpu::testing::WaitFor(
       [&] {
-        return Sample(*server_, "xpu_exporter_http_requests_total", {{"handler", "other"}}) > 48;
+        return Sample(*server_, "xpu_exporter_http_requests_total", {{"handler", "other"}}) >
+                   4 * 32 &&
+               connects_ > 4 * 32;
       },
-      std::chrono::seconds(30)));
+      std::chrono::seconds(30)))
+      << "requests " << Sample(*server_, "xpu_exporter_http_requests_total", {{"handler", "other"}})
+      << ", connections " << connects_;
   ExpectProbesUnderPinners();
   milliseconds worst;
   EXPECT_EQ(ProbesWithinASecond(2, &worst, "/metrics"), 2) << "slowest " << worst.count() << " ms";
@@ -862,6 +874,65 @@ TEST_F(ServingTest, PipelinedRequestSplitAcrossReadsIsServed) {
   }
   EXPECT_EQ(answers, 2u) << got;
   EXPECT_NE(got.find("Connection: close\r\n"), std::string::npos) << got;
+}
+
+// The head of the answer to one keep-alive GET /metrics on a new
+// connection (its body, "up 1\n", read too).
+std::string KeepAliveAnswerHead(int port) {
+  const int fd = xpu::testing::ConnectLoopback(port);
+  if (fd < 0) return "no connection";
+  const std::string get = "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n";
+  std::string got;
+  if (::send(fd, get.data(), get.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(get.size())) {
+    char buf[4096];
+    for (ssize_t n;
+         got.find("up 1\n") == std::string::npos && (n = ::recv(fd, buf, sizeof buf, 0)) > 0;)
+      got.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  return got.substr(0, got.find("\r\n\r\n"));
+}
+
+// A keep-alive promised in a lull of a load was broken moments later: once
+// connections queued again the idle connection was squeezed as its client
+// (wrk, its own thread busy) sent its next request on it, which met a
+// closed connection. After the pool was seen pressed, answers say
+// "Connection: close" for keep_alive_after_pressure, then offer keep-alive
+// again.
+TEST_F(ServingTest, KeepAliveIsOfferedAgainOnlyAWhileAfterPressure) {
+  Start(nullptr, 2);
+  const milliseconds memory = WebOptions{}.keep_alive_after_pressure;
+  EXPECT_EQ(KeepAliveAnswerHead(port_).find("Connection: close"), std::string::npos)
+      << "an idle pool offers keep-alive";
+  std::vector<std::future<xpu::testing::HttpResponse>> held;
+  HeldGoAtEnd go{this};
+  ASSERT_TRUE(HoldSlots(1, &held));
+  const auto pressed_sent = Clock::now();
+  // Its own and the held one: every slot taken.
+  EXPECT_NE(KeepAliveAnswerHead(port_).find("Connection: close"), std::string::npos);
+  LetHeldGo();
+  ASSERT_EQ(held[0].get().status, 200);
+  ASSERT_TRUE(xpu::testing::WaitFor(
+      [&] { return Sample(*server_, "xpu_exporter_http_workers_busy") == 0; }));
+  const std::string lull = KeepAliveAnswerHead(port_);
+  const auto lull_at = Clock::now();
+  if (lull_at - pressed_sent < memory) {
+    EXPECT_NE(lull.find("Connection: close"), std::string::npos)
+        << "keep-alive offered " << (lull_at - pressed_sent) / milliseconds(1)
+        << " ms after pressure: " << lull;
+  } else {
+    ADD_FAILURE() << "this machine took past the memory to free one slot; nothing seen";
+  }
+  Clock::time_point offered{};
+  ASSERT_TRUE(xpu::testing::WaitFor(
+      [&] {
+        if (KeepAliveAnswerHead(port_).find("Connection: close") != std::string::npos) return false;
+        offered = Clock::now();
+        return true;
+      },
+      memory + std::chrono::seconds(3)))
+      << "keep-alive never offered again";
+  EXPECT_GE(offered - pressed_sent, memory);
 }
 
 // A reload with a new certificate: later handshakes get it, the port stays
