@@ -360,11 +360,15 @@ class ProbeServer::Loop {
   }
 
   // Connections past their deadline (oldest first): the head never came
-  // whole, the answer was not read, or the client did not close.
+  // whole, the answer was not read, or the client did not close. Each
+  // unanswered one is read a last time first: a head that came while this
+  // thread was away (descheduled after its wait, or behind a long batch of
+  // events) is answered, not blamed on its client.
   void Expire() {
     const auto now = Clock::now();
     for (ConnIt it = conns_.begin(); it != conns_.end(); ++it) {
       if (now - it->accepted < options_.deadline) break;
+      if (it->fd >= 0 && !it->answered) Service(it);
       if (it->fd < 0) continue;
       // An answer all sent whose client has not closed yet was answered.
       Kill(it, it->answered && Sent(*it) ? Outcome(*it) : kDeadline);
