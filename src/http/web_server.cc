@@ -525,10 +525,9 @@ class WebServer::Dispatcher : public CivetHandler {
       resp = it->second.handler(inner);
       gzip = it->second.gzip && AcceptsGzip(req.accept_encoding);
     }
-    // Keep-alive only while the pool has room, and has had it for a while:
-    // a connection that stays holds its worker, so under pressure each
-    // answer ends its connection and the client queues again behind those
-    // waiting (probes included).
+    // Keep-alive only while the pool has room and has had it a while: a
+    // connection that stays holds its worker; else the answer ends it, and
+    // the client queues again behind those waiting (probes included).
     if (!close) close = PressedOfLate(conn, opt) || HeaderHasToken(conn, "Connection", "close");
     const int status = resp.status;
     WriteMark* const mark = release.held ? Writing(slot) : nullptr;
