@@ -57,12 +57,13 @@ using WriteMark = std::atomic<int64_t>;
 int64_t SteadyNs(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
 }
+// SteadyNs, never 0: for atomics where 0 means "none".
+int64_t SetNs(std::chrono::steady_clock::time_point t) { return std::max<int64_t>(1, SteadyNs(t)); }
 // mg_write of all of `s`, marked in `mark` while it runs; false if the
 // connection failed.
 bool WriteAll(mg_connection* conn, std::string_view s, WriteMark* mark) {
   if (mark != nullptr)
-    mark->store(std::max<int64_t>(1, SteadyNs(std::chrono::steady_clock::now())),
-                std::memory_order_relaxed);
+    mark->store(SetNs(std::chrono::steady_clock::now()), std::memory_order_relaxed);
   const bool ok = mg_write(conn, s.data(), s.size()) == static_cast<int>(s.size());
   if (mark != nullptr) mark->store(0, std::memory_order_relaxed);
   return ok;
@@ -693,7 +694,7 @@ class WebServer::Dispatcher : public CivetHandler {
            SteadyNs(now) - seen < std::chrono::nanoseconds(opt.keep_alive_after_pressure).count();
   }
   void NotePressure(std::chrono::steady_clock::time_point now) {
-    pressed_at_ns_.store(std::max<int64_t>(1, SteadyNs(now)), std::memory_order_relaxed);
+    pressed_at_ns_.store(SetNs(now), std::memory_order_relaxed);
   }
 
   void Send(mg_connection* conn, const Request& req, Response resp, bool gzip, bool close,

@@ -33,7 +33,13 @@ backlog() { ss -Hltn "sport = :$PORT" | awk '{s += $2} END {print s + 0}'; }
   done
 ) &
 PROBER=$!
-cuts() { scrape | grep -E '^xpu_exporter_http_connections_cut_total' | tr '\n' ' '; }
+# The server's cuts (an idle keep-alive closed is not one: civetweb counts
+# it as keep_alive_timeout_ms's end); a failed scrape here says so.
+cuts() {
+  local page
+  page=$(scrape) || { echo "(no scrape)"; return 0; }
+  grep -E '^xpu_exporter_http_connections_cut_total' <<<"$page" | tr '\n' ' ' || true
+}
 cuts_before=$(cuts)
 # Each answer's status counted (wrk_statuses.lua): a refusal names itself.
 out=$(wrk -c 64 -t 2 -d "${LOAD_SECONDS:-30}s" -s "$E2E_DIR/wrk_statuses.lua" "$URL/metrics")
