@@ -31,6 +31,8 @@ constexpr std::chrono::seconds kTrimEvery(2);
 constexpr int kChannelReconnectInitial = 100;  // ms
 constexpr int kChannelConnectTimeout = 300;    // ms
 constexpr int kChannelReconnectMax = 500;      // ms
+// The stream's receive window: what gRPC's bandwidth probe would size it to.
+constexpr int kStreamWindowBytes = 4 << 20;
 
 double Seconds(SteadyClock::duration d) { return std::chrono::duration<double>(d).count(); }
 
@@ -57,6 +59,13 @@ ChannelFactory DefaultChannelFactory(const ClientOptions& options) {
     args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, kKeepaliveTimeMs);
     args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, kKeepaliveTimeoutMs);
     args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 0);
+    // A fixed receive window instead of gRPC's bandwidth probe: the probe
+    // pings the daemon after each message and sets a timer for the next
+    // ping (an idle exporter's gRPC wakes 16 times a second with it, 11
+    // without: docs/benchmarks.md, issue 51), to size a window that on a
+    // Unix socket grows to this same 4 MiB.
+    args.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
+    args.SetInt(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, kStreamWindowBytes);
     // A 100,000-series snapshot is several MB; gRPC's default cap is 4 MB. The
     // cap bounds what one message can make us allocate (docs/reliability.md).
     args.SetMaxReceiveMessageSize(options.max_message_bytes);

@@ -153,7 +153,11 @@ struct NvmlSampler::Reader {
       self->status = std::move(s);
       self->cards = std::move(cards);
       self->missing = std::move(missing);
+      // Told with the lock let go: a sampler woken under it would wake
+      // only to wait for it (two wake-ups a read, not one).
+      lock.Unlock();
       self->cv.NotifyAll();
+      lock.Lock();
     }
   }
 };
@@ -296,7 +300,9 @@ bool NvmlSampler::SampleOnce() {
       r.ask = std::move(ask);
       r.health_only = !cadence_.WholeDue(Clock::now());
       want = ++r.generation;
+      lock.Unlock();  // as the reader tells its answer
       r.cv.NotifyAll();
+      lock.Lock();
     }
     while (!(r.done && r.answered == want && want != 0) && !worker().stopping() &&
            Clock::now() < deadline)
