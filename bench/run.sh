@@ -16,6 +16,9 @@ free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",
 # CPU time of every thread of a process, in microseconds (schedstat is in ns;
 # /proc/PID/stat's clock ticks are too coarse for an idle exporter).
 cpu_us() { cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{s += $1} END {printf "%d", s / 1000}'; }
+# How often its threads were put on a CPU (schedstat's third field): an idle
+# process's wake-ups, steadier from run to run than its CPU time.
+runs_of() { cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{s += $3} END {printf "%d", s}'; }
 rss_kb() { awk '/^VmRSS/ {print $2}' "/proc/$1/status"; }
 hwm_kb() { awk '/^VmHWM/ {print $2}' "/proc/$1/status"; }
 # Memory the process does not share: anonymous and private pages (RSS also
@@ -198,11 +201,15 @@ PY
   until_ok bash -c "curl -sf $hurl | grep -q '^xpu_nvml_up 1'"
   until_ok curl -sf "${nurl%/metrics}/-/ready"
   sleep 5  # every source past its first, whole, read
-  local h0 n0 h1 n1
-  h0=$(cpu_us "$hal"); n0=$(cpu_us "$none"); sleep 30; h1=$(cpu_us "$hal"); n1=$(cpu_us "$none")
-  local hidle nidle
+  local h0 n0 h1 n1 hr0 nr0 hr1 nr1
+  h0=$(cpu_us "$hal"); n0=$(cpu_us "$none"); hr0=$(runs_of "$hal"); nr0=$(runs_of "$none")
+  sleep 30
+  h1=$(cpu_us "$hal"); n1=$(cpu_us "$none"); hr1=$(runs_of "$hal"); nr1=$(runs_of "$none")
+  local hidle nidle hwakes nwakes
   hidle=$(awk -v t=$((h1 - h0)) 'BEGIN {printf "%.3f", 100 * t / 1e6 / 30}')
   nidle=$(awk -v t=$((n1 - n0)) 'BEGIN {printf "%.3f", 100 * t / 1e6 / 30}')
+  hwakes=$(awk -v t=$((hr1 - hr0)) 'BEGIN {printf "%.1f", t / 30}')
+  nwakes=$(awk -v t=$((nr1 - nr0)) 'BEGIN {printf "%.1f", t / 30}')
   local hmeds=() nmeds=() out hbytes nbytes
   for _ in 1 2 3 4; do
     out=$("$CLIENT" "$hurl" --count 400 --gzip-raw --prometheus)
@@ -214,10 +221,10 @@ PY
   hmed=$(printf "%s\n" "${hmeds[@]}" | sort -g | awk '{a[NR] = $1} END {printf "%.3f", (a[2] + a[3]) / 2}')
   nmed=$(printf "%s\n" "${nmeds[@]}" | sort -g | awk '{a[NR] = $1} END {printf "%.3f", (a[2] + a[3]) / 2}')
   pss_of() { awk '/^Pss:/ {printf "%.1f", $2 / 1024}' "/proc/$1/smaps_rollup"; }
-  echo "| --hal | idle CPU % (30 s) | threads | PSS MiB | gzip bytes | gzip median ms (4 rounds of 400) | µs per compressed KB |"
-  echo "|---|---|---|---|---|---|---|"
-  echo "| sysfs,pci,kmsg,nvml | $hidle | $(ls "/proc/$hal/task" | wc -l) | $(pss_of "$hal") | $hbytes | $hmed | $(awk -v m="$hmed" -v b="$hbytes" 'BEGIN {printf "%.2f", m * 1000 / (b / 1000)}') |"
-  echo "| none | $nidle | $(ls "/proc/$none/task" | wc -l) | $(pss_of "$none") | $nbytes | $nmed | $(awk -v m="$nmed" -v b="$nbytes" 'BEGIN {printf "%.2f", m * 1000 / (b / 1000)}') |"
+  echo "| --hal | idle CPU % (30 s) | wake-ups a second | threads | PSS MiB | gzip bytes | gzip median ms (4 rounds of 400) | µs per compressed KB |"
+  echo "|---|---|---|---|---|---|---|---|"
+  echo "| sysfs,pci,kmsg,nvml | $hidle | $hwakes | $(ls "/proc/$hal/task" | wc -l) | $(pss_of "$hal") | $hbytes | $hmed | $(awk -v m="$hmed" -v b="$hbytes" 'BEGIN {printf "%.2f", m * 1000 / (b / 1000)}') |"
+  echo "| none | $nidle | $nwakes | $(ls "/proc/$none/task" | wc -l) | $(pss_of "$none") | $nbytes | $nmed | $(awk -v m="$nmed" -v b="$nbytes" 'BEGIN {printf "%.2f", m * 1000 / (b / 1000)}') |"
   echo
   echo "- per compressed byte, the HAL's page costs $(awk -v a="$hmed" -v ab="$hbytes" -v b="$nmed" -v bb="$nbytes" 'BEGIN {printf "%.2fx", (a / ab) / (b / bb)}') what --hal none's does (kernel log: $kmsg)"
   kill "$hal" "$none" "$sim" 2>/dev/null || true
