@@ -149,17 +149,9 @@ void HeldFiles::Close(Dir& d, std::map<std::string, File>::iterator it) {
   --held_;
 }
 
-int HeldFiles::DirFd(const std::string& dir) {
-  Dir* d = Watched(dir, std::chrono::steady_clock::now());
-  if (d == nullptr) return -1;
-  if (d->fd < 0) d->fd = ::open(dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
-  return d->fd;
-}
-
 void HeldFiles::Unwatch(std::map<std::string, Dir>::iterator it) {
   Dir& d = it->second;
   while (!d.files.empty()) Close(d, d.files.begin());
-  if (d.fd >= 0) ::close(d.fd);
   const int wd = d.wd;
   if (wd >= 0) {
     const auto [from, to] = by_wd_.equal_range(wd);

@@ -88,12 +88,6 @@ class HeldFiles {
   // After each round: lets go of the files of each directory neither Seen
   // nor read since the last Sweep (a card gone).
   void Sweep();
-  // An O_PATH descriptor of `dir`, held while its files may be (opened at
-  // the first call, let go with them): its links and entries are looked up
-  // relative to it, a path walk of one component, not of the whole path
-  // (access() and readlink() of a card's absolute path were a fifth of the
-  // pci source's time each interval). -1 where `dir` cannot be watched.
-  int DirFd(const std::string& dir);
   // Lets go of every file held in `dir`.
   void Forget(const std::string& dir);
   // Lets go of every file.
@@ -114,7 +108,6 @@ class HeldFiles {
   };
   struct Dir {
     int wd = -1;  // its inotify watch; -1 before the first read, -2: none to be had
-    int fd = -1;  // DirFd's, O_PATH
     std::chrono::steady_clock::time_point refused;  // with -2: tried again max_age after
     uint64_t inode = 0;                             // as its parent's listing gave it (Seen)
     bool touched = false;                           // since the last Sweep

@@ -107,51 +107,6 @@ TEST(HeldFilesTest, ADirectoryMadeAnewIsReadAnew) {
   EXPECT_EQ(held.held(), 0u);
 }
 
-std::string LinkAt(int dirfd, const char* name) {
-  char link[256];
-  const ssize_t n = ::readlinkat(dirfd, name, link, sizeof link);
-  return n > 0 ? std::string(link, static_cast<size_t>(n)) : "none";
-}
-
-// A card's links and entries are looked up through its held directory
-// (DirFd): a link changed in place (the driver rebound) reads anew, and a
-// directory made anew (a card hot-swapped) is looked up anew, its old
-// descriptor let go with its files.
-TEST(HeldFilesTest, TheHeldDirectoryFollowsARebindAndADirectoryMadeAnew) {
-  xpu::testing::TempDir t;
-  const auto open_fds = [] {
-    return std::distance(fs::directory_iterator("/proc/self/fd"), fs::directory_iterator{});
-  };
-  const std::string dir = t.File("card");
-  fs::create_directory(dir);
-  fs::create_symlink("../drivers/a", dir + "/driver");
-  HeldFiles held;
-  const auto fds_before = open_fds();
-  const int fd = held.DirFd(dir);
-  ASSERT_GE(fd, 0);
-  EXPECT_EQ(held.DirFd(dir), fd) << "held, not opened at each call";
-  EXPECT_EQ(LinkAt(fd, "driver"), "../drivers/a");
-  EXPECT_NE(::faccessat(fd, "physfn", F_OK, 0), 0);
-  fs::remove(dir + "/driver");
-  fs::create_symlink("../drivers/b", dir + "/driver");
-  fs::create_directory(dir + "/physfn");
-  held.Check();
-  EXPECT_EQ(LinkAt(held.DirFd(dir), "driver"), "../drivers/b");
-  EXPECT_EQ(::faccessat(held.DirFd(dir), "physfn", F_OK, 0), 0);
-
-  const std::string fresh = t.File("fresh");
-  fs::create_directory(fresh);
-  fs::create_symlink("../drivers/c", fresh + "/driver");
-  fs::rename(dir, t.File("old"));
-  fs::rename(fresh, dir);
-  held.Check();
-  EXPECT_EQ(LinkAt(held.DirFd(dir), "driver"), "../drivers/c") << "the directory made anew";
-  EXPECT_NE(::faccessat(held.DirFd(dir), "physfn", F_OK, 0), 0);
-  EXPECT_EQ(open_fds(), fds_before + 1) << "one descriptor held: the old one let go";
-  held.Clear();
-  EXPECT_EQ(open_fds(), fds_before);
-}
-
 // A directory a round did not list or read is let go by the round after:
 // what a card that left the bus held is not kept open.
 TEST(HeldFilesTest, SweepLetsGoOfDirectoriesNoRoundTouched) {

@@ -238,19 +238,15 @@ Status PciScanner::DeviceDir::Read(const char* name, std::string* out) const {
   return held != nullptr ? held->Read(path, name, out) : ReadAttributeAt(fd, name, path, out);
 }
 
-int PciScanner::DeviceDir::At() const { return held != nullptr ? held->DirFd(path) : fd; }
-
 bool PciScanner::DeviceDir::Exists(const char* name) const {
-  const int at = At();
-  return at >= 0 ? ::faccessat(at, name, F_OK, 0) == 0
-                 : ::access((path + "/" + name).c_str(), F_OK) == 0;
+  return held != nullptr ? ::access((path + "/" + name).c_str(), F_OK) == 0
+                         : ::faccessat(fd, name, F_OK, 0) == 0;
 }
 
 std::string PciScanner::DeviceDir::LinkName(const char* name) const {
   char link[PATH_MAX];
-  const int at = At();
-  const ssize_t n = at >= 0 ? ::readlinkat(at, name, link, sizeof link - 1)
-                            : ::readlink((path + "/" + name).c_str(), link, sizeof link - 1);
+  const ssize_t n = held != nullptr ? ::readlink((path + "/" + name).c_str(), link, sizeof link - 1)
+                                    : ::readlinkat(fd, name, link, sizeof link - 1);
   if (n <= 0) return "";
   const std::string_view target(link, static_cast<size_t>(n));
   const size_t slash = target.rfind('/');

@@ -138,9 +138,6 @@ class PciScanner {
     bool Exists(const char* name) const;
     // The last part of the symlink `name`'s target; empty when none.
     std::string LinkName(const char* name) const;
-    // The descriptor names are looked up in: `fd`, or the held files'
-    // (HeldFiles::DirFd); -1: by the whole path.
-    int At() const;
   };
 
  private:

@@ -123,10 +123,7 @@ Status SysfsBackend::ListDevices(std::vector<HalDeviceId>* out) {
     // Its PCI device, as a class device's `device` link names it (the last
     // part of the target is the address): the key the inventory joins by.
     char link[PATH_MAX];
-    const int at = held_.DirFd(path);
-    if (const ssize_t n = at >= 0 ? ::readlinkat(at, "device", link, sizeof link - 1)
-                                  : ::readlink((path + "/device").c_str(), link, sizeof link - 1);
-        n > 0) {
+    if (const ssize_t n = ::readlink((path + "/device").c_str(), link, sizeof link - 1); n > 0) {
       const std::string_view target(link, static_cast<size_t>(n));
       const size_t slash = target.rfind('/');
       id.bus_id = CanonicalPciAddress(
