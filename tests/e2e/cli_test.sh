@@ -66,4 +66,22 @@ start_exporter sim --collector.interval 100ms
 wait_for 10 has_metric 'xpu_utilization_ratio' || fail "no data"
 curl -sf -XPOST "$CONTROL/control/pause" >/dev/null
 term_within_1s "hung XDM"
+# gRPC sized for the exporter's one daemon, not for the machine's cores
+# (src/app/grpc_cores.cc): two timer shards (two a core it is told of) and
+# an EventEngine pool of two threads, a few at most; without it a 2-core machine has four
+# shards, and a 16-core node 32 shards and 16 threads. The shards are seen
+# in gRPC's own timer trace: each is checked within a second or so.
+curl -sf -XPOST "$CONTROL/control/resume" >/dev/null || true
+GRPC_TRACE=timer_check GRPC_VERBOSITY=debug start_exporter sim --collector.interval 100ms
+shards() { grep -o 'shard\[[0-9]*\]' "$TMP/exporter.log" | sort -u | wc -l; }
+wait_for 10 bash -c "[ \$(grep -o 'shard\[[0-9]*\]' '$TMP/exporter.log' | sort -u | wc -l) -ge 2 ]" ||
+  fail "gRPC's timer trace shows no shards: $(head -c 2000 "$TMP/exporter.log")"
+sleep 3  # a window in which every shard is checked at least once
+[ "$(shards)" -eq 2 ] || fail "gRPC keeps $(shards) timer shards, want 2 (one core): $(grep -o 'shard\[[0-9]*\]' "$TMP/exporter.log" | sort -u | tr '\n' ' ')"
+engine=$(cat /proc/"$EXP_PID"/task/*/comm | grep -c '^event_engine$' || true)
+# Its pool keeps two and may have grown by one or two in the start's burst
+# of calls; sized by a 16-core machine's cores it holds 16.
+[ "$engine" -le 4 ] || fail "gRPC's EventEngine holds $engine threads, want 4 at most"
+echo "gRPC sized for one core: $(shards) timer shards, $engine EventEngine threads"
+kill "$EXP_PID"; wait "$EXP_PID" 2>/dev/null || true
 echo "flags and signals behave"

@@ -2,7 +2,7 @@
 // that cannot run here (docs/hal.md, "nvml"): it exports the C functions
 // the nvml backend calls, with the same signatures, and serves the cards a
 // test writes in a JSON fixture (XPU_FAKE_NVML_FIXTURE), read again when
-// the file changes. A test injects through the fixture: nvmlInit_v2
+// the file changed at a read's first calls (Fixture). A test injects through the fixture: nvmlInit_v2
 // failing ("init_error"), a lost card ("lost"), a call that hangs
 // ("hang_ms": {"nvmlDeviceGetTemperature": 5000}; it ends early once the
 // fixture no longer names the call), a call the card does not
@@ -58,13 +58,15 @@ std::map<uintptr_t, size_t>& delivered = *new std::map<uintptr_t, size_t>();
 size_t events_delivered = 0;  // by every set; guarded by mu
 uintptr_t sets_made = 0;
 
-// The fixture now (read again when the file changed); under mu. `look`:
-// whether to look at the file (a stat) or answer from the snapshot. Calls
-// that begin a read of the cards (the count, a card's handle), a hang's
-// poll and the events look; a card's other calls answer from what the
-// handle's call saw, as the driver answers without a system call of its
-// own per call (a stat each call was 230 a second for 8 cards: most of
-// what the bench's idle figure counted of NVML, docs/benchmarks.md).
+// The fixture now; under mu. `look`: whether to look at the file (a stat,
+// and a read when it changed) or answer from the snapshot the last look
+// took. The calls that begin a read of the cards (the count, a card's
+// handle by index or by bus address), a hang's poll and the events look;
+// a card's other calls answer from the snapshot. The stand-in models what
+// the driver answers, not what its calls cost: a stat at every call was
+// the stand-in's own cost (230 system calls a second for 8 cards), counted
+// in the exporter's idle figures because the library runs in its process
+// (docs/benchmarks.md, issue 51, sixth pass).
 const Json& Fixture(bool look = true) {
   static const char* const path = std::getenv("XPU_FAKE_NVML_FIXTURE");  // set once, before
   if (!look && (size >= 0 || path == nullptr)) return *fixture;
@@ -114,9 +116,8 @@ nvml::Device Handle(unsigned gpu, unsigned mig = 0) {
 nvml::Return Enter(const char* fn, nvml::Device h, const Json** card, const Json** mig = nullptr) {
   ++calls;
   std::unique_lock<std::mutex> lock(mu);
-  const bool handle = std::strcmp(fn, "nvmlDeviceGetHandleByIndex_v2") == 0 ||
-                      std::strcmp(fn, "nvmlDeviceGetHandleByPciBusId_v2") == 0;
-  const Json* f = &Fixture(handle);
+  // Both handle calls have looked already (the count, the bus address).
+  const Json* f = &Fixture(/*look=*/false);
   if (f->contains("hang_ms") && (*f)["hang_ms"].contains(fn)) {
     const auto until = std::chrono::steady_clock::now() +
                        std::chrono::milliseconds((*f)["hang_ms"][fn].get<int>());
