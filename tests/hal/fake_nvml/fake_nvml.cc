@@ -2,8 +2,8 @@
 // that cannot run here (docs/hal.md, "nvml"): it exports the C functions
 // the nvml backend calls, with the same signatures, and serves the cards a
 // test writes in a JSON fixture (XPU_FAKE_NVML_FIXTURE), read again when
-// the file changed at a read's first calls (Fixture). A test injects through the fixture: nvmlInit_v2
-// failing ("init_error"), a lost card ("lost"), a call that hangs
+// the file changed at a read's first calls (Fixture). A test injects through the fixture:
+// nvmlInit_v2 failing ("init_error"), a lost card ("lost"), a call that hangs
 // ("hang_ms": {"nvmlDeviceGetTemperature": 5000}; it ends early once the
 // fixture no longer names the call), a call the card does not
 // support ("unsupported"), any other answer to a call ("errors"), and events (Xid, ECC, clocks)
