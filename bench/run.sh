@@ -17,7 +17,9 @@ free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",
 # /proc/PID/stat's clock ticks are too coarse for an idle exporter).
 cpu_us() { cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{s += $1} END {printf "%d", s / 1000}'; }
 # How often its threads were put on a CPU (schedstat's third field): an idle
-# process's wake-ups, steadier from run to run than its CPU time.
+# process's wake-ups (and any preemptions), steadier from run to run than its
+# CPU time. As with cpu_us, a thread that ends between two readings takes its
+# count with it.
 runs_of() { cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{s += $3} END {printf "%d", s}'; }
 rss_kb() { awk '/^VmRSS/ {print $2}' "/proc/$1/status"; }
 hwm_kb() { awk '/^VmHWM/ {print $2}' "/proc/$1/status"; }
@@ -160,8 +162,8 @@ echo
 # One xdm-sim (8 cards, every second, its PCI and sysfs tree, NVIDIA's vendor
 # id) and two exporters on it at once: every HAL source (sysfs, pci, the
 # kernel log, NVML through the stand-in library: the GPU driver is the one
-# part mocked) at the default intervals, and --hal none. Idle CPU is
-# measured on both over the same 30 s; then 4 alternating rounds of 400
+# part mocked) at the default intervals, and --hal none. Idle CPU and
+# wake-ups are measured on both over the same 30 s; then 4 alternating rounds of 400
 # gzip scrapes as Prometheus makes them (body kept compressed), the median
 # of each exporter's round medians, and its cost per compressed byte.
 hal_bench() {

@@ -3,7 +3,7 @@
 // gRPC (Debian's libgrpc 1.51) asks gpr_cpu_num_cores() how many cores the
 // machine has and sizes itself by it: its timer list keeps two shards a
 // core, each waking the timer thread up to once a second while the
-// exporter idles, and its EventEngine keeps a thread a core. The
+// exporter idles, and its EventEngine a thread a core (two at least). The
 // exporter's gRPC work is one daemon's streams and a few calls on a Unix
 // socket, the same on a 2-core VM as on a 192-core GPU node: on a 16-core
 // node that sizing was 16 of the idle exporter's 46 threads and 32 timer

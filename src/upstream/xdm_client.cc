@@ -57,12 +57,14 @@ ChannelFactory DefaultChannelFactory(const ClientOptions& options) {
     args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, kKeepaliveTimeMs);
     args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, kKeepaliveTimeoutMs);
     args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 0);
-    // gRPC's bandwidth probe stays on. It pings the daemon after a message
-    // (a third of an idle exporter's gRPC wake-ups in its first minutes;
-    // its pings thin out to one each 10 s within about 11 minutes), but
-    // without it gRPC 1.51 keeps a 64 KiB window whatever the lookahead
-    // argument asks: a 100,000-series message then took 10 window updates
-    // where it takes one (docs/benchmarks.md, issue 51, sixth pass).
+    // gRPC's bandwidth probe, on as by default, on purpose. It pings the
+    // daemon after a message (a third of an idle exporter's wake-ups in its
+    // first minutes; its pings thin out to one each 10 s within about 11
+    // minutes), but without it gRPC 1.51 keeps a 64 KiB window whatever
+    // GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES asks: under a flood of
+    // 100,000-sample messages the exporter then made 10 sendmsg calls a
+    // message, not one (docs/benchmarks.md, issue 51, sixth pass).
+    args.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 1);
     // A 100,000-series snapshot is several MB; gRPC's default cap is 4 MB. The
     // cap bounds what one message can make us allocate (docs/reliability.md).
     args.SetMaxReceiveMessageSize(options.max_message_bytes);

@@ -72,15 +72,17 @@ term_within_1s "hung XDM"
 # shards, and a 16-core node 32 shards and 16 threads. The shards are seen
 # in gRPC's own timer trace: each is checked within a second or so.
 curl -sf -XPOST "$CONTROL/control/resume" >/dev/null || true
-GRPC_TRACE=timer_check GRPC_VERBOSITY=debug start_exporter sim --collector.interval 100ms
+GRPC_TRACE=timer_check GRPC_VERBOSITY=info start_exporter sim --collector.interval 100ms
 shards() { grep -o 'shard\[[0-9]*\]' "$TMP/exporter.log" | sort -u | wc -l; }
 wait_for 10 bash -c "[ \$(grep -o 'shard\[[0-9]*\]' '$TMP/exporter.log' | sort -u | wc -l) -ge 2 ]" ||
-  fail "gRPC's timer trace shows no shards: $(head -c 2000 "$TMP/exporter.log")"
+  fail "gRPC's timer trace shows $(shards) shard(s) in 10 s: $(head -c 2000 "$TMP/exporter.log")"
 sleep 3  # a window in which every shard is checked at least once
 [ "$(shards)" -eq 2 ] || fail "gRPC keeps $(shards) timer shards, want 2 (one core): $(grep -o 'shard\[[0-9]*\]' "$TMP/exporter.log" | sort -u | tr '\n' ' ')"
 engine=$(cat /proc/"$EXP_PID"/task/*/comm | grep -c '^event_engine$' || true)
 # Its pool keeps two and may have grown by one or two in the start's burst
-# of calls; sized by a 16-core machine's cores it holds 16.
+# of calls; sized by a 16-core machine's cores it holds 16. (It keeps two at
+# least whatever it is told: on a runner of 4 cores or fewer this check
+# cannot tell; the shards above can.)
 [ "$engine" -le 4 ] || fail "gRPC's EventEngine holds $engine threads, want 4 at most"
 echo "gRPC sized for one core: $(shards) timer shards, $engine EventEngine threads"
 kill "$EXP_PID"; wait "$EXP_PID" 2>/dev/null || true
