@@ -15,12 +15,14 @@ trap cleanup EXIT
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 # CPU time of every thread of a process, in microseconds (schedstat is in ns;
 # /proc/PID/stat's clock ticks are too coarse for an idle exporter).
-cpu_us() { cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{s += $1} END {printf "%d", s / 1000}'; }
+# schedstat_sum FIELD PID: a schedstat field summed over the process's threads
+# (a thread that ends between two readings takes its share with it).
+schedstat_sum() { cat /proc/"$2"/task/*/schedstat 2>/dev/null | awk -v f="$1" '{s += $f} END {printf "%d", s}'; }
+cpu_us() { echo $(($(schedstat_sum 1 "$1") / 1000)); }
 # How often its threads were put on a CPU (schedstat's third field): an idle
 # process's wake-ups (and any preemptions), steadier from run to run than its
-# CPU time. As with cpu_us, a thread that ends between two readings takes its
-# count with it.
-runs_of() { cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{s += $3} END {printf "%d", s}'; }
+# CPU time.
+runs_of() { schedstat_sum 3 "$1"; }
 rss_kb() { awk '/^VmRSS/ {print $2}' "/proc/$1/status"; }
 hwm_kb() { awk '/^VmHWM/ {print $2}' "/proc/$1/status"; }
 # Memory the process does not share: anonymous and private pages (RSS also

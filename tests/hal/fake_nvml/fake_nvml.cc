@@ -116,7 +116,7 @@ nvml::Device Handle(unsigned gpu, unsigned mig = 0) {
 nvml::Return Enter(const char* fn, nvml::Device h, const Json** card, const Json** mig = nullptr) {
   ++calls;
   std::unique_lock<std::mutex> lock(mu);
-  // Both handle calls have looked already (the count, the bus address).
+  // From the snapshot the read's count or handle call looked at (Fixture).
   const Json* f = &Fixture(/*look=*/false);
   if (f->contains("hang_ms") && (*f)["hang_ms"].contains(fn)) {
     const auto until = std::chrono::steady_clock::now() +
