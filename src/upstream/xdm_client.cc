@@ -32,6 +32,35 @@ constexpr int kChannelReconnectInitial = 100;  // ms
 constexpr int kChannelConnectTimeout = 300;    // ms
 constexpr int kChannelReconnectMax = 500;      // ms
 
+// A completion queue whose waiter does not poll gRPC's connections: it
+// sleeps until another thread's polling completes one of its operations.
+// ListAndWatch is read through one, so that the stream's thread is the only
+// one that polls while the stream is open: with two readers polling, gRPC
+// handed the polling from one to the other at every message and woke both
+// (docs/benchmarks.md, issue 51, seventh pass). While the stream is down,
+// the poller's calls and gRPC's backup poller drive the connection.
+class QuietQueue : public grpc::CompletionQueue {
+ public:
+  QuietQueue()
+      : grpc::CompletionQueue(grpc_completion_queue_attributes{
+            GRPC_CQ_CURRENT_VERSION, GRPC_CQ_NEXT, GRPC_CQ_NON_POLLING, nullptr}) {}
+  // Waits for the one operation in flight; whether it succeeded.
+  bool Await() {
+    void* tag = nullptr;
+    bool ok = false;
+    return Next(&tag, &ok) && ok;
+  }
+  // After the last operation completed: shuts down and drains.
+  void Close() {
+    Shutdown();
+    void* tag = nullptr;
+    bool ok = false;
+    while (Next(&tag, &ok)) {
+    }
+  }
+};
+void* const kTag = reinterpret_cast<void*>(1);
+
 double Seconds(SteadyClock::duration d) { return std::chrono::duration<double>(d).count(); }
 
 std::string Describe(const grpc::Status& s) {
@@ -500,7 +529,8 @@ void XdmClient::StreamLoop() {
                                                                       req));
     grpc::ByteBuffer msg;
     bool delivered = false;
-    auto t0 = SteadyClock::now();
+    const auto opened = SteadyClock::now();
+    auto t0 = opened;
     while (reader->Read(&msg)) {
       metrics_->stream_messages.Increment();
       bool parsed = true;
@@ -520,6 +550,7 @@ void XdmClient::StreamLoop() {
         {
           MutexLock lock(mu_);
           backoff_base_ = backoff.base();
+          stream_hurried_ = false;
         }
         spdlog::info("ExporterDataStream delivering from {}", options_.xdm_endpoint);
         logged_.Clear("watchdog");
@@ -537,6 +568,9 @@ void XdmClient::StreamLoop() {
     {
       MutexLock lock(mu_);
       stream_ctx_ = nullptr;
+      // Open an interval or longer (a stall the watchdog ended), not refused
+      // at once: the next poll that answers may hurry it again.
+      if (SteadyClock::now() - opened >= machine_.interval()) stream_hurried_ = false;
       machine_.StreamEnded();
       worker_.Ring(&poll_now_);
     }
@@ -590,11 +624,23 @@ bool XdmClient::PollOnce() {
     machine_.Polled(SteadyClock::now(), fresh,
                     !st.ok() && st.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED);
     if (st.ok()) {
-      // The daemon answers: whatever is down re-subscribes now. Rung under
-      // mu_, so that a stream opening meanwhile (and resetting its alarm)
-      // is seen.
-      if (!machine_.stream_open()) worker_.Ring(&stream_wake_);
-      if (!info_open_) worker_.Ring(&info_wake_);
+      // The daemon answers: whatever is down re-subscribes now, once. Rung
+      // under mu_, so that a stream opening meanwhile (and resetting its
+      // alarm) is seen. A re-subscription hurried so that fails again waits
+      // out its backoff: a daemon that answers polls but refuses the stream
+      // was otherwise called thousands of times a second, the stream's end
+      // asking for a poll and the poll's answer for the stream.
+      if (!machine_.stream_open() && !stream_hurried_) {
+        stream_hurried_ = true;
+        worker_.Ring(&stream_wake_);
+      }
+      if (!info_open_ && !info_hurried_) {
+        info_hurried_ = true;
+        worker_.Ring(&info_wake_);
+      }
+    } else if (st.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED) {
+      // Not there to answer: its return may hurry them again.
+      stream_hurried_ = info_hurried_ = false;
     }
   }
   return fresh;
@@ -723,14 +769,20 @@ void XdmClient::InfoLoop() {
   Backoff backoff = NewBackoff();
   while (!worker_.stopping()) {
     ReadStaticInfo();
+    // Declared before the call's context: the queue outlives the call.
+    QuietQueue cq;
     grpc::ClientContext ctx;
     CallScope tracked(&calls_, &ctx);
     if (!tracked.ok()) break;
     const auto stub = this->stub();  // outlives the stream
-    auto reader = stub->ListAndWatch(&ctx, {});
+    auto reader = stub->PrepareAsyncListAndWatch(&ctx, {}, &cq);
     xdm::api::ListAndWatchResponse resp;
     auto t0 = SteadyClock::now();
-    while (reader->Read(&resp)) {
+    reader->StartCall(kTag);
+    bool open = cq.Await();
+    while (open) {
+      reader->Read(&resp, kTag);
+      if (!cq.Await()) break;
       backoff.Reset();
       bool missing_info;
       {
@@ -751,6 +803,7 @@ void XdmClient::InfoLoop() {
       {
         MutexLock lock(mu_);
         info_open_ = true;
+        info_hurried_ = false;
         PublishModeLocked();
       }
       CountInvalid(ds);
@@ -760,7 +813,10 @@ void XdmClient::InfoLoop() {
       Collector("list_and_watch", true, SteadyClock::now() - t0);
       t0 = SteadyClock::now();
     }
-    const grpc::Status st = reader->Finish();
+    grpc::Status st;
+    reader->Finish(&st, kTag);
+    cq.Await();
+    cq.Close();
     {
       MutexLock lock(mu_);
       info_open_ = false;

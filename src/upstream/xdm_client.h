@@ -233,7 +233,13 @@ class XdmClient {
       std::chrono::system_clock::now();
   std::chrono::milliseconds backoff_base_ XPU_GUARDED_BY(mu_){0};
   std::map<std::string, CollectorState> collectors_ XPU_GUARDED_BY(mu_);
-  bool info_open_ XPU_GUARDED_BY(mu_) = false;          // ListAndWatch delivering
+  bool info_open_ XPU_GUARDED_BY(mu_) = false;  // ListAndWatch delivering
+  // A poll's answer cut the stream's (ListAndWatch's) wait short, and it has
+  // not delivered since: the next poll does not again (PollOnce). Cleared
+  // by a delivery, a poll the daemon did not answer, or (the stream) a call
+  // that stayed open an interval or longer.
+  bool stream_hurried_ XPU_GUARDED_BY(mu_) = false;
+  bool info_hurried_ XPU_GUARDED_BY(mu_) = false;
   bool interval_reported_ XPU_GUARDED_BY(mu_) = false;  // the interval is XDM's own
   std::chrono::milliseconds stale_after_
       XPU_GUARDED_BY(mu_);  // ClientOptions::stale_after, reloadable

@@ -66,4 +66,50 @@ kill -CONT "$SIM_PID"
 wait_for 15 all_there || fail "series did not return after SIGCONT"
 has_metric 'xpu_exporter_upstream_up 1' || fail "upstream not back"
 echo "long stall: withdrawn after ${took_ms} ms, identity kept, back after SIGCONT"
+
+# A daemon that answers polls and ListAndWatch but refuses the stream
+# (xdm-sim --no-stream). The exporter polls each interval and re-subscribes
+# only as its backoff allows (a poll's answer once hurried it at every poll:
+# thousands of calls a second). ListAndWatch, read on a queue that does not
+# poll, is carried by the polls' calls: XDM's health moves within about an
+# interval, not at gRPC's 5 s backup poll (docs/architecture.md, "Threads").
+kill "$EXP_PID" "$SIM_PID"; wait "$EXP_PID" "$SIM_PID" 2>/dev/null || true
+start_sim polled --interval 500ms --no-stream
+start_exporter polled
+wait_for 10 has_metric 'xpu_exporter_upstream_mode{mode="poll"} 1' || fail "not polling a daemon without the stream"
+counter() { scrape | awk -v n="$1" '$1 == n { print $2 }'; }
+xdm_health() {
+  local page
+  page=$(scrape) || return 1
+  grep '^xpu_device_health{' <<<"$page" | grep 'minor="3"' | grep "source=\"xdm\"" | grep -q "} $1\$"
+}
+wait_for 10 xdm_health 1 || fail "no XDM health for minor 3"
+reconnects=$(counter xpu_exporter_stream_reconnects_total)
+polls=$(counter xpu_exporter_poll_requests_total)
+t_start=$(date +%s%N)
+worst=0
+for healthy in false true false true; do
+  t0=$(date +%s%N)
+  curl -sf -XPOST "$CONTROL/control/health" -d "{\"minor\":3,\"healthy\":$healthy}" >/dev/null || fail "control/health"
+  want=$([ $healthy = true ] && echo 1 || echo 0)
+  wait_for 10 xdm_health "$want" || fail "XDM health of minor 3 never became $want"
+  ms=$((($(date +%s%N) - t0) / 1000000))
+  [ "$ms" -gt "$worst" ] && worst=$ms
+done
+# One interval between polls, a scrape's round trip and this machine's
+# scheduling: 2 s leaves the 5 s of a backup poll well outside.
+[ "$worst" -le 2000 ] || fail "ListAndWatch's health took ${worst} ms while only polled"
+# Four more polls make the window the calls are counted in.
+p4=$(counter xpu_exporter_poll_requests_total)
+more_polls() { awk -v a="$(counter xpu_exporter_poll_requests_total)" -v b="$p4" 'BEGIN { exit !(a >= b + 4) }'; }
+wait_for 10 more_polls || fail "the exporter stopped polling"
+r=$(counter xpu_exporter_stream_reconnects_total) p=$(counter xpu_exporter_poll_requests_total)
+elapsed=$((($(date +%s%N) - t_start) / 1000000))
+# The changes and the window took $elapsed ms: a poll each 500 ms, and
+# re-subscriptions at backoffs of 1, 2, 4, 8 s (one of them hurried).
+awk -v a="$r" -v b="$reconnects" -v ms="$elapsed" 'BEGIN { exit !(a - b <= 2 + log(ms / 1000 + 1) / log(2)) }' ||
+  fail "stream re-subscribed $((${r%.*} - ${reconnects%.*})) times in $elapsed ms"
+awk -v a="$p" -v b="$polls" -v ms="$elapsed" 'BEGIN { exit !(a - b <= 2 + ms / 500) }' ||
+  fail "$((${p%.*} - ${polls%.*})) polls in $elapsed ms"
+echo "polled daemon: ListAndWatch's health within ${worst} ms; $((${r%.*} - ${reconnects%.*})) re-subscriptions, $((${p%.*} - ${polls%.*})) polls in $elapsed ms"
 echo PASS

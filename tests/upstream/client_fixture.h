@@ -63,6 +63,7 @@ class ClientTest : public ::testing::Test {
     so.socket_path = dir_.File("dp2mgr.sock");
     so.controller_socket_path = dir_.File("config-daemon.sock");
     so.interval = sim_interval_;
+    so.no_stream = sim_no_stream_;
     sim_ = std::make_unique<xdmsim::Simulator>(so);
     ASSERT_TRUE(sim_->Start().ok());
   }
@@ -93,6 +94,7 @@ class ClientTest : public ::testing::Test {
 
   xpu::testing::TempDir dir_;
   std::chrono::milliseconds sim_interval_ = kInterval;
+  bool sim_no_stream_ = false;  // the next StartSim's daemon serves no stream
   std::unique_ptr<xdmsim::Simulator> sim_;
   std::unique_ptr<prometheus::Registry> registry_;
   std::unique_ptr<store::DeviceRegistry> devices_;

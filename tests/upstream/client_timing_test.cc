@@ -98,6 +98,54 @@ TEST_F(ClientTest, DeadDaemonsHealthIsWithdrawn) {
   EXPECT_TRUE(WaitFor([&] { return XdmHealthServed(); }));
 }
 
+TEST_F(ClientTest, ADaemonThatAnswersPollsButNotTheStreamIsNotHammered) {
+  // A poll that succeeds cuts the stream's backoff short (the daemon is
+  // back), but a stream the daemon refuses while it answers polls must not
+  // be re-subscribed at every poll, nor the poll run at every refusal: that
+  // was a loop of thousands of calls a second.
+  sim_no_stream_ = true;
+  ClientOptions o = DefaultOptions();
+  o.backoff_initial = o.backoff_max = std::chrono::seconds(30);
+  Begin(kInterval, o);
+  ASSERT_TRUE(WaitMode(Mode::kPoll));
+  const double reconnects = Value(*registry_, "xpu_exporter_stream_reconnects_total");
+  const double polls = Value(*registry_, "xpu_exporter_poll_requests_total");
+  const uint64_t ticks = sim_->signals().ticks();
+  ASSERT_TRUE(WaitFor([&] { return sim_->signals().ticks() >= ticks + 5; }));
+  // Five intervals: a poll each (one more for the edges), and at most the
+  // one hurried re-subscription.
+  EXPECT_LE(Value(*registry_, "xpu_exporter_stream_reconnects_total"), reconnects + 1);
+  EXPECT_LE(Value(*registry_, "xpu_exporter_poll_requests_total"), polls + 7);
+  EXPECT_EQ(client_->mode(), Mode::kPoll);
+}
+
+TEST_F(ClientTest, ListAndWatchIsFollowedWhileOnlyPolled) {
+  // A daemon without the stream, and a stream backoff far past the test: the
+  // client only polls, and XDM's health still follows ListAndWatch. (Its
+  // queue does not poll; here the simulator's server threads, in this
+  // process, poll too, so e2e_stall times the same against a daemon in a
+  // process of its own, where the polls' calls carry it.)
+  sim_no_stream_ = true;
+  ClientOptions o = DefaultOptions();
+  o.backoff_initial = o.backoff_max = std::chrono::seconds(30);
+  Begin(kInterval, o);
+  ASSERT_TRUE(WaitMode(Mode::kPoll));
+  const auto health = [&] {
+    return xpu::testing::MetricValue(*devices_, "xpu_device_health",
+                                     {{"source", "xdm"}, {"minor", "3"}});
+  };
+  ASSERT_TRUE(WaitFor([&] { return health() == 1; }));
+  for (bool healthy : {false, true, false}) {
+    ASSERT_EQ(HttpPost(Control("/control/health"),
+                       std::string("{\"minor\": 3, \"healthy\": ") + (healthy ? "true}" : "false}"))
+                  .status,
+              200);
+    EXPECT_TRUE(WaitFor([&] { return health() == (healthy ? 1 : 0); }, kInterval * 3))
+        << "healthy " << healthy;
+  }
+  EXPECT_EQ(client_->mode(), Mode::kPoll);
+}
+
 TEST_F(ClientTest, AStallShorterThanTheFloorKeepsSeriesAndModeARefusingDaemonIsDownAtOnce) {
   ClientOptions o = DefaultOptions();
   o.interval = milliseconds(100);

@@ -68,6 +68,8 @@ int main(int argc, char** argv) {
   app.add_option("--seed", opts.seed, "seed for UUIDs and metric noise")->capture_default_str();
   AddPciFlags(app, &opts);
   app.add_flag("--flood", opts.flood, "streams push back to back (ingest benchmarks)");
+  app.add_flag("--no-stream", opts.no_stream,
+               "ExporterDataStream answers UNIMPLEMENTED: a daemon that is only polled");
   std::string list_delay = "0s";
   app.add_option("--list-delay", list_delay,
                  "ListAndWatch answers only this long after start (500ms, 2s, ...)");

@@ -105,6 +105,8 @@ class XdmService final : public api::XpuDeviceManagerService::Service {
 
   Status ExporterDataStream(ServerContext* ctx, const api::ExporterDataRequest* req,
                             grpc::ServerWriter<api::ExporterDataResponse>* writer) override {
+    if (sim_->options().no_stream)
+      return Status(StatusCode::UNIMPLEMENTED, "this daemon serves no ExporterDataStream");
     StreamGuard guard(sim_->stream_counter());
     const uint64_t break_gen = sim_->signals().break_generation();
     uint64_t tick = sim_->signals().ticks();

@@ -46,7 +46,10 @@ struct SimOptions {
   // ListAndWatch answers only this long after the simulator started, as a
   // daemon whose device scan is slower than its collector (stable-labels tests).
   std::chrono::milliseconds list_delay{0};
-  bool flood = false;      // streams push back to back, not once per interval (benchmarks)
+  bool flood = false;  // streams push back to back, not once per interval (benchmarks)
+  // ExporterDataStream answers UNIMPLEMENTED: a daemon that serves only
+  // polls, while ListAndWatch and the rest answer (a client that polls).
+  bool no_stream = false;
   uint32_t marker_id = 0;  // > 0: each answer carries this metric ID on device 0 with
                            // the send time in microseconds since the epoch (freshness)
 };
