@@ -551,6 +551,14 @@ TEST_F(PciTreeTest, ACachedScanReadsWhatAFreshScanReads) {
   same(PciScanDepth::kWhole, "the whole scan judges it");
   ASSERT_TRUE(scanner.Scan(&now, PciScanDepth::kFaults, &cache).ok());
   EXPECT_EQ(now.size(), 3u);
+  // Nor a known card (its class, vendor and physfn are not read again): a
+  // card made a bridge in place stays one until the whole scan.
+  Write(other + "/class", "0x060400\n");
+  ASSERT_TRUE(scanner.Scan(&now, PciScanDepth::kFaults, &cache).ok());
+  EXPECT_EQ(now.size(), 3u) << "a fast scan does not judge a known card again";
+  same(PciScanDepth::kWhole, "the whole scan judges it a bridge");
+  ASSERT_TRUE(scanner.Scan(&now, PciScanDepth::kFaults, &cache).ok());
+  EXPECT_EQ(now.size(), 2u);
 }
 
 TEST(PciRealSysTest, ScannerAgreesWithLspciOnThisMachine) {

@@ -262,6 +262,7 @@ Status PciScanner::Scan(std::vector<PciDevice>* out, PciScanDepth depth,
   HeldFiles* held = cache != nullptr && cache->files.holding() ? &cache->files : nullptr;
   if (held != nullptr) held->Check();
   std::map<std::string, uint64_t> not_cards;  // this scan's
+  std::map<std::string, PciScanCache::Card> cards;
   size_t seen = 0;
   std::string name;
   uint64_t inode = 0;
@@ -272,12 +273,15 @@ Status PciScanner::Scan(std::vector<PciDevice>* out, PciScanDepth depth,
     const std::string address = CanonicalPciAddress(name);
     if (address.empty()) continue;
     DeviceDir device{dir + "/" + name, -1, held};
+    const PciScanCache::Card* known = nullptr;  // judged a card, the same entry
     if (cache != nullptr && depth == PciScanDepth::kFaults) {
       auto it = cache->not_cards.find(device.path);
       if (it != cache->not_cards.end() && it->second == inode) {
         not_cards.insert(*it);
         continue;
       }
+      auto c = cache->cards.find(device.path);
+      if (c != cache->cards.end() && c->second.inode == inode) known = &c->second;
     }
     if (held != nullptr) {
       held->Seen(device.path, inode);
@@ -287,26 +291,32 @@ Status PciScanner::Scan(std::vector<PciDevice>* out, PciScanDepth depth,
       device.fd = ::open(device.path.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
       if (device.fd < 0) continue;  // gone since listed
     }
-    // A function not known to be a card is judged without holding its
-    // files (a NIC or a bridge is not watched, nor held, nor counted
-    // against the bound): the files of a card are held from its reads on.
-    DeviceDir judge = device;
-    if (held != nullptr && !held->Holding(device.path)) judge.held = nullptr;
-    if (judge.held == nullptr && judge.fd < 0)
-      judge.fd = ::open(device.path.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
-    std::string text;
     std::optional<uint32_t> class_code, vendor;
-    if (judge.Read("class", &text).ok()) class_code = ParseHex(text);
-    if (class_code && judge.Read("vendor", &text).ok()) vendor = ParseHex(text);
-    // An SR-IOV virtual function is part of its physical card, not a card.
-    const bool judged = class_code && vendor;
-    const bool card = judged && filter_.Matches(*class_code, *vendor) && !judge.Exists("physfn");
-    if (judge.fd >= 0 && judge.fd != device.fd) ::close(judge.fd);
-    if (!card) {
-      if (device.fd >= 0) ::close(device.fd);
-      if (judged && cache != nullptr) not_cards.emplace(device.path, inode);
-      continue;
+    if (known != nullptr) {
+      class_code = known->class_code;
+      vendor = known->vendor;
+    } else {
+      // A function not known to be a card is judged without holding its
+      // files (a NIC or a bridge is not watched, nor held, nor counted
+      // against the bound): the files of a card are held from its reads on.
+      DeviceDir judge = device;
+      if (held != nullptr && !held->Holding(device.path)) judge.held = nullptr;
+      if (judge.held == nullptr && judge.fd < 0)
+        judge.fd = ::open(device.path.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+      std::string text;
+      if (judge.Read("class", &text).ok()) class_code = ParseHex(text);
+      if (class_code && judge.Read("vendor", &text).ok()) vendor = ParseHex(text);
+      // An SR-IOV virtual function is part of its physical card, not a card.
+      const bool judged = class_code && vendor;
+      const bool card = judged && filter_.Matches(*class_code, *vendor) && !judge.Exists("physfn");
+      if (judge.fd >= 0 && judge.fd != device.fd) ::close(judge.fd);
+      if (!card) {
+        if (device.fd >= 0) ::close(device.fd);
+        if (judged && cache != nullptr) not_cards.emplace(device.path, inode);
+        continue;
+      }
     }
+    if (cache != nullptr) cards[device.path] = {inode, *class_code, *vendor};
     PciDevice d;
     d.address = address;
     d.class_code = *class_code;
@@ -318,6 +328,7 @@ Status PciScanner::Scan(std::vector<PciDevice>* out, PciScanDepth depth,
   if (!listing.status().ok()) return listing.status();
   if (cache != nullptr) {
     cache->not_cards = std::move(not_cards);
+    cache->cards = std::move(cards);
     if (held != nullptr) held->Sweep();
   }
   std::sort(out->begin(), out->end(),
@@ -329,10 +340,17 @@ Status PciScanner::Scan(std::vector<PciDevice>* out, PciScanDepth depth,
 // directory the bus/pci/devices symlink resolves into, one level up. It is a
 // port (a PCI address with link files) unless the device is on a root bus
 // ("pci0000:00").
+//
+// The entry's one link is read (its target is relative in the kernel's
+// tree, absolute in some a test writes), not the whole path resolved: that
+// read a link a component, 17 system calls a card here.
 void PciScanner::ReadPort(const std::string& dir, PciDevice* d) const {
-  std::error_code ec;
-  const fs::path real = fs::canonical(dir, ec);
-  if (ec) return;
+  char link[PATH_MAX];
+  const ssize_t n = ::readlink(dir.c_str(), link, sizeof link - 1);
+  if (n <= 0) return;
+  const fs::path target(std::string(link, static_cast<size_t>(n)));
+  const fs::path real =
+      (target.is_absolute() ? target : fs::path(dir).parent_path() / target).lexically_normal();
   const fs::path parent = real.parent_path();
   const std::string port = CanonicalPciAddress(parent.filename().string());
   if (port.empty() || port != parent.filename().string()) return;

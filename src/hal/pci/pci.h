@@ -105,13 +105,20 @@ bool SamePciFunction(const PciDevice& a, const PciDevice& b);
 void KeepSlowPciFacts(const PciDevice& from, PciDevice* into);
 
 // What a scanner keeps between scans (PciSampler's, its thread's): each
-// card's files held open (HeldFiles), and the functions of the bus found not
-// to be accelerators (a NIC, a bridge, an SR-IOV virtual function) by their
-// directory entry's inode, not judged again by a kFaults scan while their
-// entry is the same. A whole scan judges every function again.
+// card's files held open (HeldFiles), and how each function of the bus was
+// judged by its directory entry's inode: the functions found not to be
+// accelerators (a NIC, a bridge, an SR-IOV virtual function), and the cards
+// with their class and vendor. A kFaults scan judges neither again while its
+// entry is the same (a card's hot swap makes the entry anew); a whole scan
+// judges every function again.
 struct PciScanCache {
   HeldFiles files;
   std::map<std::string, uint64_t> not_cards;  // path -> inode of its entry
+  struct Card {
+    uint64_t inode = 0;
+    uint32_t class_code = 0, vendor = 0;
+  };
+  std::map<std::string, Card> cards;  // path -> as judged
 };
 
 // Reads the devices under <sysfs_root>/bus/pci/devices that pass `filter`,
