@@ -16,8 +16,10 @@ free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",
 # CPU time of every thread of a process, in microseconds (schedstat is in ns;
 # /proc/PID/stat's clock ticks are too coarse for an idle exporter).
 # schedstat_sum FIELD PID: a schedstat field summed over the process's threads
-# (a thread that ends between two readings takes its share with it).
-schedstat_sum() { cat /proc/"$2"/task/*/schedstat 2>/dev/null | awk -v f="$1" '{s += $f} END {printf "%d", s}'; }
+# (a thread that ends between two readings takes its share with it). Printed
+# with %.0f: mawk's %d stops at 2^31-1, and the nanoseconds of a process past
+# 2.1 s of CPU read as that (every CPU figure after it 0).
+schedstat_sum() { cat /proc/"$2"/task/*/schedstat 2>/dev/null | awk -v f="$1" '{s += $f} END {printf "%.0f", s}'; }
 cpu_us() { echo $(($(schedstat_sum 1 "$1") / 1000)); }
 # How often its threads were put on a CPU (schedstat's third field): an idle
 # process's wake-ups (and any preemptions), steadier from run to run than its
