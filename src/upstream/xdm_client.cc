@@ -586,7 +586,12 @@ void XdmClient::StreamLoop() {
         "ExporterDataStream ended ({}); polling, re-subscribing in {} ms "
         "(at once when a poll succeeds)",
         Describe(st), wait.count());
+    const auto until = SteadyClock::now() + wait;
     if (!worker_.SleepFor(wait, &stream_wake_)) break;
+    // Woken early: a poll found the daemon answering. The backoff starts
+    // anew, so that a stream still not ready is tried again after the first
+    // wait, not after the one a long outage grew.
+    if (SteadyClock::now() < until) backoff.Reset();
     metrics_->reconnects.Increment();
     MutexLock lock(mu_);
     ++reconnects_;
@@ -630,12 +635,21 @@ bool XdmClient::PollOnce() {
       // out its backoff: a daemon that answers polls but refuses the stream
       // was otherwise called thousands of times a second, the stream's end
       // asking for a poll and the poll's answer for the stream.
-      if (!machine_.stream_open() && !stream_hurried_) {
+      // At most once an interval either way: a daemon that ends each
+      // stream after one message would otherwise be re-subscribed at the
+      // speed of a round trip.
+      const auto now = SteadyClock::now();
+      const auto spaced = [&](const std::optional<SteadyClock::time_point>& last) {
+        return !last || now - *last >= machine_.interval();
+      };
+      if (!machine_.stream_open() && !stream_hurried_ && spaced(stream_hurried_at_)) {
         stream_hurried_ = true;
+        stream_hurried_at_ = now;
         worker_.Ring(&stream_wake_);
       }
-      if (!info_open_ && !info_hurried_) {
+      if (!info_calling_ && !info_hurried_ && spaced(info_hurried_at_)) {
         info_hurried_ = true;
+        info_hurried_at_ = now;
         worker_.Ring(&info_wake_);
       }
     } else if (st.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED) {
@@ -768,6 +782,10 @@ void XdmClient::ReadStaticInfo() {
 void XdmClient::InfoLoop() {
   Backoff backoff = NewBackoff();
   while (!worker_.stopping()) {
+    {
+      MutexLock lock(mu_);
+      info_calling_ = true;  // until the call ends: no poll hurries it meanwhile
+    }
     ReadStaticInfo();
     // Declared before the call's context: the queue outlives the call.
     QuietQueue cq;
@@ -820,6 +838,7 @@ void XdmClient::InfoLoop() {
     {
       MutexLock lock(mu_);
       info_open_ = false;
+      info_calling_ = false;
       worker_.Reset(&info_wake_);
       PublishModeLocked();
     }
@@ -832,7 +851,9 @@ void XdmClient::InfoLoop() {
     // problem, said once until ListAndWatch delivers again.
     if (st.error_code() != grpc::StatusCode::UNAVAILABLE && logged_.Raise("list_and_watch"))
       spdlog::warn("ListAndWatch ended: {}", Describe(st));
+    const auto until = SteadyClock::now() + wait;
     if (!worker_.SleepFor(wait, &info_wake_)) break;
+    if (SteadyClock::now() < until) backoff.Reset();  // as the stream's
   }
 }
 

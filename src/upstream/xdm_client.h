@@ -235,11 +235,17 @@ class XdmClient {
   std::map<std::string, CollectorState> collectors_ XPU_GUARDED_BY(mu_);
   bool info_open_ XPU_GUARDED_BY(mu_) = false;  // ListAndWatch delivering
   // A poll's answer cut the stream's (ListAndWatch's) wait short, and it has
-  // not delivered since: the next poll does not again (PollOnce). Cleared
-  // by a delivery, a poll the daemon did not answer, or (the stream) a call
-  // that stayed open an interval or longer.
+  // not delivered since: the next poll does not again (PollOnce), and its
+  // backoff started anew. Cleared by a delivery, a poll the daemon did not
+  // answer, or (the stream) a call that stayed open an interval or longer.
   bool stream_hurried_ XPU_GUARDED_BY(mu_) = false;
   bool info_hurried_ XPU_GUARDED_BY(mu_) = false;
+  // When a poll last did (at most once an interval each).
+  std::optional<std::chrono::steady_clock::time_point> stream_hurried_at_ XPU_GUARDED_BY(mu_),
+      info_hurried_at_ XPU_GUARDED_BY(mu_);
+  // The info thread is in its static calls or its ListAndWatch call (open,
+  // delivering or not): a poll does not hurry it.
+  bool info_calling_ XPU_GUARDED_BY(mu_) = false;
   bool interval_reported_ XPU_GUARDED_BY(mu_) = false;  // the interval is XDM's own
   std::chrono::milliseconds stale_after_
       XPU_GUARDED_BY(mu_);  // ClientOptions::stale_after, reloadable

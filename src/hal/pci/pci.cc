@@ -293,9 +293,20 @@ Status PciScanner::Scan(std::vector<PciDevice>* out, PciScanDepth depth,
     }
     std::optional<uint32_t> class_code, vendor;
     if (known != nullptr) {
-      class_code = known->class_code;
-      vendor = known->vendor;
-    } else {
+      // A known card's class is read, as it tells that the function is
+      // still there; its vendor and physfn are not. A class changed in
+      // place (no kernel does this; a tree a test writes may) is judged
+      // anew.
+      std::string text;
+      if (!device.Read("class", &text).ok()) continue;  // gone since listed
+      class_code = ParseHex(text);
+      if (class_code == known->class_code) {
+        vendor = known->vendor;
+      } else {
+        known = nullptr;
+      }
+    }
+    if (known == nullptr) {
       // A function not known to be a card is judged without holding its
       // files (a NIC or a bridge is not watched, nor held, nor counted
       // against the bound): the files of a card are held from its reads on.
@@ -316,13 +327,13 @@ Status PciScanner::Scan(std::vector<PciDevice>* out, PciScanDepth depth,
         continue;
       }
     }
-    if (cache != nullptr) cards[device.path] = {inode, *class_code, *vendor};
     PciDevice d;
     d.address = address;
     d.class_code = *class_code;
     d.vendor = *vendor;
     ReadDevice(device, depth, &d);
     if (device.fd >= 0) ::close(device.fd);
+    if (cache != nullptr) cards[device.path] = {inode, *class_code, *vendor};
     out->push_back(std::move(d));
   }
   if (!listing.status().ok()) return listing.status();

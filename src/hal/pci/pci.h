@@ -109,8 +109,9 @@ void KeepSlowPciFacts(const PciDevice& from, PciDevice* into);
 // judged by its directory entry's inode: the functions found not to be
 // accelerators (a NIC, a bridge, an SR-IOV virtual function), and the cards
 // with their class and vendor. A kFaults scan judges neither again while its
-// entry is the same (a card's hot swap makes the entry anew); a whole scan
-// judges every function again.
+// entry is the same (a card's hot swap makes the entry anew), reading only a
+// card's class (it is there, and still of that class); a whole scan judges
+// every function again.
 struct PciScanCache {
   HeldFiles files;
   std::map<std::string, uint64_t> not_cards;  // path -> inode of its entry
