@@ -40,6 +40,7 @@ void Usage() {
                "usage: scrape_client URL [--count N] [--gzip|--gzip-raw|--zstd-raw] [--prometheus] "
                "[--parallel K]\n"
                "       scrape_client URL --freshness ID --seconds S\n"
+               "       scrape_client URL --dump   (one scrape's body to stdout; fails on non-200)\n"
                "  --gzip      ask for gzip and inflate (as Prometheus does)\n"
                "  --gzip-raw  ask for gzip, keep it compressed: the exporter's time alone\n"
                "  --zstd-raw  the same with Accept-Encoding: zstd\n"
@@ -103,6 +104,7 @@ int main(int argc, char** argv) {
   bool gzip = false, gzip_raw = false, prometheus = false, zstd_raw = false;
   int marker = 0, parallel = 1;
   double seconds = 5;
+  bool dump = false;
   for (int i = 2; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--count") && i + 1 < argc) {
       count = std::atoi(argv[++i]);
@@ -120,11 +122,20 @@ int main(int argc, char** argv) {
       marker = std::atoi(argv[++i]);
     } else if (!std::strcmp(argv[i], "--seconds") && i + 1 < argc) {
       seconds = std::atof(argv[++i]);
+    } else if (!std::strcmp(argv[i], "--dump")) {
+      dump = true;
     } else {
       Usage();
     }
   }
   curl_global_init(CURL_GLOBAL_DEFAULT);
+
+  if (dump) {  // where no curl is at hand (bench/gpu-cost.sh on a lent machine)
+    Scraper one(url, false, false, false, false);
+    if (!one.Scrape()) return 1;
+    std::fwrite(one.body.data(), 1, one.body.size(), stdout);
+    return 0;
+  }
 
   if (marker == 0) {
     std::vector<std::unique_ptr<Scraper>> scrapers;
