@@ -639,8 +639,9 @@ bool XdmClient::PollOnce() {
       // stream after one message would otherwise be re-subscribed at the
       // speed of a round trip.
       const auto now = SteadyClock::now();
+      const milliseconds interval = machine_.interval();
       const auto spaced = [&](const std::optional<SteadyClock::time_point>& last) {
-        return !last || now - *last >= machine_.interval();
+        return !last || now - *last >= interval;
       };
       if (!machine_.stream_open() && !stream_hurried_ && spaced(stream_hurried_at_)) {
         stream_hurried_ = true;
