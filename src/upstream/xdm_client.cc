@@ -5,6 +5,7 @@
 
 #include <array>
 #include <random>
+#include <utility>
 
 #include "common/collector_metrics.h"
 
@@ -31,35 +32,6 @@ constexpr std::chrono::seconds kTrimEvery(2);
 constexpr int kChannelReconnectInitial = 100;  // ms
 constexpr int kChannelConnectTimeout = 300;    // ms
 constexpr int kChannelReconnectMax = 500;      // ms
-
-// A completion queue whose waiter does not poll gRPC's connections: it
-// sleeps until another thread's polling completes one of its operations.
-// ListAndWatch is read through one, so that the stream's thread is the only
-// one that polls while the stream is open: with two readers polling, gRPC
-// handed the polling from one to the other at every message and woke both
-// (docs/benchmarks.md, issue 51, seventh pass). While the stream is down,
-// the poller's calls and gRPC's backup poller drive the connection.
-class QuietQueue : public grpc::CompletionQueue {
- public:
-  QuietQueue()
-      : grpc::CompletionQueue(grpc_completion_queue_attributes{
-            GRPC_CQ_CURRENT_VERSION, GRPC_CQ_NEXT, GRPC_CQ_NON_POLLING, nullptr}) {}
-  // Waits for the one operation in flight; whether it succeeded.
-  bool Await() {
-    void* tag = nullptr;
-    bool ok = false;
-    return Next(&tag, &ok) && ok;
-  }
-  // After the last operation completed: shuts down and drains.
-  void Close() {
-    Shutdown();
-    void* tag = nullptr;
-    bool ok = false;
-    while (Next(&tag, &ok)) {
-    }
-  }
-};
-void* const kTag = reinterpret_cast<void*>(1);
 
 double Seconds(SteadyClock::duration d) { return std::chrono::duration<double>(d).count(); }
 
@@ -577,21 +549,21 @@ void XdmClient::StreamLoop() {
     UpdateMode();
     if (worker_.stopping()) break;
     Collector("stream", false, SteadyClock::now() - t0);
-    const auto wait = backoff.Next();
+    milliseconds wait;
     {
       MutexLock lock(mu_);
+      // A poll hurried it since its last wait: the daemon answers, so the
+      // backoff starts anew, and a stream still not ready is tried again
+      // after the first wait, not the one a long outage grew.
+      if (std::exchange(stream_anew_, false)) backoff.Reset();
+      wait = backoff.Next();
       backoff_base_ = backoff.base();
     }
     spdlog::debug(
         "ExporterDataStream ended ({}); polling, re-subscribing in {} ms "
         "(at once when a poll succeeds)",
         Describe(st), wait.count());
-    const auto until = SteadyClock::now() + wait;
     if (!worker_.SleepFor(wait, &stream_wake_)) break;
-    // Woken early: a poll found the daemon answering. The backoff starts
-    // anew, so that a stream still not ready is tried again after the first
-    // wait, not after the one a long outage grew.
-    if (SteadyClock::now() < until) backoff.Reset();
     metrics_->reconnects.Increment();
     MutexLock lock(mu_);
     ++reconnects_;
@@ -638,20 +610,28 @@ bool XdmClient::PollOnce() {
       // At most once an interval either way: a daemon that ends each
       // stream after one message would otherwise be re-subscribed at the
       // speed of a round trip.
+      // (An interval, or the first backoff if longer, less a tenth: a poll
+      // is stamped after its call.)
       const auto now = SteadyClock::now();
-      const milliseconds interval = machine_.interval();
+      const auto spacing = std::max(machine_.interval(), options_.backoff_initial) * 9 / 10;
       const auto spaced = [&](const std::optional<SteadyClock::time_point>& last) {
-        return !last || now - *last >= interval;
+        return !last || now - *last >= spacing;
       };
       if (!machine_.stream_open() && !stream_hurried_ && spaced(stream_hurried_at_)) {
         stream_hurried_ = true;
         stream_hurried_at_ = now;
+        stream_anew_ = true;
         worker_.Ring(&stream_wake_);
       }
-      if (!info_calling_ && !info_hurried_ && spaced(info_hurried_at_)) {
-        info_hurried_ = true;
-        info_hurried_at_ = now;
-        worker_.Ring(&info_wake_);
+      if (!info_open_ && !info_hurried_ && spaced(info_hurried_at_)) {
+        if (info_calling_) {
+          info_hurry_wanted_ = true;  // rung when the call ends, if it does
+        } else {
+          info_hurried_ = true;
+          info_hurried_at_ = now;
+          info_anew_ = true;
+          worker_.Ring(&info_wake_);
+        }
       }
     } else if (st.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED) {
       // Not there to answer: its return may hurry them again.
@@ -788,20 +768,14 @@ void XdmClient::InfoLoop() {
       info_calling_ = true;  // until the call ends: no poll hurries it meanwhile
     }
     ReadStaticInfo();
-    // Declared before the call's context: the queue outlives the call.
-    QuietQueue cq;
     grpc::ClientContext ctx;
     CallScope tracked(&calls_, &ctx);
     if (!tracked.ok()) break;
     const auto stub = this->stub();  // outlives the stream
-    auto reader = stub->PrepareAsyncListAndWatch(&ctx, {}, &cq);
+    auto reader = stub->ListAndWatch(&ctx, {});
     xdm::api::ListAndWatchResponse resp;
     auto t0 = SteadyClock::now();
-    reader->StartCall(kTag);
-    bool open = cq.Await();
-    while (open) {
-      reader->Read(&resp, kTag);
-      if (!cq.Await()) break;
+    while (reader->Read(&resp)) {
       backoff.Reset();
       bool missing_info;
       {
@@ -822,7 +796,7 @@ void XdmClient::InfoLoop() {
       {
         MutexLock lock(mu_);
         info_open_ = true;
-        info_hurried_ = false;
+        info_hurried_ = info_hurry_wanted_ = false;
         PublishModeLocked();
       }
       CountInvalid(ds);
@@ -832,15 +806,21 @@ void XdmClient::InfoLoop() {
       Collector("list_and_watch", true, SteadyClock::now() - t0);
       t0 = SteadyClock::now();
     }
-    grpc::Status st;
-    reader->Finish(&st, kTag);
-    cq.Await();
-    cq.Close();
+    const grpc::Status st = reader->Finish();
     {
       MutexLock lock(mu_);
       info_open_ = false;
       info_calling_ = false;
-      worker_.Reset(&info_wake_);
+      if (std::exchange(info_hurry_wanted_, false)) {
+        // A poll answered while the call was going on: hurried now.
+        info_hurried_ = true;
+        info_hurried_at_ = SteadyClock::now();
+        info_anew_ = true;
+        worker_.Ring(&info_wake_);
+      } else {
+        worker_.Reset(&info_wake_);
+      }
+      if (std::exchange(info_anew_, false)) backoff.Reset();  // as the stream's
       PublishModeLocked();
     }
     if (worker_.stopping()) break;
@@ -852,9 +832,7 @@ void XdmClient::InfoLoop() {
     // problem, said once until ListAndWatch delivers again.
     if (st.error_code() != grpc::StatusCode::UNAVAILABLE && logged_.Raise("list_and_watch"))
       spdlog::warn("ListAndWatch ended: {}", Describe(st));
-    const auto until = SteadyClock::now() + wait;
     if (!worker_.SleepFor(wait, &info_wake_)) break;
-    if (SteadyClock::now() < until) backoff.Reset();  // as the stream's
   }
 }
 

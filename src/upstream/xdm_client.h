@@ -244,8 +244,13 @@ class XdmClient {
   std::optional<std::chrono::steady_clock::time_point> stream_hurried_at_ XPU_GUARDED_BY(mu_),
       info_hurried_at_ XPU_GUARDED_BY(mu_);
   // The info thread is in its static calls or its ListAndWatch call (open,
-  // delivering or not): a poll does not hurry it.
+  // delivering or not): a poll does not hurry it then, but asks for it
+  // (info_hurry_wanted_), done when the call ends.
   bool info_calling_ XPU_GUARDED_BY(mu_) = false;
+  bool info_hurry_wanted_ XPU_GUARDED_BY(mu_) = false;
+  // A hurry since the last wait was reckoned: the next starts the backoff anew.
+  bool stream_anew_ XPU_GUARDED_BY(mu_) = false;
+  bool info_anew_ XPU_GUARDED_BY(mu_) = false;
   bool interval_reported_ XPU_GUARDED_BY(mu_) = false;  // the interval is XDM's own
   std::chrono::milliseconds stale_after_
       XPU_GUARDED_BY(mu_);  // ClientOptions::stale_after, reloadable

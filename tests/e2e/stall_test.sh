@@ -70,10 +70,9 @@ echo "long stall: withdrawn after ${took_ms} ms, identity kept, back after SIGCO
 # A daemon that answers polls and ListAndWatch but refuses the stream
 # (xdm-sim --no-stream). The exporter polls each interval and re-subscribes
 # only as its backoff allows (a poll's answer once hurried it at every poll:
-# thousands of calls a second). ListAndWatch, read on a queue that does not
-# poll, is carried by the polls' calls: XDM's health moves within about an
-# interval (docs/architecture.md, "Threads"). gRPC's backup poll, every 5 s
-# by default, is put off past the test, so that it cannot carry it instead.
+# thousands of calls a second), and XDM's health still follows ListAndWatch
+# within about an interval. gRPC's backup poll, every 5 s by default, is put
+# off past the test, so that only the exporter's own threads drive gRPC.
 kill "$EXP_PID" "$SIM_PID"; wait "$EXP_PID" "$SIM_PID" 2>/dev/null || true
 start_sim polled --interval 500ms --no-stream
 GRPC_CLIENT_CHANNEL_BACKUP_POLL_INTERVAL_MS=600000 start_exporter polled

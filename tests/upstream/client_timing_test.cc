@@ -121,10 +121,8 @@ TEST_F(ClientTest, ADaemonThatAnswersPollsButNotTheStreamIsNotHammered) {
 
 TEST_F(ClientTest, ListAndWatchIsFollowedWhileOnlyPolled) {
   // A daemon without the stream, and a stream backoff far past the test: the
-  // client only polls, and XDM's health still follows ListAndWatch. (Its
-  // queue does not poll; here the simulator's server threads, in this
-  // process, poll too, so e2e_stall times the same against a daemon in a
-  // process of its own, where the polls' calls carry it.)
+  // client only polls, and XDM's health still follows ListAndWatch (e2e_stall
+  // times the same against a daemon in a process of its own).
   sim_no_stream_ = true;
   ClientOptions o = DefaultOptions();
   o.backoff_initial = o.backoff_max = std::chrono::seconds(30);
