@@ -132,7 +132,12 @@ int main(int argc, char** argv) {
 
   if (dump) {  // where no curl is at hand (bench/gpu-cost.sh on a lent machine)
     Scraper one(url, false, false, false, false);
-    if (!one.Scrape()) return 1;
+    if (!one.Scrape()) {
+      long code = 0;
+      curl_easy_getinfo(one.curl, CURLINFO_RESPONSE_CODE, &code);
+      std::fprintf(stderr, "scrape_client: %s: no 200 (HTTP %ld)\n", url.c_str(), code);
+      return 1;
+    }
     std::fwrite(one.body.data(), 1, one.body.size(), stdout);
     return 0;
   }

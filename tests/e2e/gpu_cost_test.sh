@@ -16,12 +16,13 @@ cat >"$XPU_FAKE_NVML_FIXTURE" <<'JSON'
   "remap": {"corrected": 0, "uncorrected": 0, "pending": false, "failure": false},
   "mig": {"enabled": false}, "processes": []}]}
 JSON
-out=$(IDLE_S=1 ROUNDS=2 SCRAPES=5 CONFIGS="none nvml bogus" bash "$pack/gpu-cost.sh" run "$pack" -- \
+out=$(IDLE_S=1 ROUNDS=2 SCRAPES=5 CONFIGS="none pci,kmsg nvml bogus" bash "$pack/gpu-cost.sh" run "$pack" -- \
   --hal.nvml.library "$BUILD/tests/hal/libfake_nvml.so") || fail "run failed: $out"
 echo "$out"
 num='[0-9]+(\.[0-9]+)?'
 row="\\| $num \\| $num \\| $num \\| $num \\| [0-9]+ \\| $num / $num, $num / $num \\| [0-9]+ \\|"
 grep -Eq "^\\| none $row - \\|\$" <<<"$out" || fail "no figures for --hal none"
+grep -Eq "^\\| pci,kmsg $row - \\|\$" <<<"$out" || fail "no figures for --hal pci,kmsg"
 grep -Eq "^\\| nvml $row $num \\|\$" <<<"$out" || fail "no figures, or no NVML read time, for --hal nvml"
 grep -q '^| bogus | did not start' <<<"$out" || fail "a --hal that does not start is not said"
 ! pgrep -f "$pack/xpu-exporter" >/dev/null || fail "an exporter was left running"
