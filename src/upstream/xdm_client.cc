@@ -522,7 +522,7 @@ void XdmClient::StreamLoop() {
         {
           MutexLock lock(mu_);
           backoff_base_ = backoff.base();
-          stream_hurried_ = false;
+          stream_hurry_.Clear();
         }
         spdlog::info("ExporterDataStream delivering from {}", options_.xdm_endpoint);
         logged_.Clear("watchdog");
@@ -542,7 +542,7 @@ void XdmClient::StreamLoop() {
       stream_ctx_ = nullptr;
       // Open an interval or longer (a stall the watchdog ended), not refused
       // at once: the next poll that answers may hurry it again.
-      if (SteadyClock::now() - opened >= machine_.interval()) stream_hurried_ = false;
+      if (SteadyClock::now() - opened >= machine_.interval()) stream_hurry_.Clear();
       machine_.StreamEnded();
       worker_.Ring(&poll_now_);
     }
@@ -552,10 +552,9 @@ void XdmClient::StreamLoop() {
     milliseconds wait;
     {
       MutexLock lock(mu_);
-      // A poll hurried it since its last wait: the daemon answers, so the
-      // backoff starts anew, and a stream still not ready is tried again
-      // after the first wait, not the one a long outage grew.
-      if (std::exchange(stream_anew_, false)) backoff.Reset();
+      // A poll hurried it since its last wait: a stream still not ready is
+      // tried again after the first wait, not the one a long outage grew.
+      if (stream_hurry_.TakeAnew()) backoff.Reset();
       wait = backoff.Next();
       backoff_base_ = backoff.base();
     }
@@ -601,41 +600,28 @@ bool XdmClient::PollOnce() {
     machine_.Polled(SteadyClock::now(), fresh,
                     !st.ok() && st.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED);
     if (st.ok()) {
-      // The daemon answers: whatever is down re-subscribes now, once. Rung
-      // under mu_, so that a stream opening meanwhile (and resetting its
-      // alarm) is seen. A re-subscription hurried so that fails again waits
-      // out its backoff: a daemon that answers polls but refuses the stream
-      // was otherwise called thousands of times a second, the stream's end
-      // asking for a poll and the poll's answer for the stream.
-      // At most once an interval either way: a daemon that ends each
-      // stream after one message would otherwise be re-subscribed at the
-      // speed of a round trip.
-      // (An interval, or the first backoff if longer, less a tenth: a poll
-      // is stamped after its call.)
+      // The daemon answers: whatever is down re-subscribes now (Hurry).
+      // Rung under mu_, so that a stream opening meanwhile (and resetting
+      // its alarm) is seen. Spaced by an interval, or the first backoff if
+      // longer, less a tenth (a poll is stamped after its call).
       const auto now = SteadyClock::now();
       const auto spacing = std::max(machine_.interval(), options_.backoff_initial) * 9 / 10;
-      const auto spaced = [&](const std::optional<SteadyClock::time_point>& last) {
-        return !last || now - *last >= spacing;
-      };
-      if (!machine_.stream_open() && !stream_hurried_ && spaced(stream_hurried_at_)) {
-        stream_hurried_ = true;
-        stream_hurried_at_ = now;
-        stream_anew_ = true;
+      if (!machine_.stream_open() && stream_hurry_.Due(now, spacing)) {
+        stream_hurry_.Mark(now);
         worker_.Ring(&stream_wake_);
       }
-      if (!info_open_ && !info_hurried_ && spaced(info_hurried_at_)) {
+      if (!info_open_ && info_hurry_.Due(now, spacing)) {
         if (info_calling_) {
           info_hurry_wanted_ = true;  // rung when the call ends, if it does
         } else {
-          info_hurried_ = true;
-          info_hurried_at_ = now;
-          info_anew_ = true;
+          info_hurry_.Mark(now);
           worker_.Ring(&info_wake_);
         }
       }
     } else if (st.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED) {
       // Not there to answer: its return may hurry them again.
-      stream_hurried_ = info_hurried_ = false;
+      stream_hurry_.Clear();
+      info_hurry_.Clear();
     }
   }
   return fresh;
@@ -796,7 +782,8 @@ void XdmClient::InfoLoop() {
       {
         MutexLock lock(mu_);
         info_open_ = true;
-        info_hurried_ = info_hurry_wanted_ = false;
+        info_hurry_.Clear();
+        info_hurry_wanted_ = false;
         PublishModeLocked();
       }
       CountInvalid(ds);
@@ -813,14 +800,12 @@ void XdmClient::InfoLoop() {
       info_calling_ = false;
       if (std::exchange(info_hurry_wanted_, false)) {
         // A poll answered while the call was going on: hurried now.
-        info_hurried_ = true;
-        info_hurried_at_ = SteadyClock::now();
-        info_anew_ = true;
+        info_hurry_.Mark(SteadyClock::now());
         worker_.Ring(&info_wake_);
       } else {
         worker_.Reset(&info_wake_);
       }
-      if (std::exchange(info_anew_, false)) backoff.Reset();  // as the stream's
+      if (info_hurry_.TakeAnew()) backoff.Reset();  // as the stream's
       PublishModeLocked();
     }
     if (worker_.stopping()) break;

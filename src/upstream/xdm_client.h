@@ -13,6 +13,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
 
 #include "catalog/catalog.h"
 #include "common/backoff.h"
@@ -234,23 +235,40 @@ class XdmClient {
   std::chrono::milliseconds backoff_base_ XPU_GUARDED_BY(mu_){0};
   std::map<std::string, CollectorState> collectors_ XPU_GUARDED_BY(mu_);
   bool info_open_ XPU_GUARDED_BY(mu_) = false;  // ListAndWatch delivering
-  // A poll's answer cut the stream's (ListAndWatch's) wait short, and it has
-  // not delivered since: the next poll does not again (PollOnce), and its
-  // backoff started anew. Cleared by a delivery, a poll the daemon did not
-  // answer, or (the stream) a call that stayed open an interval or longer.
-  bool stream_hurried_ XPU_GUARDED_BY(mu_) = false;
-  bool info_hurried_ XPU_GUARDED_BY(mu_) = false;
-  // When a poll last did (at most once an interval each).
-  std::optional<std::chrono::steady_clock::time_point> stream_hurried_at_ XPU_GUARDED_BY(mu_),
-      info_hurried_at_ XPU_GUARDED_BY(mu_);
+  // A poll's answer cutting a re-subscription's wait short (PollOnce): the
+  // daemon answers, so the stream (ListAndWatch) is tried now, not after its
+  // backoff. Once until the call delivers, a poll finds the daemon gone, or
+  // (the stream) its call stayed open an interval; at most once per
+  // `spacing`; and the backoff starts anew after it. A daemon that answers
+  // polls but refuses the stream was otherwise called thousands of times a
+  // second. Held under mu_ (a member of XdmClient, guarded there).
+  class Hurry {
+   public:
+    using Clock = std::chrono::steady_clock;
+    bool Due(Clock::time_point now, Clock::duration spacing) const {
+      return !hurried_ && (!at_ || now - *at_ >= spacing);
+    }
+    void Mark(Clock::time_point now) {
+      hurried_ = true;
+      at_ = now;
+      anew_ = true;
+    }
+    // The call delivered, or the daemon is not there: it may be hurried again.
+    void Clear() { hurried_ = false; }
+    // Whether it was hurried since last asked: the caller's backoff starts anew.
+    bool TakeAnew() { return std::exchange(anew_, false); }
+
+   private:
+    bool hurried_ = false;
+    std::optional<Clock::time_point> at_;
+    bool anew_ = false;
+  };
+  Hurry stream_hurry_ XPU_GUARDED_BY(mu_), info_hurry_ XPU_GUARDED_BY(mu_);
   // The info thread is in its static calls or its ListAndWatch call (open,
   // delivering or not): a poll does not hurry it then, but asks for it
   // (info_hurry_wanted_), done when the call ends.
   bool info_calling_ XPU_GUARDED_BY(mu_) = false;
   bool info_hurry_wanted_ XPU_GUARDED_BY(mu_) = false;
-  // A hurry since the last wait was reckoned: the next starts the backoff anew.
-  bool stream_anew_ XPU_GUARDED_BY(mu_) = false;
-  bool info_anew_ XPU_GUARDED_BY(mu_) = false;
   bool interval_reported_ XPU_GUARDED_BY(mu_) = false;  // the interval is XDM's own
   std::chrono::milliseconds stale_after_
       XPU_GUARDED_BY(mu_);  // ClientOptions::stale_after, reloadable

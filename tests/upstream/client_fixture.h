@@ -80,6 +80,16 @@ class ClientTest : public ::testing::Test {
   bool WaitMode(Mode m, std::chrono::milliseconds timeout = std::chrono::milliseconds(5000)) {
     return xpu::testing::WaitFor([&] { return client_->mode() == m; }, timeout);
   }
+  // A daemon that serves no stream, and a stream backoff far past any test:
+  // the client only polls (ClientTest's no-stream cases). False if it never
+  // reaches poll mode.
+  bool BeginPolledOnly() {
+    sim_no_stream_ = true;
+    ClientOptions o = DefaultOptions();
+    o.backoff_initial = o.backoff_max = std::chrono::seconds(30);
+    Begin(kInterval, o);
+    return WaitMode(Mode::kPoll);
+  }
 
   // Whether xpu_device_health{source="xdm"} is on the page for any device.
   bool XdmHealthServed() {

@@ -103,11 +103,7 @@ TEST_F(ClientTest, ADaemonThatAnswersPollsButNotTheStreamIsNotHammered) {
   // back), but a stream the daemon refuses while it answers polls must not
   // be re-subscribed at every poll, nor the poll run at every refusal: that
   // was a loop of thousands of calls a second.
-  sim_no_stream_ = true;
-  ClientOptions o = DefaultOptions();
-  o.backoff_initial = o.backoff_max = std::chrono::seconds(30);
-  Begin(kInterval, o);
-  ASSERT_TRUE(WaitMode(Mode::kPoll));
+  ASSERT_TRUE(BeginPolledOnly());
   const double reconnects = Value(*registry_, "xpu_exporter_stream_reconnects_total");
   const double polls = Value(*registry_, "xpu_exporter_poll_requests_total");
   const uint64_t ticks = sim_->signals().ticks();
@@ -123,11 +119,7 @@ TEST_F(ClientTest, ListAndWatchIsFollowedWhileOnlyPolled) {
   // A daemon without the stream, and a stream backoff far past the test: the
   // client only polls, and XDM's health still follows ListAndWatch (e2e_stall
   // times the same against a daemon in a process of its own).
-  sim_no_stream_ = true;
-  ClientOptions o = DefaultOptions();
-  o.backoff_initial = o.backoff_max = std::chrono::seconds(30);
-  Begin(kInterval, o);
-  ASSERT_TRUE(WaitMode(Mode::kPoll));
+  ASSERT_TRUE(BeginPolledOnly());
   const auto health = [&] {
     return xpu::testing::MetricValue(*devices_, "xpu_device_health",
                                      {{"source", "xdm"}, {"minor", "3"}});
