@@ -2,6 +2,7 @@
 
 #include <pthread.h>
 
+#include <algorithm>
 #include <cstdio>
 
 namespace xpu {
@@ -42,6 +43,25 @@ bool Worker::SleepUntil(Clock::time_point deadline, Alarm* alarm) {
   }
   if (alarm != nullptr) RungOf(alarm) = false;
   return !stopping();
+}
+
+bool Worker::SleepToTick(Clock::time_point* tick, Clock::duration period, Alarm* alarm) {
+  const Clock::time_point next = NextTick(*tick, Clock::now(), period);
+  const bool go_on = SleepUntil(next, alarm);
+  *tick = std::min(next, Clock::now());  // woken early: reckoned from the wake
+  return go_on;
+}
+
+Worker::Clock::time_point OnGrid(Worker::Clock::time_point earliest,
+                                 Worker::Clock::duration period) {
+  if (period <= Worker::Clock::duration::zero()) return earliest;
+  const Worker::Clock::time_point below(period * (earliest.time_since_epoch() / period));
+  return below < earliest ? below + period : below;
+}
+
+Worker::Clock::time_point NextTick(Worker::Clock::time_point last, Worker::Clock::time_point now,
+                                   Worker::Clock::duration period) {
+  return OnGrid(std::max(last + period / 2, now + period / 4), period);
 }
 
 void Worker::Ring(Alarm* alarm) {

@@ -54,6 +54,11 @@ class Worker {
   bool SleepFor(Clock::duration d, Alarm* alarm = nullptr) {
     return SleepUntil(Clock::now() + d, alarm);
   }
+  // Sleeps to the next tick of a loop run every `period` (NextTick): `*tick`
+  // is the last tick's instant, and the next's once it returns (the wake's,
+  // if `alarm` or nothing but a spurious return ended the sleep early).
+  // False if stopping.
+  bool SleepToTick(Clock::time_point* tick, Clock::duration period, Alarm* alarm = nullptr);
   void Ring(Alarm* alarm);
   void Reset(Alarm* alarm);
 
@@ -65,6 +70,28 @@ class Worker {
   CondVar cv_;
   std::vector<std::thread> threads_;  // owner thread only
 };
+
+// The first instant at or after `earliest` on the process's grid of
+// `period`: a whole number of periods past the steady clock's epoch. Every
+// loop that runs at the same period (the HAL's samplers, the kernel log's
+// publish, the XDM poller, the sinks: 1 s by default) wakes at the same
+// instants, so an idle node's CPU leaves its idle state once a period for
+// all of them, not once for each: on the 2-core VM a bare wake-up cost
+// 71 us when six threads were staggered and 34 us when aligned
+// (docs/benchmarks.md, "Issue 51, eighth pass"). A period that is a multiple
+// of another lies on the other's grid. A period not positive: `earliest`.
+Worker::Clock::time_point OnGrid(Worker::Clock::time_point earliest,
+                                 Worker::Clock::duration period);
+
+// A loop's next tick on the grid of its `period`, its last at `last`, now
+// `now`: one period after the last when that was on the grid and the work
+// took less than three quarters of a period; otherwise the first grid
+// instant at least half a period after `last` and a quarter after `now`, so
+// that a loop fallen behind neither bursts nor runs back to back, and the
+// first tick after a start (or an early wake) comes within half a period
+// to a period and a half.
+Worker::Clock::time_point NextTick(Worker::Clock::time_point last, Worker::Clock::time_point now,
+                                   Worker::Clock::duration period);
 
 // Names the calling thread (truncated to the kernel's 15 characters).
 void NameThisThread(const char* name);

@@ -78,7 +78,8 @@ class SourceSampler : public Part {
   std::chrono::milliseconds interval() const { return interval_; }
 
  protected:
-  // The thread's body. By default Tick() once an interval, at a fixed rate
+  // The thread's body. By default Tick() once an interval, on the grid
+  // every periodic loop shares (NextTick, common/worker.h): a fixed rate
   // that neither bursts after falling behind nor runs back to back (a
   // quarter interval's rest at least); a source that reads a stream
   // (the kernel log) runs its own loop over worker().

@@ -628,12 +628,14 @@ bool XdmClient::PollOnce() {
 }
 
 void XdmClient::PollLoop() {
-  // Give the stream one interval to deliver before the first poll.
-  auto next = SteadyClock::now() + options_.interval;
-  while (worker_.SleepUntil(next, &poll_now_)) {
+  // Give the stream an interval to deliver before the first look (half to
+  // one and a half: then on the grid the HAL's samplers tick on, NextTick,
+  // one wake-up for all of them).
+  auto tick = SteadyClock::now();
+  milliseconds interval = options_.interval;
+  while (worker_.SleepToTick(&tick, interval, &poll_now_)) {
     const auto now = SteadyClock::now();
     bool stream_fresh;
-    milliseconds interval;
     std::optional<milliseconds> silent;  // the watchdog cancelled a stream silent this long
     {
       MutexLock lock(mu_);
@@ -653,7 +655,6 @@ void XdmClient::PollLoop() {
     if (!stream_fresh) PollOnce();
     UpdateMode();
     MaybeRenewChannel();
-    next = now + interval;
   }
 }
 

@@ -112,5 +112,63 @@ TEST(InFlightCallsTest, CancelAllCancelsLiveCallsAndRefusesNewOnes) {
   EXPECT_EQ(late.cancels, 0);
 }
 
+TEST(TickGridTest, InstantsLieOnOneGridWhoeverAsks) {
+  using T = Worker::Clock::time_point;
+  const auto s = std::chrono::seconds(1);
+  // On the grid already: itself; otherwise the next whole period.
+  EXPECT_EQ(OnGrid(T(s * 7), s), T(s * 7));
+  EXPECT_EQ(OnGrid(T(s * 7 + milliseconds(1)), s), T(s * 8));
+  EXPECT_EQ(OnGrid(T(s * 7 + milliseconds(999)), s), T(s * 8));
+  // A period that is a multiple of another lies on its grid.
+  EXPECT_EQ(OnGrid(T(s * 7 + milliseconds(1)), s * 10), T(s * 10));
+  EXPECT_EQ(OnGrid(T(milliseconds(1234)), milliseconds(250)), T(milliseconds(1250)));
+  // No period: no grid.
+  EXPECT_EQ(OnGrid(T(milliseconds(1234)), milliseconds(0)), T(milliseconds(1234)));
+}
+
+TEST(TickGridTest, NextTickKeepsTheRateNeitherBurstsNorRunsBackToBack) {
+  using T = Worker::Clock::time_point;
+  const auto p = milliseconds(1000);  // halves and quarters exact
+  const T g(p * 100);
+  // Steady: one period after a tick on the grid, whatever the work took up
+  // to three quarters of it.
+  EXPECT_EQ(NextTick(g, g, p), g + p);
+  EXPECT_EQ(NextTick(g, g + milliseconds(750), p), g + p);
+  // Longer: the grid instant a quarter period away at least (no tick at
+  // once after a slow one, no burst after a stall).
+  EXPECT_EQ(NextTick(g, g + milliseconds(760), p), g + 2 * p);
+  EXPECT_EQ(NextTick(g, g + 5 * p + milliseconds(10), p), g + 6 * p);
+  // From a start (or an early wake) off the grid: half a period to one and
+  // a half away, so that two loops started apart meet on the grid.
+  EXPECT_EQ(NextTick(g + milliseconds(300), g + milliseconds(300), p), g + p);
+  EXPECT_EQ(NextTick(g + milliseconds(600), g + milliseconds(600), p), g + 2 * p);
+  for (int ms = 0; ms < 1000; ms += 37) {
+    const T start = g + milliseconds(ms);
+    const T next = NextTick(start, start, p);
+    EXPECT_EQ(next, OnGrid(next, p));
+    EXPECT_GE(next - start, p / 2);
+    EXPECT_LT(next - start, p * 3 / 2);
+  }
+}
+
+TEST(TickGridTest, SleepToTickLandsOnTheGridAndAnAlarmReckonsFromTheWake) {
+  Worker w;
+  const auto p = milliseconds(20);
+  auto tick = Worker::Clock::now();
+  ASSERT_TRUE(w.SleepToTick(&tick, p));
+  EXPECT_EQ(tick, OnGrid(tick, p));  // on the grid, not where it started
+  EXPECT_GE(Worker::Clock::now(), tick);
+  const auto last = tick;
+  ASSERT_TRUE(w.SleepToTick(&tick, p));
+  EXPECT_GE(tick - last, p);  // a period on at least (more if this thread was late)
+  EXPECT_EQ(tick, OnGrid(tick, p));
+  Worker::Alarm alarm;
+  w.Ring(&alarm);
+  const auto before = Worker::Clock::now();
+  ASSERT_TRUE(w.SleepToTick(&tick, std::chrono::hours(1), &alarm));
+  EXPECT_GE(tick, before);  // woken at once: reckoned from the wake
+  EXPECT_LE(tick, Worker::Clock::now());
+}
+
 }  // namespace
 }  // namespace xpu

@@ -32,7 +32,7 @@ class DevKmsg : public KmsgSource {
   DevKmsg(std::string path, int fd) : path_(std::move(path)), fd_(fd) {}
   ~DevKmsg() override { close(fd_); }
   std::string name() const override { return path_; }
-  Status Next(std::string* record, std::chrono::milliseconds wait) override {
+  Status Next(std::string* record, std::chrono::nanoseconds wait) override {
     char buf[kKmsgMaxRecord];
     for (int tries = 0; tries < 2; ++tries) {
       const ssize_t n = read(fd_, buf, sizeof buf);
@@ -77,7 +77,7 @@ class KmsgFile : public KmsgSource {
   ~KmsgFile() override { close(fd_); }
   std::string name() const override { return path_; }
   uint64_t generation() const override { return generation_; }
-  Status Next(std::string* record, std::chrono::milliseconds wait) override {
+  Status Next(std::string* record, std::chrono::nanoseconds wait) override {
     const auto until = std::chrono::steady_clock::now() + wait;
     for (;;) {
       if (TakeRecord(record, /*at_end=*/false)) return Status::Ok();
@@ -113,8 +113,7 @@ class KmsgFile : public KmsgSource {
       // `until` (the sampler's next publish, so a record written meanwhile
       // is read before it): an idle log costs a wake-up or two a second.
       // The sampler's Stop ends the nap (WaitReadable on no descriptor).
-      const auto nap = std::chrono::ceil<std::chrono::milliseconds>(
-          std::min<std::chrono::steady_clock::duration>(nap_, until - now));
+      const auto nap = std::min<std::chrono::nanoseconds>(nap_, until - now);
       if (WaitReadable(-1, nap) == Woke::kWoken) return Status::Unavailable("no record");
       nap_ = std::min(nap_ * 2, kLongestNap);
     }
@@ -379,12 +378,17 @@ void KmsgSampler::Stop() {
   SourceSampler::Stop();
 }
 
-KmsgSource::Woke KmsgSource::WaitReadable(int fd, std::chrono::milliseconds timeout) const {
-  if (wake_fd_ < 0) timeout = std::min(timeout, kWaitWithoutWake);
+KmsgSource::Woke KmsgSource::WaitReadable(int fd, std::chrono::nanoseconds timeout) const {
+  if (wake_fd_ < 0) timeout = std::min<std::chrono::nanoseconds>(timeout, kWaitWithoutWake);
+  timeout = std::max(timeout, std::chrono::nanoseconds::zero());
+  // To the nanosecond (ppoll, not poll's milliseconds): a wait up to the
+  // grid's next instant ends on it, with the other sources' ticks.
+  const auto secs = std::chrono::duration_cast<std::chrono::seconds>(timeout);
+  const timespec ts{static_cast<time_t>(secs.count()),
+                    static_cast<long>((timeout - secs).count())};  // NOLINT(google-runtime-int)
   // poll() passes over a negative descriptor.
   pollfd p[2] = {{fd, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
-  if (poll(p, 2, static_cast<int>(std::max<int64_t>(0, timeout.count()))) <= 0)
-    return Woke::kTimeout;
+  if (ppoll(p, 2, &ts, nullptr) <= 0) return Woke::kTimeout;
   if (fd >= 0 && (p[0].revents & (POLLIN | POLLERR | POLLHUP)) != 0) return Woke::kReadable;
   return (p[1].revents & POLLIN) != 0 ? Woke::kWoken : Woke::kTimeout;
 }
@@ -560,10 +564,9 @@ void KmsgSampler::Run() {
       spdlog::info("kmsg: reading the kernel log from {} (from its oldest record)", source->name());
     }
     std::string raw;
-    const auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(
-        next_publish - std::chrono::steady_clock::now());
     // Up to the next publish: Stop ends the wait (wake_fd_).
-    Status s = source->Next(&raw, std::max(std::chrono::milliseconds(0), wait));
+    Status s = source->Next(&raw, std::max(std::chrono::steady_clock::duration::zero(),
+                                           next_publish - std::chrono::steady_clock::now()));
     if (s.ok()) {
       // Read again from a start (a record file rewritten or replaced): what
       // comes may be known (memory_).
@@ -587,7 +590,8 @@ void KmsgSampler::Run() {
     }
     if (caught_up_ && std::chrono::steady_clock::now() >= next_publish) {
       Publish();
-      next_publish = std::chrono::steady_clock::now() + options_.interval;
+      // On the grid the other sources tick on (NextTick): one wake-up.
+      next_publish = NextTick(next_publish, std::chrono::steady_clock::now(), options_.interval);
     }
   }
 }

@@ -34,7 +34,7 @@ class KmsgSource {
   // Unavailable: none came in time. Exhausted: the ring overwrote records
   // before they were read (counted; reading goes on with the oldest left).
   // IoError: the source is unusable.
-  virtual Status Next(std::string* record, std::chrono::milliseconds wait) = 0;
+  virtual Status Next(std::string* record, std::chrono::nanoseconds wait) = 0;
   virtual std::string name() const = 0;
   // A descriptor (an eventfd) whose becoming readable ends a wait in Next
   // at once (Unavailable): the sampler's Stop, so that a wait may last a
@@ -49,7 +49,7 @@ class KmsgSource {
   // Waits until `fd` (-1: none) is readable, the wake descriptor is, or
   // `timeout` passed.
   enum class Woke { kReadable, kWoken, kTimeout };
-  Woke WaitReadable(int fd, std::chrono::milliseconds timeout) const;
+  Woke WaitReadable(int fd, std::chrono::nanoseconds timeout) const;
   // The longest wait without a wake descriptor (a source used alone, as
   // the tests do), so that a stop is seen soon all the same.
   static constexpr std::chrono::milliseconds kWaitWithoutWake{200};
