@@ -186,6 +186,53 @@ TEST_F(SysfsTreeTest, TheDeviceLinkGivesTheCardsBusAddress) {
   EXPECT_EQ(ids[2].bus_id, "") << "no link";
 }
 
+TEST_F(SysfsTreeTest, AnIdentityIsReadOnceADirectoryAndHealthEveryRound) {
+  // A card's UUID and address are read once for its directory (not every
+  // round: docs/hal.md), its health and faults every round; a card replaced
+  // (its directory made anew) is read anew, and a card whose identity could
+  // not be read whole is tried again each round.
+  Device(0, "1\n", "");
+  Device(1, "1\n", "");  // no device link: its identity is not whole
+  fs::create_symlink("../../../devices/pci0000:00/0000:00:01.0/0000:3b:00.0",
+                     fs::path(dir_.path()) / "xpu0/device");
+  SysfsBackend b(dir_.path());
+  std::vector<HalDeviceId> ids;
+  ASSERT_TRUE(b.ListDevices(&ids).ok());
+  ASSERT_EQ(ids.size(), 2u);
+  EXPECT_EQ(ids[0].uuid, "U-0");
+  Write("xpu0/uuid", "U-rewritten\n");
+  Write("xpu1/uuid", "U-1b\n");
+  Write("xpu0/health", "0\n");
+  ASSERT_TRUE(b.ListDevices(&ids).ok());
+  ASSERT_EQ(ids.size(), 2u);
+  EXPECT_EQ(ids[0].uuid, "U-0") << "kept for the same directory";
+  EXPECT_EQ(ids[0].bus_id, "0000:3b:00.0");
+  EXPECT_EQ(ids[1].uuid, "U-1b") << "not whole: read again";
+  bool healthy = true;
+  ASSERT_TRUE(b.ReadHealth(0, &healthy).ok());
+  EXPECT_FALSE(healthy) << "health is read every round";
+  // Replaced: another directory of the same name.
+  fs::remove_all(fs::path(dir_.path()) / "xpu0");
+  Write("xpu0/uuid", "U-new\n");
+  Write("xpu0/health", "1\n");
+  Write("xpu0/fault_codes", "");
+  fs::create_symlink("../../../devices/pci0000:00/0000:00:01.0/0000:5e:00.0",
+                     fs::path(dir_.path()) / "xpu0/device");
+  ASSERT_TRUE(b.ListDevices(&ids).ok());
+  ASSERT_EQ(ids.size(), 2u);
+  EXPECT_EQ(ids[0].uuid, "U-new");
+  EXPECT_EQ(ids[0].bus_id, "0000:5e:00.0");
+  // Gone for a round, then back (the same directory or not): read anew.
+  fs::rename(fs::path(dir_.path()) / "xpu0", fs::path(dir_.path()) / "away");
+  ASSERT_TRUE(b.ListDevices(&ids).ok());
+  ASSERT_EQ(ids.size(), 1u);
+  Write("away/uuid", "U-back\n");
+  fs::rename(fs::path(dir_.path()) / "away", fs::path(dir_.path()) / "xpu0");
+  ASSERT_TRUE(b.ListDevices(&ids).ok());
+  ASSERT_EQ(ids.size(), 2u);
+  EXPECT_EQ(ids[0].uuid, "U-back");
+}
+
 TEST_F(SysfsTreeTest, TooManyFaultCodesAreRefused) {
   std::string codes;
   for (size_t i = 0; i <= kMaxFaultCodes; ++i) codes += "0x" + std::to_string(10000 + i) + "\n";

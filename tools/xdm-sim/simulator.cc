@@ -242,6 +242,14 @@ void Simulator::WriteHal() {
     const std::string name = "xpu" + std::to_string(d.minor);
     present.insert(name);
     const fs::path dir = root / name;
+    // Another card under this minor: its directory made anew, as the
+    // kernel's class device is (the exporter reads a directory's identity
+    // once: docs/hal.md).
+    if (std::ifstream in(dir / "uuid"); in) {
+      std::string was;
+      std::getline(in, was);
+      if (was != d.uuid) fs::remove_all(dir, ec);
+    }
     fs::create_directories(dir, ec);
     WriteIfChanged(dir / "uuid", d.uuid + "\n");
     WriteIfChanged(dir / "health", d.healthy ? "1\n" : "0\n");

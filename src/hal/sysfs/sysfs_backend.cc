@@ -100,6 +100,8 @@ Status SysfsBackend::ListDevices(std::vector<HalDeviceId>* out) {
   std::string name;
   uint64_t inode = 0;
   unsigned char type = 0;
+  std::map<std::string, Known> known;  // this round's: a device not listed is forgotten
+  const auto now = std::chrono::steady_clock::now();
   while (listing.Next(&name, &inode, &type)) {
     if (name.size() < 4 || name.rfind("xpu", 0) != 0) continue;
     const std::string digits = name.substr(3);
@@ -113,6 +115,12 @@ Status SysfsBackend::ListDevices(std::vector<HalDeviceId>* out) {
     if (out->size() >= kMaxHalDevices)
       return Status::IoError(root_ + ": more than " + std::to_string(kMaxHalDevices) + " devices");
     held_.Seen(path, inode);
+    if (auto k = known_.find(name); k != known_.end() && inode != 0 && k->second.inode == inode &&
+                                    now - k->second.read_at < kIdentityMaxAge) {
+      out->push_back(k->second.id);
+      known.insert(known_.extract(k));
+      continue;
+    }
     HalDeviceId id;
     id.minor = std::stoi(digits);
     std::string text;
@@ -129,9 +137,13 @@ Status SysfsBackend::ListDevices(std::vector<HalDeviceId>* out) {
       id.bus_id = CanonicalPciAddress(
           std::string(slash == std::string_view::npos ? target : target.substr(slash + 1)));
     }
+    // Kept only whole: a read that failed is tried again next round.
+    if (inode != 0 && !id.uuid.empty() && !id.bus_id.empty())
+      known[name] = Known{inode, id, now};
     out->push_back(std::move(id));
   }
   if (!listing.status().ok()) return listing.status();
+  known_ = std::move(known);
   std::sort(out->begin(), out->end(),
             [](const HalDeviceId& a, const HalDeviceId& b) { return a.minor < b.minor; });
   return Status::Ok();

@@ -1,5 +1,7 @@
 #pragma once
 
+#include <chrono>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -36,8 +38,20 @@ class SysfsBackend : public HalBackend {
 
  private:
   Status ReadFile(int32_t minor, const char* file, std::string* out);
+  // A device's identity (its UUID and PCI address), read whole, kept by its
+  // directory: read again when the directory's entry is another inode (a
+  // card replaced makes its directory anew), when it was not listed in the
+  // last round, or once kIdentityMaxAge old. Nothing that raises a fault is
+  // kept: health and fault codes are read every round.
+  struct Known {
+    uint64_t inode = 0;
+    HalDeviceId id;
+    std::chrono::steady_clock::time_point read_at;
+  };
+  static constexpr std::chrono::seconds kIdentityMaxAge{10};
   std::string root_;
-  HeldFiles held_;  // each device's files, held between rounds
+  HeldFiles held_;                     // each device's files, held between rounds
+  std::map<std::string, Known> known_;  // directory name -> identity, as last listed
 };
 
 }  // namespace xpu::hal
