@@ -138,8 +138,7 @@ Status SysfsBackend::ListDevices(std::vector<HalDeviceId>* out) {
           std::string(slash == std::string_view::npos ? target : target.substr(slash + 1)));
     }
     // Kept only whole: a read that failed is tried again next round.
-    if (inode != 0 && !id.uuid.empty() && !id.bus_id.empty())
-      known[name] = Known{inode, id, now};
+    if (inode != 0 && !id.uuid.empty() && !id.bus_id.empty()) known[name] = Known{inode, id, now};
     out->push_back(std::move(id));
   }
   if (!listing.status().ok()) return listing.status();

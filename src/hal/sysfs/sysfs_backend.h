@@ -50,7 +50,7 @@ class SysfsBackend : public HalBackend {
   };
   static constexpr std::chrono::seconds kIdentityMaxAge{10};
   std::string root_;
-  HeldFiles held_;                     // each device's files, held between rounds
+  HeldFiles held_;                      // each device's files, held between rounds
   std::map<std::string, Known> known_;  // directory name -> identity, as last listed
 };
 
