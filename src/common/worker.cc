@@ -61,7 +61,10 @@ Worker::Clock::time_point OnGrid(Worker::Clock::time_point earliest,
 
 Worker::Clock::time_point NextTick(Worker::Clock::time_point last, Worker::Clock::time_point now,
                                    Worker::Clock::duration period) {
-  return OnGrid(std::max(last + period / 2, now + period / 4), period);
+  const Worker::Clock::time_point next = OnGrid(last + period / 2, period);
+  // Fallen behind: a quarter period from now, off the grid, as before the
+  // grid (a long tick costs no whole period); the tick after is on it again.
+  return next < now + period / 4 ? now + period / 4 : next;
 }
 
 void Worker::Ring(Alarm* alarm) {

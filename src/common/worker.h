@@ -56,8 +56,7 @@ class Worker {
   }
   // Sleeps to the next tick of a loop run every `period` (NextTick): `*tick`
   // is the last tick's instant, and the next's once it returns (the wake's,
-  // if `alarm` or nothing but a spurious return ended the sleep early).
-  // False if stopping.
+  // if `alarm` ended the sleep early). False if stopping.
   bool SleepToTick(Clock::time_point* tick, Clock::duration period, Alarm* alarm = nullptr);
   void Ring(Alarm* alarm);
   void Reset(Alarm* alarm);
@@ -74,7 +73,7 @@ class Worker {
 // The first instant at or after `earliest` on the process's grid of
 // `period`: a whole number of periods past the steady clock's epoch. Every
 // loop that runs at the same period (the HAL's samplers, the kernel log's
-// publish, the XDM poller, the sinks: 1 s by default) wakes at the same
+// publish, the XDM poller: 1 s by default) wakes at the same
 // instants, so an idle node's CPU leaves its idle state once a period for
 // all of them, not once for each: on the 2-core VM a bare wake-up cost
 // 71 us when six threads were staggered and 34 us when aligned
@@ -84,12 +83,15 @@ Worker::Clock::time_point OnGrid(Worker::Clock::time_point earliest,
                                  Worker::Clock::duration period);
 
 // A loop's next tick on the grid of its `period`, its last at `last`, now
-// `now`: one period after the last when that was on the grid and the work
-// took less than three quarters of a period; otherwise the first grid
-// instant at least half a period after `last` and a quarter after `now`, so
-// that a loop fallen behind neither bursts nor runs back to back, and the
-// first tick after a start (or an early wake) comes within half a period
-// to a period and a half.
+// `now`: the first grid instant at least half a period after `last` (one
+// period after a tick on the grid; half a period to one and a half after a
+// start or an early wake), unless that is less than a quarter period from
+// now: then a quarter period from now, off the grid, so that a loop fallen
+// behind neither bursts, nor runs back to back, nor loses a whole period
+// (the tick after comes back to the grid). A fixed rate, not a fixed rest:
+// for loops whose work is a local read (the HAL's samplers, the kernel
+// log, the XDM poller); a loop that calls a server that may be struggling
+// rests a whole period after each round instead (SleepFor).
 Worker::Clock::time_point NextTick(Worker::Clock::time_point last, Worker::Clock::time_point now,
                                    Worker::Clock::duration period);
 

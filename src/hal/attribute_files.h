@@ -98,6 +98,13 @@ class HeldFiles {
     auto it = dirs_.find(dir);
     return it != dirs_.end() && it->second.wd >= 0;
   }
+  // Whether `dir`/`name` is held now: read through Read, and not let go
+  // since (a notice of its name created, moved or deleted; a failed read; its
+  // directory another or not listed).
+  bool Holds(const std::string& dir, const char* name) const {
+    auto it = dirs_.find(dir);
+    return it != dirs_.end() && it->second.files.count(name) > 0;
+  }
   // Whether files are held at all (inotify could be had).
   bool holding() const { return inotify_ >= 0; }
 

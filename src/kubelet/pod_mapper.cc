@@ -198,10 +198,9 @@ void PodMapper::Stop() {
 void PodMapper::Withdraw() { registry_->SetPodAssignments({}); }
 
 void PodMapper::Loop() {
-  auto tick = Worker::Clock::now();  // ticks on the grid (NextTick)
   do {
     PollOnce();
-  } while (worker_.SleepToTick(&tick, options_.interval));
+  } while (worker_.SleepFor(options_.interval));
 }
 
 bool PodMapper::PollOnce() {

@@ -545,7 +545,6 @@ void PodWatcher::NodeLoop() {
   const ApiClient client(base_url_, options_.token_file, options_.ca_file, options_.insecure_http,
                          kUserAgent);
   const std::function<bool()> stopping = [this] { return worker_.stopping(); };
-  auto tick = Worker::Clock::now();  // ticks on the grid (NextTick)
   do {
     const auto t0 = Clock::now();
     HttpResult r = client.Get("/api/v1/nodes/" + ApiClient::Escape(options_.node_name),
@@ -566,7 +565,7 @@ void PodWatcher::NodeLoop() {
     if (bad > 0) malformed_.Add({{"what", "register_annotation"}}).Increment(bad);
     collectors_.Record("apiserver_node", true, Clock::now() - t0);
     Recovered("node");
-  } while (worker_.SleepToTick(&tick, options_.node_interval));
+  } while (worker_.SleepFor(options_.node_interval));
 }
 
 }  // namespace xpu::kubernetes

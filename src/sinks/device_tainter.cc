@@ -593,7 +593,6 @@ void DeviceTainter::RuleLoop() {
   const kubernetes::ApiClient api(base_url_, kubernetes_.token_file, kubernetes_.ca_file,
                                   kubernetes_.insecure_http, "xpu-exporter/device-taints");
   next_discovery_ = next_write_ = next_list_ = list_retry_ = Clock::now();
-  auto tick = Worker::Clock::now();  // ticks on the grid (NextTick)
   do {
     Clock::time_point now = Clock::now();
     bool discovered, serves;
@@ -628,7 +627,7 @@ void DeviceTainter::RuleLoop() {
     }
     if (worker_.stopping()) break;
     Reconcile(api, Clock::now());
-  } while (worker_.SleepToTick(&tick, options_.tick));
+  } while (worker_.SleepFor(options_.tick));
 }
 
 bool DeviceTainter::ListSlices(const kubernetes::ApiClient& api, const std::string& version,

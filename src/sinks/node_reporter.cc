@@ -308,7 +308,6 @@ void NodeReporter::Loop() {
   const kubernetes::ApiClient api(base_url_, kubernetes_.token_file, kubernetes_.ca_file,
                                   kubernetes_.insecure_http, "xpu-exporter/node-health");
   next_read_ = next_patch_ = next_event_ = started_;
-  auto tick = Worker::Clock::now();  // ticks on the grid (NextTick)
   do {
     if (Clock::now() >= next_read_) ReadNode(api);
     const Clock::time_point now = Clock::now();
@@ -318,7 +317,7 @@ void NodeReporter::Loop() {
       TakeRaises(now);
       SendEvents(api, now);
     }
-  } while (worker_.SleepToTick(&tick, options_.tick));
+  } while (worker_.SleepFor(options_.tick));
 }
 
 }  // namespace xpu::sinks

@@ -134,10 +134,16 @@ TEST(TickGridTest, NextTickKeepsTheRateNeitherBurstsNorRunsBackToBack) {
   // to three quarters of it.
   EXPECT_EQ(NextTick(g, g, p), g + p);
   EXPECT_EQ(NextTick(g, g + milliseconds(750), p), g + p);
-  // Longer: the grid instant a quarter period away at least (no tick at
-  // once after a slow one, no burst after a stall).
-  EXPECT_EQ(NextTick(g, g + milliseconds(760), p), g + 2 * p);
-  EXPECT_EQ(NextTick(g, g + 5 * p + milliseconds(10), p), g + 6 * p);
+  // Longer: a quarter period from now, off the grid (no tick at once after
+  // a slow one, no burst after a stall, no whole period lost), and the tick
+  // after back on the grid.
+  EXPECT_EQ(NextTick(g, g + milliseconds(760), p), g + milliseconds(1010));
+  EXPECT_EQ(NextTick(g, g + 5 * p + milliseconds(10), p), g + 5 * p + milliseconds(260));
+  EXPECT_EQ(NextTick(g + milliseconds(1010), g + milliseconds(1020), p), g + 2 * p);
+  // Still slow: off the grid again, a quarter period's rest each time, the
+  // rate that of the work (a source slower than its interval still ticks
+  // within an interval and a quarter of its last).
+  EXPECT_EQ(NextTick(g + milliseconds(1010), g + milliseconds(1900), p), g + milliseconds(2150));
   // From a start (or an early wake) off the grid: half a period to one and
   // a half away, so that two loops started apart meet on the grid.
   EXPECT_EQ(NextTick(g + milliseconds(300), g + milliseconds(300), p), g + p);

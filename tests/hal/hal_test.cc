@@ -211,6 +211,13 @@ TEST_F(SysfsTreeTest, AnIdentityIsReadOnceADirectoryAndHealthEveryRound) {
   bool healthy = true;
   ASSERT_TRUE(b.ReadHealth(0, &healthy).ok());
   EXPECT_FALSE(healthy) << "health is read every round";
+  // A uuid renamed over the old one (as stand-in trees replace files): read
+  // anew, though the directory is the same.
+  Write("xpu0/uuid.new", "U-renamed\n");
+  fs::rename(fs::path(dir_.path()) / "xpu0/uuid.new", fs::path(dir_.path()) / "xpu0/uuid");
+  ASSERT_TRUE(b.ListDevices(&ids).ok());
+  ASSERT_EQ(ids.size(), 2u);
+  EXPECT_EQ(ids[0].uuid, "U-renamed");
   // Replaced: another directory of the same name.
   fs::remove_all(fs::path(dir_.path()) / "xpu0");
   Write("xpu0/uuid", "U-new\n");

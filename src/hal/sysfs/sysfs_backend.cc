@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <memory>
+#include <utility>
 
 #include "common/fault_code.h"
 #include "common/file_util.h"
@@ -100,7 +101,10 @@ Status SysfsBackend::ListDevices(std::vector<HalDeviceId>* out) {
   std::string name;
   uint64_t inode = 0;
   unsigned char type = 0;
-  std::map<std::string, Known> known;  // this round's: a device not listed is forgotten
+  // The last round's, taken whole: a device this round does not list is
+  // forgotten, and so is every one when the round fails part way.
+  std::map<std::string, Known> last = std::exchange(known_, {});
+  std::map<std::string, Known> known;
   const auto now = std::chrono::steady_clock::now();
   while (listing.Next(&name, &inode, &type)) {
     if (name.size() < 4 || name.rfind("xpu", 0) != 0) continue;
@@ -115,10 +119,14 @@ Status SysfsBackend::ListDevices(std::vector<HalDeviceId>* out) {
     if (out->size() >= kMaxHalDevices)
       return Status::IoError(root_ + ": more than " + std::to_string(kMaxHalDevices) + " devices");
     held_.Seen(path, inode);
-    if (auto k = known_.find(name); k != known_.end() && inode != 0 && k->second.inode == inode &&
-                                    now - k->second.read_at < kIdentityMaxAge) {
+    // Its identity as last read, while its directory is the same and its
+    // uuid file the same one (a uuid renamed over it, as a stand-in tree
+    // replaces files, lets the held file go: HeldFiles).
+    if (auto k = last.find(name); k != last.end() && inode != 0 && k->second.inode == inode &&
+                                  now - k->second.read_at < kIdentityMaxAge &&
+                                  held_.Holds(path, "uuid")) {
       out->push_back(k->second.id);
-      known.insert(known_.extract(k));
+      known.insert(last.extract(k));
       continue;
     }
     HalDeviceId id;
