@@ -27,9 +27,9 @@ void SourceSampler::Withdraw() { registry_->CloseSource(source_); }
 
 void SourceSampler::Run() {
   // On the interval's grid (NextTick): every source ticks at the same
-  // instants, one wake-up of an idle CPU for all; a sample longer than three
-  // quarters of the interval skips to the next instant (no burst, a quarter
-  // interval's rest at least).
+  // instants, one wake-up of an idle CPU for all; a sample that left less
+  // than a quarter interval to the next instant is followed a quarter
+  // interval after it, off the grid (no burst, no whole interval lost).
   auto tick = Worker::Clock::now();
   do {
     Tick();

@@ -41,8 +41,9 @@ class SysfsBackend : public HalBackend {
   // A device's identity (its UUID and PCI address), read whole, kept by its
   // directory: read again when the directory's entry is another inode (a
   // card replaced makes its directory anew), when it was not listed in the
-  // last round, or once kIdentityMaxAge old. Nothing that raises a fault is
-  // kept: health and fault codes are read every round.
+  // last round (or that round failed), when its uuid file is no longer held
+  // (created or renamed over since), or once kIdentityMaxAge old. Nothing
+  // that raises a fault is kept: health and fault codes are read every round.
   struct Known {
     uint64_t inode = 0;
     HalDeviceId id;
