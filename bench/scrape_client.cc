@@ -36,16 +36,18 @@ int64_t NowUs() {
 }
 
 void Usage() {
-  std::fprintf(stderr,
-               "usage: scrape_client URL [--count N] [--gzip|--gzip-raw|--zstd-raw] [--prometheus] "
-               "[--parallel K]\n"
-               "       scrape_client URL --freshness ID --seconds S\n"
-               "       scrape_client URL --dump   (one scrape's body to stdout; fails on non-200)\n"
-               "  --gzip      ask for gzip and inflate (as Prometheus does)\n"
-               "  --gzip-raw  ask for gzip, keep it compressed: the exporter's time alone\n"
-               "  --zstd-raw  the same with Accept-Encoding: zstd\n"
-               "  --prometheus  send Prometheus 2.x's own Accept header (OpenMetrics first)\n"
-               "  --parallel K  K scrapers at once, each on its own connection\n");
+  std::fprintf(
+      stderr,
+      "usage: scrape_client URL [--count N] [--gzip|--gzip-raw|--zstd-raw] [--prometheus] "
+      "[--parallel K]\n"
+      "       scrape_client URL --freshness ID --seconds S\n"
+      "       scrape_client URL --dump   (one scrape's body to stdout; fails on non-200)\n"
+      "  --gzip      ask for gzip and inflate (as Prometheus does)\n"
+      "  --gzip-raw  ask for gzip, keep it compressed: the exporter's time alone\n"
+      "  --zstd-raw  the same with Accept-Encoding: zstd\n"
+      "  --prometheus  send Prometheus 2.x's own Accept header (OpenMetrics first)\n"
+      "  --parallel K  K scrapers at once, each on its own connection\n"
+      "  --each      also print every scrape's time, in order (where a tail comes from)\n");
   std::exit(2);
 }
 
@@ -104,7 +106,7 @@ int main(int argc, char** argv) {
   bool gzip = false, gzip_raw = false, prometheus = false, zstd_raw = false;
   int marker = 0, parallel = 1;
   double seconds = 5;
-  bool dump = false;
+  bool dump = false, each = false;
   for (int i = 2; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--count") && i + 1 < argc) {
       count = std::atoi(argv[++i]);
@@ -124,6 +126,8 @@ int main(int argc, char** argv) {
       seconds = std::atof(argv[++i]);
     } else if (!std::strcmp(argv[i], "--dump")) {
       dump = true;
+    } else if (!std::strcmp(argv[i], "--each")) {
+      each = true;
     } else {
       Usage();
     }
@@ -171,6 +175,11 @@ int main(int argc, char** argv) {
         "wall_s=%.3f\n",
         all.size(), Percentile(all, 0.5), Percentile(all, 0.99), Percentile(all, 1.0),
         scrapers[0]->body.size(), static_cast<long long>(wire), wall_s);
+    if (each) {
+      std::printf("each_ms=");
+      for (size_t i = 0; i < all.size(); ++i) std::printf("%s%.1f", i ? "," : "", all[i]);
+      std::printf("\n");
+    }
     return 0;
   }
 
