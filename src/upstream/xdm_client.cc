@@ -238,6 +238,20 @@ std::shared_ptr<xdm::api::XpuDeviceManagerService::Stub> XdmClient::stub() const
   return stub_;
 }
 
+XdmClient::RawStream XdmClient::OpenRawStream(const std::string& method, grpc::ClientContext* ctx,
+                                              const google::protobuf::Message& req) const {
+  RawStream out;
+  {
+    MutexLock lock(mu_);
+    out.channel = channel_;
+  }
+  const grpc::internal::RpcMethod m(method.c_str(), grpc::internal::RpcMethod::SERVER_STREAMING,
+                                    out.channel);
+  out.reader.reset(grpc::internal::ClientReaderFactory<grpc::ByteBuffer>::Create(out.channel.get(),
+                                                                                 m, ctx, req));
+  return out;
+}
+
 // gRPC 1.51's client sometimes never sees the SETTINGS frame of a daemon that
 // just restarted: its connection attempts time out one after another for
 // seconds (docs/reliability.md). A fresh channel starts a fresh attempt.
@@ -482,23 +496,13 @@ void XdmClient::StreamLoop() {
       worker_.Reset(&stream_wake_);
       machine_.StreamOpened(SteadyClock::now());
     }
-    // The stub (and its channel) must outlive the call: a renewed channel
-    // replaces stub_ while this stream may still be open.
-    std::shared_ptr<grpc::Channel> channel;
-    {
-      MutexLock lock(mu_);
-      channel = channel_;
-    }
     // The stream's messages as bytes: decoded as they lie (IngestWire), never
     // made into message objects (at 100,000 samples those were 18 MB).
     static const std::string kMethod = std::string("/") +
                                        xdm::api::XpuDeviceManagerService::service_full_name() +
                                        "/ExporterDataStream";
-    const grpc::internal::RpcMethod method(kMethod.c_str(),
-                                           grpc::internal::RpcMethod::SERVER_STREAMING, channel);
-    std::unique_ptr<grpc::ClientReader<grpc::ByteBuffer>> reader(
-        grpc::internal::ClientReaderFactory<grpc::ByteBuffer>::Create(channel.get(), method, &ctx,
-                                                                      req));
+    const RawStream call = OpenRawStream(kMethod, &ctx, req);
+    grpc::ClientReader<grpc::ByteBuffer>* const reader = call.reader.get();
     grpc::ByteBuffer msg;
     bool delivered = false;
     const auto opened = SteadyClock::now();
@@ -509,9 +513,9 @@ void XdmClient::StreamLoop() {
       const bool fresh = IngestWire(&msg, &parsed);
       msg.Clear();
       if (!parsed) {
-        // As a message gRPC could not parse ends the call: the stream is
-        // opened anew (after the backoff, which such a stream never resets),
-        // and polls meanwhile.
+        // Ended here (gRPC would leave it open, as it did a typed read that
+        // failed to parse: ListAndWatch's test), and opened anew after the
+        // backoff, which such a stream never resets; polls meanwhile.
         Warn("stream_parse", "an ExporterDataStream message does not parse; re-subscribing");
         ctx.TryCancel();
         break;
@@ -522,7 +526,7 @@ void XdmClient::StreamLoop() {
         {
           MutexLock lock(mu_);
           backoff_base_ = backoff.base();
-          stream_hurry_.Clear();
+          stream_hurry_.Delivered();
         }
         spdlog::info("ExporterDataStream delivering from {}", options_.xdm_endpoint);
         logged_.Clear("watchdog");
@@ -606,18 +610,10 @@ bool XdmClient::PollOnce() {
       // longer, less a tenth (a poll is stamped after its call).
       const auto now = SteadyClock::now();
       const auto spacing = std::max(machine_.interval(), options_.backoff_initial) * 9 / 10;
-      if (!machine_.stream_open() && stream_hurry_.Due(now, spacing)) {
-        stream_hurry_.Mark(now);
+      if (!machine_.stream_open() && stream_hurry_.Due(now, spacing) && stream_hurry_.Ask(now))
         worker_.Ring(&stream_wake_);
-      }
-      if (!info_open_ && info_hurry_.Due(now, spacing)) {
-        if (info_calling_) {
-          info_hurry_wanted_ = true;  // rung when the call ends, if it does
-        } else {
-          info_hurry_.Mark(now);
-          worker_.Ring(&info_wake_);
-        }
-      }
+      if (!info_open_ && info_hurry_.Due(now, spacing) && info_hurry_.Ask(now))
+        worker_.Ring(&info_wake_);
     } else if (st.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED) {
       // Not there to answer: its return may hurry them again.
       stream_hurry_.Clear();
@@ -752,17 +748,30 @@ void XdmClient::InfoLoop() {
   while (!worker_.stopping()) {
     {
       MutexLock lock(mu_);
-      info_calling_ = true;  // until the call ends: no poll hurries it meanwhile
+      info_hurry_.CallStarted();  // until the call ends: no poll hurries it meanwhile
     }
     ReadStaticInfo();
     grpc::ClientContext ctx;
     CallScope tracked(&calls_, &ctx);
     if (!tracked.ok()) break;
-    const auto stub = this->stub();  // outlives the stream
-    auto reader = stub->ListAndWatch(&ctx, {});
+    // Read as bytes and parsed here: a message protobuf refuses (a map key
+    // that is not UTF-8) makes a typed Read fail while gRPC leaves the call
+    // open, and Finish would then wait as long as the daemon keeps it open,
+    // the list of before kept meanwhile. It ends the call instead.
+    static const std::string kMethod =
+        std::string("/") + xdm::api::XpuDeviceManagerService::service_full_name() + "/ListAndWatch";
+    const RawStream call = OpenRawStream(kMethod, &ctx, xdm::api::ListAndWatchRequest());
+    grpc::ClientReader<grpc::ByteBuffer>* const reader = call.reader.get();
+    grpc::ByteBuffer msg;
     xdm::api::ListAndWatchResponse resp;
     auto t0 = SteadyClock::now();
-    while (reader->Read(&resp)) {
+    while (reader->Read(&msg)) {
+      if (!grpc::SerializationTraits<xdm::api::ListAndWatchResponse>::Deserialize(&msg, &resp)
+               .ok()) {
+        Warn("list_and_watch_parse", "a ListAndWatch message does not parse; re-subscribing");
+        ctx.TryCancel();
+        break;
+      }
       backoff.Reset();
       bool missing_info;
       {
@@ -783,8 +792,7 @@ void XdmClient::InfoLoop() {
       {
         MutexLock lock(mu_);
         info_open_ = true;
-        info_hurry_.Clear();
-        info_hurry_wanted_ = false;
+        info_hurry_.Delivered();
         PublishModeLocked();
       }
       CountInvalid(ds);
@@ -798,10 +806,8 @@ void XdmClient::InfoLoop() {
     {
       MutexLock lock(mu_);
       info_open_ = false;
-      info_calling_ = false;
-      if (std::exchange(info_hurry_wanted_, false)) {
+      if (info_hurry_.CallEnded(SteadyClock::now())) {
         // A poll answered while the call was going on: hurried now.
-        info_hurry_.Mark(SteadyClock::now());
         worker_.Ring(&info_wake_);
       } else {
         worker_.Reset(&info_wake_);

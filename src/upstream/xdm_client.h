@@ -203,6 +203,16 @@ class XdmClient {
   // own reference.
   std::shared_ptr<xdm::api::XpuDeviceManagerService::Stub> stub_ XPU_GUARDED_BY(mu_);
   std::shared_ptr<xdm::api::XpuDeviceManagerService::Stub> stub() const;
+  // A server-streaming call whose messages are read as bytes, parsed by the
+  // caller, which ends the call (TryCancel) on one that does not parse: gRPC
+  // would leave it open. Holds the channel, which must outlive the call (a
+  // renewed channel replaces channel_ while the call may still be open).
+  struct RawStream {
+    std::shared_ptr<grpc::Channel> channel;
+    std::unique_ptr<grpc::ClientReader<grpc::ByteBuffer>> reader;
+  };
+  RawStream OpenRawStream(const std::string& method, grpc::ClientContext* ctx,
+                          const google::protobuf::Message& req) const;
   // The channel of stub_: the stream reads its messages' bytes on it, not
   // parsed into messages (IngestWire).
   std::shared_ptr<grpc::Channel> channel_ XPU_GUARDED_BY(mu_);
@@ -241,34 +251,59 @@ class XdmClient {
   // (the stream) its call stayed open an interval; at most once per
   // `spacing`; and the backoff starts anew after it. A daemon that answers
   // polls but refuses the stream was otherwise called thousands of times a
-  // second. Held under mu_ (a member of XdmClient, guarded there).
+  // second. While its thread is in a call (ListAndWatch's: its static calls
+  // and the call itself, delivering or not) a poll does not hurry it but
+  // asks for it, done when the call ends. Held under mu_ (a member of
+  // XdmClient, guarded there).
   class Hurry {
    public:
     using Clock = std::chrono::steady_clock;
     bool Due(Clock::time_point now, Clock::duration spacing) const {
       return !hurried_ && (!at_ || now - *at_ >= spacing);
     }
-    void Mark(Clock::time_point now) {
-      hurried_ = true;
-      at_ = now;
-      anew_ = true;
+    // A poll found it Due: whether to ring its thread now (false: the
+    // thread is in a call, and CallEnded hurries it).
+    bool Ask(Clock::time_point now) {
+      if (calling_) {
+        wanted_ = true;
+        return false;
+      }
+      Mark(now);
+      return true;
     }
-    // The call delivered, or the daemon is not there: it may be hurried again.
+    void CallStarted() { calling_ = true; }
+    // Whether a poll asked meanwhile: then it is hurried now (ring it).
+    bool CallEnded(Clock::time_point now) {
+      calling_ = false;
+      if (!std::exchange(wanted_, false)) return false;
+      Mark(now);
+      return true;
+    }
+    // The call delivered: it may be hurried again, and nothing asked
+    // before counts.
+    void Delivered() {
+      hurried_ = false;
+      wanted_ = false;
+    }
+    // The daemon is not there, or the stream stayed open an interval: it
+    // may be hurried again.
     void Clear() { hurried_ = false; }
     // Whether it was hurried since last asked: the caller's backoff starts anew.
     bool TakeAnew() { return std::exchange(anew_, false); }
 
    private:
+    void Mark(Clock::time_point now) {
+      hurried_ = true;
+      at_ = now;
+      anew_ = true;
+    }
     bool hurried_ = false;
     std::optional<Clock::time_point> at_;
     bool anew_ = false;
+    bool calling_ = false;
+    bool wanted_ = false;
   };
   Hurry stream_hurry_ XPU_GUARDED_BY(mu_), info_hurry_ XPU_GUARDED_BY(mu_);
-  // The info thread is in its static calls or its ListAndWatch call (open,
-  // delivering or not): a poll does not hurry it then, but asks for it
-  // (info_hurry_wanted_), done when the call ends.
-  bool info_calling_ XPU_GUARDED_BY(mu_) = false;
-  bool info_hurry_wanted_ XPU_GUARDED_BY(mu_) = false;
   bool interval_reported_ XPU_GUARDED_BY(mu_) = false;  // the interval is XDM's own
   std::chrono::milliseconds stale_after_
       XPU_GUARDED_BY(mu_);  // ClientOptions::stale_after, reloadable

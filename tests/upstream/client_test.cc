@@ -79,6 +79,23 @@ TEST_F(ClientTest, DevicesAppearingAndVanishingChangeTheSeries) {
   EXPECT_TRUE(WaitFor([&] { return devices_->Devices().size() == 10; }));
 }
 
+// A ListAndWatch message protobuf refuses (a map key that is not UTF-8) ends
+// the call, and the list is read anew: a call left open would keep the
+// device list of before for as long as the daemon keeps it open.
+TEST_F(ClientTest, AListThatDoesNotParseEndsItsCallAndTheListIsReadAnew) {
+  ASSERT_TRUE(WaitFor([&] { return devices_->Devices().size() == 8; }));
+  ASSERT_EQ(HttpPost(Control("/control/list-unparsable"), R"({"enabled":true})").status, 200);
+  ASSERT_EQ(HttpPost(Control("/control/devices"), R"({"count":5})").status, 200);
+  EXPECT_TRUE(WaitFor([&] {
+    return Value(*registry_, "xpu_exporter_collector_success", {{"collector", "list_and_watch"}}) ==
+           0;
+  }));
+  EXPECT_EQ(devices_->Devices().size(), 8u);  // nothing of it taken
+  ASSERT_EQ(HttpPost(Control("/control/list-unparsable"), R"({"enabled":false})").status, 200);
+  ASSERT_EQ(HttpPost(Control("/control/devices"), R"({"count":3})").status, 200);
+  EXPECT_TRUE(WaitFor([&] { return devices_->Devices().size() == 3; }, milliseconds(5000)));
+}
+
 TEST_F(ClientTest, ReservedSnapshotIsNotFreshData) {
   ASSERT_TRUE(WaitMode(Mode::kStream));
   ASSERT_TRUE(WaitFor([&] { return Series() > 0; }));

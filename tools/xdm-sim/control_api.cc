@@ -184,6 +184,10 @@ bool ControlHandler::handlePost(CivetServer*, mg_connection* conn) {
     if (!body.contains("enabled") || !body["enabled"].is_boolean())
       return ReplyStatus(conn, xpu::Status::InvalidArgument("missing boolean field 'enabled'"));
     sim_->fleet().SetGarbage(body["enabled"].get<bool>());
+  } else if (path == "/control/list-unparsable") {
+    if (!body.contains("enabled") || !body["enabled"].is_boolean())
+      return ReplyStatus(conn, xpu::Status::InvalidArgument("missing boolean field 'enabled'"));
+    sim_->fleet().SetListUnparsable(body["enabled"].get<bool>());
   } else if (path == "/control/replay") {
     if (!body.contains("enabled") || !body["enabled"].is_boolean())
       return ReplyStatus(conn, xpu::Status::InvalidArgument("missing boolean field 'enabled'"));

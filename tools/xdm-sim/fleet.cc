@@ -207,6 +207,7 @@ xdm::api::ListAndWatchResponse Fleet::Devices() const {
     (*dev->mutable_extenderresources())["topology"] = garbage_ && d.minor == devices_.back().minor
                                                           ? "{\"levels\": [{oops"
                                                           : TopologyJson(model_, d.minor, count);
+    if (list_unparsable_) (*dev->mutable_extenderresources())["not utf-8 \xff"] = "x";
   }
   return out;
 }
@@ -517,6 +518,12 @@ void Fleet::SetGarbage(bool on) {
   MutexLock lock(mu_);
   if (garbage_ != on) ++devices_generation_;
   garbage_ = on;
+}
+
+void Fleet::SetListUnparsable(bool on) {
+  MutexLock lock(mu_);
+  if (list_unparsable_ != on) ++devices_generation_;
+  list_unparsable_ = on;
 }
 
 xpu::Status Fleet::SetCount(int count) {

@@ -106,6 +106,10 @@ class Fleet {
   // backslashes, a newline and invalid UTF-8), and device 0's model string is
   // 1 MiB of the same. For testing the exporter's defences.
   void SetGarbage(bool on);
+  // Every ListAndWatch message carries an extenderResources key that is
+  // not UTF-8: bytes a proto3 parser refuses whole (a map's string key).
+  // For testing that a list that does not parse ends its call.
+  void SetListUnparsable(bool on);
 
  private:
   struct LinkState {
@@ -167,6 +171,7 @@ class Fleet {
   uint64_t devices_generation_ XPU_GUARDED_BY(mu_) = 1;
   mutable uint64_t samples_served_ XPU_GUARDED_BY(mu_) = 0;
   bool garbage_ XPU_GUARDED_BY(mu_) = false;
+  bool list_unparsable_ XPU_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace xdmsim
