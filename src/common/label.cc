@@ -1,10 +1,17 @@
 #include "common/label.h"
 
+#include <algorithm>
 #include <string_view>
 
 namespace xpu {
 
 bool SanitizeLabelValue(std::string* v, size_t max_bytes) {
+  // Most values are short ASCII (a link's index, a model name): valid as
+  // they are, told without building the copy below.
+  if (v->size() <= max_bytes && std::all_of(v->begin(), v->end(), [](char c) {
+        return static_cast<unsigned char>(c) < 0x80;
+      }))
+    return false;
   std::string out;
   bool changed = false;
   const std::string& s = *v;

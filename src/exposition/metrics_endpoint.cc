@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include "exposition/negotiate.h"
+#include "http/buffer_pool.h"
 #include "http/gzip.h"
 #include "http/headers.h"
 #include "http/zstd.h"
@@ -75,35 +76,54 @@ MetricsEndpoint::Page MetricsEndpoint::Compressed(Format format, bool zstd) {
   return page;
 }
 
+namespace {
+// A compressed page's buffer, from (and, once every scrape sending it is
+// done, back to) the pool of pages, so that its memory is not faulted in
+// anew at each scrape.
+std::shared_ptr<std::string> NewPage(size_t room) {
+  return std::shared_ptr<std::string>(new std::string(http::BufferPool::Pages().Take(room)),
+                                      [](std::string* s) {
+                                        http::BufferPool::Pages().Give(std::move(*s));
+                                        delete s;
+                                      });
+}
+}  // namespace
+
 MetricsEndpoint::Page MetricsEndpoint::RenderGzipped(Format format) {
-  auto page = std::make_shared<std::string>();
+  std::atomic<size_t>& last = last_size_[format == Format::kOpenMetrics ? 1 : 0][0];
+  auto page = NewPage(RoomFor(last.load(std::memory_order_relaxed)));
   // A large page is compressed on a second core while this one renders.
   http::GzipPipe gz(page.get());
   PageSink sink(PageSink::Taker([&](std::string* buf, bool last) {
                   gz.Take(buf, last);
                   return true;
                 }),
-                http::GzipPipe::kBatch);
+                http::GzipPipe::kBatch, gz.Spare());
   exposer_->Render(&sink, format);
   if (!gz.Finish()) {
     spdlog::error("igzip failed to compress the metrics page");
     return nullptr;
   }
+  last.store(page->size(), std::memory_order_relaxed);
   return page;
 }
 
 MetricsEndpoint::Page MetricsEndpoint::RenderZstd(Format format) {
-  auto page = std::make_shared<std::string>();
+  std::atomic<size_t>& last = last_size_[format == Format::kOpenMetrics ? 1 : 0][1];
+  auto page = NewPage(RoomFor(last.load(std::memory_order_relaxed)));
   http::ZstdStream z(page.get());
+  constexpr size_t kPiece = size_t{256} * 1024;
   PageSink sink(PageSink::Taker([&](std::string* buf, bool) {
                   return z.Write(*buf);  // what it leaves in buf is dropped
                 }),
-                size_t{256} * 1024);
+                kPiece, http::BufferPool::Batches().Take(kPiece + kPiece / 4));
   exposer_->Render(&sink, format);
+  http::BufferPool::Batches().Give(sink.TakeBuffer());
   if (!z.Finish()) {
     spdlog::error("libzstd failed to compress the metrics page");
     return nullptr;
   }
+  last.store(page->size(), std::memory_order_relaxed);
   return page;
 }
 

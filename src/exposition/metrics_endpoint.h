@@ -3,6 +3,7 @@
 #include <prometheus/counter.h>
 #include <prometheus/registry.h>
 
+#include <atomic>
 #include <future>
 #include <memory>
 #include <string>
@@ -42,8 +43,14 @@ class MetricsEndpoint {
 
   Exposer* const exposer_;
   prometheus::Counter& shared_;
+  // Room for the next page: the last one's size of that format and coding
+  // and an eighth more, so that a large page is compressed into one
+  // buffer reserved once, not one grown (copied, and its new pages
+  // faulted in) some twenty times a scrape.
+  static size_t RoomFor(size_t last) { return last + last / 8 + 4096; }
   Mutex mu_;
   std::shared_future<Page> inflight_[2][2] XPU_GUARDED_BY(mu_);  // by Format, then zstd
+  std::atomic<size_t> last_size_[2][2] = {};                     // by Format, then zstd
 };
 
 }  // namespace xpu::exposition

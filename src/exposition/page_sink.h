@@ -26,7 +26,9 @@ class PageSink {
   // A consumer that takes the buffer itself (swaps its contents out, no
   // copy); whatever it leaves in it is dropped.
   using Taker = std::function<bool(std::string* buf, bool last)>;
-  PageSink(Taker taker, size_t piece) : taker_(std::move(taker)), piece_(piece) {
+  // `first`: the buffer to begin with (one kept from an earlier page).
+  PageSink(Taker taker, size_t piece, std::string first = {})
+      : taker_(std::move(taker)), own_(std::move(first)), piece_(piece) {
     own_.reserve(piece_ + piece_ / 4);
   }
   // The whole page, appended to `*whole` (tests, benchmarks): no pieces.
@@ -45,6 +47,13 @@ class PageSink {
     return ok_;
   }
   bool ok() const { return ok_; }
+  // The buffer it holds, emptied, for another page's use (after Finish).
+  std::string TakeBuffer() {
+    std::string b = std::move(own_);
+    own_.clear();
+    b.clear();
+    return b;
+  }
 
  private:
   void Pass(bool last) {

@@ -2,6 +2,7 @@
 
 #include "common/mutex.h"
 #include "common/worker.h"
+#include "http/buffer_pool.h"
 
 namespace xpu::http {
 
@@ -90,15 +91,23 @@ GzipPipe::~GzipPipe() {
     cv_.NotifyAll();
     helper_.join();
   }
+  MutexLock lock(mu_);
+  for (std::string& s : spare_) BufferPool::Batches().Give(std::move(s));
 }
 
 void GzipPipe::Take(std::string* buf, bool last) {
   if (!helper_.joinable() && last) {
-    Inline(*buf);  // the whole page in one piece
-    buf->clear();
+    std::string page = std::exchange(*buf, std::string());
+    Inline(page);  // the whole page in one piece
+    BufferPool::Batches().Give(std::move(page));
     return;
   }
-  Push(std::exchange(*buf, Spare()), last);
+  // The spare is taken once the batch is queued: at most kDepth wait, one
+  // is compressed and one is the caller's, so kDepth + 2 buffers serve a
+  // page of any size (and BufferPool::Batches keeps that many). After the
+  // last piece the caller needs none.
+  Push(std::exchange(*buf, std::string()), last);
+  if (!last) *buf = Spare();
 }
 
 void GzipPipe::Inline(std::string_view page) {
@@ -108,16 +117,16 @@ void GzipPipe::Inline(std::string_view page) {
 }
 
 std::string GzipPipe::Spare() {
-  std::string s;
   {
     MutexLock lock(mu_);
     if (!spare_.empty()) {
-      s = std::move(spare_.back());
+      std::string s = std::move(spare_.back());
       spare_.pop_back();
+      s.reserve(kBatch + kBatch / 4);
+      return s;
     }
   }
-  s.reserve(kBatch + kBatch / 4);
-  return s;
+  return BufferPool::Batches().Take(kBatch + kBatch / 4);
 }
 
 void GzipPipe::Push(std::string batch, bool last) {
@@ -157,9 +166,9 @@ void GzipPipe::Loop() {
     }
     MutexLock lock(mu_);
     ok_ = ok_ && ok;
-    if (item.second) return;
     item.first.clear();
     spare_.push_back(std::move(item.first));
+    if (item.second) return;
   }
 }
 

@@ -43,7 +43,9 @@ class GzipStream {
 // One gzip member compressed on a helper thread while the caller renders the
 // next pieces, so that rendering and compressing a large page overlap on two
 // cores. A page of one batch is compressed inline, without a thread. At most
-// kDepth batches wait (then Take waits). Take from one thread, then Finish.
+// kDepth batches wait (then Take waits). Its batches are kept for the next
+// page once this one is done (BufferPool::Batches). Take from one thread,
+// then Finish.
 class GzipPipe {
  public:
   static constexpr size_t kBatch = size_t{256} * 1024;  // bytes handed over at a time
@@ -60,11 +62,14 @@ class GzipPipe {
   // Waits until every piece is compressed into `out`; false on a compressor
   // error. Call after the last Take.
   bool Finish();
+  // An empty buffer with room for a batch: one this pipe emptied, or one
+  // kept from an earlier page (BufferPool::Batches), else a new one. The
+  // caller's first buffer may come from here too.
+  std::string Spare();
 
  private:
   void Loop();                         // the helper thread
   void Inline(std::string_view page);  // the whole page, on the caller's thread
-  std::string Spare();                 // an empty buffer with room for a batch
   void Push(std::string batch, bool last);
 
   std::string* const out_;  // written by the helper while it runs

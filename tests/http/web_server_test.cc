@@ -12,8 +12,10 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <set>
 #include <string>
 
+#include "http/buffer_pool.h"
 #include "http/gzip.h"
 #include "http/headers.h"
 #include "http/zstd.h"
@@ -405,6 +407,58 @@ TEST(GzipTest, PipeCompressesPiecesOnAHelperIntoOneMember) {
     buf = page.substr(65536, 65536);
     abandoned.Take(&buf, false);
   }  // no last piece, no Finish: the destructor must not hang
+}
+
+// Kept buffers: at most `keep`, none too small or too large, handed out
+// with their memory (the same bytes, not a copy) and emptied.
+TEST(BufferPoolTest, KeepsAtMostItsCountOfUsefulBuffersAndHandsBackTheRoomiest) {
+  BufferPool pool(2, 1 << 20);
+  std::string small(100, 'x'), big(400000, 'y'), bigger(600000, 'z'), huge(2 << 20, 'h');
+  const char* bigger_bytes = bigger.data();
+  pool.Give(std::move(small));  // under kMinCapacity: not kept
+  pool.Give(std::move(huge));   // over max_capacity: not kept
+  EXPECT_EQ(pool.kept(), 0u);
+  pool.Give(std::move(big));
+  pool.Give(std::move(bigger));
+  pool.Give(std::string(300000, 'w'));  // a third: no place
+  EXPECT_EQ(pool.kept(), 2u);
+  std::string taken = pool.Take(1000);
+  EXPECT_EQ(taken.data(), bigger_bytes);  // the roomiest, its own memory
+  EXPECT_TRUE(taken.empty());
+  EXPECT_GE(taken.capacity(), 600000u);
+  EXPECT_EQ(pool.kept(), 1u);
+  std::string fresh = pool.Take(5000);
+  EXPECT_GE(fresh.capacity(), 5000u);
+  EXPECT_EQ(pool.kept(), 0u);
+  EXPECT_GE(pool.Take(7000).capacity(), 7000u);  // none left: a new one
+}
+
+// A page's batches serve the next page: a large page through one pipe
+// leaves its buffers kept, and the next pipe's buffers are those same
+// buffers, so their memory is not faulted in anew at every scrape.
+TEST(BufferPoolTest, APipesBatchesServeTheNextPage) {
+  std::string page;
+  for (int i = 0; page.size() < (2u << 20); ++i)
+    page += "xpu_link_up{minor=\"" + std::to_string(i % 256) + "\",link=\"" +
+            std::to_string(i % 128) + "\"} 1\n";
+  auto run = [&](std::set<const char*>* used) {
+    std::string z;
+    GzipPipe pipe(&z);
+    std::string buf = pipe.Spare();
+    for (size_t pos = 0; pos < page.size(); pos += GzipPipe::kBatch) {
+      buf.append(page, pos, GzipPipe::kBatch);
+      used->insert(buf.data());
+      pipe.Take(&buf, pos + GzipPipe::kBatch >= page.size());
+    }
+    EXPECT_TRUE(pipe.Finish());
+    EXPECT_EQ(Gunzip(z), page);
+  };
+  std::set<const char*> first, second;
+  run(&first);
+  EXPECT_GT(BufferPool::Batches().kept(), 0u);
+  run(&second);
+  // Every buffer of the second page was one of the first's.
+  for (const char* p : second) EXPECT_EQ(first.count(p), 1u);
 }
 
 }  // namespace

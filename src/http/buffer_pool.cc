@@ -1,0 +1,51 @@
+#include "http/buffer_pool.h"
+
+#include <algorithm>
+
+#include "http/gzip.h"
+
+namespace xpu::http {
+
+std::string BufferPool::Take(size_t room) {
+  std::string out;
+  {
+    MutexLock lock(mu_);
+    auto most = std::max_element(
+        kept_.begin(), kept_.end(),
+        [](const std::string& a, const std::string& b) { return a.capacity() < b.capacity(); });
+    if (most != kept_.end()) {
+      out = std::move(*most);
+      kept_.erase(most);
+    }
+  }
+  out.reserve(room);
+  return out;
+}
+
+void BufferPool::Give(std::string buf) {
+  // One with no room of its own (a moved-from or never-filled one) would
+  // only take a place.
+  if (buf.capacity() > max_capacity_ || buf.capacity() < kMinCapacity) return;
+  buf.clear();
+  MutexLock lock(mu_);
+  if (kept_.size() < keep_) kept_.push_back(std::move(buf));
+}
+
+size_t BufferPool::kept() const {
+  MutexLock lock(mu_);
+  return kept_.size();
+}
+
+BufferPool& BufferPool::Batches() {
+  // GzipPipe's batches in flight (kDepth queued, one compressing, the
+  // sink's): at 256 KiB a batch, 1.25 MiB at most kept.
+  static BufferPool* pool = new BufferPool(GzipPipe::kDepth + 2, size_t{1} << 20);
+  return *pool;
+}
+
+BufferPool& BufferPool::Pages() {
+  static BufferPool* pool = new BufferPool(1, size_t{32} * 1024 * 1024);
+  return *pool;
+}
+
+}  // namespace xpu::http

@@ -1,0 +1,48 @@
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "common/mutex.h"
+
+namespace xpu::http {
+
+// Large buffers kept for reuse from one scrape to the next. A compressed
+// scrape of a large page fills some megabytes of buffers (its batches and
+// its compressed page); allocated afresh at each scrape, their memory is
+// handed back by glibc (and by the malloc_trim after a large ingest) and
+// every page of it faulted in again: about 900 page faults a scrape of the
+// 100k page, a sixth of its CPU on a VM (docs/benchmarks.md). Keeps at most
+// `keep` buffers of at most `max_capacity` each; their contents are
+// dropped, their capacity kept. Thread-safe.
+class BufferPool {
+ public:
+  static constexpr size_t kMinCapacity = 4096;  // smaller ones are not kept
+  BufferPool(size_t keep, size_t max_capacity) : keep_(keep), max_capacity_(max_capacity) {}
+  BufferPool(const BufferPool&) = delete;
+  BufferPool& operator=(const BufferPool&) = delete;
+
+  // An empty buffer with room for at least `room` bytes: the kept one of
+  // most room, else a new one.
+  std::string Take(size_t room);
+  // Keeps `buf`, emptied, while fewer than `keep` are kept and its room is
+  // between kMinCapacity and `max_capacity`; else frees it.
+  void Give(std::string buf);
+  size_t kept() const;
+
+  // The process's pools (never destroyed: a page may be let go on a
+  // thread that outlives static destruction). Batches: GzipPipe's pieces
+  // in flight and the page sink's buffer. Pages: the compressed pages, two
+  // (an HA pair's, or two formats' at once).
+  static BufferPool& Batches();
+  static BufferPool& Pages();
+
+ private:
+  const size_t keep_;
+  const size_t max_capacity_;
+  mutable Mutex mu_;
+  std::vector<std::string> kept_ XPU_GUARDED_BY(mu_);
+};
+
+}  // namespace xpu::http
