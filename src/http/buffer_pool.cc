@@ -14,7 +14,9 @@ std::string BufferPool::Take(size_t room) {
         kept_.begin(), kept_.end(),
         [](const std::string& a, const std::string& b) { return a.capacity() < b.capacity(); });
     if (most != kept_.end()) {
-      out = std::move(*most);
+      // Far more room than asked (the page shrank: devices gone, a series
+      // cap lowered) is let go, not kept for good.
+      if (most->capacity() <= 4 * room + kSlack) out = std::move(*most);
       kept_.erase(most);
     }
   }

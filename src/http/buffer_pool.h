@@ -18,13 +18,15 @@ namespace xpu::http {
 // dropped, their capacity kept. Thread-safe.
 class BufferPool {
  public:
-  static constexpr size_t kMinCapacity = 4096;  // smaller ones are not kept
+  static constexpr size_t kMinCapacity = 4096;       // smaller ones are not kept
+  static constexpr size_t kSlack = size_t{1} << 20;  // see Take
   BufferPool(size_t keep, size_t max_capacity) : keep_(keep), max_capacity_(max_capacity) {}
   BufferPool(const BufferPool&) = delete;
   BufferPool& operator=(const BufferPool&) = delete;
 
   // An empty buffer with room for at least `room` bytes: the kept one of
-  // most room, else a new one.
+  // most room, else a new one. A kept one of more than 4 x `room` +
+  // kSlack is freed instead (a page that shrank for good).
   std::string Take(size_t room);
   // Keeps `buf`, emptied, while fewer than `keep` are kept and its room is
   // between kMinCapacity and `max_capacity`; else frees it.

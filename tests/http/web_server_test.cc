@@ -431,6 +431,11 @@ TEST(BufferPoolTest, KeepsAtMostItsCountOfUsefulBuffersAndHandsBackTheRoomiest) 
   EXPECT_GE(fresh.capacity(), 5000u);
   EXPECT_EQ(pool.kept(), 0u);
   EXPECT_GE(pool.Take(7000).capacity(), 7000u);  // none left: a new one
+  // A kept one far roomier than asked (a page that shrank) is let go.
+  BufferPool pages(1, 32 << 20);
+  pages.Give(std::string(8 << 20, 'p'));
+  EXPECT_LT(pages.Take(100000).capacity(), size_t{8} << 20);
+  EXPECT_EQ(pages.kept(), 0u);
 }
 
 // A page's batches serve the next page: a large page through one pipe
