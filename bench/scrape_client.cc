@@ -36,18 +36,18 @@ int64_t NowUs() {
 }
 
 void Usage() {
-  std::fprintf(
-      stderr,
-      "usage: scrape_client URL [--count N] [--gzip|--gzip-raw|--zstd-raw] [--prometheus] "
-      "[--parallel K]\n"
-      "       scrape_client URL --freshness ID --seconds S\n"
-      "       scrape_client URL --dump   (one scrape's body to stdout; fails on non-200)\n"
-      "  --gzip      ask for gzip and inflate (as Prometheus does)\n"
-      "  --gzip-raw  ask for gzip, keep it compressed: the exporter's time alone\n"
-      "  --zstd-raw  the same with Accept-Encoding: zstd\n"
-      "  --prometheus  send Prometheus 2.x's own Accept header (OpenMetrics first)\n"
-      "  --parallel K  K scrapers at once, each on its own connection\n"
-      "  --each      also print every scrape's time, in order (where a tail comes from)\n");
+  std::fprintf(stderr,
+               "usage: scrape_client URL [--count N] [--gzip|--gzip-raw|--zstd-raw] [--prometheus] "
+               "[--parallel K]\n"
+               "       scrape_client URL --freshness ID --seconds S\n"
+               "       scrape_client URL --dump   (one scrape's body to stdout; fails on non-200)\n"
+               "  --gzip      ask for gzip and inflate (as Prometheus does)\n"
+               "  --gzip-raw  ask for gzip, keep it compressed: the exporter's time alone\n"
+               "  --zstd-raw  the same with Accept-Encoding: zstd\n"
+               "  --prometheus  send Prometheus 2.x's own Accept header (OpenMetrics first)\n"
+               "  --parallel K  K scrapers at once, each on its own connection\n"
+               "  --each      also print every scrape's time, in order (with --parallel, each\n"
+               "              scraper's in turn): where a tail comes from\n");
   std::exit(2);
 }
 

@@ -40,7 +40,7 @@ size_t BufferPool::kept() const {
 
 BufferPool& BufferPool::Batches() {
   // GzipPipe's batches in flight (kDepth queued, one compressing, the
-  // sink's): at 256 KiB a batch, 1.25 MiB at most kept.
+  // sink's): 320 KiB each as a page fills them, 1.25 MiB kept.
   static BufferPool* pool = new BufferPool(GzipPipe::kDepth + 2, size_t{1} << 20);
   return *pool;
 }

@@ -13,14 +13,16 @@ namespace xpu::http {
 // its compressed page); allocated afresh at each scrape, their memory is
 // handed back by glibc (and by the malloc_trim after a large ingest) and
 // every page of it faulted in again: about 900 page faults a scrape of the
-// 100k page, a sixth of its CPU on a VM (docs/benchmarks.md). Keeps at most
+// 100k page, a third of its CPU on a VM (docs/benchmarks.md). Keeps at most
 // `keep` buffers of at most `max_capacity` each; their contents are
-// dropped, their capacity kept. Thread-safe.
+// dropped, their capacity kept. Thread-safe; Give never throws.
 class BufferPool {
  public:
   static constexpr size_t kMinCapacity = 4096;       // smaller ones are not kept
   static constexpr size_t kSlack = size_t{1} << 20;  // see Take
-  BufferPool(size_t keep, size_t max_capacity) : keep_(keep), max_capacity_(max_capacity) {}
+  BufferPool(size_t keep, size_t max_capacity) : keep_(keep), max_capacity_(max_capacity) {
+    kept_.reserve(keep_);  // Give (in destructors and deleters) then never allocates
+  }
   BufferPool(const BufferPool&) = delete;
   BufferPool& operator=(const BufferPool&) = delete;
 
@@ -35,8 +37,11 @@ class BufferPool {
 
   // The process's pools (never destroyed: a page may be let go on a
   // thread that outlives static destruction). Batches: GzipPipe's pieces
-  // in flight and the page sink's buffer. Pages: the compressed pages, two
-  // (an HA pair's, or two formats' at once).
+  // in flight and the page sink's buffer (kDepth + 2, 1 MiB each at most;
+  // 320 KiB each as a page fills them). Pages: the last compressed page's
+  // buffer (one: an HA pair's scrapes share one page; 32 MiB at most). A
+  // scrape of another format or coding, its size not yet known, asks for
+  // little room, and lets a kept page far larger go once.
   static BufferPool& Batches();
   static BufferPool& Pages();
 

@@ -56,8 +56,9 @@ class GzipPipe {
   GzipPipe& operator=(const GzipPipe&) = delete;
 
   // Queues (or, for a one-piece page, compresses) the contents of `*buf`
-  // and leaves it an empty buffer with room for a batch; `last` ends the
-  // page. Pieces of about kBatch keep the two threads' hand-overs few.
+  // and leaves it an empty buffer with room for a batch (after the last
+  // piece, an empty one without room); `last` ends the page. Pieces of
+  // about kBatch keep the two threads' hand-overs few.
   void Take(std::string* buf, bool last);
   // Waits until every piece is compressed into `out`; false on a compressor
   // error. Call after the last Take.

@@ -238,14 +238,14 @@ std::shared_ptr<xdm::api::XpuDeviceManagerService::Stub> XdmClient::stub() const
   return stub_;
 }
 
-XdmClient::RawStream XdmClient::OpenRawStream(const std::string& method, grpc::ClientContext* ctx,
+XdmClient::RawStream XdmClient::OpenRawStream(const char* method, grpc::ClientContext* ctx,
                                               const google::protobuf::Message& req) const {
   RawStream out;
   {
     MutexLock lock(mu_);
     out.channel = channel_;
   }
-  const grpc::internal::RpcMethod m(method.c_str(), grpc::internal::RpcMethod::SERVER_STREAMING,
+  const grpc::internal::RpcMethod m(method, grpc::internal::RpcMethod::SERVER_STREAMING,
                                     out.channel);
   out.reader.reset(grpc::internal::ClientReaderFactory<grpc::ByteBuffer>::Create(out.channel.get(),
                                                                                  m, ctx, req));
@@ -501,7 +501,7 @@ void XdmClient::StreamLoop() {
     static const std::string kMethod = std::string("/") +
                                        xdm::api::XpuDeviceManagerService::service_full_name() +
                                        "/ExporterDataStream";
-    const RawStream call = OpenRawStream(kMethod, &ctx, req);
+    const RawStream call = OpenRawStream(kMethod.c_str(), &ctx, req);
     grpc::ClientReader<grpc::ByteBuffer>* const reader = call.reader.get();
     grpc::ByteBuffer msg;
     bool delivered = false;
@@ -760,15 +760,22 @@ void XdmClient::InfoLoop() {
     // the list of before kept meanwhile. It ends the call instead.
     static const std::string kMethod =
         std::string("/") + xdm::api::XpuDeviceManagerService::service_full_name() + "/ListAndWatch";
-    const RawStream call = OpenRawStream(kMethod, &ctx, xdm::api::ListAndWatchRequest());
+    const RawStream call = OpenRawStream(kMethod.c_str(), &ctx, xdm::api::ListAndWatchRequest());
     grpc::ClientReader<grpc::ByteBuffer>* const reader = call.reader.get();
     grpc::ByteBuffer msg;
     xdm::api::ListAndWatchResponse resp;
+    bool unparsed = false;
     auto t0 = SteadyClock::now();
     while (reader->Read(&msg)) {
       if (!grpc::SerializationTraits<xdm::api::ListAndWatchResponse>::Deserialize(&msg, &resp)
                .ok()) {
-        Warn("list_and_watch_parse", "a ListAndWatch message does not parse; re-subscribing");
+        // Said once until a list parses again (the call's CANCELLED is ours,
+        // not said again below).
+        if (logged_.Raise("list_and_watch_parse"))
+          spdlog::warn(
+              "a ListAndWatch message does not parse; its list is not taken, and the "
+              "call is opened anew after its backoff");
+        unparsed = true;
         ctx.TryCancel();
         break;
       }
@@ -798,7 +805,9 @@ void XdmClient::InfoLoop() {
       CountInvalid(ds);
       if (devices_->SetXdmDevices(std::move(devs)))
         spdlog::info("ListAndWatch: {} devices", resp.devices_size());
-      if (logged_.Clear("list_and_watch")) spdlog::info("ListAndWatch delivering again");
+      const bool had_ended = logged_.Clear("list_and_watch");
+      const bool had_unparsed = logged_.Clear("list_and_watch_parse");
+      if (had_ended || had_unparsed) spdlog::info("ListAndWatch delivering again");
       Collector("list_and_watch", true, SteadyClock::now() - t0);
       t0 = SteadyClock::now();
     }
@@ -822,7 +831,8 @@ void XdmClient::InfoLoop() {
                   Describe(st), wait.count());
     // Unreachable XDM is the one "XDM down" line; another ending is its own
     // problem, said once until ListAndWatch delivers again.
-    if (st.error_code() != grpc::StatusCode::UNAVAILABLE && logged_.Raise("list_and_watch"))
+    if (!unparsed && st.error_code() != grpc::StatusCode::UNAVAILABLE &&
+        logged_.Raise("list_and_watch"))
       spdlog::warn("ListAndWatch ended: {}", Describe(st));
     if (!worker_.SleepFor(wait, &info_wake_)) break;
   }

@@ -211,7 +211,8 @@ class XdmClient {
     std::shared_ptr<grpc::Channel> channel;
     std::unique_ptr<grpc::ClientReader<grpc::ByteBuffer>> reader;
   };
-  RawStream OpenRawStream(const std::string& method, grpc::ClientContext* ctx,
+  // `method` must outlive the call (gRPC keeps the pointer): a static.
+  RawStream OpenRawStream(const char* method, grpc::ClientContext* ctx,
                           const google::protobuf::Message& req) const;
   // The channel of stub_: the stream reads its messages' bytes on it, not
   // parsed into messages (IngestWire).

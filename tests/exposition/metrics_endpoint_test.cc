@@ -6,6 +6,7 @@
 #include <condition_variable>
 #include <thread>
 
+#include "http/buffer_pool.h"
 #include "support/test_util.h"
 
 namespace xpu::exposition {
@@ -107,6 +108,30 @@ TEST_F(MetricsEndpointTest, ConcurrentGzipScrapesShareOneRender) {
   EXPECT_EQ(gate.calls.load(), 3);  // Whole() rendered once too
   EXPECT_NE(Gunzip(*third.shared_body).find("} 0.75\n"), std::string::npos);
   EXPECT_EQ(Shared(self_), 1);
+}
+
+// A compressed page's buffer serves the next page (BufferPool::Pages) and
+// only its room is kept: a large page, then a smaller one, then a larger
+// one again, each body inflates to exactly its own render, nothing of the
+// page before past its end, and the next page's buffer is the page sent
+// before once that is let go.
+TEST_F(MetricsEndpointTest, APagesBufferServesTheNextPageWithOnlyItsOwnBytes) {
+  for (int links : {3000, 10, 2000}) {
+    Fill(links, links * 0.5);
+    const http::Response r = endpoint_.Serve(Gzip());
+    ASSERT_TRUE(r.shared_body);
+    EXPECT_EQ(Gunzip(*r.shared_body), Whole()) << links << " links";
+  }
+  const char* sent = nullptr;
+  {
+    const http::Response r = endpoint_.Serve(Gzip());
+    ASSERT_TRUE(r.shared_body);
+    sent = r.shared_body->data();
+  }  // let go: its buffer is kept
+  EXPECT_EQ(http::BufferPool::Pages().kept(), 1u);
+  const http::Response next = endpoint_.Serve(Gzip());
+  EXPECT_EQ(next.shared_body->data(), sent);
+  EXPECT_EQ(Gunzip(*next.shared_body), Whole());
 }
 
 // A plain scrape is streamed in pieces of at least 64 KiB (the last may be
