@@ -39,8 +39,11 @@ http::Response MetricsEndpoint::Serve(const http::Request& req) {
   }
   Exposer* exposer = exposer_;
   r.stream = [exposer, format](const http::BodyWriter& write) {
-    PageSink sink(write);
+    // Its buffer from (and back to) the kept ones, as a compressed page's.
+    PageSink sink(write, PageSink::kPiece,
+                  http::BufferPool::Batches().Take(PageSink::kPiece + PageSink::kPiece / 4));
     exposer->Render(&sink, format);
+    http::BufferPool::Batches().Give(sink.TakeBuffer());
   };
   return r;
 }

@@ -19,8 +19,8 @@ class PageSink {
   using Consumer = std::function<bool(std::string_view piece, bool last)>;
   static constexpr size_t kPiece = size_t{64} * 1024;
 
-  PageSink(Consumer consumer, size_t piece = kPiece)
-      : consumer_(std::move(consumer)), piece_(piece) {
+  PageSink(Consumer consumer, size_t piece = kPiece, std::string first = {})
+      : consumer_(std::move(consumer)), own_(std::move(first)), piece_(piece) {
     own_.reserve(piece_ + piece_ / 4);
   }
   // A consumer that takes the buffer itself (swaps its contents out, no

@@ -24,6 +24,7 @@
 #include "common/civet_util.h"
 #include "common/file_util.h"
 #include "common/mutex.h"
+#include "http/buffer_pool.h"
 #include "http/gzip.h"
 #include "http/headers.h"
 #include "http/tls.h"
@@ -89,7 +90,9 @@ bool SendWhole(mg_connection* conn, std::string head, std::string_view body, boo
 // ACK; for an HTTP/1.0 client unframed, ended by the close.
 void SendStream(mg_connection* conn, std::string head, bool chunked,
                 const std::function<void(const BodyWriter&)>& stream, WriteMark* mark) {
-  std::string frame;
+  // A frame is a piece and its chunk's head: from the kept buffers, as the
+  // piece's own, so that a large page's frames are not faulted in anew.
+  std::string frame = BufferPool::Batches().Take(0);
   bool started = false;
   bool ok = true;
   bool ended = false;
@@ -103,8 +106,7 @@ void SendStream(mg_connection* conn, std::string head, bool chunked,
         ok = SendWhole(conn, std::move(head), piece, /*with_body=*/true, mark);
         return ok;
       }
-      frame = std::move(head);
-      frame.append(StreamFraming(conn, chunked));
+      frame.append(head).append(StreamFraming(conn, chunked));
     }
     if (!chunked) {
       frame.append(piece);
@@ -124,6 +126,7 @@ void SendStream(mg_connection* conn, std::string head, bool chunked,
   };
   stream(write);
   if (!ended) write({}, true);  // a producer that never said last
+  BufferPool::Batches().Give(std::move(frame));
 }
 
 }  // namespace
