@@ -466,9 +466,14 @@ TEST(BufferPoolTest, APipesBatchesServeTheNextPage) {
   ASSERT_LE(first.size(), GzipPipe::kDepth + 2);
   EXPECT_EQ(BufferPool::Batches().kept(), first.size());
   run(&second);
-  // ...and the next page's buffers are those: none new.
-  for (const char* p : second) EXPECT_EQ(first.count(p), 1u);
-  EXPECT_EQ(BufferPool::Batches().kept(), first.size());
+  // ...and the next page takes those before any new one: a new buffer only
+  // where it had more in flight than the first page did (how many depends
+  // on how fast the helper compresses). Every first buffer is still alive
+  // (kept or in use), so no new one can share an address with it.
+  size_t fresh = 0;
+  for (const char* p : second) fresh += first.count(p) == 0 ? 1 : 0;
+  EXPECT_LE(fresh, second.size() > first.size() ? second.size() - first.size() : 0);
+  EXPECT_EQ(BufferPool::Batches().kept(), first.size() + fresh);
 }
 
 }  // namespace
