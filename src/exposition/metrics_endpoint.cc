@@ -40,10 +40,8 @@ http::Response MetricsEndpoint::Serve(const http::Request& req) {
   Exposer* exposer = exposer_;
   r.stream = [exposer, format](const http::BodyWriter& write) {
     // Its buffer from (and back to) the kept ones, as a compressed page's.
-    PageSink sink(write, PageSink::kPiece,
-                  http::BufferPool::Batches().Take(PageSink::kPiece + PageSink::kPiece / 4));
+    PageSink sink(write, PageSink::kPiece, &http::BufferPool::Batches());
     exposer->Render(&sink, format);
-    http::BufferPool::Batches().Give(sink.TakeBuffer());
   };
   return r;
 }
@@ -92,42 +90,47 @@ std::shared_ptr<std::string> NewPage(size_t room) {
 }
 }  // namespace
 
-MetricsEndpoint::Page MetricsEndpoint::RenderGzipped(Format format) {
-  std::atomic<size_t>& last = last_size_[format == Format::kOpenMetrics ? 1 : 0][0];
+template <class Compress>
+MetricsEndpoint::Page MetricsEndpoint::RenderCompressed(Format format, bool zstd,
+                                                        Compress compress) {
+  // Room for the last page of its kind and some growth, so that the page
+  // is not grown by copies.
+  std::atomic<size_t>& last = last_size_[format == Format::kOpenMetrics ? 1 : 0][zstd ? 1 : 0];
   auto page = NewPage(RoomFor(last.load(std::memory_order_relaxed)));
-  // A large page is compressed on a second core while this one renders.
-  http::GzipPipe gz(page.get());
-  PageSink sink(PageSink::Taker([&](std::string* buf, bool last) {
-                  gz.Take(buf, last);
-                  return true;
-                }),
-                http::GzipPipe::kBatch, gz.Spare());
-  exposer_->Render(&sink, format);
-  if (!gz.Finish()) {
-    spdlog::error("igzip failed to compress the metrics page");
-    return nullptr;
-  }
+  if (!compress(page.get())) return nullptr;
   last.store(page->size(), std::memory_order_relaxed);
   return page;
 }
 
+MetricsEndpoint::Page MetricsEndpoint::RenderGzipped(Format format) {
+  return RenderCompressed(format, false, [&](std::string* page) {
+    // A large page is compressed on a second core while this one renders.
+    http::GzipPipe gz(page);
+    PageSink sink(PageSink::Taker([&](std::string* buf, bool last) {
+                    gz.Take(buf, last);  // and puts a spare batch in its place
+                    return true;
+                  }),
+                  http::GzipPipe::kBatch, &http::BufferPool::Batches());
+    exposer_->Render(&sink, format);
+    if (gz.Finish()) return true;
+    spdlog::error("igzip failed to compress the metrics page");
+    return false;
+  });
+}
+
 MetricsEndpoint::Page MetricsEndpoint::RenderZstd(Format format) {
-  std::atomic<size_t>& last = last_size_[format == Format::kOpenMetrics ? 1 : 0][1];
-  auto page = NewPage(RoomFor(last.load(std::memory_order_relaxed)));
-  http::ZstdStream z(page.get());
-  constexpr size_t kPiece = size_t{256} * 1024;
-  PageSink sink(PageSink::Taker([&](std::string* buf, bool) {
-                  return z.Write(*buf);  // what it leaves in buf is dropped
-                }),
-                kPiece, http::BufferPool::Batches().Take(kPiece + kPiece / 4));
-  exposer_->Render(&sink, format);
-  http::BufferPool::Batches().Give(sink.TakeBuffer());
-  if (!z.Finish()) {
+  return RenderCompressed(format, true, [&](std::string* page) {
+    http::ZstdStream z(page);
+    constexpr size_t kPiece = size_t{256} * 1024;
+    PageSink sink(PageSink::Taker([&](std::string* buf, bool) {
+                    return z.Write(*buf);  // what it leaves in buf is dropped
+                  }),
+                  kPiece, &http::BufferPool::Batches());
+    exposer_->Render(&sink, format);
+    if (z.Finish()) return true;
     spdlog::error("libzstd failed to compress the metrics page");
-    return nullptr;
-  }
-  last.store(page->size(), std::memory_order_relaxed);
-  return page;
+    return false;
+  });
 }
 
 }  // namespace xpu::exposition

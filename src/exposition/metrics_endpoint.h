@@ -40,6 +40,10 @@ class MetricsEndpoint {
   Page Compressed(Format format, bool zstd);
   Page RenderGzipped(Format format);
   Page RenderZstd(Format format);
+  // A new page of `format` and coding, filled by compress(page) (which
+  // renders into it; false: it failed, and says so).
+  template <class Compress>
+  Page RenderCompressed(Format format, bool zstd, Compress compress);
 
   Exposer* const exposer_;
   prometheus::Counter& shared_;

@@ -5,6 +5,8 @@
 #include <string>
 #include <string_view>
 
+#include "http/buffer_pool.h"
+
 namespace xpu::exposition {
 
 // Where a rendered page goes, in pieces, so that a scrape never holds the
@@ -19,20 +21,26 @@ class PageSink {
   using Consumer = std::function<bool(std::string_view piece, bool last)>;
   static constexpr size_t kPiece = size_t{64} * 1024;
 
-  PageSink(Consumer consumer, size_t piece = kPiece, std::string first = {})
-      : consumer_(std::move(consumer)), own_(std::move(first)), piece_(piece) {
-    own_.reserve(piece_ + piece_ / 4);
+  // `lender`: where its buffer comes from and goes back to when the sink
+  // is destroyed (a page rendered or thrown), so that a large page's
+  // memory is not faulted in anew at each scrape; none: its own.
+  PageSink(Consumer consumer, size_t piece = kPiece, http::BufferPool* lender = nullptr)
+      : consumer_(std::move(consumer)), lender_(lender), piece_(piece) {
+    Borrow();
   }
   // A consumer that takes the buffer itself (swaps its contents out, no
-  // copy); whatever it leaves in it is dropped.
+  // copy, and may put another in its place); whatever it leaves in it is
+  // dropped.
   using Taker = std::function<bool(std::string* buf, bool last)>;
-  // `first`: the buffer to begin with (one kept from an earlier page).
-  PageSink(Taker taker, size_t piece, std::string first = {})
-      : taker_(std::move(taker)), own_(std::move(first)), piece_(piece) {
-    own_.reserve(piece_ + piece_ / 4);
+  PageSink(Taker taker, size_t piece, http::BufferPool* lender = nullptr)
+      : taker_(std::move(taker)), lender_(lender), piece_(piece) {
+    Borrow();
   }
   // The whole page, appended to `*whole` (tests, benchmarks): no pieces.
   explicit PageSink(std::string* whole) : buf_(whole), piece_(static_cast<size_t>(-1)) {}
+  ~PageSink() {
+    if (lender_ != nullptr) lender_->Give(std::move(own_));
+  }
   PageSink(const PageSink&) = delete;
   PageSink& operator=(const PageSink&) = delete;
 
@@ -47,21 +55,22 @@ class PageSink {
     return ok_;
   }
   bool ok() const { return ok_; }
-  // The buffer it holds, emptied, for another page's use (after Finish).
-  std::string TakeBuffer() {
-    std::string b = std::move(own_);
-    own_.clear();
-    b.clear();
-    return b;
-  }
 
  private:
+  void Borrow() {
+    const size_t room = piece_ + piece_ / 4;
+    if (lender_ != nullptr)
+      own_ = lender_->Take(room);
+    else
+      own_.reserve(room);
+  }
   void Pass(bool last) {
     if (ok_) ok_ = taker_ ? taker_(buf_, last) : consumer_(*buf_, last);
     buf_->clear();
   }
   Consumer consumer_;
   Taker taker_;
+  http::BufferPool* lender_ = nullptr;
   std::string own_;
   std::string* buf_ = &own_;
   size_t piece_;

@@ -9,45 +9,23 @@ namespace xpu::http {
 // ISA-L's igzip at level 1 (Debian's libisal2): several times zlib's speed at
 // level 1 for a page of metrics, as one ordinary gzip member that every
 // client reads (docs/benchmarks.md, "gzip").
-namespace {
-// Free level buffers (276 KiB each): scrapes rarely compress at once, and a
-// fresh buffer per scrape would cost page faults at every small scrape.
-// Never destroyed: a stream may end on a thread that outlives static
-// destruction.
-struct Pool {
-  Mutex mu;
-  std::vector<std::unique_ptr<uint8_t[]>> free XPU_GUARDED_BY(mu);
-};
-Pool& ThePool() {
-  static Pool* pool = new Pool;
+BasicBufferPool<GzipStream::LevelBuffer>& GzipStream::Levels() {
+  // Scrapes rarely compress at once: two kept. Never destroyed: a stream
+  // may end on a thread that outlives static destruction.
+  static auto* pool = new BasicBufferPool<LevelBuffer>(2, ISAL_DEF_LVL1_DEFAULT);
   return *pool;
 }
-constexpr size_t kPoolKeep = 2;
-}  // namespace
 
-GzipStream::GzipStream() {
-  {
-    Pool& pool = ThePool();
-    MutexLock lock(pool.mu);
-    if (!pool.free.empty()) {
-      level_buf_ = std::move(pool.free.back());
-      pool.free.pop_back();
-    }
-  }
-  if (!level_buf_) level_buf_ = std::make_unique_for_overwrite<uint8_t[]>(ISAL_DEF_LVL1_DEFAULT);
+GzipStream::GzipStream() : level_buf_(Levels().Take(ISAL_DEF_LVL1_DEFAULT)) {
   isal_deflate_init(&zs_);
   zs_.level = 1;
-  zs_.level_buf = level_buf_.get();
+  zs_.level_buf = level_buf_.bytes.get();
   zs_.level_buf_size = ISAL_DEF_LVL1_DEFAULT;
   zs_.gzip_flag = IGZIP_GZIP;
   zs_.flush = NO_FLUSH;
 }
 
-GzipStream::~GzipStream() {
-  Pool& pool = ThePool();
-  MutexLock lock(pool.mu);
-  if (pool.free.size() < kPoolKeep) pool.free.push_back(std::move(level_buf_));
-}
+GzipStream::~GzipStream() { Levels().Give(std::move(level_buf_)); }
 
 bool GzipStream::Write(std::string_view piece, bool last, std::string* out) {
   if (piece.size() > UINT32_MAX / 2) return false;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "common/mutex.h"
+#include "http/buffer_pool.h"
 
 namespace xpu::http {
 
@@ -23,7 +24,8 @@ std::string Gzip(std::string_view in);
 // igzip level 1 stream across them, so it inflates to the pieces joined and
 // compresses as well as Gzip() of the whole. Owns its stream state (~300 KiB
 // of hash tables, taken from and given back to a pool of two, so that
-// sixteen HTTP workers do not each keep one); one thread.
+// sixteen HTTP workers do not each keep one, nor fault a fresh one in at each
+// small scrape); one thread.
 class GzipStream {
  public:
   GzipStream();
@@ -36,7 +38,19 @@ class GzipStream {
   bool Write(std::string_view piece, bool last, std::string* out);
 
  private:
-  std::unique_ptr<uint8_t[]> level_buf_;  // from a small process-wide pool
+  // igzip's level 1 hash tables: a fixed size, never cleared (igzip sets
+  // them up at each stream's start). The shape BasicBufferPool keeps.
+  struct LevelBuffer {
+    std::unique_ptr<uint8_t[]> bytes;
+    size_t capacity() const { return bytes ? ISAL_DEF_LVL1_DEFAULT : 0; }
+    void reserve(size_t) {
+      if (!bytes) bytes = std::make_unique_for_overwrite<uint8_t[]>(ISAL_DEF_LVL1_DEFAULT);
+    }
+    void clear() {}
+  };
+  static BasicBufferPool<LevelBuffer>& Levels();
+
+  LevelBuffer level_buf_;  // from Levels()
   isal_zstream zs_;
 };
 

@@ -238,6 +238,10 @@ std::shared_ptr<xdm::api::XpuDeviceManagerService::Stub> XdmClient::stub() const
   return stub_;
 }
 
+std::string XdmClient::MethodPath(const char* name) {
+  return std::string("/") + xdm::api::XpuDeviceManagerService::service_full_name() + "/" + name;
+}
+
 XdmClient::RawStream XdmClient::OpenRawStream(const char* method, grpc::ClientContext* ctx,
                                               const google::protobuf::Message& req) const {
   RawStream out;
@@ -498,9 +502,7 @@ void XdmClient::StreamLoop() {
     }
     // The stream's messages as bytes: decoded as they lie (IngestWire), never
     // made into message objects (at 100,000 samples those were 18 MB).
-    static const std::string kMethod = std::string("/") +
-                                       xdm::api::XpuDeviceManagerService::service_full_name() +
-                                       "/ExporterDataStream";
+    static const std::string kMethod = MethodPath("ExporterDataStream");
     const RawStream call = OpenRawStream(kMethod.c_str(), &ctx, req);
     grpc::ClientReader<grpc::ByteBuffer>* const reader = call.reader.get();
     grpc::ByteBuffer msg;
@@ -758,8 +760,7 @@ void XdmClient::InfoLoop() {
     // that is not UTF-8) makes a typed Read fail while gRPC leaves the call
     // open, and Finish would then wait as long as the daemon keeps it open,
     // the list of before kept meanwhile. It ends the call instead.
-    static const std::string kMethod =
-        std::string("/") + xdm::api::XpuDeviceManagerService::service_full_name() + "/ListAndWatch";
+    static const std::string kMethod = MethodPath("ListAndWatch");
     const RawStream call = OpenRawStream(kMethod.c_str(), &ctx, xdm::api::ListAndWatchRequest());
     grpc::ClientReader<grpc::ByteBuffer>* const reader = call.reader.get();
     grpc::ByteBuffer msg;

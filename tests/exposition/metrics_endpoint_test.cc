@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <stdexcept>
 #include <thread>
 
 #include "http/buffer_pool.h"
@@ -166,6 +167,34 @@ TEST_F(MetricsEndpointTest, PlainScrapeStreamsThePageInPieces) {
   int offered = 0;
   r.stream([&](std::string_view, bool) { return ++offered < 2; });
   EXPECT_EQ(offered, 2);
+}
+
+// A sink's buffer is lent by its pool and goes back to it when the sink
+// is destroyed, whether the page was finished or its render threw: the
+// next page finds it there, with its room and none of its bytes.
+TEST(PageSinkTest, ALentBufferGoesBackToItsPoolEvenWhenTheRenderThrows) {
+  http::BufferPool pool(1, size_t{1} << 20);
+  constexpr size_t kPiece = 64 * 1024;
+  for (const bool throws : {false, true}) {
+    SCOPED_TRACE(throws ? "throws" : "finishes");
+    std::string sent;
+    try {
+      PageSink sink([&](std::string_view piece, bool) { return sent.append(piece), true; }, kPiece,
+                    &pool);
+      EXPECT_EQ(pool.kept(), 0u);  // it holds the pool's one buffer
+      sink.buf()->append(kPiece / 2, 'x');
+      sink.Check();
+      if (throws) throw std::runtime_error("render failed");
+      EXPECT_TRUE(sink.Finish());
+    } catch (const std::runtime_error&) {
+    }
+    EXPECT_EQ(sent.size(), throws ? 0u : kPiece / 2);
+    ASSERT_EQ(pool.kept(), 1u);
+    std::string back = pool.Take(0);
+    EXPECT_TRUE(back.empty());
+    EXPECT_GE(back.capacity(), kPiece + kPiece / 4);
+    pool.Give(std::move(back));
+  }
 }
 
 // OpenMetrics and the text format are separate pages: a gzip text scrape
