@@ -721,6 +721,9 @@ DeviceTainter::WatchEnd DeviceTainter::WatchSlices(const kubernetes::ApiClient& 
           error_event = !gone;
           return false;
         }
+        // A line that is no event (a proxy's page, a Status object) is
+        // not one: a watch of only those has watched nothing.
+        if (e.type == T::kInvalid) return true;
         ++events;
         if (!e.resource_version.empty()) *rv = e.resource_version;
         if (e.type != T::kAdded && e.type != T::kModified && e.type != T::kDeleted) return true;
@@ -739,7 +742,8 @@ DeviceTainter::WatchEnd DeviceTainter::WatchSlices(const kubernetes::ApiClient& 
   if (worker_.stopping()) return WatchEnd::kStopped;
   if (gone || (r.error.empty() && r.status == 410)) return WatchEnd::kGone;
   // Any other ERROR event, a failed answer, or a watch that closed at once
-  // with nothing (a proxy that cuts it): waits its backoff, then lists again.
+  // with no event (a proxy that cuts it, or answers with its own page):
+  // waits its backoff, then lists again.
   if (error_event || !r.error.empty() || r.status != 200) return WatchEnd::kFailed;
   if (events == 0 && Clock::now() - t0 < std::chrono::seconds(1)) return WatchEnd::kFailed;
   return WatchEnd::kClosed;

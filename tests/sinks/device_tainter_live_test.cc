@@ -511,6 +511,35 @@ TEST_F(DeviceTainterLiveTest, ACardNoSliceNamesGetsNoRuleAndTheReportSaysWhy) {
   EXPECT_EQ(Rules().size(), 1u);
 }
 
+// A watch of the slices that answers 200 with lines that are no watch
+// event (a proxy's page, a Status object) and ends at once has watched
+// nothing: it waits its backoff as a failed one does, and is not resumed
+// at once, again and again, against the API server.
+TEST_F(DeviceTainterLiveTest, AWatchThatSendsNoEventWaitsItsBackoff) {
+  AddSlice(SliceOf("node-a-gpus", 0, kCards - 1));
+  api_.Control("POST", "fault",
+               R"({"prefix":"/apis/resource.k8s.io/","path_contains":"watch=true",
+                   "method":"GET","status":200,"times":1000000,
+                   "body":"<html>upstream connect error</html>\n{\"kind\":\"Status\"}\n"})");
+  auto watches = [&] {
+    int n = 0;
+    for (const Json& r : api_.Recorded("requests")) {
+      const std::string path = r.get<std::string>();
+      n += path.find("resourceslices") != std::string::npos &&
+           path.find("watch=true") != std::string::npos;
+    }
+    return n;
+  };
+  auto t = Make();
+  t->Start();
+  ASSERT_TRUE(WaitFor([&] { return watches() >= 1; }, std::chrono::seconds(20)));
+  // Ten of the tainter's rounds (100 ms each): the backoff (100 ms, then
+  // doubling) allows a handful of watches; resumed at once, there were 24
+  // (each answer of the stand-in takes it tens of milliseconds).
+  ASSERT_TRUE(Rounds(*t, 10));
+  EXPECT_LE(watches(), 8);
+}
+
 TEST_F(DeviceTainterLiveTest, ApiFaultsAreRetriedAndRefusalsSaid) {
   AddSlice(SliceOf("node-a-gpus", 0, kCards - 1));
   // A 500, then a hang longer than the request timeout, on the create.

@@ -35,8 +35,10 @@ Control (no token needed, under /control/):
   POST   /control/fault         body: {"prefix": "/apis/", "method": "PUT" (optional),
                                 "status": 500|409|403..., "hang": seconds, "times": N,
                                 "body_contains": TEXT (optional: a rule write whose body
-                                has TEXT)}: the next N requests that match answer so
-                                (after the hang)
+                                has TEXT), "path_contains": TEXT (optional: a request
+                                whose path and query have TEXT), "body": TEXT (optional:
+                                sent as it is, in place of a Status)}: the next N
+                                requests that match answer so (after the hang)
 """
 import time
 import json
@@ -88,7 +90,8 @@ class Handler(BaseHTTPRequestHandler):
         pass
 
     def send_json(self, code, obj):
-        body = json.dumps(obj).encode()
+        """obj: a JSON value, or a str sent as it is (an injected body)."""
+        body = obj.encode() if isinstance(obj, str) else json.dumps(obj).encode()
         self.send_response(code)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
@@ -189,6 +192,7 @@ class Handler(BaseHTTPRequestHandler):
         with lock:
             for f in state["faults"]:
                 if ("body_contains" not in f and self.path.startswith(f.get("prefix", "/"))
+                        and f.get("path_contains", "") in self.path
                         and f.get("times", 1) > 0 and f.get("method", method) == method):
                     f["times"] = f.get("times", 1) - 1
                     fault = dict(f)
@@ -196,6 +200,8 @@ class Handler(BaseHTTPRequestHandler):
         if fault:
             time.sleep(fault.get("hang", 0))
             code = fault.get("status", 500)
+            if "body" in fault:
+                return code, fault["body"]
             return code, status(code, {409: "Conflict", 403: "Forbidden"}.get(code, "InternalError"),
                                 "injected fault")
         if auth != 200 and (methods is None or method in methods):
