@@ -13,11 +13,6 @@ cd "$TMP"
 start_apiserver t0ken
 start_sim sim --interval 200ms --hal-root "$TMP/hal"
 : >kmsg.records
-SEQ=0
-record() {  # record TEXT: one kernel record (facility 0) at level 3, stamped now
-  SEQ=$((SEQ + 1))
-  printf '3,%d,%s,-;%s\n' "$SEQ" "$(awk '{printf "%.0f", $1 * 1000000}' /proc/uptime)" "$1" >>kmsg.records
-}
 # The built-in kernel catalog with events active for 4 s (not 10 minutes),
 # so the recovery is seen within the test.
 sed 's/^event_active_for: .*/event_active_for: 4s/' "$E2E_DIR/../../src/hal/kmsg/kmsg_patterns.yaml" >kmsg.yml

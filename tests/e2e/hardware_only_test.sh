@@ -46,11 +46,6 @@ last_is() { patches | tail -1 | grep -q "^$1"; }
 export -f patches last_is
 start_sim sim --interval 200ms --hal-root "$TMP/hal" --pci-vendor 0x10de
 : >kmsg.records
-SEQ=0
-record() {  # record TEXT: one kernel record (facility 0) at level 3, stamped now
-  SEQ=$((SEQ + 1))
-  printf '3,%d,%s,-;%s\n' "$SEQ" "$(awk '{printf "%.0f", $1 * 1000000}' /proc/uptime)" "$1" >>kmsg.records
-}
 flags=(--xdm.endpoint "" --hal pci,kmsg,nvml --hal.pci.sysfs-root "$TMP/hal/sys"
   --hal.kmsg.path "$TMP/kmsg.records" --hal.nvml.library "$FAKE" --hal.interval ${INTERVAL_MS}ms
   --kubernetes.api-server "$API" --kubernetes.ca-file "$TMP/ca.crt" --kubernetes.token-file "$TMP/token"

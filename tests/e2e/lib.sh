@@ -119,3 +119,12 @@ start_apiserver() {
   API="https://127.0.0.1:$(sed -n 's/port=//p' "$TMP/api.out")"
 }
 api() { curl -sfk -X"$1" "$API/control/$2" ${3:+-d "$3"} >/dev/null || fail "control $1 $2"; }
+
+# A kernel-log record file the exporter reads (--hal.kmsg.path): `: >FILE`
+# starts it, then `record TEXT` appends one record (facility 0, level 3,
+# stamped now, numbered by SEQ) to ./kmsg.records.
+SEQ=0
+record() {
+  SEQ=$((SEQ + 1))
+  printf '3,%d,%s,-;%s\n' "$SEQ" "$(awk '{printf "%.0f", $1 * 1000000}' /proc/uptime)" "$1" >>kmsg.records
+}

@@ -30,11 +30,6 @@ rounds() {
 
 start_sim sim --interval 200ms --hal-root "$TMP/hal"
 : >kmsg.records
-SEQ=0
-record() {  # record TEXT: one kernel record (facility 0) at level 3, stamped now
-  SEQ=$((SEQ + 1))
-  printf '3,%d,%s,-;%s\n' "$SEQ" "$(awk '{printf "%.0f", $1 * 1000000}' /proc/uptime)" "$1" >>kmsg.records
-}
 flags=(--collector.interval 200ms --hal sysfs,kmsg --hal.root "$TMP/hal" --hal.interval 200ms
   --hal.kmsg.path "$TMP/kmsg.records"
   --kubernetes.api-server "$API" --kubernetes.ca-file "$TMP/ca.crt" --kubernetes.token-file "$TMP/token"
