@@ -265,12 +265,14 @@ class WebServer::Metrics : public prometheus::Collectable {
     MetricFamily cut{"xpu_exporter_http_connections_cut_total",
                      "Connections closed at a deadline, by reason: handshake (TLS handshake), "
                      "head (request head), response (whole response, or shed for a waiting "
-                     "request).",
+                     "request), keepalive (an idle keep-alive connection closed before "
+                     "--web.keep-alive-timeout, for a waiting connection or under pressure).",
                      MetricType::Counter,
                      {}};
     for (const auto& [reason, n] :
          {std::pair<const char*, long long>{"handshake", load.handshake_timeouts},
           {"head", load.head_timeouts},
+          {"keepalive", load.keepalive_timeouts},
           {"response", load.response_timeouts}}) {
       ClientMetric m;
       m.label = {{"reason", reason}};

@@ -98,6 +98,7 @@ class ServingTest : public ::testing::Test {
     o.response_timeout = response_timeout_;
     o.defer_accept = defer_accept_;
     o.keep_alive_after_pressure = keep_alive_after_pressure_;
+    o.keep_alive_timeout = keep_alive_timeout_;
     server_ = std::make_unique<WebServer>(o);
     server_->Route("/-/healthy", {"GET"},
                    [](const Request&) { return Response::Text(200, "Healthy\n"); });
@@ -308,6 +309,7 @@ class ServingTest : public ::testing::Test {
   milliseconds response_timeout_{30000};
   std::chrono::seconds defer_accept_{1};  // WebOptions::defer_accept
   milliseconds keep_alive_after_pressure_ = WebOptions{}.keep_alive_after_pressure;
+  milliseconds keep_alive_timeout_ = WebOptions{}.keep_alive_timeout;
   int port_ = 0;
   int probe_port_ = 0;
   bool tls_ = false;
@@ -617,6 +619,59 @@ TEST_F(ServingTest, UnderPressureOnlyTheLongestIdleConnectionIsCut) {
   EXPECT_EQ(Sample(*server_, "xpu_exporter_http_connections_cut_total", {{"reason", "head"}}), 1);
   for (int fd : idle) ::close(fd);
   ::close(waiting);
+  for (auto& h : held) EXPECT_EQ(h.get().status, 200);
+}
+
+// An idle keep-alive connection closed for a waiting connection is counted
+// (cut_total{reason="keepalive"}, civetweb patch 0005): its client, sending
+// its next request at that moment, meets a closed connection, and the
+// operator can now see how often. It is no cut head: its client had sent
+// nothing. Before 0005 it was counted nowhere.
+TEST_F(ServingTest, UnderPressureAnIdleKeepAliveClosedEarlyIsCounted) {
+  keep_alive_timeout_ = std::chrono::seconds(30);  // not its own end within the test
+  Start(nullptr, 4);                               // 4 slots + 3 workers: 7 workers
+  // Answered in an idle pool, keep-alive offered: it stays, idle, on its
+  // worker.
+  const int kept = ConnectLoopback(port_);
+  ASSERT_GE(kept, 0);
+  const std::string get = "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n";
+  ASSERT_EQ(::send(kept, get.data(), get.size(), MSG_NOSIGNAL), static_cast<ssize_t>(get.size()));
+  std::string answer;
+  char buf[4096];
+  for (ssize_t n;
+       answer.find("up 1\n") == std::string::npos && (n = ::recv(kept, buf, sizeof buf, 0)) > 0;)
+    answer.append(buf, static_cast<size_t>(n));
+  ASSERT_NE(answer.find("up 1\n"), std::string::npos) << answer;
+  ASSERT_EQ(answer.find("Connection: close"), std::string::npos) << answer;
+  // Every other worker taken: the slots by held handlers, two by idle
+  // heads (three of seven workers in heads: no short deadline for any).
+  std::vector<std::future<xpu::testing::HttpResponse>> held;
+  const HeldGoAtEnd go{this};
+  ASSERT_TRUE(HoldSlots(4, &held));
+  std::vector<int> idle;
+  for (int i = 0; i < 2; ++i) {
+    idle.push_back(ConnectLoopback(port_));
+    ASSERT_GE(idle.back(), 0);
+    ASSERT_EQ(::send(idle.back(), "G", 1, MSG_NOSIGNAL), 1);
+    ASSERT_TRUE(Holds(6 + i));
+  }
+  // One more waits: the longest idle, the keep-alive one, is closed for it.
+  const int waiting = ConnectLoopback(port_);
+  ASSERT_GE(waiting, 0);
+  ASSERT_EQ(::send(waiting, "G", 1, MSG_NOSIGNAL), 1);
+  ASSERT_TRUE(xpu::testing::WaitFor([&] { return ClosedByServer(kept); }, std::chrono::seconds(10)))
+      << "the idle keep-alive connection was not closed for the waiting one";
+  EXPECT_TRUE(xpu::testing::WaitFor([&] {
+    return Sample(*server_, "xpu_exporter_http_connections_cut_total", {{"reason", "keepalive"}}) ==
+           1;
+  })) << Sample(*server_, "xpu_exporter_http_connections_cut_total", {{"reason", "keepalive"}});
+  EXPECT_EQ(Sample(*server_, "xpu_exporter_http_connections_cut_total", {{"reason", "head"}}), 0);
+  LetHeldGo();
+  const std::string rest = "ET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+  EXPECT_EQ(xpu::testing::Exchange(waiting, rest).rfind("HTTP/1.1 200", 0), 0U);
+  ::close(kept);
+  ::close(waiting);
+  for (int fd : idle) ::close(fd);
   for (auto& h : held) EXPECT_EQ(h.get().status, 200);
 }
 
