@@ -560,6 +560,15 @@ TEST_F(ServingTest, HandlersComputingPastTheBoundLeaveA503) {
 
 // Whether the server has closed its side of `fd` (nothing more to read),
 // without waiting.
+// What `fd` receives until it has received `end` (or the connection ends).
+std::string ReadUntil(int fd, const std::string& end) {
+  std::string got;
+  char buf[4096];
+  for (ssize_t n; got.find(end) == std::string::npos && (n = ::recv(fd, buf, sizeof buf, 0)) > 0;)
+    got.append(buf, static_cast<size_t>(n));
+  return got;
+}
+
 bool ClosedByServer(int fd) {
   pollfd p{fd, POLLIN | POLLRDHUP, 0};
   if (::poll(&p, 1, 0) != 1) return false;
@@ -636,11 +645,7 @@ TEST_F(ServingTest, UnderPressureAnIdleKeepAliveClosedEarlyIsCounted) {
   ASSERT_GE(kept, 0);
   const std::string get = "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n";
   ASSERT_EQ(::send(kept, get.data(), get.size(), MSG_NOSIGNAL), static_cast<ssize_t>(get.size()));
-  std::string answer;
-  char buf[4096];
-  for (ssize_t n;
-       answer.find("up 1\n") == std::string::npos && (n = ::recv(kept, buf, sizeof buf, 0)) > 0;)
-    answer.append(buf, static_cast<size_t>(n));
+  const std::string answer = ReadUntil(kept, "up 1\n");
   ASSERT_NE(answer.find("up 1\n"), std::string::npos) << answer;
   ASSERT_EQ(answer.find("Connection: close"), std::string::npos) << answer;
   // Every other worker taken: the slots by held handlers, two by idle
@@ -942,12 +947,8 @@ std::string KeepAliveAnswerHead(int port) {
   ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &wait, sizeof wait);
   const std::string get = "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n";
   std::string got;
-  if (::send(fd, get.data(), get.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(get.size())) {
-    char buf[4096];
-    for (ssize_t n;
-         got.find("up 1\n") == std::string::npos && (n = ::recv(fd, buf, sizeof buf, 0)) > 0;)
-      got.append(buf, static_cast<size_t>(n));
-  }
+  if (::send(fd, get.data(), get.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(get.size()))
+    got = ReadUntil(fd, "up 1\n");
   ::close(fd);
   return got.substr(0, got.find("\r\n\r\n"));
 }
