@@ -78,8 +78,8 @@ class GzipPipe {
   // error. Call after the last Take.
   bool Finish();
   // An empty buffer with room for a batch: one this pipe emptied, or one
-  // kept from an earlier page (BufferPool::Batches), else a new one. The
-  // caller's first buffer may come from here too.
+  // kept from an earlier page (BufferPool::Batches), else a new one (Take
+  // puts one in the caller's buffer; tests take their first from here).
   std::string Spare();
 
  private:

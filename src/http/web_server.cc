@@ -262,13 +262,15 @@ class WebServer::Metrics : public prometheus::Collectable {
           "Requests waiting for one of --web.max-connections slots (at most "
           "--web.reserved-probe-connections, or 1; a freed slot goes to the oldest).",
           static_cast<double>(waiting));
-    MetricFamily cut{"xpu_exporter_http_connections_cut_total",
-                     "Connections closed at a deadline, by reason: handshake (TLS handshake), "
-                     "head (request head), response (whole response, or shed for a waiting "
-                     "request), keepalive (an idle keep-alive connection closed before "
-                     "--web.keep-alive-timeout, for a waiting connection or under pressure).",
-                     MetricType::Counter,
-                     {}};
+    MetricFamily cut{
+        "xpu_exporter_http_connections_cut_total",
+        "Connections closed at a deadline, by reason: handshake (TLS handshake), "
+        "head (request head), response (whole response, or shed for a waiting "
+        "request), keepalive (an idle keep-alive connection closed by a deadline before "
+        "--web.keep-alive-timeout: for a waiting connection, under pressure, or at "
+        "a shorter --web.head-timeout).",
+        MetricType::Counter,
+        {}};
     for (const auto& [reason, n] :
          {std::pair<const char*, long long>{"handshake", load.handshake_timeouts},
           {"head", load.head_timeouts},

@@ -412,7 +412,16 @@ bool PodWatcher::List() {
   std::map<std::pair<std::string, std::string>, PodRecord> pods;
   std::string rv, cont;
   bool limited = false;
+  int pages = 0;
   do {
+    if (++pages > kMaxListPages) {
+      malformed_.Add({{"what", "list"}}).Increment();
+      Failed("list", HttpResult{200,
+                                {},
+                                "the pod list did not end within " + std::to_string(kMaxListPages) +
+                                    " pages"});
+      return false;
+    }
     std::string path = PodsPath() + "&limit=" + std::to_string(kListPageSize);
     if (!cont.empty()) path += "&continue=" + ApiClient::Escape(cont);
     HttpResult r = client.Get(path, kMaxListBytes, kRequestTimeout, stopping);

@@ -40,6 +40,11 @@ inline constexpr size_t kMaxLabelsPerPod = 64;
 inline constexpr size_t kMaxContainersPerPod = 64;  // with their ids, from status
 inline constexpr size_t kMaxLabelValueBytes = 256;
 inline constexpr int kListPageSize = 100;  // pods a page (a node runs 110 at most by default)
+// Pages one list may take (kListPageSize items each: past kMaxPods, and
+// past any node's ResourceSlices): a server that hands out a `continue`
+// for ever (a bug, a proxy replaying a page) ends the list as a failure,
+// retried after its backoff, rather than asking for pages without end.
+inline constexpr int kMaxListPages = 64;
 inline constexpr int kWatchTimeoutSeconds = 240;  // the server ends a watch after this
 
 // On a static pod's mirror: the uid the kubelet runs the static pod by.

@@ -640,9 +640,20 @@ bool DeviceTainter::ListSlices(const kubernetes::ApiClient& api, const std::stri
   std::string cont;
   size_t bad = 0;
   bool cut = false;
+  int pages = 0;
   do {
+    if (++pages > kubernetes::kMaxListPages) {
+      if (said_.Raise("slices:pages"))
+        spdlog::warn(
+            "kubernetes: device taints: the ResourceSlice list did not end within {} pages",
+            kubernetes::kMaxListPages);
+      MutexLock lock(mu_);
+      slice_error_ = "the node's ResourceSlice list did not end within " +
+                     std::to_string(kubernetes::kMaxListPages) + " pages";
+      return false;
+    }
     const kubernetes::HttpResult r =
-        api.Get(base + "&limit=100" +
+        api.Get(base + "&limit=" + std::to_string(kubernetes::kListPageSize) +
                     (cont.empty() ? "" : "&continue=" + kubernetes::ApiClient::Escape(cont)),
                 kubernetes::kMaxListBytes, options_.request_timeout, stopping);
     if (!r.ok()) {
@@ -681,7 +692,8 @@ bool DeviceTainter::ListSlices(const kubernetes::ApiClient& api, const std::stri
       if (m.contains("resourceVersion") && m["resourceVersion"].is_string())
         *rv = m["resourceVersion"];
     }
-  } while (!cont.empty() && !worker_.stopping());
+    // Cut: the rest are not read (below), nor its pages asked for.
+  } while (!cut && !cont.empty() && !worker_.stopping());
   if (bad > 0 && said_.Raise("slices:bad"))
     spdlog::warn("kubernetes: device taints: {} ResourceSlice(s) of this node did not parse", bad);
   said_.ClearPrefix("slices:");
@@ -701,7 +713,7 @@ bool DeviceTainter::ListSlices(const kubernetes::ApiClient& api, const std::stri
 DeviceTainter::WatchEnd DeviceTainter::WatchSlices(const kubernetes::ApiClient& api,
                                                    const std::string& version, std::string* rv) {
   const std::function<bool()> stopping = [this] { return worker_.stopping(); };
-  bool gone = false, error_event = false;
+  bool gone = false, error_event = false, non_events = false;
   size_t events = 0;
   const Clock::time_point t0 = Clock::now();
   const std::string path = std::string("/apis/") + kResourceGroup + "/" + version +
@@ -723,7 +735,10 @@ DeviceTainter::WatchEnd DeviceTainter::WatchSlices(const kubernetes::ApiClient& 
         }
         // A line that is no event (a proxy's page, a Status object) is
         // not one: a watch of only those has watched nothing.
-        if (e.type == T::kInvalid) return true;
+        if (e.type == T::kInvalid) {
+          non_events = true;
+          return true;
+        }
         ++events;
         if (!e.resource_version.empty()) *rv = e.resource_version;
         if (e.type != T::kAdded && e.type != T::kModified && e.type != T::kDeleted) return true;
@@ -740,6 +755,10 @@ DeviceTainter::WatchEnd DeviceTainter::WatchSlices(const kubernetes::ApiClient& 
       },
       stopping);
   if (worker_.stopping()) return WatchEnd::kStopped;
+  if (non_events && said_.Raise("slices:watch-lines"))
+    spdlog::warn(
+        "kubernetes: device taints: the ResourceSlice watch sent lines that are no watch event "
+        "(said once until a list works)");
   if (gone || (r.error.empty() && r.status == 410)) return WatchEnd::kGone;
   // Any other ERROR event, a failed answer, or a watch that closed at once
   // with no event (a proxy that cuts it, or answers with its own page):

@@ -211,10 +211,10 @@ class XdmClient {
     std::shared_ptr<grpc::Channel> channel;
     std::unique_ptr<grpc::ClientReader<grpc::ByteBuffer>> reader;
   };
-  // `method` must outlive the call (gRPC keeps the pointer): a static
-  // MethodPath.
   // "/<XDM's service>/<name>", gRPC's path of one of its methods.
   static std::string MethodPath(const char* name);
+  // `method` must outlive the call (gRPC keeps the pointer): a static
+  // MethodPath.
   RawStream OpenRawStream(const char* method, grpc::ClientContext* ctx,
                           const google::protobuf::Message& req) const;
   // The channel of stub_: the stream reads its messages' bytes on it, not

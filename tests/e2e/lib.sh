@@ -120,11 +120,12 @@ start_apiserver() {
 }
 api() { curl -sfk -X"$1" "$API/control/$2" ${3:+-d "$3"} >/dev/null || fail "control $1 $2"; }
 
-# A kernel-log record file the exporter reads (--hal.kmsg.path): `: >FILE`
-# starts it, then `record TEXT` appends one record (facility 0, level 3,
-# stamped now, numbered by SEQ) to ./kmsg.records.
+# $TMP/kmsg.records, a kernel-log record file for the exporter to read
+# (--hal.kmsg.path): `record TEXT` appends one record (facility 0, level 3,
+# stamped now, numbered by SEQ). kmsg_test.sh has its own `record LEVEL
+# TEXT`, into /dev/kmsg where it may.
 SEQ=0
 record() {
   SEQ=$((SEQ + 1))
-  printf '3,%d,%s,-;%s\n' "$SEQ" "$(awk '{printf "%.0f", $1 * 1000000}' /proc/uptime)" "$1" >>kmsg.records
+  printf '3,%d,%s,-;%s\n' "$SEQ" "$(awk '{printf "%.0f", $1 * 1000000}' /proc/uptime)" "$1" >>"$TMP/kmsg.records"
 }

@@ -33,8 +33,9 @@ backlog() { ss -Hltn "sport = :$PORT" | awk '{s += $2} END {print s + 0}'; }
   done
 ) &
 PROBER=$!
-# The server's cuts (an idle keep-alive closed is not one: civetweb counts
-# it as keep_alive_timeout_ms's end); a failed scrape here says so.
+# The server's cuts (an idle keep-alive closed early under pressure is
+# reason="keepalive"; one closed at its own keep-alive timeout is none); a
+# failed scrape here says so.
 cuts() {
   local page
   page=$(scrape) || { echo "(no scrape)"; return 0; }

@@ -99,6 +99,7 @@ class ServingTest : public ::testing::Test {
     o.defer_accept = defer_accept_;
     o.keep_alive_after_pressure = keep_alive_after_pressure_;
     o.keep_alive_timeout = keep_alive_timeout_;
+    o.head_timeout = head_timeout_;
     server_ = std::make_unique<WebServer>(o);
     server_->Route("/-/healthy", {"GET"},
                    [](const Request&) { return Response::Text(200, "Healthy\n"); });
@@ -310,6 +311,7 @@ class ServingTest : public ::testing::Test {
   std::chrono::seconds defer_accept_{1};  // WebOptions::defer_accept
   milliseconds keep_alive_after_pressure_ = WebOptions{}.keep_alive_after_pressure;
   milliseconds keep_alive_timeout_ = WebOptions{}.keep_alive_timeout;
+  milliseconds head_timeout_ = WebOptions{}.head_timeout;
   int port_ = 0;
   int probe_port_ = 0;
   bool tls_ = false;
@@ -558,9 +560,8 @@ TEST_F(ServingTest, HandlersComputingPastTheBoundLeaveA503) {
   for (auto& h : held) EXPECT_EQ(h.get().status, 200);
 }
 
-// Whether the server has closed its side of `fd` (nothing more to read),
-// without waiting.
-// What `fd` receives until it has received `end` (or the connection ends).
+// What `fd` receives until it has received `end` (or the connection ends,
+// or a receive timeout set on it passes).
 std::string ReadUntil(int fd, const std::string& end) {
   std::string got;
   char buf[4096];
@@ -569,6 +570,8 @@ std::string ReadUntil(int fd, const std::string& end) {
   return got;
 }
 
+// Whether the server has closed its side of `fd` (nothing more to read),
+// without waiting.
 bool ClosedByServer(int fd) {
   pollfd p{fd, POLLIN | POLLRDHUP, 0};
   if (::poll(&p, 1, 0) != 1) return false;
@@ -637,13 +640,18 @@ TEST_F(ServingTest, UnderPressureOnlyTheLongestIdleConnectionIsCut) {
 // operator can now see how often. It is no cut head: its client had sent
 // nothing. Before 0005 it was counted nowhere.
 TEST_F(ServingTest, UnderPressureAnIdleKeepAliveClosedEarlyIsCounted) {
-  keep_alive_timeout_ = std::chrono::seconds(30);  // not its own end within the test
-  Start(nullptr, 4);                               // 4 slots + 3 workers: 7 workers
+  // Neither its own keep-alive timeout nor the head deadline (which also
+  // bounds a keep-alive wait) ends it within the test: only the squeeze.
+  keep_alive_timeout_ = std::chrono::seconds(60);
+  head_timeout_ = std::chrono::seconds(60);
+  Start(nullptr, 4);  // 4 slots + 3 workers: 7 workers
   // Answered in an idle pool, keep-alive offered: it stays, idle, on its
   // worker.
   const int kept = ConnectLoopback(port_);
   ASSERT_GE(kept, 0);
   const std::string get = "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n";
+  timeval wait{5, 0};  // an answer that never comes whole ends the read
+  ::setsockopt(kept, SOL_SOCKET, SO_RCVTIMEO, &wait, sizeof wait);
   ASSERT_EQ(::send(kept, get.data(), get.size(), MSG_NOSIGNAL), static_cast<ssize_t>(get.size()));
   const std::string answer = ReadUntil(kept, "up 1\n");
   ASSERT_NE(answer.find("up 1\n"), std::string::npos) << answer;

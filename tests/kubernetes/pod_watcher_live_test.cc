@@ -70,5 +70,50 @@ TEST(PodWatcherLiveTest, PublishesWhileScrapedAndStopsALiveWatch) {
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
 }
 
+// A pod list whose every page hands out a `continue` (a server bug, a
+// proxy replaying a page) ends after kMaxListPages pages as a failure
+// (counted malformed, said), retried after its backoff: it did not ask for
+// pages without end, nor hang in its first list.
+TEST(PodWatcherLiveTest, AListThatNeverEndsIsCutAtItsPageLimit) {
+  xpu::testing::TempDir dir;
+  FakeApiServer api(dir);
+  ASSERT_FALSE(api.url().empty()) << xpu::testing::ReadFile(dir.File("api.err"));
+  api.Control("POST", "fault",
+              R"({"prefix":"/api/v1/pods","path_contains":"limit=","method":"GET","status":200,
+                  "times":1000000,
+                  "body":"{\"kind\":\"PodList\",\"items\":[],\"metadata\":{\"continue\":\"again\",\"resourceVersion\":\"7\"}}"})");
+  auto lists = [&] {
+    int n = 0;
+    for (const nlohmann::json& r : api.Recorded("requests")) {
+      const std::string path = r.get<std::string>();
+      n += path.rfind("/api/v1/pods", 0) == 0 && path.find("limit=") != std::string::npos;
+    }
+    return n;
+  };
+  store::DeviceRegistry reg;
+  prometheus::Registry metrics;
+  KubernetesOptions o;
+  o.node_name = "node-a";
+  o.token_file = dir.File("token");
+  o.ca_file = dir.File("ca.crt");
+  LabelFilter labels;
+  ASSERT_TRUE(LabelFilter::Make({}, &labels).ok());
+  PodWatcher watcher(o, labels, api.url(), &reg, &metrics);
+  watcher.Start();
+  const auto malformed_lists = [&] {
+    for (const auto& f : metrics.Collect())
+      if (f.name == "xpu_kubernetes_malformed_total")
+        for (const auto& m : f.metric)
+          for (const auto& l : m.label)
+            if (l.name == "what" && l.value == "list") return m.counter.value;
+    return 0.0;
+  };
+  ASSERT_TRUE(WaitFor([&] { return malformed_lists() >= 1; }, std::chrono::seconds(30)))
+      << lists() << " pages asked for";
+  EXPECT_GE(lists(), kMaxListPages);
+  EXPECT_LE(lists(), 3 * kMaxListPages);  // a list or two more, after the backoff
+  watcher.Stop();
+}
+
 }  // namespace
 }  // namespace xpu::kubernetes

@@ -12,6 +12,7 @@
 #include <cstdio>
 
 #include "kubernetes/fake_apiserver.h"
+#include "kubernetes/pod_watcher.h"
 #include "sinks/device_tainter.h"
 #include "store/device_registry.h"
 #include "support/metrics_util.h"
@@ -538,6 +539,35 @@ TEST_F(DeviceTainterLiveTest, AWatchThatSendsNoEventWaitsItsBackoff) {
   // (each answer of the stand-in takes it tens of milliseconds).
   ASSERT_TRUE(Rounds(*t, 10));
   EXPECT_LE(watches(), 8);
+}
+
+// A slice list whose every page hands out a `continue` (a server bug, a
+// proxy replaying a page) ends after kMaxListPages pages as a failure,
+// said, and is retried after its backoff: it did not ask for pages without
+// end.
+TEST_F(DeviceTainterLiveTest, AListThatNeverEndsIsCutAtItsPageLimit) {
+  AddSlice(SliceOf("node-a-gpus", 0, kCards - 1));
+  api_.Control("POST", "fault",
+               R"({"prefix":"/apis/resource.k8s.io/","path_contains":"limit=","method":"GET",
+                   "status":200,"times":1000000,
+                   "body":"{\"kind\":\"ResourceSliceList\",\"items\":[],\"metadata\":{\"continue\":\"again\",\"resourceVersion\":\"7\"}}"})");
+  auto lists = [&] {
+    int n = 0;
+    for (const Json& r : api_.Recorded("requests")) {
+      const std::string path = r.get<std::string>();
+      n += path.find("resourceslices") != std::string::npos &&
+           path.find("limit=") != std::string::npos;
+    }
+    return n;
+  };
+  auto t = Make();
+  t->Start();
+  ASSERT_TRUE(
+      WaitFor([&] { return t->report().slice_error.find("did not end") != std::string::npos; },
+              std::chrono::seconds(30)))
+      << t->report().slice_error << "; " << lists() << " pages asked for";
+  EXPECT_GE(lists(), kubernetes::kMaxListPages);
+  EXPECT_LE(lists(), 3 * kubernetes::kMaxListPages);  // a list or two more, after the backoff
 }
 
 TEST_F(DeviceTainterLiveTest, ApiFaultsAreRetriedAndRefusalsSaid) {
