@@ -108,6 +108,15 @@ class DeviceTainterLiveTest : public ::testing::Test {
     return std::make_unique<DeviceTainter>(k_, o_, dra_, api_.url(), &registry_, metrics_now_);
   }
   Json Rules() { return api_.Recorded("rules"); }
+  // The requests for this node's ResourceSlices whose path has `part`.
+  int SliceRequests(const std::string& part) {
+    int n = 0;
+    for (const Json& r : api_.Recorded("requests")) {
+      const std::string path = r.get<std::string>();
+      n += path.find("resourceslices") != std::string::npos && path.find(part) != std::string::npos;
+    }
+    return n;
+  }
   Json Writes() { return api_.Recorded("rulewrites"); }
   // The rule of ours that selects gpu-N, or null.
   Json RuleFor(int card) {
@@ -522,15 +531,7 @@ TEST_F(DeviceTainterLiveTest, AWatchThatSendsNoEventWaitsItsBackoff) {
                R"({"prefix":"/apis/resource.k8s.io/","path_contains":"watch=true",
                    "method":"GET","status":200,"times":1000000,
                    "body":"<html>upstream connect error</html>\n{\"kind\":\"Status\"}\n"})");
-  auto watches = [&] {
-    int n = 0;
-    for (const Json& r : api_.Recorded("requests")) {
-      const std::string path = r.get<std::string>();
-      n += path.find("resourceslices") != std::string::npos &&
-           path.find("watch=true") != std::string::npos;
-    }
-    return n;
-  };
+  auto watches = [&] { return SliceRequests("watch=true"); };
   auto t = Make();
   t->Start();
   ASSERT_TRUE(WaitFor([&] { return watches() >= 1; }, std::chrono::seconds(20)));
@@ -551,15 +552,7 @@ TEST_F(DeviceTainterLiveTest, AListThatNeverEndsIsCutAtItsPageLimit) {
                R"({"prefix":"/apis/resource.k8s.io/","path_contains":"limit=","method":"GET",
                    "status":200,"times":1000000,
                    "body":"{\"kind\":\"ResourceSliceList\",\"items\":[],\"metadata\":{\"continue\":\"again\",\"resourceVersion\":\"7\"}}"})");
-  auto lists = [&] {
-    int n = 0;
-    for (const Json& r : api_.Recorded("requests")) {
-      const std::string path = r.get<std::string>();
-      n += path.find("resourceslices") != std::string::npos &&
-           path.find("limit=") != std::string::npos;
-    }
-    return n;
-  };
+  auto lists = [&] { return SliceRequests("limit="); };
   auto t = Make();
   t->Start();
   ASSERT_TRUE(
