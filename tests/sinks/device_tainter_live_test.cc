@@ -542,6 +542,106 @@ TEST_F(DeviceTainterLiveTest, AWatchThatSendsNoEventWaitsItsBackoff) {
   EXPECT_LE(watches(), 8);
 }
 
+// A watch that sends an ERROR event other than 410 (a server's internal
+// error, not an expired version) after an event has watched, but failed:
+// it waits its backoff before the list and watch are asked again, and is
+// not resumed at once, again and again. The bookmark before it is an
+// event, so it is the ERROR alone that holds it back.
+TEST_F(DeviceTainterLiveTest, AWatchErrorEventWaitsItsBackoff) {
+  AddSlice(SliceOf("node-a-gpus", 0, kCards - 1));
+  const Json bookmark = {{"type", "BOOKMARK"},
+                         {"object",
+                          {{"kind", "ResourceSlice"},
+                           {"apiVersion", "resource.k8s.io/v1"},
+                           {"metadata", {{"resourceVersion", "5"}}}}}};
+  const Json error = {{"type", "ERROR"},
+                      {"object",
+                       {{"kind", "Status"},
+                        {"apiVersion", "v1"},
+                        {"status", "Failure"},
+                        {"reason", "InternalError"},
+                        {"code", 500}}}};
+  api_.Control("POST", "fault",
+               Json{{"prefix", "/apis/resource.k8s.io/"},
+                    {"path_contains", "watch=true"},
+                    {"method", "GET"},
+                    {"status", 200},
+                    {"times", 1000000},
+                    {"body", bookmark.dump() + "\n" + error.dump() + "\n"}}
+                   .dump());
+  auto watches = [&] { return SliceRequests("watch=true"); };
+  auto t = Make();
+  t->Start();
+  ASSERT_TRUE(WaitFor([&] { return watches() >= 1; }, std::chrono::seconds(20)));
+  // Ten rounds of 100 ms: the backoff (100 ms, doubling) allows a handful.
+  ASSERT_TRUE(Rounds(*t, 10));
+  EXPECT_LE(watches(), 8);
+}
+
+// The rules' version taken away under a running tainter (a cluster
+// upgraded from v1beta2 to v1): the rule list's 404 sends it to discovery
+// at once, and it writes to the version served now, never to the one gone.
+TEST_F(DeviceTainterLiveTest, ARuleVersionTakenAwayIsFoundAgainAndNothingWrittenToTheOld) {
+  AddSlice(SliceOf("node-a-gpus", 0, kCards - 1));
+  SetFault(2, {kXid79});
+  auto t = Make();
+  t->Start();
+  ASSERT_TRUE(WaitFor([&] { return !RuleFor(2).is_null(); }, std::chrono::seconds(10)));
+  ASSERT_EQ(t->report().rule_version, "v1beta2");
+  api_.Control("POST", "served", R"({"v1":["resourceslices","devicetaintrules"]})");
+  // The old version's rule list answered 404 (the list is asked every node
+  // interval, 1 s): only then is card 3 faulted.
+  const size_t asked = api_.Recorded("requests").size();
+  auto old_list_refused = [&] {
+    const Json requests = api_.Recorded("requests");
+    for (size_t i = asked; i < requests.size(); ++i) {
+      const std::string path = requests[i].get<std::string>();
+      if (path.rfind("/apis/resource.k8s.io/v1beta2/devicetaintrules?", 0) == 0) return true;
+    }
+    return false;
+  };
+  ASSERT_TRUE(WaitFor(old_list_refused, std::chrono::seconds(10)));
+  SetFault(3, {kXid79});
+  ASSERT_TRUE(WaitFor([&] { return !RuleFor(3).is_null(); }, std::chrono::seconds(10)))
+      << t->report().api;
+  EXPECT_EQ(RuleFor(3)["apiVersion"], "resource.k8s.io/v1");
+  EXPECT_EQ(t->report().rule_version, "v1");
+  const Json requests = api_.Recorded("requests");
+  for (size_t i = asked; i < requests.size(); ++i) {
+    const std::string r = requests[i].get<std::string>();
+    EXPECT_FALSE(r.find("/v1beta2/devicetaintrules") != std::string::npos && r[0] != '/')
+        << "a write to the version gone: " << r;
+  }
+}
+
+// A rebuild for another node (--kubernetes.node-name changed by a reload)
+// takes nothing the old tainter knew of the server: while the new node's
+// rule list fails, it holds no rule of the old node as its own, so it
+// deletes none of them as stale (its device is in no slice of the new
+// node's, and its card reads healthy now).
+TEST_F(DeviceTainterLiveTest, ARebuildForAnotherNodeTakesNoRuleOfTheOldNode) {
+  AddSlice(SliceOf("node-a-gpus", 0, kCards - 1));
+  AddSlice(SliceOf("node-b-gpus", 0, kCards - 1, 1, 1, "node-b"));
+  SetFault(2, {kXid79});
+  auto old = Make();
+  old->Start();
+  ASSERT_TRUE(WaitFor([&] { return !RuleFor(2).is_null(); }, std::chrono::seconds(10)));
+  old->Stop();
+  SetFault(2, {});
+  api_.Control("POST", "fault",
+               R"({"prefix":"/apis/resource.k8s.io/v1beta2/devicetaintrules?","method":"GET",
+                   "status":500,"times":1000000})");
+  k_.node_name = "node-b";
+  auto t = Make();
+  t->TakeOver(*old);
+  t->Start();
+  // The hold (1 s) several times over: a rule held as stale is deleted
+  // after one.
+  ASSERT_TRUE(Rounds(*t, 3 * HoldRounds()));
+  EXPECT_FALSE(RuleFor(2).is_null()) << "the old node's rule was deleted";
+  EXPECT_EQ(Writes().size(), 1u) << Writes().dump();
+}
+
 // A slice list whose every page hands out a `continue` (a server bug, a
 // proxy replaying a page) ends after kMaxListPages pages as a failure,
 // said, and is retried after its backoff: it did not ask for pages without
