@@ -583,6 +583,7 @@ void DeviceTainter::Reconcile(const kubernetes::ApiClient& api, Clock::time_poin
   }
   if (round.can_write && round.rep.slices_read && !round.slices_cut) DeleteStale(round, index);
   Prune(round.wanted);
+  round.rep.names_kept = differs_since_.size() + refused_.size() + last_error_.size();
   ShowStates(round.rep);
   round.rep.rounds = ++rounds_;
   MutexLock lock(mu_);

@@ -84,6 +84,10 @@ class DeviceTainter : public Part {
     std::vector<CardReport> cards;
     std::vector<std::string> stale;  // rules of ours no card stands for
     uint64_t rounds = 0;             // rounds done since Start
+    // Entries of the per-name maps (hold timers, refusals, errors) after
+    // the round's pruning: at most three for each name a card stands for
+    // or a rule holds, however often the names change.
+    size_t names_kept = 0;
   };
   Report report() const;
   const Options& options() const { return options_; }

@@ -642,6 +642,37 @@ TEST_F(DeviceTainterLiveTest, ARebuildForAnotherNodeTakesNoRuleOfTheOldNode) {
   EXPECT_EQ(Writes().size(), 1u) << Writes().dump();
 }
 
+// What the tainter keeps by a rule's name (a hold's start, a refusal and
+// its backoff, the last error) is let go once no card stands for that name
+// and no rule holds it: a device renamed again and again (a driver that
+// names its devices anew at each restart), its rule refused each time by a
+// policy, leaves nothing behind of the names it had.
+TEST_F(DeviceTainterLiveTest, WhatIsKeptByNameGoesWithTheName) {
+  api_.Control("POST", "fault", R"({"body_contains":"gpu-4","status":403,"times":1000000})");
+  SetFault(4, {kXid79});
+  auto t = Make();
+  t->Start();
+  for (int round = 0; round < 10; ++round) {
+    Json slice = SliceOf("node-a-gpus", 0, kCards - 1, round + 1);
+    const std::string name = "gpu-4-r" + std::to_string(round);
+    slice["spec"]["devices"][4]["name"] = name;
+    AddSlice(slice);
+    ASSERT_TRUE(WaitFor(
+        [&] {
+          const DeviceTainter::Report r = t->report();
+          const auto* c = Card(r, 4);
+          return c != nullptr && c->device && c->device->device == name && c->state == "refused";
+        },
+        std::chrono::seconds(10)))
+        << name;
+  }
+  ASSERT_TRUE(Rounds(*t, 2));
+  EXPECT_GE(Writes("create", "refused"), 10);
+  // The current name's hold and refusal; nothing of the nine before.
+  EXPECT_LE(t->report().names_kept, 3u);
+  EXPECT_TRUE(Rules().empty());
+}
+
 // A slice list whose every page hands out a `continue` (a server bug, a
 // proxy replaying a page) ends after kMaxListPages pages as a failure,
 // said, and is retried after its backoff: it did not ask for pages without
