@@ -16,6 +16,8 @@ BasicBufferPool<GzipStream::LevelBuffer>& GzipStream::Levels() {
   return *pool;
 }
 
+size_t GzipStream::LevelBuffersKept() { return Levels().kept(); }
+
 GzipStream::GzipStream() : level_buf_(Levels().Take(ISAL_DEF_LVL1_DEFAULT)) {
   isal_deflate_init(&zs_);
   zs_.level = 1;
@@ -63,6 +65,12 @@ GzipPipe::~GzipPipe() {
   if (helper_.joinable()) {
     {
       MutexLock lock(mu_);
+      // Abandoned (the render threw): the batches still queued go back to
+      // the pool with the emptied ones, not freed.
+      for (auto& [batch, last] : queue_) {
+        batch.clear();
+        spare_.push_back(std::move(batch));
+      }
       queue_.clear();
       queue_.emplace_back(std::string(), true);  // ends the helper
     }

@@ -36,6 +36,9 @@ class GzipStream {
   // Compresses `piece`, appending what comes out to `out`; `last` ends the
   // member. False on a compressor error (then `out` is not a valid member).
   bool Write(std::string_view piece, bool last, std::string* out);
+  // How many level buffers are kept for the next stream (at most two: an HA
+  // pair's scrapes at once).
+  static size_t LevelBuffersKept();
 
  private:
   // igzip's level 1 hash tables: a fixed size, never cleared (igzip sets

@@ -399,14 +399,47 @@ TEST(GzipTest, PipeCompressesPiecesOnAHelperIntoOneMember) {
     ASSERT_TRUE(pipe.Finish());
     EXPECT_EQ(Gunzip(z), page) << "pieces of " << piece;
   }
+  // Abandoned (a render that throws): no last piece, no Finish. The
+  // destructor does not hang, and every buffer the pipe held (queued,
+  // compressed, or the one the caller still has) goes back to the pool.
+  while (BufferPool::Batches().kept() > 0) (void)BufferPool::Batches().Take(0);
   std::string z;
+  std::set<const char*> used;
   {
     GzipPipe abandoned(&z);
-    std::string buf = page.substr(0, 65536);
-    abandoned.Take(&buf, false);
-    buf = page.substr(65536, 65536);
-    abandoned.Take(&buf, false);
-  }  // no last piece, no Finish: the destructor must not hang
+    std::string buf = abandoned.Spare();
+    // One piece compressed while kDepth more wait: the queue is full when
+    // the pipe is let go (unless the helper is far faster than this loop).
+    for (size_t pos = 0; pos < (GzipPipe::kDepth + 1) * GzipPipe::kBatch; pos += GzipPipe::kBatch) {
+      buf.append(page, pos, GzipPipe::kBatch);
+      used.insert(buf.data());
+      abandoned.Take(&buf, false);
+    }
+    used.insert(buf.data());
+    BufferPool::Batches().Give(std::move(buf));  // the sink gives back the caller's
+  }
+  // Every one, up to what the pool keeps (kDepth + 2).
+  EXPECT_EQ(BufferPool::Batches().kept(), std::min(used.size(), GzipPipe::kDepth + 2));
+}
+
+// igzip's level buffers (some 300 KiB each) are kept for the next stream
+// and handed out again, at most two of them.
+TEST(GzipTest, LevelBuffersAreKeptForTheNextStream) {
+  { GzipStream warm; }  // the pool made, one kept
+  ASSERT_GE(GzipStream::LevelBuffersKept(), 1u);
+  const size_t before = GzipStream::LevelBuffersKept();
+  {
+    GzipStream a;
+    EXPECT_EQ(GzipStream::LevelBuffersKept(), before - 1) << "a kept one is taken";
+    std::string out;
+    ASSERT_TRUE(a.Write("xpu_up 1\n", true, &out));
+  }
+  EXPECT_EQ(GzipStream::LevelBuffersKept(), before) << "and given back";
+  {
+    GzipStream a, b, c;
+    EXPECT_EQ(GzipStream::LevelBuffersKept(), 0u);
+  }
+  EXPECT_EQ(GzipStream::LevelBuffersKept(), 2u) << "two kept; the third freed";
 }
 
 // Kept buffers: at most `keep`, none too small or too large, handed out
