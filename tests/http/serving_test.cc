@@ -116,15 +116,9 @@ class ServingTest : public ::testing::Test {
       };
       return r;
     });
-    // A handler that computes until the test lets it go: it holds its slot
-    // and writes nothing.
-    server_->Route("/held", {"GET"}, [this](const Request&) {
-      ++held_entered_;
-      held_.wait();
-      return Response::Text(200, "done\n");
-    });
     // A handler that enters (its query noted, in order) and computes until
-    // the test gives it a ticket: slots freed one at a time.
+    // the test gives it a ticket: it holds its slot and writes nothing;
+    // slots freed one at a time, or all at once (GiveTickets(1000)).
     server_->Route("/ticket", {"GET"}, [this](const Request& r) {
       MutexLock lock(tickets_mu_);
       entered_.push_back(r.query);
@@ -138,7 +132,6 @@ class ServingTest : public ::testing::Test {
     probe_port_ = server_->probe_ports().at(0);
   }
   void TearDown() override {
-    LetHeldGo();
     GiveTickets(1000);
     stop_ = true;
     for (auto& t : attackers_) t.join();
@@ -248,21 +241,13 @@ class ServingTest : public ::testing::Test {
         std::chrono::seconds(10));
   }
 
-  void LetHeldGo() {
-    if (!held_let_go_.exchange(true)) let_held_go_.set_value();
-  }
-  // Takes `n` slots with requests to /held, their answers in `held`;
+  // Takes `n` slots with requests to /ticket, their answers in `held`;
   // whether every handler began within 10 s.
-  bool HoldSlots(int n, std::vector<std::future<xpu::testing::HttpResponse>>* held) {
-    for (int i = 0; i < n; ++i) held->push_back(GetAsync("/held"));
-    return xpu::testing::WaitFor([&] { return held_entered_ == n; }, std::chrono::seconds(10));
+  bool HoldSlots(size_t n, std::vector<std::future<xpu::testing::HttpResponse>>* held) {
+    for (size_t i = 0; i < n; ++i) held->push_back(GetAsync("/ticket?held"));
+    std::vector<std::string> entered;
+    return Entered(n, &entered);
   }
-  // Lets the held handlers go when a test's scope ends (an assertion that
-  // ends it early included), before its futures wait for their answers.
-  struct HeldGoAtEnd {
-    ServingTest* test;
-    ~HeldGoAtEnd() { test->LetHeldGo(); }
-  };
   // A GET of `path` on the main port, on a thread of its own.
   std::future<xpu::testing::HttpResponse> GetAsync(const std::string& path) {
     xpu::testing::HttpRequest req;
@@ -302,10 +287,6 @@ class ServingTest : public ::testing::Test {
   CondVar tickets_cv_;
   int tickets_ XPU_GUARDED_BY(tickets_mu_) = 0;
   std::vector<std::string> entered_ XPU_GUARDED_BY(tickets_mu_);
-  std::promise<void> let_held_go_;
-  std::shared_future<void> held_ = let_held_go_.get_future().share();
-  std::atomic<bool> held_let_go_{false};
-  std::atomic<int> held_entered_{0};
   std::unique_ptr<WebServer> server_;
   milliseconds response_timeout_{30000};
   std::chrono::seconds defer_accept_{1};  // WebOptions::defer_accept
@@ -532,14 +513,14 @@ TEST_F(ServingTest, SlowReadersOfALargePageStarveNeitherProbesNorAScrape) {
 TEST_F(ServingTest, ARequestWaitsForHandlersStillComputingThenIsRefusedPastTheBound) {
   Start(nullptr, 2);
   std::vector<std::future<xpu::testing::HttpResponse>> held;
-  const HeldGoAtEnd go{this};  // before the futures wait, whatever fails
+  const TicketsAtEnd go{this};  // before the futures wait, whatever fails
   ASSERT_TRUE(HoldSlots(2, &held));
   // Served once they return: still waiting well past the 100 ms a slot's
   // wait once was.
   auto waiter = GetAsync("/metrics");
   ASSERT_EQ(waiter.wait_for(milliseconds(250)), std::future_status::timeout)
       << "answered " << waiter.get().status << " while both slots computed";
-  LetHeldGo();
+  GiveTickets(1000);
   EXPECT_EQ(waiter.get().status, 200);
   for (auto& h : held) EXPECT_EQ(h.get().status, 200);
   EXPECT_EQ(Sample(*server_, "xpu_exporter_http_requests_refused_total", {{"reason", "capacity"}}),
@@ -549,14 +530,14 @@ TEST_F(ServingTest, ARequestWaitsForHandlersStillComputingThenIsRefusedPastTheBo
 TEST_F(ServingTest, HandlersComputingPastTheBoundLeaveA503) {
   Start(nullptr, 2);
   std::vector<std::future<xpu::testing::HttpResponse>> held;
-  const HeldGoAtEnd go{this};  // before the futures wait, whatever fails
+  const TicketsAtEnd go{this};  // before the futures wait, whatever fails
   ASSERT_TRUE(HoldSlots(2, &held));
   const auto t0 = Clock::now();
   const xpu::testing::HttpResponse r = GetAsync("/metrics").get();
   const auto took = std::chrono::duration_cast<milliseconds>(Clock::now() - t0);
   EXPECT_EQ(r.status, 503) << r.error;
   EXPECT_GE(took.count(), 1000) << "refused before the bound";
-  LetHeldGo();
+  GiveTickets(1000);
   for (auto& h : held) EXPECT_EQ(h.get().status, 200);
 }
 
@@ -587,7 +568,7 @@ bool ClosedByServer(int fd) {
 TEST_F(ServingTest, UnderPressureOnlyTheLongestIdleConnectionIsCut) {
   Start(nullptr, 4);  // 4 slots + 3 workers: 7 workers
   std::vector<std::future<xpu::testing::HttpResponse>> held;
-  const HeldGoAtEnd go{this};  // before the futures wait, whatever fails
+  const TicketsAtEnd go{this};  // before the futures wait, whatever fails
   ASSERT_TRUE(HoldSlots(4, &held));
   // Three idle connections (a head begun: a worker takes a connection once
   // its client speaks), each taken by a worker 15 ms after the one before
@@ -623,7 +604,7 @@ TEST_F(ServingTest, UnderPressureOnlyTheLongestIdleConnectionIsCut) {
       [&] { return Sample(*server_, "xpu_exporter_http_connections_queued") == 0; },
       std::chrono::seconds(10)));
   EXPECT_FALSE(ClosedByServer(older)) << "a second idle connection was cut for one waiting";
-  LetHeldGo();
+  GiveTickets(1000);
   const std::string get = "ET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
   EXPECT_EQ(xpu::testing::Exchange(late, get).rfind("HTTP/1.1 200", 0), 0U)
       << "the late client was cut";
@@ -659,7 +640,7 @@ TEST_F(ServingTest, UnderPressureAnIdleKeepAliveClosedEarlyIsCounted) {
   // Every other worker taken: the slots by held handlers, two by idle
   // heads (three of seven workers in heads: no short deadline for any).
   std::vector<std::future<xpu::testing::HttpResponse>> held;
-  const HeldGoAtEnd go{this};
+  const TicketsAtEnd go{this};
   ASSERT_TRUE(HoldSlots(4, &held));
   std::vector<int> idle;
   for (int i = 0; i < 2; ++i) {
@@ -679,7 +660,7 @@ TEST_F(ServingTest, UnderPressureAnIdleKeepAliveClosedEarlyIsCounted) {
            1;
   })) << Sample(*server_, "xpu_exporter_http_connections_cut_total", {{"reason", "keepalive"}});
   EXPECT_EQ(Sample(*server_, "xpu_exporter_http_connections_cut_total", {{"reason", "head"}}), 0);
-  LetHeldGo();
+  GiveTickets(1000);
   const std::string rest = "ET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
   EXPECT_EQ(xpu::testing::Exchange(waiting, rest).rfind("HTTP/1.1 200", 0), 0U);
   ::close(kept);
@@ -976,12 +957,12 @@ TEST_F(ServingTest, KeepAliveIsOfferedAgainOnlyAWhileAfterPressure) {
   EXPECT_EQ(KeepAliveAnswerHead(port_).find("Connection: close"), std::string::npos)
       << "an idle pool offers keep-alive";
   std::vector<std::future<xpu::testing::HttpResponse>> held;
-  HeldGoAtEnd go{this};
+  const TicketsAtEnd go{this};
   ASSERT_TRUE(HoldSlots(1, &held));
   const auto pressed_sent = Clock::now();
   // Its own and the held one: every slot taken.
   EXPECT_NE(KeepAliveAnswerHead(port_).find("Connection: close"), std::string::npos);
-  LetHeldGo();
+  GiveTickets(1000);
   ASSERT_EQ(held[0].get().status, 200);
   ASSERT_TRUE(xpu::testing::WaitFor(
       [&] { return Sample(*server_, "xpu_exporter_http_workers_busy") == 0; }));
