@@ -245,8 +245,12 @@ class ServingTest : public ::testing::Test {
   // whether every handler began within 10 s.
   bool HoldSlots(size_t n, std::vector<std::future<xpu::testing::HttpResponse>>* held) {
     for (size_t i = 0; i < n; ++i) held->push_back(GetAsync("/ticket?held"));
-    std::vector<std::string> entered;
-    return Entered(n, &entered);
+    return xpu::testing::WaitFor(
+        [&] {
+          MutexLock lock(tickets_mu_);
+          return entered_.size() >= n;
+        },
+        std::chrono::seconds(10));
   }
   // A GET of `path` on the main port, on a thread of its own.
   std::future<xpu::testing::HttpResponse> GetAsync(const std::string& path) {
