@@ -118,6 +118,28 @@ class DeviceTainterLiveTest : public ::testing::Test {
     return n;
   }
   Json Writes() { return api_.Recorded("rulewrites"); }
+  // Every watch of the slices answered 200 with `body`: the watches asked
+  // for in ten of a started tainter's rounds (100 ms each) from its first.
+  // The backoff (100 ms, then doubling) allows a handful; a watch resumed at
+  // once after such an answer was asked for 24 times (each answer of the
+  // stand-in takes it tens of milliseconds).
+  int WatchesInTenRoundsAnswered(const std::string& body) {
+    AddSlice(SliceOf("node-a-gpus", 0, kCards - 1));
+    api_.Control("POST", "fault",
+                 Json{{"prefix", "/apis/resource.k8s.io/"},
+                      {"path_contains", "watch=true"},
+                      {"method", "GET"},
+                      {"status", 200},
+                      {"times", 1000000},
+                      {"body", body}}
+                     .dump());
+    auto t = Make();
+    t->Start();
+    if (!WaitFor([&] { return SliceRequests("watch=true") >= 1; }, std::chrono::seconds(20)) ||
+        !Rounds(*t, 10))
+      return -1;
+    return SliceRequests("watch=true");
+  }
   // The rule of ours that selects gpu-N, or null.
   Json RuleFor(int card) {
     for (const Json& r : Rules())
@@ -526,20 +548,10 @@ TEST_F(DeviceTainterLiveTest, ACardNoSliceNamesGetsNoRuleAndTheReportSaysWhy) {
 // nothing: it waits its backoff as a failed one does, and is not resumed
 // at once, again and again, against the API server.
 TEST_F(DeviceTainterLiveTest, AWatchThatSendsNoEventWaitsItsBackoff) {
-  AddSlice(SliceOf("node-a-gpus", 0, kCards - 1));
-  api_.Control("POST", "fault",
-               R"({"prefix":"/apis/resource.k8s.io/","path_contains":"watch=true",
-                   "method":"GET","status":200,"times":1000000,
-                   "body":"<html>upstream connect error</html>\n{\"kind\":\"Status\"}\n"})");
-  auto watches = [&] { return SliceRequests("watch=true"); };
-  auto t = Make();
-  t->Start();
-  ASSERT_TRUE(WaitFor([&] { return watches() >= 1; }, std::chrono::seconds(20)));
-  // Ten of the tainter's rounds (100 ms each): the backoff (100 ms, then
-  // doubling) allows a handful of watches; resumed at once, there were 24
-  // (each answer of the stand-in takes it tens of milliseconds).
-  ASSERT_TRUE(Rounds(*t, 10));
-  EXPECT_LE(watches(), 8);
+  const int watches =
+      WatchesInTenRoundsAnswered("<html>upstream connect error</html>\n{\"kind\":\"Status\"}\n");
+  EXPECT_GE(watches, 1);
+  EXPECT_LE(watches, 8);
 }
 
 // A watch that sends an ERROR event other than 410 (a server's internal
@@ -548,7 +560,6 @@ TEST_F(DeviceTainterLiveTest, AWatchThatSendsNoEventWaitsItsBackoff) {
 // not resumed at once, again and again. The bookmark before it is an
 // event, so it is the ERROR alone that holds it back.
 TEST_F(DeviceTainterLiveTest, AWatchErrorEventWaitsItsBackoff) {
-  AddSlice(SliceOf("node-a-gpus", 0, kCards - 1));
   const Json bookmark = {{"type", "BOOKMARK"},
                          {"object",
                           {{"kind", "ResourceSlice"},
@@ -561,21 +572,9 @@ TEST_F(DeviceTainterLiveTest, AWatchErrorEventWaitsItsBackoff) {
                         {"status", "Failure"},
                         {"reason", "InternalError"},
                         {"code", 500}}}};
-  api_.Control("POST", "fault",
-               Json{{"prefix", "/apis/resource.k8s.io/"},
-                    {"path_contains", "watch=true"},
-                    {"method", "GET"},
-                    {"status", 200},
-                    {"times", 1000000},
-                    {"body", bookmark.dump() + "\n" + error.dump() + "\n"}}
-                   .dump());
-  auto watches = [&] { return SliceRequests("watch=true"); };
-  auto t = Make();
-  t->Start();
-  ASSERT_TRUE(WaitFor([&] { return watches() >= 1; }, std::chrono::seconds(20)));
-  // Ten rounds of 100 ms: the backoff (100 ms, doubling) allows a handful.
-  ASSERT_TRUE(Rounds(*t, 10));
-  EXPECT_LE(watches(), 8);
+  const int watches = WatchesInTenRoundsAnswered(bookmark.dump() + "\n" + error.dump() + "\n");
+  EXPECT_GE(watches, 1);
+  EXPECT_LE(watches, 8);
 }
 
 // The rules' version taken away under a running tainter (a cluster
