@@ -123,6 +123,7 @@ class DeviceTainterLiveTest : public ::testing::Test {
   // The backoff (100 ms, then doubling) allows a handful; a watch resumed at
   // once after such an answer was asked for 24 times (each answer of the
   // stand-in takes it tens of milliseconds).
+  // -1: no watch was asked for, or the rounds did not come, within 20 s.
   int WatchesInTenRoundsAnswered(const std::string& body) {
     AddSlice(SliceOf("node-a-gpus", 0, kCards - 1));
     api_.Control("POST", "fault",
@@ -586,7 +587,8 @@ TEST_F(DeviceTainterLiveTest, ARuleVersionTakenAwayIsFoundAgainAndNothingWritten
   auto t = Make();
   t->Start();
   ASSERT_TRUE(WaitFor([&] { return !RuleFor(2).is_null(); }, std::chrono::seconds(10)));
-  ASSERT_EQ(t->report().rule_version, "v1beta2");
+  // The round that wrote it stores its report as it ends.
+  ASSERT_TRUE(WaitFor([&] { return t->report().rule_version == "v1beta2"; }));
   api_.Control("POST", "served", R"({"v1":["resourceslices","devicetaintrules"]})");
   // The old version's rule list answered 404 (the list is asked every node
   // interval, 1 s): only then is card 3 faulted.
@@ -604,7 +606,8 @@ TEST_F(DeviceTainterLiveTest, ARuleVersionTakenAwayIsFoundAgainAndNothingWritten
   ASSERT_TRUE(WaitFor([&] { return !RuleFor(3).is_null(); }, std::chrono::seconds(10)))
       << t->report().api;
   EXPECT_EQ(RuleFor(3)["apiVersion"], "resource.k8s.io/v1");
-  EXPECT_EQ(t->report().rule_version, "v1");
+  EXPECT_TRUE(WaitFor([&] { return t->report().rule_version == "v1"; }))
+      << t->report().rule_version;
   const Json requests = api_.Recorded("requests");
   for (size_t i = asked; i < requests.size(); ++i) {
     const std::string r = requests[i].get<std::string>();
