@@ -304,11 +304,14 @@ StatusReport Exporter::Report() {
         device(row.minor).*c.field = snap.values[i];
     }
   }
+  // XDM's word on health while it is current (null once the daemon is
+  // gone, as its health series is withdrawn then); the list still names.
+  const bool xdm_live = devices_.XdmLive();
   for (const store::DeviceInfo& info : devices_.Devices()) {
     DeviceReport& d = device(info.minor);
     d.uuid = info.uuid;
     d.model = info.model;
-    d.xdm_healthy = info.health == "Healthy";
+    if (xdm_live) d.xdm_healthy = info.health == "Healthy";
     d.topology = info.topology;
   }
   // Every source that sees, each card as the registry named it.

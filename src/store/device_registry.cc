@@ -257,6 +257,11 @@ void DeviceRegistry::SetXdmLive(bool live) {
   xdm_live_ = live;
 }
 
+bool DeviceRegistry::XdmLive() const {
+  MutexLock lock(mu_);
+  return xdm_live_;
+}
+
 void DeviceRegistry::SetClock(Clock clock) {
   MutexLock lock(mu_);
   clock_ = std::move(clock);

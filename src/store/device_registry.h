@@ -57,6 +57,9 @@ class DeviceRegistry : public FamilyLender,
   // DeviceListPort (XDM's client).
   bool SetXdmDevices(std::vector<DeviceInfo> devices) override;
   void SetXdmLive(bool live) override;
+  // Whether XDM's word on health is current (SetXdmLive): /status shows it
+  // only then, as the health series does. Any thread.
+  bool XdmLive() const;
 
   // HealthSourcePort (the HAL backends; store/ports.h says the rule).
   std::vector<DeviceInfo> Devices() const override;

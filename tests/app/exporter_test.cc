@@ -193,6 +193,23 @@ TEST_F(ExporterTest, ScrapeSucceedsWhileUpstreamIsDownAndReadyFlips) {
       WaitFor([&] { return HttpGet(base_ + "/-/ready").status == 200; }, std::chrono::seconds(10)));
 }
 
+// The daemon's word on a card's health is shown while it answers: once it is
+// gone, /status says nothing of it (null), as the health series says nothing
+// (absent), not the last answer as if it were today's.
+TEST_F(ExporterTest, StatusShowsNoHealthFromADaemonThatIsGone) {
+  auto xdm_health = [&] {
+    auto j = nlohmann::json::parse(HttpGet(base_ + "/status").body, nullptr, false);
+    return j.is_object() && j["devices"].size() == 8u ? j["devices"][3]["health"]["xdm"]
+                                                      : nlohmann::json();
+  };
+  ASSERT_TRUE(WaitFor([&] { return xdm_health() == true; }));
+  sim_->Stop();
+  ASSERT_TRUE(WaitFor([&] {
+    return HttpGet(base_ + "/metrics").body.find("xpu_device_health{") == std::string::npos;
+  })) << "the health series outlived the daemon";
+  EXPECT_TRUE(xdm_health().is_null()) << xdm_health();
+}
+
 }  // namespace
 }  // namespace xpu::app
 
