@@ -295,11 +295,44 @@ TEST_F(KmsgSamplerTest, AReadErrorKeepsTheSourceBlindUntilAReadWorks) {
   s.Stop();
 }
 
+// /dev/null in /dev/kmsg's place (systemd-nspawn does this) reads end of
+// file, which /dev/kmsg never does: the source is blind, and says why, not a
+// silent log that shows every card healthy; --hal=auto does not take it.
+// An empty record file is a log with nothing in it yet.
+TEST_F(KmsgSamplerTest, ADeviceThatReadsEndOfFileIsNoKernelLog) {
+  KmsgSampler::Options o;
+  o.path = "/dev/null";
+  o.interval = std::chrono::milliseconds(50);
+  KmsgSampler s(o, KmsgCatalog::Builtin(), FaultCatalog::Builtin(), &registry_, &metrics_);
+  s.Start();
+  std::string why;
+  EXPECT_TRUE(xpu::testing::WaitFor([&] {
+    for (const store::SourceView& v : registry_.SourceViews())
+      if (v.source == "kmsg" && v.sight == store::Sight::kBlind) why = v.why;
+    return !why.empty();
+  }));
+  EXPECT_NE(why.find("end of file"), std::string::npos) << why;
+  EXPECT_FALSE(xpu::testing::WaitFor([&] { return registry_.fault_views_set().of("kmsg") > 0; },
+                                     std::chrono::milliseconds(300)))
+      << "a view went out: the source said it sees";
+  s.Stop();
+  EXPECT_FALSE(KmsgReadable("/dev/null"));
+  xpu::testing::TempDir dir;
+  std::ofstream(dir.File("empty")).flush();
+  EXPECT_TRUE(KmsgReadable(dir.File("empty")));
+  if (KmsgReadable("/dev/kmsg")) {
+    const int fd = open("/dev/kmsg", O_RDONLY | O_NONBLOCK);
+    char c = 0;
+    EXPECT_NE(read(fd, &c, 1), 0) << "this kernel's /dev/kmsg read end of file";
+    close(fd);
+  }
+}
+
 // An idle log is waited on up to the next publish (a wake-up or two a
 // second, not five), and Stop ends the wait at once: with a minute's
 // interval, on /dev/kmsg's kind of source (poll), on a record file (naps)
-// and on a device that reads empty, the sampler stops long before its wait
-// would have ended.
+// and on a device that reads end of file (blind, retried each interval),
+// the sampler stops long before its wait would have ended.
 TEST_F(KmsgSamplerTest, StopEndsAWaitThatWouldLastAnInterval) {
   xpu::testing::TempDir dir;
   const std::string file = dir.File("kmsg");
@@ -308,17 +341,18 @@ TEST_F(KmsgSamplerTest, StopEndsAWaitThatWouldLastAnInterval) {
   ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
   const int writer = open(fifo.c_str(), O_RDWR | O_NONBLOCK);  // keeps the FIFO open
   ASSERT_GE(writer, 0);
-  // /dev/null: read() answers 0 at once (not /dev/kmsg's behaviour), waited
-  // on without a descriptor to poll.
+  // /dev/null: read() answers 0 at once (not /dev/kmsg's behaviour): blind,
+  // and the retry an interval later is the wait Stop must end.
   for (const std::string& path : {file, fifo, std::string("/dev/null")}) {
     KmsgSampler::Options o;
     o.path = path;
     o.interval = std::chrono::minutes(1);
     KmsgSampler s(o, KmsgCatalog::Builtin(), FaultCatalog::Builtin(), &registry_, &metrics_);
     s.Start();
+    const store::Sight sight = path == "/dev/null" ? store::Sight::kBlind : store::Sight::kSeeing;
     ASSERT_TRUE(xpu::testing::WaitFor([&] {
       for (const store::SourceView& v : registry_.SourceViews())
-        if (v.source == "kmsg") return v.sight == store::Sight::kSeeing;
+        if (v.source == "kmsg") return v.sight == sight;
       return false;
     })) << path;
     const auto t0 = std::chrono::steady_clock::now();

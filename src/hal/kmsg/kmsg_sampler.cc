@@ -46,10 +46,13 @@ class DevKmsg : public KmsgSource {
       // record, not a broken source.
       if (n < 0 && errno == EINVAL) return Status::InvalidArgument("record over the read buffer");
       if (n < 0 && errno != EAGAIN) return Status::IoError(path_ + ": " + ErrnoText(errno));
-      if (n == 0) {  // not /dev/kmsg's behaviour (a FIFO, /dev/null): no busy loop
-        (void)WaitReadable(-1, wait);  // Stop ends it
-        break;
-      }
+      // /dev/kmsg never reads end of file (EAGAIN when it holds nothing
+      // new): this is no kernel log (/dev/null where a container runtime
+      // put it in /dev/kmsg's place, a FIFO no one writes), and a log that
+      // cannot be read is blind, not silent.
+      if (n == 0)
+        return Status::IoError(path_ +
+                               ": reads end of file, as no kernel log does (is it /dev/null?)");
       if (tries == 1) break;
       if (WaitReadable(fd_, wait) != Woke::kReadable) break;
     }
@@ -229,8 +232,17 @@ Status OpenKmsgFile(const std::string& path, std::unique_ptr<KmsgSource>* out) {
 bool KmsgReadable(const std::string& path) {
   const int fd = open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) return false;
+  // Not a record file: it must not read end of file (DevKmsg::Next). A
+  // one-byte read of /dev/kmsg answers EINVAL (a record is longer), of a
+  // ring with nothing new EAGAIN; this descriptor's position is its own.
+  struct stat st {};
+  bool readable = true;
+  if (fstat(fd, &st) == 0 && !S_ISREG(st.st_mode)) {
+    char c = 0;
+    readable = read(fd, &c, 1) != 0;
+  }
   close(fd);
-  return true;
+  return readable;
 }
 
 KmsgSampler::KmsgSampler(Options options, std::shared_ptr<const KmsgCatalog> catalog,
