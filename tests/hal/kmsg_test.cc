@@ -644,6 +644,49 @@ TEST(KmsgFileTest, FollowsAFileOfRecords) {
   EXPECT_EQ(OpenKmsgFile(dir.File("absent"), &src).code(), Status::Code::kIoError);
 }
 
+// A line longer than any record (40 KiB) is dropped alone, and said
+// (InvalidArgument: the sampler counts it malformed); the records after it,
+// in the same write or in the next ones, are read. It used to take up to
+// 16 KiB of good records after it with it, uncounted.
+TEST(KmsgFileTest, ALineLongerThanAnyRecordIsDroppedAloneAndSaid) {
+  xpu::testing::TempDir dir;
+  const std::string path = dir.File("kmsg");
+  const std::string xid = "3,3,30,-;NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus.\n";
+  std::ofstream(path) << "3,1,10,-;first\n"
+                      << "3,2,20,-;" << std::string(40 * 1024, 'x') << "\n"
+                      << xid;
+  std::unique_ptr<KmsgSource> src;
+  ASSERT_TRUE(OpenKmsgFile(path, &src).ok());
+  std::string rec;
+  std::vector<std::string> got;
+  int said = 0;
+  for (int i = 0; i < 10; ++i) {
+    Status s = src->Next(&rec, std::chrono::milliseconds(50));
+    if (s.ok()) got.push_back(rec);
+    if (s.code() == Status::Code::kInvalidArgument) ++said;
+    if (s.code() == Status::Code::kUnavailable) break;
+  }
+  EXPECT_EQ(got, (std::vector<std::string>{"3,1,10,-;first\n", xid}));
+  EXPECT_EQ(said, 1);
+  // A long line written in pieces: its rest, when it comes, is dropped too
+  // (not read as a record of its own), and the record after it is read.
+  {
+    std::ofstream out(path, std::ios::app);
+    out << "3,4,40,-;" << std::string(40 * 1024, 'y') << std::flush;
+    out << std::string(40 * 1024, 'z') << "\n4,5,50,-;after\n";
+  }
+  got.clear();
+  said = 0;
+  for (int i = 0; i < 20; ++i) {
+    Status s = src->Next(&rec, std::chrono::milliseconds(100));
+    if (s.ok()) got.push_back(rec);
+    if (s.code() == Status::Code::kInvalidArgument) ++said;
+    if (s.code() == Status::Code::kUnavailable && !got.empty()) break;
+  }
+  EXPECT_EQ(got, (std::vector<std::string>{"4,5,50,-;after\n"}));
+  EXPECT_EQ(said, 1);
+}
+
 // Followed as tail -F follows a file: a forwarder that replaces the file
 // (a new inode at the path) or truncates it is read from the new start,
 // as a new generation (its sequence numbers may start again).

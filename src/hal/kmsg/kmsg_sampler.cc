@@ -95,11 +95,29 @@ class KmsgFile : public KmsgSource {
         at_end_ = false;
         nap_ = kShortestNap;
         offset_ += n;
-        KeepTail(std::string_view(buf, static_cast<size_t>(n)));
-        pending_.append(buf, static_cast<size_t>(n));
-        // More than any record can be without a whole one in it: dropped,
-        // not held (what follows is parsed, and counted if malformed).
-        if (pending_.size() > 4 * kKmsgMaxRecord) pending_.clear();
+        std::string_view data(buf, static_cast<size_t>(n));
+        KeepTail(data);
+        if (skipping_) {  // the rest of a line dropped as too long
+          const size_t nl = data.find('\n');
+          if (nl == std::string_view::npos) continue;
+          data.remove_prefix(nl + 1);
+          skipping_ = false;
+        }
+        pending_.append(data);
+        // More than any record can be without a whole one in it: the line
+        // at its start is dropped, and said (counted malformed), and the
+        // rest of it as it comes; the records after it are read.
+        if (pending_.size() > kMaxPending) {
+          const size_t nl = pending_.find('\n');
+          if (nl == std::string::npos) {
+            pending_.clear();
+            skipping_ = true;
+          } else {
+            pending_.erase(0, nl + 1);
+          }
+          return Status::InvalidArgument(path_ + ": a line over " + std::to_string(kMaxPending) +
+                                         " bytes, dropped");
+        }
         continue;
       }
       if (n == 0) {
@@ -191,6 +209,7 @@ class KmsgFile : public KmsgSource {
     }
     offset_ = 0;
     pending_.clear();
+    skipping_ = false;
     tail_.clear();
     at_end_ = false;
     ++generation_;
@@ -207,7 +226,10 @@ class KmsgFile : public KmsgSource {
   ino_t ino_ = 0;
   off_t offset_ = 0;  // read so far
   uint64_t generation_ = 0;
+  // Held until a whole record is in it, at most kMaxPending.
+  static constexpr size_t kMaxPending = 4 * kKmsgMaxRecord;
   std::string pending_;
+  bool skipping_ = false;                    // dropping the rest of a line over kMaxPending
   std::string tail_;                         // the last kTail bytes read, ending at offset_
   bool at_end_ = false;                      // the last read found the end of what was written
   std::pair<time_t, long> written_{-1, -1};  // the file's mtime when last looked at
