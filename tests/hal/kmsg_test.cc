@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <prometheus/registry.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -326,6 +327,52 @@ TEST_F(KmsgSamplerTest, ADeviceThatReadsEndOfFileIsNoKernelLog) {
     EXPECT_NE(read(fd, &c, 1), 0) << "this kernel's /dev/kmsg read end of file";
     close(fd);
   }
+}
+
+// /dev/kmsg holds one boot: the kernel stamps a record before it numbers it,
+// so a printk preempted between the two (a vCPU stolen, a soft lockup) is
+// stamped seconds before the record numbered ahead of it. That is no new
+// boot: an Xid 79 (a state, kept until a reboot) stays. Read here through
+// /dev/kmsg's kind of source (a FIFO: one record a read, as the records are
+// written one at a time).
+TEST_F(KmsgSamplerTest, ARecordStampedBeforeTheOneAheadOfItOnTheRingIsNoNewBoot) {
+  xpu::testing::TempDir dir;
+  const std::string fifo = dir.File("kmsg");
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  const int writer = open(fifo.c_str(), O_RDWR | O_NONBLOCK);
+  ASSERT_GE(writer, 0);
+  KmsgSampler::Options o;
+  o.path = fifo;
+  o.interval = std::chrono::milliseconds(50);
+  KmsgSampler s(o, KmsgCatalog::Builtin(), FaultCatalog::Builtin(), &registry_, &metrics_);
+  s.Start();
+  // Each record written once the one before was read (FIONREAD: nothing
+  // left in the FIFO), so that one read takes one record, as on the ring.
+  auto write_record = [&](const std::string& r) {
+    ASSERT_TRUE(xpu::testing::WaitFor([&] {
+      int left = -1;
+      return ioctl(writer, FIONREAD, &left) == 0 && left == 0;
+    }));
+    ASSERT_EQ(write(writer, r.data(), r.size()), static_cast<ssize_t>(r.size()));
+  };
+  auto codes = [&] {
+    std::vector<std::string> out;
+    for (const store::DeviceView& v : xpu::testing::ViewOf(registry_, "kmsg"))
+      if (v.minor == 0)
+        for (const auto& f : v.faults) out.push_back(f.code);
+    return out;
+  };
+  const std::vector<std::string> fell_off{"0x10DE004F"};
+  write_record("3,10,5000000,-;NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus.\n");
+  ASSERT_TRUE(xpu::testing::WaitFor([&] { return codes() == fell_off; }))
+      << ::testing::PrintToString(codes());
+  write_record("6,11,2000000,-;usb 1-1: new high-speed USB device number 2\n");
+  write_record("6,12,5100000,-;usb 1-1: new high-speed USB device number 3\n");
+  EXPECT_FALSE(
+      xpu::testing::WaitFor([&] { return codes() != fell_off; }, std::chrono::milliseconds(500)))
+      << "the Xid 79 was cleared: " << ::testing::PrintToString(codes());
+  s.Stop();
+  close(writer);
 }
 
 // An idle log is waited on up to the next publish (a wake-up or two a

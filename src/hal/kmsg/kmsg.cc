@@ -133,6 +133,16 @@ void KmsgBootMemory::Remember(size_t at, const Seen& s) {
   if (seen_.size() > kKmsgRememberedRecords) seen_.pop_front();
 }
 
+KmsgBootMemory::Verdict KmsgBootMemory::NoteOfOneBoot(uint64_t sequence, uint64_t stamp_us,
+                                                      std::string_view text) {
+  pass_last_ = sequence;
+  if (!seen_.empty() && sequence <= seen_.back().sequence) return Verdict::kReadAlready;
+  const Seen s{sequence, stamp_us, std::hash<std::string_view>{}(text)};
+  if (seen_.empty()) first_ = s;
+  Remember(seen_.size(), s);
+  return Verdict::kNew;
+}
+
 KmsgBootMemory::Verdict KmsgBootMemory::Note(uint64_t sequence, uint64_t stamp_us,
                                              std::string_view text) {
   const Seen s{sequence, stamp_us, std::hash<std::string_view>{}(text)};

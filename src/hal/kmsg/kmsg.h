@@ -65,6 +65,13 @@ class KmsgBootMemory {
   // neither reopened nor started over) a number at or below the one before
   // starts a newer boot, whatever the memory says: one boot's numbers rise.
   Verdict Note(uint64_t sequence, uint64_t stamp_us, std::string_view text);
+  // The same for a source that holds one boot only (/dev/kmsg: the ring is
+  // this boot's, read again from its oldest record when reopened): a record
+  // is new when its number is above every one read, and never a new boot.
+  // Stamps say nothing here: the kernel stamps a record before it numbers
+  // it, so a printk preempted between the two is stamped before the record
+  // numbered ahead of it.
+  Verdict NoteOfOneBoot(uint64_t sequence, uint64_t stamp_us, std::string_view text);
   // The source is read again from a start (reopened, a record file
   // rewritten or replaced): what comes may have been read before.
   void StartPass() { pass_last_.reset(); }

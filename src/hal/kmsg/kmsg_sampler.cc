@@ -32,6 +32,7 @@ class DevKmsg : public KmsgSource {
   DevKmsg(std::string path, int fd) : path_(std::move(path)), fd_(fd) {}
   ~DevKmsg() override { close(fd_); }
   std::string name() const override { return path_; }
+  bool one_boot() const override { return true; }
   Status Next(std::string* record, std::chrono::nanoseconds wait) override {
     char buf[kKmsgMaxRecord];
     for (int tries = 0; tries < 2; ++tries) {
@@ -461,7 +462,8 @@ void KmsgSampler::HandleRecord(std::string_view raw) {
     other_boot_.Increment();
     return;
   }
-  switch (memory_.Note(r.sequence, r.timestamp_us, r.text)) {
+  switch (one_boot_ ? memory_.NoteOfOneBoot(r.sequence, r.timestamp_us, r.text)
+                    : memory_.Note(r.sequence, r.timestamp_us, r.text)) {
     case KmsgBootMemory::Verdict::kReadAlready:
       return;  // counted already
     case KmsgBootMemory::Verdict::kNewBoot:
@@ -593,6 +595,7 @@ void KmsgSampler::Run() {
       Seeing();
       if (said_.Clear("open")) spdlog::info("kmsg: reading {} again", options_.path);
       source->WakeOn(wake_fd_);
+      one_boot_ = source->one_boot();
       generation = source->generation();
       memory_.StartPass();  // from the oldest record again
       spdlog::info("kmsg: reading the kernel log from {} (from its oldest record)", source->name());

@@ -44,6 +44,9 @@ class KmsgSource {
   // Changes when the source starts over with other records (a record file
   // rotated or truncated): their sequence numbers may start again.
   virtual uint64_t generation() const { return 0; }
+  // Whether it holds one boot's records only (/dev/kmsg's ring, a FIFO fed
+  // on this boot), so that no record of it starts a newer boot.
+  virtual bool one_boot() const { return false; }
 
  protected:
   // Waits until `fd` (-1: none) is readable, the wake descriptor is, or
@@ -181,6 +184,7 @@ class KmsgSampler : public SourceSampler {
   // Sampler-thread state.
   std::map<std::string, Device> devices_;  // by PCI address; at most kMaxKmsgDevices
   KmsgBootMemory memory_;                  // the records handled, of the boot last seen
+  bool one_boot_ = false;                  // the source holds one boot (KmsgSource::one_boot)
   // The view goes out once the ring has been read to its end (or the source
   // is unusable, or a predecessor's state was seeded): until then it would
   // show counts and states not yet replayed.
