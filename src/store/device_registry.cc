@@ -446,6 +446,7 @@ void DeviceRegistry::SetPciDevices(std::vector<PciDeviceView> devices) {
     v.bus_id = p.bus_id;
     v.healthy = true;  // the bus judges a card by its faults alone
     v.faults = p.faults;
+    v.seen = p.seen;
     views.devices.push_back(std::move(v));
   }
   pci_ = std::move(devices);

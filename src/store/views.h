@@ -165,6 +165,10 @@ struct PciDeviceView {
   uint64_t resets_observed = 0;     // gone or unbound, then back
   bool bound_before = false;        // bound to a driver at a scan since the exporter started
   std::vector<ActiveFault> faults;  // derived from the above (docs/hal.md)
+  // false: a fact read every scan is there and could not be read (PciDevice::
+  // unread): the rest is the last scan's, `faults` the last ones derived (a
+  // failed read is no recovery and no fault), and the card counts as not seen.
+  bool seen = true;
   bool operator==(const PciDeviceView&) const = default;
 };
 

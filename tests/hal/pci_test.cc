@@ -767,6 +767,59 @@ TEST_F(PciTreeTest, DerivedFaultsReachTheHalViewAndMakeTheDeviceUnhealthy) {
   }
 }
 
+// A failed read is no recovery, and no fault: a card whose fatal AER
+// counters, current link speed or class cannot be read this scan (a file
+// that answers an error, here a directory: EISDIR) keeps the faults it had,
+// raises none it did not have (link down, device lost), and is not seen
+// (Unknown) until it reads again. The fatal AER fault is raised once.
+TEST_F(PciTreeTest, AFactThatCannotBeReadKeepsTheLastFaultsAndIsNotSeen) {
+  store::DeviceRegistry reg;
+  const std::string d = Gpu("0000:10:00.0");
+  Write(d + "/aer_dev_fatal", "DLP 1\nTOTAL_ERR_FATAL 1\n");
+  store::DeviceInfo xdm;
+  xdm.minor = 0;
+  xdm.uuid = "GPU-0";
+  xdm.bus_id = "0000:10:00.0";
+  reg.SetXdmDevices({xdm});
+  prometheus::Registry self;
+  PciSampler sampler(PciScanner(dir_.path(), PciFilter()), FaultCatalog::Builtin(),
+                     std::chrono::milliseconds(1000), kGaugeInterval, &reg, &self);
+  auto codes = [&] {
+    std::vector<std::string> out;
+    const auto view = xpu::testing::ViewOf(reg, "pci");
+    for (const auto& f : view.at(0).faults) out.push_back(f.code);
+    return out;
+  };
+  auto seen = [&] { return xpu::testing::ViewOf(reg, "pci").at(0).seen; };
+  auto raises = [&] {
+    double n = 0;
+    for (const auto& f : self.Collect())
+      if (f.name == "xpu_device_fault_events_total")
+        for (const auto& m : f.metric) n += m.counter.value;
+    return n;
+  };
+  const std::vector<std::string> fatal{kFaultAerFatal};
+  ASSERT_TRUE(sampler.SampleOnce());
+  ASSERT_EQ(codes(), fatal);
+  EXPECT_TRUE(seen());
+  // Each file unreadable in turn (a directory in its place), then back.
+  for (const char* file : {"aer_dev_fatal", "current_link_speed", "class"}) {
+    const std::string path = d + "/" + file;
+    const std::string kept = path + ".kept";
+    fs::rename(path, kept);
+    fs::create_directory(path);
+    ASSERT_TRUE(sampler.SampleOnce()) << file;
+    EXPECT_EQ(codes(), fatal) << file << " unreadable";
+    EXPECT_FALSE(seen()) << file << " unreadable";
+    fs::remove(path);
+    fs::rename(kept, path);
+    ASSERT_TRUE(sampler.SampleOnce()) << file;
+    EXPECT_EQ(codes(), fatal) << file << " read again";
+    EXPECT_TRUE(seen()) << file << " read again";
+  }
+  EXPECT_EQ(raises(), 1) << "a fault cleared by a failed read was raised again";
+}
+
 // A reload builds a new sampler: handed the old one's state, a lasting
 // narrow link stays a fault (not cleared and raised again three samples
 // later), and the resets seen are not forgotten.

@@ -243,10 +243,11 @@ bool PciScanner::DeviceDir::Exists(const char* name) const {
                          : ::faccessat(fd, name, F_OK, 0) == 0;
 }
 
-std::string PciScanner::DeviceDir::LinkName(const char* name) const {
+std::string PciScanner::DeviceDir::LinkName(const char* name, bool* failed) const {
   char link[PATH_MAX];
   const ssize_t n = held != nullptr ? ::readlink((path + "/" + name).c_str(), link, sizeof link - 1)
                                     : ::readlinkat(fd, name, link, sizeof link - 1);
+  if (n < 0 && errno != ENOENT && failed != nullptr) *failed = true;
   if (n <= 0) return "";
   const std::string_view target(link, static_cast<size_t>(n));
   const size_t slash = target.rfind('/');
@@ -292,14 +293,26 @@ Status PciScanner::Scan(std::vector<PciDevice>* out, PciScanDepth depth,
       if (device.fd < 0) continue;  // gone since listed
     }
     std::optional<uint32_t> class_code, vendor;
+    bool unread = false;
     if (known != nullptr) {
       // A known card's class is read, as it tells that the function is
       // still there; its vendor and physfn are not. A class changed in
       // place (no kernel does this; a tree a test writes may) is judged
-      // anew.
+      // anew. A class that cannot be read is the card gone only with its
+      // directory: one that is there and answers an error (or garbage) is a
+      // card not read this scan, not a card lost.
       std::string text;
-      if (!device.Read("class", &text).ok()) continue;  // gone since listed
-      class_code = ParseHex(text);
+      Status read = device.Read("class", &text);
+      if (!read.ok() &&
+          (read.code() == Status::Code::kNotFound || ::access(device.path.c_str(), F_OK) != 0)) {
+        if (device.fd >= 0) ::close(device.fd);
+        continue;  // gone since listed
+      }
+      if (read.ok()) class_code = ParseHex(text);
+      if (!class_code) {
+        unread = true;
+        class_code = known->class_code;
+      }
       if (class_code == known->class_code) {
         vendor = known->vendor;
       } else {
@@ -331,6 +344,7 @@ Status PciScanner::Scan(std::vector<PciDevice>* out, PciScanDepth depth,
     d.address = address;
     d.class_code = *class_code;
     d.vendor = *vendor;
+    d.unread = unread;
     ReadDevice(device, depth, &d);
     if (device.fd >= 0) ::close(device.fd);
     if (cache != nullptr) cards[device.path] = {inode, *class_code, *vendor};
@@ -380,24 +394,30 @@ void PciScanner::ReadDevice(const DeviceDir& device, PciScanDepth depth, PciDevi
   const std::string& dir = device.path;
   // Reads `file` if it exists; a file that exists but does not parse is
   // noted, one that is absent is simply not there on this kernel or device.
+  // A fact read every scan (`fast`) that is there and cannot be read makes
+  // the scan's view of the card not its state (PciDevice::unread).
   std::string text;
-  auto read = [&](const char* file, auto parse) {
+  auto read = [&](const char* file, auto parse, bool fast) {
     Status s = device.Read(file, &text);
     if (s.code() == Status::Code::kNotFound) return decltype(parse(std::string_view()))();
     if (!s.ok()) {
       d->errors.push_back(s.message());
+      d->unread = d->unread || fast;
       return decltype(parse(std::string_view()))();
     }
     auto v = parse(std::string_view(text));
-    if (!v) d->errors.push_back(dir + "/" + file + ": unexpected content");
+    if (!v) {
+      d->errors.push_back(dir + "/" + file + ": unexpected content");
+      d->unread = d->unread || fast;
+    }
     return v;
   };
   // The device id each scan: with the address, vendor and class it tells a
   // card replaced at the same address, whose kept facts are not its own.
-  if (auto v = read("device", ParseHex)) d->device = *v;
+  if (auto v = read("device", ParseHex, true)) d->device = *v;
   if (whole) {
-    if (auto v = read("numa_node", ParseInt)) d->numa_node = *v;
-    if (auto v = read("enable", ParseInt)) d->enabled = *v > 0;
+    if (auto v = read("numa_node", ParseInt, false)) d->numa_node = *v;
+    if (auto v = read("enable", ParseInt, false)) d->enabled = *v > 0;
   }
   // "Unknown" (older kernels: "Unknown speed") is a real answer for a link
   // that is down or not PCIe, not a parse error.
@@ -407,21 +427,24 @@ void PciScanner::ReadDevice(const DeviceDir& device, PciScanDepth depth, PciDevi
     if (!v) return std::nullopt;
     return v;
   };
-  if (auto v = read("current_link_speed", speed)) d->current_link_speed = *v;
-  d->current_link_width = read("current_link_width", ParseLinkWidth);
+  if (auto v = read("current_link_speed", speed, true)) d->current_link_speed = *v;
+  d->current_link_width = read("current_link_width", ParseLinkWidth, true);
   if (whole) {
-    if (auto v = read("max_link_speed", speed)) d->max_link_speed = *v;
-    d->max_link_width = read("max_link_width", ParseLinkWidth);
+    if (auto v = read("max_link_speed", speed, false)) d->max_link_speed = *v;
+    d->max_link_width = read("max_link_width", ParseLinkWidth, false);
     ReadPort(dir, d);
   }
-  if (auto v = read("power_state", [](std::string_view t) -> std::optional<std::string> {
-        std::string_view s = Line(t);
-        static constexpr std::string_view kStates[] = {"D0",     "D1",      "D2",   "D3hot",
-                                                       "D3cold", "unknown", "error"};
-        for (std::string_view k : kStates)
-          if (s == k) return std::string(s);
-        return std::nullopt;
-      }))
+  if (auto v = read(
+          "power_state",
+          [](std::string_view t) -> std::optional<std::string> {
+            std::string_view s = Line(t);
+            static constexpr std::string_view kStates[] = {"D0",     "D1",      "D2",   "D3hot",
+                                                           "D3cold", "unknown", "error"};
+            for (std::string_view k : kStates)
+              if (s == k) return std::string(s);
+            return std::nullopt;
+          },
+          true))
     d->power_state = *v;
   for (const char* severity : {"correctable", "nonfatal", "fatal"}) {
     if (!whole && std::strcmp(severity, "fatal") != 0) continue;
@@ -434,6 +457,7 @@ void PciScanner::ReadDevice(const DeviceDir& device, PciScanDepth depth, PciDevi
       d->errors.push_back(s.code() == Status::Code::kInvalidArgument
                               ? dir + "/" + file + ": " + s.message()
                               : s.message());
+      d->unread = d->unread || std::strcmp(severity, "fatal") == 0;
       continue;
     }
     // The named counters sum to the TOTAL_ line; exporting both would
@@ -450,7 +474,9 @@ void PciScanner::ReadDevice(const DeviceDir& device, PciScanDepth depth, PciDevi
     }
     if (named == 0 && total) d->aer.push_back({severity, "total", *total});
   }
-  d->driver = device.LinkName("driver");
+  bool driver_failed = false;
+  d->driver = device.LinkName("driver", &driver_failed);
+  d->unread = d->unread || driver_failed;
   SanitizeLabelValue(&d->driver, kMaxLabelBytes);
   if (whole) ReadHwmon(dir, d);
 }

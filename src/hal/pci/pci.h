@@ -73,6 +73,11 @@ struct PciDevice {
   std::string driver;       // bound driver's name; empty when unbound
   std::vector<PciSensor> hwmon;
   std::vector<std::string> errors;  // files that exist but could not be parsed
+  // A fact read every scan (the class, device id, current link, power
+  // state, fatal AER counters, driver) exists and could not be read: what
+  // this scan holds of the card is not its state (a failed read is no
+  // recovery and no fault; PciSampler keeps its last faults).
+  bool unread = false;
 };
 
 struct PciFilter;
@@ -145,7 +150,8 @@ class PciScanner {
     Status Read(const char* name, std::string* out) const;
     bool Exists(const char* name) const;
     // The last part of the symlink `name`'s target; empty when none.
-    std::string LinkName(const char* name) const;
+    // `*failed`: it is there and could not be read.
+    std::string LinkName(const char* name, bool* failed = nullptr) const;
   };
 
  private:

@@ -44,6 +44,14 @@ std::vector<store::PciDeviceView> PciTracker::Update(const std::vector<PciDevice
     if (it == seen.end()) {
       v = t.last;  // gone: keep what identifies it
       v.present = false;
+    } else if (it->second->unread && !t.last.bus_id.empty()) {
+      // There, and not read whole: the last scan's view, not seen. Nothing
+      // of it moves on (no narrow scan counted, no loss, no reset).
+      v = t.last;
+      v.present = true;
+      v.seen = false;
+      out.push_back(std::move(v));
+      continue;
     } else {
       const PciDevice& d = *it->second;
       v.bus_id = address;
@@ -77,7 +85,10 @@ std::vector<store::PciDeviceView> PciTracker::Update(const std::vector<PciDevice
     t.bound_once = t.bound_once || up;
     v.bound_before = t.bound_once;
     v.resets_observed = t.resets;
+    // A card not read whole at its first scan: what was read, not seen.
+    v.seen = !(it != seen.end() && it->second->unread);
     t.last = v;
+    t.last.seen = true;
     out.push_back(std::move(v));
   }
   return out;
@@ -177,7 +188,14 @@ bool PciSampler::SampleOnce() {
   for (store::InventoryDevice& d : registry()->Inventory())
     if (!d.bus_id.empty()) named[d.bus_id] = std::move(d);
   for (store::PciDeviceView& v : views) {
-    std::vector<std::string> codes = DerivePciFaults(v);
+    // Not read whole this scan: the faults it had, none derived from what
+    // could not be read (a failed read is no recovery, and no fault).
+    std::vector<std::string> codes;
+    if (v.seen) {
+      codes = DerivePciFaults(v);
+    } else {
+      for (const std::string& code : faults_.Previous(v.bus_id)) codes.push_back(code);
+    }
     const store::InventoryDevice& card = named[v.bus_id];
     // Never bound since the exporter started, and no layer names it: a
     // function left unbound on purpose (a co-processor with no driver
