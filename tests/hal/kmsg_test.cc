@@ -590,6 +590,16 @@ TEST_F(KmsgSamplerTest, KernelLinesWithUserChosenTextRaiseNothing) {
         "mems_allowed=0,global_oom,task_memcg=/kubepods/" +
         shaped + ",task=python3,pid=4242,uid=0");
     lines.push_back("Kernel panic - not syncing: " + shaped);  // quoted, not authored
+    // A packet log (iptables -j LOG, nft log, ebtables): the kernel's own
+    // record, whose text starts with a prefix of the rule writer's choice
+    // (127 bytes in nft), any separator after it, then the packet.
+    lines.push_back(shaped +
+                    " IN=eth0 OUT= MAC=52:54:00:12:34:56:52:54:00:65:43:21:08:00 SRC=10.0.0.1 "
+                    "DST=10.0.0.2 LEN=60 TOS=0x00 PREC=0x00 TTL=64 ID=1 DF PROTO=TCP SPT=1234 "
+                    "DPT=80 WINDOW=64240 RES=0x00 SYN URGP=0");
+    lines.push_back(shaped +
+                    ",IN=br0 OUT=br0 PHYSIN=veth1 PHYSOUT=veth2 SRC=10.0.0.1 DST=10.0.0.2");
+    lines.push_back(shaped + "IN= OUT=lo ARP HTYPE=1 PTYPE=0x0800 OPCODE=1");
   }
   // Each forged line holds a driver's whole line: a pattern that searched
   // anywhere in the text would raise on every one of them.

@@ -121,6 +121,14 @@ std::string NormalizePciAddress(std::string_view text) {
   return "";
 }
 
+bool IsPacketLog(std::string_view text) {
+  for (size_t at = text.find("IN="); at != std::string_view::npos; at = text.find("IN=", at + 3)) {
+    const size_t end = text.find(' ', at + 3);  // the interface's name, maybe empty
+    if (end != std::string_view::npos && text.substr(end, 5) == " OUT=") return true;
+  }
+  return false;
+}
+
 KmsgBootMemory::Verdict KmsgBootMemory::Restart(const Seen& first) {
   seen_.clear();
   first_ = first;

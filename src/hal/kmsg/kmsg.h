@@ -46,6 +46,13 @@ Status ParseKmsgRecord(std::string_view raw, KmsgRecord* out);
 // Empty when it names none.
 std::string NormalizePciAddress(std::string_view text);
 
+// Whether a record's text is a packet log: netfilter's LOG target, nft's
+// `log`, ebtables' and arptables' log write a kernel record (facility 0)
+// that begins with a prefix any holder of CAP_NET_ADMIN chooses (up to 127
+// bytes), then the packet's fields, "IN=<if> OUT=<if> ...". Such a record
+// is never a driver's line, whatever its start says.
+bool IsPacketLog(std::string_view text);
+
 // What a reader has read of one boot's kernel log, to tell a record read
 // already (a rewritten record file read again from its start, a reopened
 // ring) from a new one and from a newer boot's. Within one boot a sequence

@@ -481,6 +481,7 @@ void KmsgSampler::HandleRecord(std::string_view raw) {
   // longer than its window.
   r.timestamp_us = std::min(r.timestamp_us, now);
   if (r.facility != 0 && !options_.user_records) return;  // not the kernel's own
+  if (IsPacketLog(r.text)) return;  // the kernel's, with a prefix anyone chose
   std::string dict_device;
   if (auto d = r.dict.find("DEVICE"); d != r.dict.end() && d->second.rfind("+pci:", 0) == 0)
     dict_device = CanonicalPciAddress(d->second.substr(5));
