@@ -375,6 +375,66 @@ TEST_F(KmsgSamplerTest, ARecordStampedBeforeTheOneAheadOfItOnTheRingIsNoNewBoot)
   close(writer);
 }
 
+// Records the ring overwrote before they were read are told by the numbers
+// skipped (/dev/kmsg's, here through a FIFO: one record a read), counted,
+// and for the event window after the last of them the log's silence vouches
+// for no card: each card is not seen (Unknown), while a fault read after the
+// gap still shows. A reopen that reads the ring again from its oldest record
+// skips nothing. Before, the cards read healthy all along.
+TEST_F(KmsgSamplerTest, RecordsOverwrittenUnreadMakeTheLogsSilenceVouchForNoCard) {
+  xpu::testing::TempDir dir;
+  const std::string fifo = dir.File("kmsg");
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  const int writer = open(fifo.c_str(), O_RDWR | O_NONBLOCK);
+  ASSERT_GE(writer, 0);
+  std::atomic<uint64_t> now{1'000'000'000};  // 1000 s since boot
+  KmsgSampler::Options o;
+  o.path = fifo;
+  o.interval = std::chrono::milliseconds(50);
+  KmsgSampler s(o, KmsgCatalog::Builtin(), FaultCatalog::Builtin(), &registry_, &metrics_,
+                &exemplars_, [&] { return now.load(); });
+  s.Start();
+  auto write_record = [&](uint64_t seq, uint64_t t_us, const std::string& text) {
+    ASSERT_TRUE(xpu::testing::WaitFor([&] {
+      int left = -1;
+      return ioctl(writer, FIONREAD, &left) == 0 && left == 0;
+    }));
+    const std::string r =
+        "6," + std::to_string(seq) + "," + std::to_string(t_us) + ",-;" + text + "\n";
+    ASSERT_EQ(write(writer, r.data(), r.size()), static_cast<ssize_t>(r.size()));
+  };
+  // Each inventory card as the kmsg source shows it: seen, and its codes.
+  auto cards = [&] {
+    std::map<int32_t, std::pair<bool, size_t>> out;
+    for (const store::SourceView& v : registry_.SourceViews())
+      if (v.source == "kmsg")
+        for (const auto& d : v.devices) out[d.minor] = {d.seen, d.faults.size()};
+    return out;
+  };
+  using Cards = std::map<int32_t, std::pair<bool, size_t>>;
+  write_record(0, 990'000'000, "Linux version 6.1.0");
+  write_record(1, 991'000'000, "usb 1-1: new high-speed USB device");
+  ASSERT_TRUE(xpu::testing::WaitFor([&] {
+    return cards() == Cards{{0, {true, 0}}, {1, {true, 0}}};
+  })) << ::testing::PrintToString(cards());
+  EXPECT_EQ(Metric("xpu_kmsg_lost_records_total"), 0);
+  // Numbers 2 to 6 were overwritten before they were read.
+  write_record(7, 995'000'000, "NVRM: Xid (PCI:0000:03:00): 13, pid=1, name=a, Graphics Exception");
+  EXPECT_TRUE(xpu::testing::WaitFor([&] {
+    return cards() == Cards{{0, {false, 0}}, {1, {false, 1}}};
+  })) << ::testing::PrintToString(cards());
+  EXPECT_EQ(Metric("xpu_kmsg_lost_records_total"), 5);
+  // The window of the last record skipped (10 minutes) passes.
+  now = 995'000'000 + 600'000'000 + 1;
+  write_record(8, 1'595'000'000, "usb 1-1: USB disconnect");
+  EXPECT_TRUE(xpu::testing::WaitFor([&] {
+    return cards() == Cards{{0, {true, 0}}, {1, {true, 0}}};
+  })) << ::testing::PrintToString(cards());
+  EXPECT_EQ(Metric("xpu_kmsg_lost_records_total"), 5);
+  s.Stop();
+  close(writer);
+}
+
 // An idle log is waited on up to the next publish (a wake-up or two a
 // second, not five), and Stop ends the wait at once: with a minute's
 // interval, on /dev/kmsg's kind of source (poll), on a record file (naps)

@@ -299,6 +299,14 @@ KmsgSampler::KmsgSampler(Options options, std::shared_ptr<const KmsgCatalog> cat
                              "them (EPIPE).")
                        .Register(*self_metrics)
                        .Add({})),
+      lost_(prometheus::BuildCounter()
+                .Name("xpu_kmsg_lost_records_total")
+                .Help("Kernel log records never read (numbers skipped on /dev/kmsg): the ring "
+                      "overwrote them first, before the exporter started included. For the "
+                      "event window after the last of them, the log's silence says no card is "
+                      "healthy.")
+                .Register(*self_metrics)
+                .Add({})),
       malformed_(prometheus::BuildCounter()
                      .Name("xpu_kmsg_malformed_records_total")
                      .Help("Kernel log records that were not in the kernel's record format.")
@@ -447,6 +455,8 @@ void KmsgSampler::Seed(State s) {
   caught_up_ = s.caught_up;
   devices_ = std::move(s.devices);
   memory_ = std::move(s.memory);
+  next_sequence_ = s.next_sequence;
+  blind_to_silence_until_us_ = s.blind_to_silence_until_us;
 }
 
 void KmsgSampler::HandleRecord(std::string_view raw) {
@@ -480,6 +490,7 @@ void KmsgSampler::HandleRecord(std::string_view raw) {
   // Within that drift: taken as written now, so it cannot stay active for
   // longer than its window.
   r.timestamp_us = std::min(r.timestamp_us, now);
+  if (one_boot_) NoteGap(r.sequence, r.timestamp_us);
   if (r.facility != 0 && !options_.user_records) return;  // not the kernel's own
   if (IsPacketLog(r.text)) return;  // the kernel's, with a prefix anyone chose
   std::string dict_device;
@@ -527,6 +538,28 @@ void KmsgSampler::HandleRecord(std::string_view raw) {
   }
 }
 
+void KmsgSampler::NoteGap(uint64_t sequence, uint64_t stamp_us) {
+  // Numbers start at 0 each boot and rise by one a record; a reopen reads
+  // again from the oldest the ring holds (numbers below the next expected:
+  // no gap).
+  const uint64_t expected = next_sequence_.value_or(0);
+  if (sequence > expected) {
+    lost_.Increment(static_cast<double>(sequence - expected));
+    const uint64_t window =
+        static_cast<uint64_t>(std::chrono::microseconds(catalog_->event_active_for()).count());
+    // The records skipped were stamped before this one.
+    const uint64_t until = stamp_us + window;
+    if (until > now_us_() && until > blind_to_silence_until_us_) {
+      blind_to_silence_until_us_ = until;
+      spdlog::warn(
+          "kmsg: {} record(s) before sequence {} were overwritten before they were read; for "
+          "{} s the kernel log's silence vouches for no card",
+          sequence - expected, sequence, (until - now_us_()) / 1000000);
+    }
+  }
+  next_sequence_ = std::max(expected, sequence + 1);
+}
+
 void KmsgSampler::Publish() {
   const uint64_t now = now_us_();
   const uint64_t window =
@@ -544,10 +577,24 @@ void KmsgSampler::Publish() {
     if (!d.bus_id.empty()) cards[d.bus_id] = std::move(d);
   store::DeviceViews view;
   view.coverage = store::Coverage::kAddressedSilent;
+  // Records were lost within their window: silence is no health. Every card
+  // is listed, not seen (Unknown), with the faults that were read.
+  const bool silence_blind = now < blind_to_silence_until_us_;
+  if (silence_blind) {
+    for (const auto& [address, card] : cards) {
+      if (devices_.count(address) != 0) continue;
+      store::DeviceView v;
+      v.bus_id = address;
+      v.healthy = true;
+      v.seen = false;
+      view.devices.push_back(std::move(v));
+    }
+  }
   for (auto& [address, dev] : devices_) {
     store::DeviceView v;
     v.bus_id = address;
     v.healthy = true;  // the log judges a card by its faults alone
+    v.seen = !silence_blind;
     auto card = cards.find(address);
     // A raise is news when it is written, and told once the card is one of
     // the inventory's: a record of a card not known yet waits for it.

@@ -157,9 +157,13 @@ class KmsgSampler : public SourceSampler {
     std::string state_file;
     bool restored = false;
     std::string boot_id;
+    // Records a one-boot source skipped (KmsgSampler::NoteGap).
+    std::optional<uint64_t> next_sequence;
+    uint64_t blind_to_silence_until_us = 0;
   };
   State state() const {
-    return State{devices_, memory_, caught_up_, options_.state_file, restored_, boot_id_};
+    return State{devices_,  memory_,  caught_up_,     options_.state_file,
+                 restored_, boot_id_, next_sequence_, blind_to_silence_until_us_};
   }
   void Seed(State s);
 
@@ -180,11 +184,20 @@ class KmsgSampler : public SourceSampler {
   prometheus::Counter& malformed_;
   prometheus::Counter& dropped_;
   prometheus::Counter& other_boot_;
+  prometheus::Counter& lost_;
   prometheus::Family<prometheus::Counter>& state_errors_;
   // Sampler-thread state.
   std::map<std::string, Device> devices_;  // by PCI address; at most kMaxKmsgDevices
   KmsgBootMemory memory_;                  // the records handled, of the boot last seen
   bool one_boot_ = false;                  // the source holds one boot (KmsgSource::one_boot)
+  // Records of a one-boot source that were never read (overwritten in the
+  // ring first: EPIPE, a reopen, or before the exporter started) are told by
+  // the numbers skipped: the next number expected, and until when the log's
+  // silence vouches for no card (the last skipped record's window: what it
+  // held may be an active fault no one saw).
+  std::optional<uint64_t> next_sequence_;
+  uint64_t blind_to_silence_until_us_ = 0;
+  void NoteGap(uint64_t sequence, uint64_t stamp_us);
   // The view goes out once the ring has been read to its end (or the source
   // is unusable, or a predecessor's state was seeded): until then it would
   // show counts and states not yet replayed.
