@@ -68,7 +68,10 @@ TEST(KmsgRecordTest, FindsPciAddressesInText) {
   EXPECT_EQ(NormalizePciAddress("amdgpu 0000:03:00.0: amdgpu: ring gfx timeout"), "0000:03:00.0");
   EXPECT_EQ(NormalizePciAddress("NVRM: GPU 0000:2B:00.1: fallen"), "0000:2b:00.1");
   EXPECT_EQ(NormalizePciAddress("NVRM: Xid (PCI:0000:3b:00): 79"), "0000:3b:00.0");
-  EXPECT_EQ(NormalizePciAddress("no address 12:34 here 10000:00:00.0"), "");
+  // Intel VMD's domains are 10000 and up: five digits or more, at most 8.
+  EXPECT_EQ(NormalizePciAddress("no address 12:34 here 10000:E1:00.0"), "10000:e1:00.0");
+  EXPECT_EQ(NormalizePciAddress("nine digits 100000000:00:00.0"), "");
+  EXPECT_EQ(NormalizePciAddress("three 000:00:00.0, a bus of one 0000:0:00.0"), "");
   EXPECT_EQ(NormalizePciAddress(""), "");
 }
 
@@ -129,6 +132,12 @@ TEST(KmsgCatalogTest, RealDriverLinesMapToDevicesAndCodes) {
       {"amdgpu 0000:43:00.0: PCIe Bus Error: severity=Uncorrected (Non-Fatal), "
        "type=Transaction Layer, (Requester ID)",
        "0000:43:00.0", "0xFD000002", KmsgEffect::kFault},
+      // Behind Intel VMD, whose domains are 10000 and up.
+      {"nvidia 10000:E1:00.0: AER: PCIe Bus Error: severity=Uncorrected (Fatal), "
+       "type=Inaccessible, (Unregistered Agent ID)",
+       "10000:e1:00.0", "0xFD000001", KmsgEffect::kFault},
+      {"amdgpu 10000:03:00.0: amdgpu: ring gfx timeout, signaled seq=1, emitted seq=2",
+       "10000:03:00.0", "0x10020001", KmsgEffect::kFault},
   };
   for (const Case& c : cases) {
     auto m = cat->Match(c.line, "");

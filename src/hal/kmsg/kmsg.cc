@@ -42,18 +42,24 @@ std::string Unescape(std::string_view s) {
   return out;
 }
 
-// Reads "dddd:bb:dd.f" or "dddd:bb:dd" (NVIDIA's form) at `s`; returns the
+// Reads "dddd:bb:dd.f" or "dddd:bb:dd" (NVIDIA's form) at `s`, the domain
+// of 4 to 8 hex digits (Intel VMD's are 10000 and up); returns the
 // normalised address or "".
 std::string AddressAt(std::string_view s) {
-  // domain(4):bus(2):device(2)[.function(1)]
-  if (s.size() < 10 || s[4] != ':' || s[7] != ':') return "";
-  if (!IsHex(s.substr(0, 4)) || !IsHex(s.substr(5, 2)) || !IsHex(s.substr(8, 2))) return "";
-  if (s.size() > 10 && std::isxdigit(static_cast<unsigned char>(s[10]))) return "";
-  std::string address(s.substr(0, 10));
-  if (s.size() >= 11 && s[10] == '.') {
-    if (s.size() < 12 || s[11] < '0' || s[11] > '7') return "";  // not a function
-    if (s.size() > 12 && std::isxdigit(static_cast<unsigned char>(s[12]))) return "";
-    address += s.substr(10, 2);
+  // domain(4-8):bus(2):device(2)[.function(1)]
+  const auto hex = [](char c) { return std::isxdigit(static_cast<unsigned char>(c)) != 0; };
+  size_t n = 0;  // the domain's digits
+  while (n < s.size() && n <= 8 && hex(s[n])) ++n;
+  if (n < 4 || n > 8) return "";
+  const std::string_view rest = s.substr(n);  // ":bb:dd[.f]"
+  if (rest.size() < 6 || rest[0] != ':' || rest[3] != ':') return "";
+  if (!IsHex(rest.substr(1, 2)) || !IsHex(rest.substr(4, 2))) return "";
+  if (rest.size() > 6 && hex(rest[6])) return "";
+  std::string address(s.substr(0, n + 6));
+  if (rest.size() >= 7 && rest[6] == '.') {
+    if (rest.size() < 8 || rest[7] < '0' || rest[7] > '7') return "";  // not a function
+    if (rest.size() > 8 && hex(rest[8])) return "";
+    address += rest.substr(6, 2);
   } else {
     address += ".0";  // NVIDIA's form: function 0
   }
@@ -113,7 +119,7 @@ Status ParseKmsgRecord(std::string_view raw, KmsgRecord* out) {
 
 std::string NormalizePciAddress(std::string_view text) {
   for (size_t i = 0; i + 10 <= text.size(); ++i) {
-    if (text[i + 4] != ':') continue;
+    if (!std::isxdigit(static_cast<unsigned char>(text[i]))) continue;
     if (i > 0 && std::isxdigit(static_cast<unsigned char>(text[i - 1]))) continue;
     std::string a = AddressAt(text.substr(i));
     if (!a.empty()) return a;
