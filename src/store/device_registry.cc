@@ -429,12 +429,13 @@ std::vector<PodAssignment> DeviceRegistry::PodAssignments() const {
   return pods_;
 }
 
-void DeviceRegistry::SetPciDevices(std::vector<PciDeviceView> devices) {
+void DeviceRegistry::SetPciDevices(std::vector<PciDeviceView> devices,
+                                   std::vector<std::string> absent) {
   MutexLock lock(mu_);
   ++views_set_.views[kSourcePci];
   // The same view again (an idle node, each interval): seen, and the join
   // and its families kept.
-  if (views_.count(kSourcePci) != 0 && devices == pci_) {
+  if (views_.count(kSourcePci) != 0 && devices == pci_ && absent == pci_absent_) {
     SeenLocked(kSourcePci);
     return;
   }
@@ -449,7 +450,15 @@ void DeviceRegistry::SetPciDevices(std::vector<PciDeviceView> devices) {
     v.seen = p.seen;
     views.devices.push_back(std::move(v));
   }
+  for (const std::string& bus_id : absent) {
+    DeviceView v;
+    v.bus_id = bus_id;
+    v.healthy = true;
+    v.seen = false;
+    views.devices.push_back(std::move(v));
+  }
   pci_ = std::move(devices);
+  pci_absent_ = std::move(absent);
   views_[kSourcePci] = std::move(views);
   SeenLocked(kSourcePci);
 }

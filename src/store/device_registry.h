@@ -74,7 +74,8 @@ class DeviceRegistry : public FamilyLender,
   // lock, its view in the one lane (every card by address), so a page's
   // PCI families and the faults derived from them are one sample. Its
   // functions are the inventory's first cards.
-  void SetPciDevices(std::vector<PciDeviceView> devices) override;
+  void SetPciDevices(std::vector<PciDeviceView> devices,
+                     std::vector<std::string> absent = {}) override;
   void SetDeviceViews(const std::string& source, DeviceViews views) override;
   FaultRaises& raises() override { return raises_; }
 
@@ -123,6 +124,7 @@ class DeviceRegistry : public FamilyLender,
   bool xdm_live_ XPU_GUARDED_BY(mu_) = true;
   std::vector<PodAssignment> pods_ XPU_GUARDED_BY(mu_);
   std::vector<PciDeviceView> pci_ XPU_GUARDED_BY(mu_);            // the pci source's own view
+  std::vector<std::string> pci_absent_ XPU_GUARDED_BY(mu_);       // XDM's, not on the bus
   std::map<std::string, DeviceViews> views_ XPU_GUARDED_BY(mu_);  // every source's, by name
   // Each source's own families (DeviceViews::families, moved here when set),
   // filtered by filter_; lent to the page as they are (CollectLending).

@@ -58,8 +58,11 @@ class HealthSourcePort {
   // health, no sight, no readiness). Empty `why`: no longer looked for.
   virtual void SetLooking(const std::string& source, std::string why) = 0;
   // The pci source's view (sorted by bus_id): its own families, and its
-  // view in the one lane derived from it.
-  virtual void SetPciDevices(std::vector<PciDeviceView> devices) = 0;
+  // view in the one lane derived from it. `absent`: addresses XDM names that
+  // the bus does not show at all (the bus is the inventory: such a card is
+  // not seen, neither healthy nor lost).
+  virtual void SetPciDevices(std::vector<PciDeviceView> devices,
+                             std::vector<std::string> absent = {}) = 0;
   // Replaces the source's view: it sees. Written as
   // xpu_device_health{source}, xpu_device_fault_*{source} and its own
   // families, withdrawn by the rule above.

@@ -820,6 +820,46 @@ TEST_F(PciTreeTest, AFactThatCannotBeReadKeepsTheLastFaultsAndIsNotSeen) {
   EXPECT_EQ(raises(), 1) << "a fault cleared by a failed read was raised again";
 }
 
+// The bus is the inventory: a card the daemon names at an address the bus
+// does not show at all (it fell off before the exporter started) is not
+// seen by the pci source, neither healthy nor lost; a function the bus
+// shows but does not watch (another class) is not judged. Before, no
+// source but the kernel log covered such a card, and the log's silence
+// called it healthy.
+TEST_F(PciTreeTest, ACardTheDaemonNamesThatTheBusDoesNotShowIsNotSeen) {
+  store::DeviceRegistry reg;
+  Gpu("0000:10:00.0");
+  const std::string nic = Dev("0000:30:00.0");
+  Write(nic + "/vendor", "0x15b3\n");
+  Write(nic + "/class", "0x020000\n");
+  std::vector<store::DeviceInfo> xdm(3);
+  for (int i = 0; i < 3; ++i) {
+    xdm[i].minor = i;
+    xdm[i].uuid = "GPU-" + std::to_string(i);
+  }
+  xdm[0].bus_id = "0000:10:00.0";  // on the bus
+  xdm[1].bus_id = "0000:20:00.0";  // not on the bus at all
+  xdm[2].bus_id = "0000:30:00.0";  // on the bus, a class the source does not watch
+  reg.SetXdmDevices(xdm);
+  prometheus::Registry self;
+  PciSampler sampler(PciScanner(dir_.path(), PciFilter()), FaultCatalog::Builtin(),
+                     std::chrono::milliseconds(1000), kGaugeInterval, &reg, &self);
+  ASSERT_TRUE(sampler.SampleOnce());
+  std::map<int32_t, std::pair<bool, size_t>> pci;  // minor -> seen, faults
+  for (const store::SourceView& v : reg.SourceViews())
+    if (v.source == "pci")
+      for (const auto& d : v.devices) pci[d.minor] = {d.seen, d.faults.size()};
+  EXPECT_EQ(pci, (std::map<int32_t, std::pair<bool, size_t>>{{0, {true, 0}}, {1, {false, 0}}}));
+  // The card comes onto the bus: seen, as any card.
+  Gpu("0000:20:00.0");
+  ASSERT_TRUE(sampler.SampleOnce());
+  pci.clear();
+  for (const store::SourceView& v : reg.SourceViews())
+    if (v.source == "pci")
+      for (const auto& d : v.devices) pci[d.minor] = {d.seen, d.faults.size()};
+  EXPECT_EQ(pci, (std::map<int32_t, std::pair<bool, size_t>>{{0, {true, 0}}, {1, {true, 0}}}));
+}
+
 // A reload builds a new sampler: handed the old one's state, a lasting
 // narrow link stays a fault (not cleared and raised again three samples
 // later), and the resets seen are not forgotten.

@@ -264,6 +264,7 @@ Status PciScanner::Scan(std::vector<PciDevice>* out, PciScanDepth depth,
   if (held != nullptr) held->Check();
   std::map<std::string, uint64_t> not_cards;  // this scan's
   std::map<std::string, PciScanCache::Card> cards;
+  std::set<std::string> listed;
   size_t seen = 0;
   std::string name;
   uint64_t inode = 0;
@@ -273,6 +274,7 @@ Status PciScanner::Scan(std::vector<PciDevice>* out, PciScanDepth depth,
       return Status::IoError(dir + ": more than " + std::to_string(kMaxPciDevices) + " entries");
     const std::string address = CanonicalPciAddress(name);
     if (address.empty()) continue;
+    if (cache != nullptr) listed.insert(address);
     DeviceDir device{dir + "/" + name, -1, held};
     const PciScanCache::Card* known = nullptr;  // judged a card, the same entry
     if (cache != nullptr && depth == PciScanDepth::kFaults) {
@@ -354,6 +356,7 @@ Status PciScanner::Scan(std::vector<PciDevice>* out, PciScanDepth depth,
   if (cache != nullptr) {
     cache->not_cards = std::move(not_cards);
     cache->cards = std::move(cards);
+    cache->listed = std::move(listed);
     if (held != nullptr) held->Sweep();
   }
   std::sort(out->begin(), out->end(),

@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -125,6 +126,9 @@ struct PciScanCache {
     uint32_t class_code = 0, vendor = 0;
   };
   std::map<std::string, Card> cards;  // path -> as judged
+  // Every function's canonical address in the last scan's listing, cards or
+  // not (what the bus shows at all).
+  std::set<std::string> listed;
 };
 
 // Reads the devices under <sysfs_root>/bus/pci/devices that pass `filter`,

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <set>
 
 namespace xpu::hal {
 
@@ -207,7 +208,17 @@ bool PciSampler::SampleOnce() {
                               v.bus_id, {codes.begin(), codes.end()});
   }
   faults_.EndSample();
-  registry()->SetPciDevices(std::move(views));
+  // The cards the daemon names at an address the bus does not show at all
+  // (a card that fell off before the exporter started; a daemon that names
+  // a card wrongly): not seen, as the bus is the inventory. A function the
+  // bus shows but does not watch (another class) is not judged.
+  std::set<std::string> tracked;
+  for (const store::PciDeviceView& v : views) tracked.insert(v.bus_id);
+  std::vector<std::string> absent;
+  for (const auto& [bus_id, card] : named)
+    if (card.xdm && scan_cache_.listed.count(bus_id) == 0 && tracked.count(bus_id) == 0)
+      absent.push_back(bus_id);
+  registry()->SetPciDevices(std::move(views), std::move(absent));
   return true;
 }
 
