@@ -148,6 +148,7 @@ const DeviceRegistry::Joined& DeviceRegistry::JoinLocked() const {
       b.devices[i].vendor = p.vendor;
       b.devices[i].driver = p.driver;
       b.devices[i].present = p.present;
+      b.devices[i].port = p.port;
     }
   // 2. XDM's list names them (a device it lists off the bus is one still).
   for (const DeviceInfo& d : xdm_raw_)

@@ -281,6 +281,7 @@ struct InventoryDevice {
   std::string driver;   // the kernel driver bound to it, from the pci source
   bool present = true;  // false: the pci source saw it leave the bus
   bool xdm = false;     // XDM lists it
+  std::string port;     // the port above its link, from the pci source; empty: unknown
   bool operator==(const InventoryDevice&) const = default;
 };
 

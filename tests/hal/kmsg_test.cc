@@ -698,6 +698,42 @@ TEST_F(KmsgSamplerTest, KernelLinesWithUserChosenTextRaiseNothing) {
 }
 
 // effect: reset clears the event-like codes of its device, not its states.
+// An address the log names stands for the card it belongs to: another
+// function of the card's device (AER tells the function that saw the
+// error), or the port above the card's link (with DPC the port reports its
+// link's fatal errors: "pcieport 0000:00:01.0: ..."), where one card is
+// there. A port above two cards, and a function of no card, name none.
+TEST_F(KmsgSamplerTest, AnotherFunctionOrThePortOfACardsLinkStandsForTheCard) {
+  store::PciDeviceView a, b, c;
+  a.bus_id = "0000:3b:00.0";
+  a.port = "0000:3a:00.0";
+  b.bus_id = "0000:03:00.0";
+  b.port = "0000:00:01.0";
+  c.bus_id = "0000:04:00.0";  // a third card, beside minor 1 under one switch port
+  c.port = "0000:02:00.0";
+  store::DeviceInfo x;
+  x.minor = 2;
+  x.bus_id = "0000:04:00.0";
+  store::PciDeviceView d = c;
+  d.bus_id = "0000:05:00.0";  // a fourth, under the same port as the third
+  registry_.SetXdmDevices({registry_.Devices()[0], registry_.Devices()[1], x});
+  registry_.SetPciDevices({b, c, a, d});
+  const std::string fatal =
+      ": PCIe Bus Error: severity=Uncorrected (Fatal), type=Transaction Layer";
+  uint64_t t = now_us_ - 1000;
+  Record("pcieport 0000:00:01.0" + fatal + ", (Receiver ID)", ++t);    // minor 1's port
+  Record("nvidia 0000:3b:00.1" + fatal + ", (Requester ID)", ++t);     // minor 0, function 1
+  Record("nvidia 0000:3b:00.1" + fatal + ", (Requester ID)", ++t);     // again: counted twice
+  Record("pcieport 0000:02:00.0" + fatal + ", (Receiver ID)", ++t);    // above two cards
+  Record("mlx5_core 0000:40:00.1" + fatal + ", (Requester ID)", ++t);  // no card's
+  EXPECT_EQ(Codes(1), std::vector<std::string>{"0xFD000001"});
+  EXPECT_EQ(Codes(0), std::vector<std::string>{"0xFD000001"});
+  EXPECT_TRUE(Codes(2).empty()) << Codes(2).front();
+  uint64_t events = 0;
+  for (const auto& e : Device(0).events) events += e.count;
+  EXPECT_EQ(events, 2u);
+}
+
 TEST(KmsgCatalogResetTest, AResetClearsEventsButNotStates) {
   std::shared_ptr<const KmsgCatalog> cat;
   ASSERT_TRUE(KmsgCatalog::Parse(R"(states: ["0x2"]

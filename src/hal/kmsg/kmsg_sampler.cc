@@ -8,8 +8,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <set>
 #include <thread>
 
 #include "common/file_util.h"
@@ -570,32 +572,44 @@ void KmsgSampler::Publish() {
       c = expired ? dev.codes.erase(c) : std::next(c);
     }
   }
-  // Every address the log names, by address: the registry keeps those of
-  // the inventory's cards (a NIC's AER is no card of ours).
+  // Every address the log names, as the card it stands for: the card at
+  // that address, else the one card of another function of the same device
+  // (an AER error is told by the function that saw it), else the one card
+  // whose link the address is the port of (with DPC the port reports its
+  // link's fatal errors); else itself, which the registry keeps only if it
+  // is a card (a NIC's AER is no card of ours).
   std::map<std::string, store::InventoryDevice> cards;
   for (store::InventoryDevice& d : registry()->Inventory())
     if (!d.bus_id.empty()) cards[d.bus_id] = std::move(d);
+  std::map<std::string, std::set<std::string>> by_device, by_port;
+  auto card_of = [&](const std::string& address) -> std::string {
+    if (cards.count(address) != 0) return address;
+    if (by_device.empty())
+      for (const auto& [bus_id, card] : cards) {
+        by_device[bus_id.substr(0, bus_id.rfind('.'))].insert(bus_id);
+        if (!card.port.empty()) by_port[card.port].insert(bus_id);
+      }
+    const auto one = [](const auto& map, const std::string& key) {
+      auto it = map.find(key);
+      return it != map.end() && it->second.size() == 1 ? *it->second.begin() : std::string();
+    };
+    std::string card = one(by_device, address.substr(0, address.rfind('.')));
+    if (card.empty()) card = one(by_port, address);
+    return card.empty() ? address : card;
+  };
+  std::map<std::string, store::DeviceView> views;  // by the card's address
   store::DeviceViews view;
   view.coverage = store::Coverage::kAddressedSilent;
   // Records were lost within their window: silence is no health. Every card
   // is listed, not seen (Unknown), with the faults that were read.
   const bool silence_blind = now < blind_to_silence_until_us_;
-  if (silence_blind) {
-    for (const auto& [address, card] : cards) {
-      if (devices_.count(address) != 0) continue;
-      store::DeviceView v;
-      v.bus_id = address;
-      v.healthy = true;
-      v.seen = false;
-      view.devices.push_back(std::move(v));
-    }
-  }
   for (auto& [address, dev] : devices_) {
-    store::DeviceView v;
-    v.bus_id = address;
+    const std::string target = card_of(address);
+    store::DeviceView& v = views[target];
+    v.bus_id = target;
     v.healthy = true;  // the log judges a card by its faults alone
     v.seen = !silence_blind;
-    auto card = cards.find(address);
+    auto card = cards.find(target);
     // A raise is news when it is written, and told once the card is one of
     // the inventory's: a record of a card not known yet waits for it.
     if (card != cards.end()) {
@@ -603,19 +617,42 @@ void KmsgSampler::Publish() {
       for (const std::string& code : dev.fresh) {
         const FaultInfo info = faults_->Lookup(code);
         NoteRaise(registry(), exemplars_,
-                  {store::kSourceKmsg, minor, card->second.uuid, address, ActiveFaultOf(info),
+                  {store::kSourceKmsg, minor, card->second.uuid, target, ActiveFaultOf(info),
                    std::chrono::system_clock::now()},
                   /*live=*/true);
       }
       dev.fresh.clear();
     }
+    // Several addresses of one card: each code once, their counts summed.
     for (const auto& [code, active] : dev.codes) {
-      v.faults.push_back(ActiveFaultOf(faults_->Lookup(code)));
+      store::ActiveFault f = ActiveFaultOf(faults_->Lookup(code));
+      if (std::none_of(v.faults.begin(), v.faults.end(),
+                       [&](const store::ActiveFault& g) { return g.code == f.code; }))
+        v.faults.push_back(std::move(f));
     }
     for (const auto& [code, count] : dev.events) {
       const FaultInfo info = faults_->Lookup(code);
-      v.events.push_back({info.code, LevelName(info.level), count});
+      auto e = std::find_if(v.events.begin(), v.events.end(),
+                            [&](const auto& x) { return x.code == info.code; });
+      if (e != v.events.end()) {
+        e->count += count;
+      } else {
+        v.events.push_back({info.code, LevelName(info.level), count});
+      }
     }
+  }
+  if (silence_blind)
+    for (const auto& [address, card] : cards) {
+      if (views.count(address) != 0) continue;
+      store::DeviceView& v = views[address];
+      v.bus_id = address;
+      v.healthy = true;
+      v.seen = false;
+    }
+  for (auto& [target, v] : views) {
+    std::sort(
+        v.faults.begin(), v.faults.end(),
+        [](const store::ActiveFault& a, const store::ActiveFault& b) { return a.code < b.code; });
     view.devices.push_back(std::move(v));
   }
   registry()->SetDeviceViews(store::kSourceKmsg, std::move(view));
