@@ -301,14 +301,6 @@ KmsgSampler::KmsgSampler(Options options, std::shared_ptr<const KmsgCatalog> cat
                              "them (EPIPE).")
                        .Register(*self_metrics)
                        .Add({})),
-      lost_(prometheus::BuildCounter()
-                .Name("xpu_kmsg_lost_records_total")
-                .Help("Kernel log records never read (numbers skipped on /dev/kmsg): the ring "
-                      "overwrote them first, before the exporter started included. For the "
-                      "event window after the last of them, the log's silence says no card is "
-                      "healthy.")
-                .Register(*self_metrics)
-                .Add({})),
       malformed_(prometheus::BuildCounter()
                      .Name("xpu_kmsg_malformed_records_total")
                      .Help("Kernel log records that were not in the kernel's record format.")
@@ -326,6 +318,14 @@ KmsgSampler::KmsgSampler(Options options, std::shared_ptr<const KmsgCatalog> cat
                             "boot's, in a record file): they raise nothing.")
                       .Register(*self_metrics)
                       .Add({})),
+      lost_(prometheus::BuildCounter()
+                .Name("xpu_kmsg_lost_records_total")
+                .Help("Kernel log records never read (numbers skipped on /dev/kmsg): the ring "
+                      "overwrote them first, before the exporter started included. For the "
+                      "event window after the last of them, the log's silence says no card is "
+                      "healthy.")
+                .Register(*self_metrics)
+                .Add({})),
       state_errors_(
           prometheus::BuildCounter()
               .Name("xpu_kmsg_state_file_errors_total")
