@@ -81,6 +81,14 @@ class InventoryBuilder {
   std::map<std::string, size_t> by_uuid_;
 };
 
+// The worse of two readings of one card's health: unhealthy over unknown
+// over healthy.
+std::optional<bool> WorseHealth(std::optional<bool> a, std::optional<bool> b) {
+  if (a == false || b == false) return false;
+  if (!a || !b) return std::nullopt;
+  return true;
+}
+
 // Whether a source's view `v` answers for card `d` it does not list; `kin`:
 // the vendors of the cards it lists.
 bool Covers(const DeviceViews& v, const InventoryDevice& d, const std::set<std::string>& kin) {
@@ -344,11 +352,13 @@ std::vector<SourceView> DeviceRegistry::SourceViews() const {
     for (const Joined::Source& js : j.sources)
       if (*js.name == name) s = &js;
     if (s != nullptr) {
-      std::map<size_t, const DeviceView*> listed;
+      // Two of its devices may name one card (two minors linked to one
+      // function, XDM listing two minors at one address): both count.
+      std::map<size_t, std::vector<const DeviceView*>> listed;
       std::set<std::string> kin;  // the vendors of the cards it lists
       for (size_t i = 0; i < s->at.size(); ++i) {
         if (s->at[i] == kNone) continue;
-        listed[s->at[i]] = &s->views->devices[i];
+        listed[s->at[i]].push_back(&s->views->devices[i]);
         if (!j.inventory[s->at[i]].vendor.empty()) kin.insert(j.inventory[s->at[i]].vendor);
       }
       const bool silent = s->views->coverage == Coverage::kAddressedSilent;
@@ -358,13 +368,20 @@ std::vector<SourceView> DeviceRegistry::SourceViews() const {
         if (l == listed.end() && !Covers(*s->views, card, kin)) continue;
         SourceView::Device d{card.key, card.minor, card.bus_id, {}, true, {}};
         if (l != listed.end()) {
-          const DeviceView& dv = *l->second;
-          d.faults = dv.faults;
           // What it read of the card's health this sample (a health bit read
           // while its faults could not be); seen: read this sample, and
-          // judged (health read, or a card-level fault that judges it).
-          d.healthy = dv.healthy;
-          d.seen = dv.seen && HealthWithFaults(dv.healthy, dv.faults).has_value();
+          // judged (health read, or a card-level fault that judges it). Of
+          // several devices, every fault, the worst health, seen if all are.
+          for (const DeviceView* dv : l->second) {
+            for (const ActiveFault& f : dv->faults)
+              if (std::none_of(d.faults.begin(), d.faults.end(),
+                               [&](const ActiveFault& g) { return g.code == f.code; }))
+                d.faults.push_back(f);
+            const bool first = dv == l->second.front();
+            d.healthy = first ? dv->healthy : WorseHealth(d.healthy, dv->healthy);
+            const bool judged = dv->seen && HealthWithFaults(dv->healthy, dv->faults).has_value();
+            d.seen = first ? judged : d.seen && judged;
+          }
         } else {
           d.seen = silent;  // the log says nothing of a healthy card
           if (silent) d.healthy = true;

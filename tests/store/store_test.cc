@@ -673,6 +673,40 @@ TEST(DeviceRegistryTest, DeviceViewsFollowTheOneRuleOfEverySource) {
 // view again is seen (it keeps the source fresh) without the join being
 // made again (the pci families lent to the page stay the very ones); a view
 // that differs in anything is joined at once.
+// Two devices of one source may name one card (two minors of a sysfs tree
+// linked to one function, a daemon listing two minors at one address): the
+// card's view from that source holds both's faults, in either order, and is
+// seen only if both are. The later one used to hide the earlier's fault.
+TEST(DeviceRegistryTest, TwoDevicesOfOneSourceThatNameOneCardBothCount) {
+  for (bool fault_first : {true, false}) {
+    DeviceRegistry reg;
+    DeviceViews views;
+    DeviceView a, b;
+    a.bus_id = b.bus_id = "0000:3b:00.0";
+    a.minor = 0;
+    b.minor = 1;
+    a.healthy = b.healthy = true;
+    a.faults = {Fault("0x80E18400", 6, "isolate_card")};
+    views.devices = fault_first ? std::vector<DeviceView>{a, b} : std::vector<DeviceView>{b, a};
+    reg.SetDeviceViews("sysfs", views);
+    std::vector<SourceView::Device> seen;
+    for (const SourceView& v : reg.SourceViews())
+      if (v.source == "sysfs") seen = v.devices;
+    ASSERT_EQ(seen.size(), 1u) << fault_first;
+    ASSERT_EQ(seen[0].faults.size(), 1u) << "fault first: " << fault_first;
+    EXPECT_EQ(seen[0].faults[0].code, "0x80E18400");
+    EXPECT_TRUE(seen[0].seen);
+    // One of the two not read this sample: the card is not seen.
+    views.devices[1].seen = false;
+    reg.SetDeviceViews("sysfs", views);
+    for (const SourceView& v : reg.SourceViews())
+      if (v.source == "sysfs") seen = v.devices;
+    ASSERT_EQ(seen.size(), 1u);
+    EXPECT_FALSE(seen[0].seen) << fault_first;
+    EXPECT_EQ(seen[0].faults.size(), 1u) << fault_first;
+  }
+}
+
 TEST(DeviceRegistryTest, TheSameViewAgainKeepsTheJoinAndStillCountsAsSeen) {
   DeviceRegistry r;
   auto now = std::chrono::steady_clock::now();
