@@ -254,6 +254,49 @@ std::string PciScanner::DeviceDir::LinkName(const char* name, bool* failed) cons
   return std::string(slash == std::string_view::npos ? target : target.substr(slash + 1));
 }
 
+// A known card's class is read, as it tells that the function is still
+// there; its vendor and physfn are not. A class changed in place (no kernel
+// does this; a tree a test writes may) is judged anew. A class that cannot
+// be read is the card gone only with its directory: one that is there and
+// answers an error (or garbage) is a card not read this scan (`*unread`),
+// not a card lost.
+PciScanner::Known PciScanner::ReadKnownClass(const DeviceDir& device,
+                                             const PciScanCache::Card& known,
+                                             std::optional<uint32_t>* class_code,
+                                             bool* unread) const {
+  std::string text;
+  Status read = device.Read("class", &text);
+  if (!read.ok() &&
+      (read.code() == Status::Code::kNotFound || ::access(device.path.c_str(), F_OK) != 0))
+    return Known::kGone;
+  if (read.ok()) *class_code = ParseHex(text);
+  if (!*class_code) {
+    *unread = true;
+    *class_code = known.class_code;
+  }
+  return *class_code == known.class_code ? Known::kSame : Known::kChanged;
+}
+
+// A function not known to be a card is judged without holding its files (a
+// NIC or a bridge is not watched, nor held, nor counted against the bound):
+// the files of a card are held from its reads on. Whether it is a card;
+// `*judged`: its class and vendor were read.
+bool PciScanner::JudgeFunction(const DeviceDir& device, std::optional<uint32_t>* class_code,
+                               std::optional<uint32_t>* vendor, bool* judged) const {
+  DeviceDir judge = device;
+  if (judge.held != nullptr && !judge.held->Holding(device.path)) judge.held = nullptr;
+  if (judge.held == nullptr && judge.fd < 0)
+    judge.fd = ::open(device.path.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+  std::string text;
+  if (judge.Read("class", &text).ok()) *class_code = ParseHex(text);
+  if (*class_code && judge.Read("vendor", &text).ok()) *vendor = ParseHex(text);
+  // An SR-IOV virtual function is part of its physical card, not a card.
+  *judged = class_code->has_value() && vendor->has_value();
+  const bool card = *judged && filter_.Matches(**class_code, **vendor) && !judge.Exists("physfn");
+  if (judge.fd >= 0 && judge.fd != device.fd) ::close(judge.fd);
+  return card;
+}
+
 Status PciScanner::Scan(std::vector<PciDevice>* out, PciScanDepth depth,
                         PciScanCache* cache) const {
   out->clear();
@@ -297,46 +340,20 @@ Status PciScanner::Scan(std::vector<PciDevice>* out, PciScanDepth depth,
     std::optional<uint32_t> class_code, vendor;
     bool unread = false;
     if (known != nullptr) {
-      // A known card's class is read, as it tells that the function is
-      // still there; its vendor and physfn are not. A class changed in
-      // place (no kernel does this; a tree a test writes may) is judged
-      // anew. A class that cannot be read is the card gone only with its
-      // directory: one that is there and answers an error (or garbage) is a
-      // card not read this scan, not a card lost.
-      std::string text;
-      Status read = device.Read("class", &text);
-      if (!read.ok() &&
-          (read.code() == Status::Code::kNotFound || ::access(device.path.c_str(), F_OK) != 0)) {
+      const Known k = ReadKnownClass(device, *known, &class_code, &unread);
+      if (k == Known::kGone) {
         if (device.fd >= 0) ::close(device.fd);
         continue;  // gone since listed
       }
-      if (read.ok()) class_code = ParseHex(text);
-      if (!class_code) {
-        unread = true;
-        class_code = known->class_code;
-      }
-      if (class_code == known->class_code) {
+      if (k == Known::kSame) {
         vendor = known->vendor;
       } else {
         known = nullptr;
       }
     }
     if (known == nullptr) {
-      // A function not known to be a card is judged without holding its
-      // files (a NIC or a bridge is not watched, nor held, nor counted
-      // against the bound): the files of a card are held from its reads on.
-      DeviceDir judge = device;
-      if (held != nullptr && !held->Holding(device.path)) judge.held = nullptr;
-      if (judge.held == nullptr && judge.fd < 0)
-        judge.fd = ::open(device.path.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
-      std::string text;
-      if (judge.Read("class", &text).ok()) class_code = ParseHex(text);
-      if (class_code && judge.Read("vendor", &text).ok()) vendor = ParseHex(text);
-      // An SR-IOV virtual function is part of its physical card, not a card.
-      const bool judged = class_code && vendor;
-      const bool card = judged && filter_.Matches(*class_code, *vendor) && !judge.Exists("physfn");
-      if (judge.fd >= 0 && judge.fd != device.fd) ::close(judge.fd);
-      if (!card) {
+      bool judged = false;
+      if (!JudgeFunction(device, &class_code, &vendor, &judged)) {
         if (device.fd >= 0) ::close(device.fd);
         if (judged && cache != nullptr) not_cards.emplace(device.path, inode);
         continue;

@@ -159,6 +159,11 @@ class PciScanner {
   };
 
  private:
+  enum class Known { kSame, kChanged, kGone };
+  Known ReadKnownClass(const DeviceDir& device, const PciScanCache::Card& known,
+                       std::optional<uint32_t>* class_code, bool* unread) const;
+  bool JudgeFunction(const DeviceDir& device, std::optional<uint32_t>* class_code,
+                     std::optional<uint32_t>* vendor, bool* judged) const;
   void ReadDevice(const DeviceDir& dir, PciScanDepth depth, PciDevice* d) const;
   void ReadPort(const std::string& dir, PciDevice* d) const;
   const std::string root_;
