@@ -89,6 +89,25 @@ std::optional<bool> WorseHealth(std::optional<bool> a, std::optional<bool> b) {
   return true;
 }
 
+// What a source's devices that name one card say of it into `d`: what it
+// read of the card's health this sample (a health bit read while its faults
+// could not be) and its faults; seen: read this sample, and judged (health
+// read, or a card-level fault that judges it). Of several devices (two
+// minors linked to one function, a daemon listing two minors at one
+// address), every fault, the worse health, seen if all are.
+void JoinListed(const std::vector<const DeviceView*>& listed, SourceView::Device* d) {
+  for (const DeviceView* dv : listed) {
+    for (const ActiveFault& f : dv->faults)
+      if (std::none_of(d->faults.begin(), d->faults.end(),
+                       [&](const ActiveFault& g) { return g.code == f.code; }))
+        d->faults.push_back(f);
+    const bool first = dv == listed.front();
+    d->healthy = first ? dv->healthy : WorseHealth(d->healthy, dv->healthy);
+    const bool judged = dv->seen && HealthWithFaults(dv->healthy, dv->faults).has_value();
+    d->seen = first ? judged : d->seen && judged;
+  }
+}
+
 // Whether a source's view `v` answers for card `d` it does not list; `kin`:
 // the vendors of the cards it lists.
 bool Covers(const DeviceViews& v, const InventoryDevice& d, const std::set<std::string>& kin) {
@@ -368,20 +387,7 @@ std::vector<SourceView> DeviceRegistry::SourceViews() const {
         if (l == listed.end() && !Covers(*s->views, card, kin)) continue;
         SourceView::Device d{card.key, card.minor, card.bus_id, {}, true, {}};
         if (l != listed.end()) {
-          // What it read of the card's health this sample (a health bit read
-          // while its faults could not be); seen: read this sample, and
-          // judged (health read, or a card-level fault that judges it). Of
-          // several devices, every fault, the worst health, seen if all are.
-          for (const DeviceView* dv : l->second) {
-            for (const ActiveFault& f : dv->faults)
-              if (std::none_of(d.faults.begin(), d.faults.end(),
-                               [&](const ActiveFault& g) { return g.code == f.code; }))
-                d.faults.push_back(f);
-            const bool first = dv == l->second.front();
-            d.healthy = first ? dv->healthy : WorseHealth(d.healthy, dv->healthy);
-            const bool judged = dv->seen && HealthWithFaults(dv->healthy, dv->faults).has_value();
-            d.seen = first ? judged : d.seen && judged;
-          }
+          JoinListed(l->second, &d);
         } else {
           d.seen = silent;  // the log says nothing of a healthy card
           if (silent) d.healthy = true;
