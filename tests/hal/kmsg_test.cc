@@ -667,7 +667,7 @@ TEST_F(KmsgSamplerTest, KernelLinesWithUserChosenTextRaiseNothing) {
                     "DST=10.0.0.2 LEN=60 TOS=0x00 PREC=0x00 TTL=64 ID=1 DF PROTO=TCP SPT=1234 "
                     "DPT=80 WINDOW=64240 RES=0x00 SYN URGP=0");
     lines.push_back(shaped +
-                    ",IN=br0 OUT=br0 PHYSIN=veth1 PHYSOUT=veth2 SRC=10.0.0.1 DST=10.0.0.2");
+                    ",IN=br0 OUT=br0 PHYSIN=veth1 PHYSOUT=veth2 SRC=10.0.0.1 DST=10.0.0.2 LEN=60");
     lines.push_back(shaped + "IN= OUT=lo ARP HTYPE=1 PTYPE=0x0800 OPCODE=1");
   }
   // Each forged line holds a driver's whole line: a pattern that searched
@@ -695,6 +695,18 @@ TEST_F(KmsgSamplerTest, KernelLinesWithUserChosenTextRaiseNothing) {
   Record(reset, ++t);
   EXPECT_EQ(Codes(0), std::vector<std::string>{"0x10DE004F"});
   EXPECT_EQ(Codes(1), std::vector<std::string>{"0x10020004"});
+  // A process that names itself like a packet log's fields (15 bytes, the
+  // most a name holds) does not hide the driver's record that names it.
+  const double counted = Metric("xpu_kmsg_fault_records_total", {{"pattern", "nvidia_xid"}});
+  int n = 0;
+  for (const char* name : {"IN= OUT=", "IN= OUT= MAC=", "IN= OUT= HTYPE="}) {
+    Record("NVRM: Xid (PCI:0000:3b:00): 13, pid=7, name=" + std::string(name) +
+               ", Graphics SM Warp Exception on (GPC 0, TPC 1, SM 0): Out Of Range Address",
+           ++t);
+    EXPECT_EQ(Codes(0), (std::vector<std::string>{"0x10DE000D", "0x10DE004F"})) << name;
+    EXPECT_EQ(Metric("xpu_kmsg_fault_records_total", {{"pattern", "nvidia_xid"}}), counted + ++n)
+        << name;
+  }
 }
 
 // effect: reset clears the event-like codes of its device, not its states.

@@ -130,7 +130,17 @@ std::string NormalizePciAddress(std::string_view text) {
 bool IsPacketLog(std::string_view text) {
   for (size_t at = text.find("IN="); at != std::string_view::npos; at = text.find("IN=", at + 3)) {
     const size_t end = text.find(' ', at + 3);  // the interface's name, maybe empty
-    if (end != std::string_view::npos && text.substr(end, 5) == " OUT=") return true;
+    if (end == std::string_view::npos || text.substr(end, 5) != " OUT=") continue;
+    // And the packet's own fields after them (an IP packet's addresses and
+    // length, an ARP header, ebtables' MAC line): more than the 15 bytes of
+    // a process name, which a driver's line may carry ("name=IN= OUT=").
+    const std::string_view rest = text.substr(end);
+    const auto has = [&](std::string_view field) {
+      return rest.find(field) != std::string_view::npos;
+    };
+    if ((has(" SRC=") && has(" DST=") && has(" LEN=")) || (has(" HTYPE=") && has(" OPCODE=")) ||
+        has(" MAC source = "))
+      return true;
   }
   return false;
 }

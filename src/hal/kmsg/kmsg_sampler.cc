@@ -257,12 +257,13 @@ Status OpenKmsgFile(const std::string& path, std::unique_ptr<KmsgSource>* out) {
 bool KmsgReadable(const std::string& path) {
   const int fd = open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) return false;
-  // Not a record file: it must not read end of file (DevKmsg::Next). A
-  // one-byte read of /dev/kmsg answers EINVAL (a record is longer), of a
-  // ring with nothing new EAGAIN; this descriptor's position is its own.
+  // A device must not read end of file (DevKmsg::Next). A one-byte read of
+  // /dev/kmsg answers EINVAL (a record is longer), of a ring with nothing
+  // new EAGAIN; this descriptor's position is its own. A FIFO is not read
+  // here: what it holds is its reader's.
   struct stat st {};
   bool readable = true;
-  if (fstat(fd, &st) == 0 && !S_ISREG(st.st_mode)) {
+  if (fstat(fd, &st) == 0 && S_ISCHR(st.st_mode)) {
     char c = 0;
     readable = read(fd, &c, 1) != 0;
   }
@@ -322,8 +323,8 @@ KmsgSampler::KmsgSampler(Options options, std::shared_ptr<const KmsgCatalog> cat
                 .Name("xpu_kmsg_lost_records_total")
                 .Help("Kernel log records never read (numbers skipped on /dev/kmsg): the ring "
                       "overwrote them first, before the exporter started included. For the "
-                      "event window after the last of them, the log's silence says no card is "
-                      "healthy.")
+                      "event window after the last of them, the log's silence vouches for no "
+                      "card (each card Unknown).")
                 .Register(*self_metrics)
                 .Add({})),
       state_errors_(
@@ -472,6 +473,7 @@ void KmsgSampler::HandleRecord(std::string_view raw) {
   const uint64_t now = now_us_();
   if (r.timestamp_us > now + now / 64 + 10000000) {
     other_boot_.Increment();
+    if (one_boot_) next_sequence_ = std::max(next_sequence_.value_or(0), r.sequence + 1);
     return;
   }
   switch (one_boot_ ? memory_.NoteOfOneBoot(r.sequence, r.timestamp_us, r.text)
@@ -492,7 +494,7 @@ void KmsgSampler::HandleRecord(std::string_view raw) {
   // Within that drift: taken as written now, so it cannot stay active for
   // longer than its window.
   r.timestamp_us = std::min(r.timestamp_us, now);
-  if (one_boot_) NoteGap(r.sequence, r.timestamp_us);
+  if (one_boot_) NoteGap(r.sequence, r.timestamp_us);     // before any return below
   if (r.facility != 0 && !options_.user_records) return;  // not the kernel's own
   if (IsPacketLog(r.text)) return;  // the kernel's, with a prefix anyone chose
   std::string dict_device;
