@@ -34,6 +34,11 @@ Status ReadFromStart(int fd, const Path& path, std::string* out) {
     if (n < 0) {
       const int err = errno;
       if (err == EINTR) continue;
+      // A PCI attribute whose device does not answer its config space (a
+      // disconnected device: the link files' show fails with EINVAL).
+      if (err == EINVAL)
+        return Status::Unavailable(path() + ": " + ErrnoText(err) +
+                                   " (the device does not answer)");
       return Status::IoError(path() + ": " + ErrnoText(err));
     }
     out->append(buf, static_cast<size_t>(n));

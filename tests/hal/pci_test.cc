@@ -773,51 +773,75 @@ TEST_F(PciTreeTest, DerivedFaultsReachTheHalViewAndMakeTheDeviceUnhealthy) {
 // raises none it did not have (link down, device lost), and is not seen
 // (Unknown) until it reads again. The fatal AER fault is raised once.
 TEST_F(PciTreeTest, AFactThatCannotBeReadKeepsTheLastFaultsAndIsNotSeen) {
-  store::DeviceRegistry reg;
-  const std::string d = Gpu("0000:10:00.0");
-  Write(d + "/aer_dev_fatal", "DLP 1\nTOTAL_ERR_FATAL 1\n");
-  store::DeviceInfo xdm;
-  xdm.minor = 0;
-  xdm.uuid = "GPU-0";
-  xdm.bus_id = "0000:10:00.0";
-  reg.SetXdmDevices({xdm});
-  prometheus::Registry self;
-  PciSampler sampler(PciScanner(dir_.path(), PciFilter()), FaultCatalog::Builtin(),
-                     std::chrono::milliseconds(1000), kGaugeInterval, &reg, &self);
-  auto codes = [&] {
-    std::vector<std::string> out;
-    const auto view = xpu::testing::ViewOf(reg, "pci");
-    for (const auto& f : view.at(0).faults) out.push_back(f.code);
-    return out;
-  };
-  auto seen = [&] { return xpu::testing::ViewOf(reg, "pci").at(0).seen; };
-  auto raises = [&] {
-    double n = 0;
-    for (const auto& f : self.Collect())
-      if (f.name == "xpu_device_fault_events_total")
-        for (const auto& m : f.metric) n += m.counter.value;
-    return n;
-  };
-  const std::vector<std::string> fatal{kFaultAerFatal};
-  ASSERT_TRUE(sampler.SampleOnce());
-  ASSERT_EQ(codes(), fatal);
-  EXPECT_TRUE(seen());
-  // Each file unreadable in turn (a directory in its place), then back.
-  for (const char* file : {"aer_dev_fatal", "current_link_speed", "class"}) {
-    const std::string path = d + "/" + file;
-    const std::string kept = path + ".kept";
-    fs::rename(path, kept);
-    fs::create_directory(path);
-    ASSERT_TRUE(sampler.SampleOnce()) << file;
-    EXPECT_EQ(codes(), fatal) << file << " unreadable";
-    EXPECT_FALSE(seen()) << file << " unreadable";
-    fs::remove(path);
-    fs::rename(kept, path);
-    ASSERT_TRUE(sampler.SampleOnce()) << file;
-    EXPECT_EQ(codes(), fatal) << file << " read again";
-    EXPECT_TRUE(seen()) << file << " read again";
+  // Between whole scans (the fast scan trusts its judgment of a known card)
+  // and at every scan whole (each function judged again).
+  for (const auto gauge : {kGaugeInterval, std::chrono::milliseconds(1000)}) {
+    SCOPED_TRACE(gauge == kGaugeInterval ? "fast scans" : "whole scans");
+    // A card of its own each round (the last round's stays on the bus).
+    const std::string bus = gauge == kGaugeInterval ? "0000:10:00.0" : "0000:11:00.0";
+    store::DeviceRegistry reg;
+    const std::string d = Gpu(bus);
+    Write(d + "/aer_dev_fatal", "DLP 1\nTOTAL_ERR_FATAL 1\n");
+    store::DeviceInfo xdm;
+    xdm.minor = 0;
+    xdm.uuid = "GPU-0";
+    xdm.bus_id = bus;
+    reg.SetXdmDevices({xdm});
+    prometheus::Registry self;
+    PciSampler sampler(PciScanner(dir_.path(), PciFilter()), FaultCatalog::Builtin(),
+                       std::chrono::milliseconds(1000), gauge, &reg, &self);
+    auto card = [&] {
+      for (const auto& v : xpu::testing::ViewOf(reg, "pci"))
+        if (v.bus_id == bus) return v;
+      ADD_FAILURE() << bus << " not in the view";
+      return store::DeviceView();
+    };
+    auto codes = [&] {
+      std::vector<std::string> out;
+      for (const auto& f : card().faults) out.push_back(f.code);
+      return out;
+    };
+    auto seen = [&] { return card().seen; };
+    auto raises = [&] {
+      double n = 0;
+      for (const auto& f : self.Collect())
+        if (f.name == "xpu_device_fault_events_total")
+          for (const auto& m : f.metric)
+            for (const auto& l : m.label)
+              if (l.name == "bus_id" && l.value == bus) n += m.counter.value;
+      return n;
+    };
+    const std::vector<std::string> fatal{kFaultAerFatal};
+    ASSERT_TRUE(sampler.SampleOnce());
+    ASSERT_EQ(codes(), fatal);
+    EXPECT_TRUE(seen());
+    // Each file unreadable in turn (a directory in its place: EISDIR, or
+    // EINVAL for the driver link), then back.
+    for (const char* file : {"aer_dev_fatal", "current_link_speed", "current_link_width", "class",
+                             "vendor", "device", "power_state", "driver"}) {
+      const std::string path = d + "/" + file;
+      const std::string kept = path + ".kept";
+      fs::rename(path, kept);
+      fs::create_directory(path);
+      ASSERT_TRUE(sampler.SampleOnce()) << file;
+      EXPECT_EQ(codes(), fatal) << file << " unreadable";
+      // The vendor is read by a whole scan only.
+      if (std::string(file) != "vendor" || gauge != kGaugeInterval)
+        EXPECT_FALSE(seen()) << file << " unreadable";
+      fs::remove(path);
+      fs::rename(kept, path);
+      ASSERT_TRUE(sampler.SampleOnce()) << file;
+      EXPECT_EQ(codes(), fatal) << file << " read again";
+      EXPECT_TRUE(seen()) << file << " read again";
+    }
+    EXPECT_EQ(raises(), 1) << "a fault cleared by a failed read was raised again";
+    // A device that does not answer its config space reads its link width
+    // as all ones (63): its link is down, which is seen, not a failed read.
+    Write(d + "/current_link_width", "63\n");
+    ASSERT_TRUE(sampler.SampleOnce());
+    EXPECT_EQ(codes(), (std::vector<std::string>{kFaultLinkDown, kFaultAerFatal}));
+    EXPECT_TRUE(seen());
   }
-  EXPECT_EQ(raises(), 1) << "a fault cleared by a failed read was raised again";
 }
 
 // The bus is the inventory: a card the daemon names at an address the bus

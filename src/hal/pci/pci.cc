@@ -319,15 +319,20 @@ Status PciScanner::Scan(std::vector<PciDevice>* out, PciScanDepth depth,
     if (address.empty()) continue;
     if (cache != nullptr) listed.insert(address);
     DeviceDir device{dir + "/" + name, -1, held};
-    const PciScanCache::Card* known = nullptr;  // judged a card, the same entry
+    const PciScanCache::Card* cached = nullptr;  // judged a card, the same entry
+    if (cache != nullptr) {
+      auto c = cache->cards.find(device.path);
+      if (c != cache->cards.end() && c->second.inode == inode) cached = &c->second;
+    }
+    // A fast scan reads nothing of a function judged no card, and takes a
+    // known card's judgment; a whole scan judges every function again.
+    const PciScanCache::Card* known = depth == PciScanDepth::kFaults ? cached : nullptr;
     if (cache != nullptr && depth == PciScanDepth::kFaults) {
       auto it = cache->not_cards.find(device.path);
       if (it != cache->not_cards.end() && it->second == inode) {
         not_cards.insert(*it);
         continue;
       }
-      auto c = cache->cards.find(device.path);
-      if (c != cache->cards.end() && c->second.inode == inode) known = &c->second;
     }
     if (held != nullptr) {
       held->Seen(device.path, inode);
@@ -353,7 +358,15 @@ Status PciScanner::Scan(std::vector<PciDevice>* out, PciScanDepth depth,
     }
     if (known == nullptr) {
       bool judged = false;
-      if (!JudgeFunction(device, &class_code, &vendor, &judged)) {
+      if (JudgeFunction(device, &class_code, &vendor, &judged)) {
+        // judged a card
+      } else if (!judged && cached != nullptr && ::access(device.path.c_str(), F_OK) == 0) {
+        // A card whose class or vendor cannot be read now (its directory
+        // still there): the card it was, not read this scan, not lost.
+        class_code = cached->class_code;
+        vendor = cached->vendor;
+        unread = true;
+      } else {
         if (device.fd >= 0) ::close(device.fd);
         if (judged && cache != nullptr) not_cards.emplace(device.path, inode);
         continue;
@@ -416,10 +429,17 @@ void PciScanner::ReadDevice(const DeviceDir& device, PciScanDepth depth, PciDevi
   // noted, one that is absent is simply not there on this kernel or device.
   // A fact read every scan (`fast`) that is there and cannot be read makes
   // the scan's view of the card not its state (PciDevice::unread).
+  // The current link's files answer EINVAL (Unavailable) when the device
+  // does not answer its config space: that is the link's state (down), not
+  // a read that failed (`*no_answer`).
   std::string text;
-  auto read = [&](const char* file, auto parse, bool fast) {
+  auto read = [&](const char* file, auto parse, bool fast, bool* no_answer = nullptr) {
     Status s = device.Read(file, &text);
     if (s.code() == Status::Code::kNotFound) return decltype(parse(std::string_view()))();
+    if (no_answer != nullptr && s.code() == Status::Code::kUnavailable) {
+      *no_answer = true;
+      return decltype(parse(std::string_view()))();
+    }
     if (!s.ok()) {
       d->errors.push_back(s.message());
       d->unread = d->unread || fast;
@@ -447,8 +467,16 @@ void PciScanner::ReadDevice(const DeviceDir& device, PciScanDepth depth, PciDevi
     if (!v) return std::nullopt;
     return v;
   };
-  if (auto v = read("current_link_speed", speed, true)) d->current_link_speed = *v;
-  d->current_link_width = read("current_link_width", ParseLinkWidth, true);
+  // A device that does not answer reads its link status as all ones: the
+  // width field's 63 (no link is wider than 32), the speed "Unknown".
+  const auto width = [](std::string_view t) -> std::optional<int> {
+    if (Line(t) == "63") return 0;
+    return ParseLinkWidth(t);
+  };
+  bool no_answer = false;
+  if (auto v = read("current_link_speed", speed, true, &no_answer)) d->current_link_speed = *v;
+  d->current_link_width = read("current_link_width", width, true, &no_answer);
+  if (no_answer) d->current_link_width = 0;  // down
   if (whole) {
     if (auto v = read("max_link_speed", speed, false)) d->max_link_speed = *v;
     d->max_link_width = read("max_link_width", ParseLinkWidth, false);
