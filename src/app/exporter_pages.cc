@@ -319,8 +319,17 @@ StatusReport Exporter::Report() {
     for (store::DeviceView& v : views) {
       DeviceReport& d = rows.Of(v.bus_id, v.minor, v.uuid);
       // As the health series says it: card-level faults make it unhealthy.
-      d.sources[source] = {store::HealthWithFaults(v.seen ? v.healthy : std::nullopt, v.faults),
-                           std::move(v.faults)};
+      // Two devices of one source that name one card: every fault, the
+      // worse health (as the Node condition reads them).
+      const std::optional<bool> health =
+          store::HealthWithFaults(v.seen ? v.healthy : std::nullopt, v.faults);
+      auto [it, first] = d.sources.try_emplace(source);
+      DeviceReport::SourceHealth& h = it->second;
+      h.healthy = first ? health : store::WorseHealth(h.healthy, health);
+      for (store::ActiveFault& f : v.faults)
+        if (std::none_of(h.faults.begin(), h.faults.end(),
+                         [&](const store::ActiveFault& g) { return g.code == f.code; }))
+          h.faults.push_back(std::move(f));
     }
   }
   r.devices = std::move(rows).Sorted();

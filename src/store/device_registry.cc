@@ -81,14 +81,6 @@ class InventoryBuilder {
   std::map<std::string, size_t> by_uuid_;
 };
 
-// The worse of two readings of one card's health: unhealthy over unknown
-// over healthy.
-std::optional<bool> WorseHealth(std::optional<bool> a, std::optional<bool> b) {
-  if (a == false || b == false) return false;
-  if (!a || !b) return std::nullopt;
-  return true;
-}
-
 // What a source's devices that name one card say of it into `d`: what it
 // read of the card's health this sample (a health bit read while its faults
 // could not be) and its faults; seen: read this sample, and judged (health

@@ -37,6 +37,14 @@ int WorstLevel(const std::vector<ActiveFault>& faults);
 std::optional<bool> HealthWithFaults(std::optional<bool> judged,
                                      const std::vector<ActiveFault>& faults);
 
+// The worse of two readings of one card's health: unhealthy over unknown
+// over healthy (two devices of one source that name one card).
+inline std::optional<bool> WorseHealth(std::optional<bool> a, std::optional<bool> b) {
+  if (a == false || b == false) return false;
+  if (!a || !b) return std::nullopt;
+  return true;
+}
+
 // Whether a health source can see now (docs/hal.md, "The health model").
 enum class Sight {
   kSeeing,  // its last try read the hardware, and its view is fresh

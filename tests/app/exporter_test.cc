@@ -216,6 +216,51 @@ TEST_F(ExporterTest, StatusShowsNoHealthFromADaemonThatIsGone) {
 namespace xpu::app {
 namespace {
 
+// Two minors of a sysfs tree linked to one PCI function are one card: /status
+// shows the faults of both on it, whichever the tree lists last, as the Node
+// condition reads them (the later used to hide the earlier's fault).
+TEST(ExporterStatusTest, TwoDevicesOfOneSourceOnOneCardShowBothFaults) {
+  xpu::testing::TempDir dir;
+  for (int minor : {0, 1}) {
+    const std::string d = dir.File("hal/xpu" + std::to_string(minor));
+    std::filesystem::create_directories(d);
+    std::ofstream(d + "/uuid") << "UUID-" << minor << "\n";
+    std::ofstream(d + "/health") << "1\n";
+    std::ofstream(d + "/fault_codes") << (minor == 0 ? "0x80E18400\n" : "");
+    std::filesystem::create_directory_symlink("/sys/devices/pci0000:00/0000:3b:00.0",
+                                              d + "/device");
+  }
+  Config cfg;
+  const std::string root = dir.File("hal"), none = "unix://" + dir.File("none.sock");
+  const char* argv[] = {"xpu-exporter",
+                        "--web.listen-address=127.0.0.1:0",
+                        "--xdm.endpoint",
+                        none.c_str(),
+                        "--controller.endpoint=",
+                        "--kubelet.pod-resources-socket=",
+                        "--hal=sysfs",
+                        "--hal.root",
+                        root.c_str(),
+                        "--hal.interval=100ms",
+                        nullptr};
+  ASSERT_EQ(ParseFlags(10, const_cast<char**>(argv), &cfg), std::nullopt);
+  Exporter exporter(cfg);
+  ASSERT_TRUE(exporter.Start().ok());
+  const std::string base = "http://127.0.0.1:" + std::to_string(exporter.ports().at(0));
+  nlohmann::json card;
+  EXPECT_TRUE(WaitFor([&] {
+    auto j = nlohmann::json::parse(HttpGet(base + "/status").body, nullptr, false);
+    if (!j.is_object()) return false;
+    for (const auto& d : j["devices"])
+      if (d["busId"] == "0000:3b:00.0" && d["health"].contains("sysfs")) card = d;
+    return card.is_object();
+  }));
+  ASSERT_EQ(card["faults"].size(), 1u) << card.dump();
+  EXPECT_EQ(card["faults"][0]["code"], "0x80E18400");
+  EXPECT_EQ(card["health"]["sysfs"], false) << card.dump();
+  exporter.Stop();
+}
+
 // --hal=pci over a PCI tree in the kernel's layout: the device at xdm-sim's
 // bus_id for minor 0 is exported with minor and uuid joined from XDM.
 TEST(ExporterPciTest, PciBackendJoinsXdmDevicesByBusId) {
