@@ -669,10 +669,6 @@ TEST(DeviceRegistryTest, DeviceViewsFollowTheOneRuleOfEverySource) {
   EXPECT_TRUE(r.SourceViews().empty());
 }
 
-// A source publishes each interval, mostly what it published last: the same
-// view again is seen (it keeps the source fresh) without the join being
-// made again (the pci families lent to the page stay the very ones); a view
-// that differs in anything is joined at once.
 // Two devices of one source may name one card (two minors of a sysfs tree
 // linked to one function, a daemon listing two minors at one address): the
 // card's view from that source holds both's faults, in either order, and is
@@ -707,6 +703,10 @@ TEST(DeviceRegistryTest, TwoDevicesOfOneSourceThatNameOneCardBothCount) {
   }
 }
 
+// A source publishes each interval, mostly what it published last: the same
+// view again is seen (it keeps the source fresh) without the join being
+// made again (the pci families lent to the page stay the very ones); a view
+// that differs in anything is joined at once.
 TEST(DeviceRegistryTest, TheSameViewAgainKeepsTheJoinAndStillCountsAsSeen) {
   DeviceRegistry r;
   auto now = std::chrono::steady_clock::now();
