@@ -218,6 +218,22 @@ class Rows {
   std::deque<DeviceReport> rows_;  // references stay valid as rows are added
 };
 
+// One source's view of a card into its row, as the health series says it
+// (card-level faults make it unhealthy). Two devices of one source that
+// name one card: every fault, the worse health (as the Node condition reads
+// them).
+void AddSourceView(const std::string& source, store::DeviceView v, DeviceReport* d) {
+  const std::optional<bool> health =
+      store::HealthWithFaults(v.seen ? v.healthy : std::nullopt, v.faults);
+  auto [it, first] = d->sources.try_emplace(source);
+  DeviceReport::SourceHealth& h = it->second;
+  h.healthy = first ? health : store::WorseHealth(h.healthy, health);
+  for (store::ActiveFault& f : v.faults)
+    if (std::none_of(h.faults.begin(), h.faults.end(),
+                     [&](const store::ActiveFault& g) { return g.code == f.code; }))
+      h.faults.push_back(std::move(f));
+}
+
 }  // namespace
 
 std::string Exporter::HalBackendsLocked() const {
@@ -318,18 +334,7 @@ StatusReport Exporter::Report() {
   for (auto& [source, views] : devices_.SeenDeviceViews()) {
     for (store::DeviceView& v : views) {
       DeviceReport& d = rows.Of(v.bus_id, v.minor, v.uuid);
-      // As the health series says it: card-level faults make it unhealthy.
-      // Two devices of one source that name one card: every fault, the
-      // worse health (as the Node condition reads them).
-      const std::optional<bool> health =
-          store::HealthWithFaults(v.seen ? v.healthy : std::nullopt, v.faults);
-      auto [it, first] = d.sources.try_emplace(source);
-      DeviceReport::SourceHealth& h = it->second;
-      h.healthy = first ? health : store::WorseHealth(h.healthy, health);
-      for (store::ActiveFault& f : v.faults)
-        if (std::none_of(h.faults.begin(), h.faults.end(),
-                         [&](const store::ActiveFault& g) { return g.code == f.code; }))
-          h.faults.push_back(std::move(f));
+      AddSourceView(source, std::move(v), &d);
     }
   }
   r.devices = std::move(rows).Sorted();

@@ -422,6 +422,42 @@ void PciScanner::ReadPort(const std::string& dir, PciDevice* d) const {
   if (d->port_max_link_speed || d->port_max_link_width) d->port = port;
 }
 
+// The AER counters: the fatal ones every scan, the others with a whole
+// scan. A fatal file that is there and cannot be read makes the card's scan
+// not its state (PciDevice::unread).
+void PciScanner::ReadAer(const DeviceDir& device, bool whole, PciDevice* d) const {
+  const std::string& dir = device.path;
+  std::string text;
+  for (const char* severity : {"correctable", "nonfatal", "fatal"}) {
+    if (!whole && std::strcmp(severity, "fatal") != 0) continue;
+    const std::string file = std::string("aer_dev_") + severity;
+    std::vector<std::pair<std::string, uint64_t>> counters;
+    Status s = device.Read(file.c_str(), &text);
+    if (s.code() == Status::Code::kNotFound) continue;
+    if (s.ok()) s = ParseAerFile(text, &counters);
+    if (!s.ok()) {
+      d->errors.push_back(s.code() == Status::Code::kInvalidArgument
+                              ? dir + "/" + file + ": " + s.message()
+                              : s.message());
+      d->unread = d->unread || std::strcmp(severity, "fatal") == 0;
+      continue;
+    }
+    // The named counters sum to the TOTAL_ line; exporting both would
+    // double every sum(). The total stands in only when nothing else does.
+    std::optional<uint64_t> total;
+    size_t named = 0;
+    for (const auto& [name, count] : counters) {
+      if (name.rfind("TOTAL_", 0) == 0) {
+        total = count;
+        continue;
+      }
+      d->aer.push_back({severity, name, count});
+      ++named;
+    }
+    if (named == 0 && total) d->aer.push_back({severity, "total", *total});
+  }
+}
+
 void PciScanner::ReadDevice(const DeviceDir& device, PciScanDepth depth, PciDevice* d) const {
   const bool whole = depth == PciScanDepth::kWhole;
   const std::string& dir = device.path;
@@ -494,34 +530,7 @@ void PciScanner::ReadDevice(const DeviceDir& device, PciScanDepth depth, PciDevi
           },
           true))
     d->power_state = *v;
-  for (const char* severity : {"correctable", "nonfatal", "fatal"}) {
-    if (!whole && std::strcmp(severity, "fatal") != 0) continue;
-    const std::string file = std::string("aer_dev_") + severity;
-    std::vector<std::pair<std::string, uint64_t>> counters;
-    Status s = device.Read(file.c_str(), &text);
-    if (s.code() == Status::Code::kNotFound) continue;
-    if (s.ok()) s = ParseAerFile(text, &counters);
-    if (!s.ok()) {
-      d->errors.push_back(s.code() == Status::Code::kInvalidArgument
-                              ? dir + "/" + file + ": " + s.message()
-                              : s.message());
-      d->unread = d->unread || std::strcmp(severity, "fatal") == 0;
-      continue;
-    }
-    // The named counters sum to the TOTAL_ line; exporting both would
-    // double every sum(). The total stands in only when nothing else does.
-    std::optional<uint64_t> total;
-    size_t named = 0;
-    for (const auto& [name, count] : counters) {
-      if (name.rfind("TOTAL_", 0) == 0) {
-        total = count;
-        continue;
-      }
-      d->aer.push_back({severity, name, count});
-      ++named;
-    }
-    if (named == 0 && total) d->aer.push_back({severity, "total", *total});
-  }
+  ReadAer(device, whole, d);
   bool driver_failed = false;
   d->driver = device.LinkName("driver", &driver_failed);
   d->unread = d->unread || driver_failed;

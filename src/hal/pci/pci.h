@@ -165,6 +165,7 @@ class PciScanner {
   bool JudgeFunction(const DeviceDir& device, std::optional<uint32_t>* class_code,
                      std::optional<uint32_t>* vendor, bool* judged) const;
   void ReadDevice(const DeviceDir& dir, PciScanDepth depth, PciDevice* d) const;
+  void ReadAer(const DeviceDir& device, bool whole, PciDevice* d) const;
   void ReadPort(const std::string& dir, PciDevice* d) const;
   const std::string root_;
   const PciFilter filter_;
