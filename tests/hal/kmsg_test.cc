@@ -338,6 +338,34 @@ TEST_F(KmsgSamplerTest, ADeviceThatReadsEndOfFileIsNoKernelLog) {
   }
 }
 
+// /dev/kmsg's kind of source for a test: a FIFO the sampler reads one record
+// at a time, each written once the one before was read (FIONREAD: nothing
+// left in it), so that one read takes one record, as on the ring.
+class FifoLog {
+ public:
+  FifoLog() {
+    EXPECT_EQ(mkfifo(path_.c_str(), 0600), 0);
+    writer_ = open(path_.c_str(), O_RDWR | O_NONBLOCK);  // keeps it open
+    EXPECT_GE(writer_, 0);
+  }
+  ~FifoLog() { close(writer_); }
+  FifoLog(const FifoLog&) = delete;
+  FifoLog& operator=(const FifoLog&) = delete;
+  const std::string& path() const { return path_; }
+  void Write(const std::string& record) {
+    ASSERT_TRUE(xpu::testing::WaitFor([&] {
+      int left = -1;
+      return ioctl(writer_, FIONREAD, &left) == 0 && left == 0;
+    }));
+    ASSERT_EQ(write(writer_, record.data(), record.size()), static_cast<ssize_t>(record.size()));
+  }
+
+ private:
+  xpu::testing::TempDir dir_;
+  const std::string path_ = dir_.File("kmsg");
+  int writer_ = -1;
+};
+
 // /dev/kmsg holds one boot: the kernel stamps a record before it numbers it,
 // so a printk preempted between the two (a vCPU stolen, a soft lockup) is
 // stamped seconds before the record numbered ahead of it. That is no new
@@ -345,25 +373,13 @@ TEST_F(KmsgSamplerTest, ADeviceThatReadsEndOfFileIsNoKernelLog) {
 // /dev/kmsg's kind of source (a FIFO: one record a read, as the records are
 // written one at a time).
 TEST_F(KmsgSamplerTest, ARecordStampedBeforeTheOneAheadOfItOnTheRingIsNoNewBoot) {
-  xpu::testing::TempDir dir;
-  const std::string fifo = dir.File("kmsg");
-  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
-  const int writer = open(fifo.c_str(), O_RDWR | O_NONBLOCK);
-  ASSERT_GE(writer, 0);
+  FifoLog log;
   KmsgSampler::Options o;
-  o.path = fifo;
+  o.path = log.path();
   o.interval = std::chrono::milliseconds(50);
   KmsgSampler s(o, KmsgCatalog::Builtin(), FaultCatalog::Builtin(), &registry_, &metrics_);
   s.Start();
-  // Each record written once the one before was read (FIONREAD: nothing
-  // left in the FIFO), so that one read takes one record, as on the ring.
-  auto write_record = [&](const std::string& r) {
-    ASSERT_TRUE(xpu::testing::WaitFor([&] {
-      int left = -1;
-      return ioctl(writer, FIONREAD, &left) == 0 && left == 0;
-    }));
-    ASSERT_EQ(write(writer, r.data(), r.size()), static_cast<ssize_t>(r.size()));
-  };
+  auto write_record = [&](const std::string& r) { log.Write(r); };
   auto codes = [&] {
     std::vector<std::string> out;
     for (const store::DeviceView& v : xpu::testing::ViewOf(registry_, "kmsg"))
@@ -381,7 +397,6 @@ TEST_F(KmsgSamplerTest, ARecordStampedBeforeTheOneAheadOfItOnTheRingIsNoNewBoot)
       xpu::testing::WaitFor([&] { return codes() != fell_off; }, std::chrono::milliseconds(500)))
       << "the Xid 79 was cleared: " << ::testing::PrintToString(codes());
   s.Stop();
-  close(writer);
 }
 
 // Records the ring overwrote before they were read are told by the numbers
@@ -391,27 +406,18 @@ TEST_F(KmsgSamplerTest, ARecordStampedBeforeTheOneAheadOfItOnTheRingIsNoNewBoot)
 // gap still shows. A reopen that reads the ring again from its oldest record
 // skips nothing. Before, the cards read healthy all along.
 TEST_F(KmsgSamplerTest, RecordsOverwrittenUnreadMakeTheLogsSilenceVouchForNoCard) {
-  xpu::testing::TempDir dir;
-  const std::string fifo = dir.File("kmsg");
-  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
-  const int writer = open(fifo.c_str(), O_RDWR | O_NONBLOCK);
-  ASSERT_GE(writer, 0);
+  FifoLog log;
   std::atomic<uint64_t> now{1'000'000'000};  // 1000 s since boot
   KmsgSampler::Options o;
-  o.path = fifo;
+  o.path = log.path();
   o.interval = std::chrono::milliseconds(50);
   KmsgSampler s(o, KmsgCatalog::Builtin(), FaultCatalog::Builtin(), &registry_, &metrics_,
                 &exemplars_, [&] { return now.load(); });
   s.Start();
   auto write_record = [&](uint64_t seq, uint64_t t_us, const std::string& text) {
-    ASSERT_TRUE(xpu::testing::WaitFor([&] {
-      int left = -1;
-      return ioctl(writer, FIONREAD, &left) == 0 && left == 0;
-    }));
-    const std::string r =
-        "6," + std::to_string(seq) + "," + std::to_string(t_us) + ",-;" + text + "\n";
-    ASSERT_EQ(write(writer, r.data(), r.size()), static_cast<ssize_t>(r.size()));
+    log.Write("6," + std::to_string(seq) + "," + std::to_string(t_us) + ",-;" + text + "\n");
   };
+
   // Each inventory card as the kmsg source shows it: seen, and its codes.
   auto cards = [&] {
     std::map<int32_t, std::pair<bool, size_t>> out;
@@ -441,7 +447,6 @@ TEST_F(KmsgSamplerTest, RecordsOverwrittenUnreadMakeTheLogsSilenceVouchForNoCard
   })) << ::testing::PrintToString(cards());
   EXPECT_EQ(Metric("xpu_kmsg_lost_records_total"), 5);
   s.Stop();
-  close(writer);
 }
 
 // An idle log is waited on up to the next publish (a wake-up or two a
