@@ -674,6 +674,16 @@ TEST_F(KmsgSamplerTest, KernelLinesWithUserChosenTextRaiseNothing) {
     lines.push_back(shaped +
                     ",IN=br0 OUT=br0 PHYSIN=veth1 PHYSOUT=veth2 SRC=10.0.0.1 DST=10.0.0.2 LEN=60");
     lines.push_back(shaped + "IN= OUT=lo ARP HTYPE=1 PTYPE=0x0800 OPCODE=1");
+    lines.push_back(shaped +
+                    " IN=eth0 OUT= SRC=fe80:0000:0000:0000:0000:0000:0000:0001 "
+                    "DST=ff02:0000:0000:0000:0000:0000:0000:0001 LEN=72 TC=0 HOPLIMIT=1");
+    lines.push_back(shaped + " IN=br0 OUT= MAC=01:80:c2:00:00:0e:52:54:00:12:34:56:88:cc");  // LLDP
+    lines.push_back(shaped +
+                    " IN=br0 OUT= MACSRC=52:54:00:12:34:56 MACDST=01:80:c2:00:00:03 "
+                    "MACPROTO=888e");
+    lines.push_back(shaped +
+                    "IN=eth0 OUT= MAC source = 52:54:00:12:34:56 MAC dest = "
+                    "01:80:c2:00:00:0e proto = 0x88cc");
   }
   // Each forged line holds a driver's whole line: a pattern that searched
   // anywhere in the text would raise on every one of them.

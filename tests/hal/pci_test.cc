@@ -681,6 +681,11 @@ TEST(PciFaultsTest, EachConditionDerivesItsCode) {
   v.aer.clear();
   v.power_state = "D3cold";
   EXPECT_EQ(DerivePciFaults(v), std::vector<std::string>{kFaultUnexpectedD3cold});
+  // Powered off, its link status reads all ones (width 63, read as down;
+  // speed Unknown): the power state's, not a link fault besides it.
+  v.current_link_width = 0;
+  v.current_link_speed.reset();
+  EXPECT_EQ(DerivePciFaults(v), std::vector<std::string>{kFaultUnexpectedD3cold});
   v.driver.clear();  // unbound and powered off: only the unbound driver
   EXPECT_EQ(DerivePciFaults(v), std::vector<std::string>{kFaultDriverUnbound});
   v.present = false;

@@ -139,8 +139,18 @@ bool IsPacketLog(std::string_view text) {
       return rest.find(field) != std::string_view::npos;
     };
     if ((has(" SRC=") && has(" DST=") && has(" LEN=")) || (has(" HTYPE=") && has(" OPCODE=")) ||
-        has(" MAC source = "))
+        has(" MAC source = ") || has(" MACSRC="))
       return true;
+    // A frame that is neither IP nor ARP (LLDP, EAPOL: bridge and netdev
+    // logs) shows its MAC header alone: "MAC=" and six bytes or more.
+    for (size_t m = rest.find(" MAC="); m != std::string_view::npos;
+         m = rest.find(" MAC=", m + 5)) {
+      const std::string_view mac = rest.substr(m + 5, 17);
+      bool bytes = mac.size() == 17;
+      for (size_t k = 0; bytes && k < 17; ++k)
+        bytes = k % 3 == 2 ? mac[k] == ':' : std::isxdigit(static_cast<unsigned char>(mac[k])) != 0;
+      if (bytes) return true;
+    }
   }
   return false;
 }

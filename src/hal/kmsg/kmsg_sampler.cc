@@ -473,7 +473,9 @@ void KmsgSampler::HandleRecord(std::string_view raw) {
   const uint64_t now = now_us_();
   if (r.timestamp_us > now + now / 64 + 10000000) {
     other_boot_.Increment();
-    if (one_boot_) next_sequence_ = std::max(next_sequence_.value_or(0), r.sequence + 1);
+    // Read, so no gap (only where it is the next: an earlier boot's tail in
+    // a FIFO does not move this boot's numbers on).
+    if (one_boot_ && r.sequence == next_sequence_.value_or(0)) next_sequence_ = r.sequence + 1;
     return;
   }
   switch (one_boot_ ? memory_.NoteOfOneBoot(r.sequence, r.timestamp_us, r.text)

@@ -12,8 +12,12 @@ std::vector<std::string> DerivePciFaults(const store::PciDeviceView& v) {
   std::vector<std::string> codes;
   if (!v.present) return {kFaultDeviceLost};
   if (v.driver.empty()) codes.push_back(kFaultDriverUnbound);
-  const bool down = (v.current_link_width && *v.current_link_width == 0) ||
-                    (v.max_link_speed && !v.current_link_speed);
+  // In D3cold the link is off with the power (its config space reads all
+  // ones): the power state's doing, a fault of its own when a driver holds
+  // the card, not a link that failed.
+  const bool down =
+      v.power_state != "D3cold" && ((v.current_link_width && *v.current_link_width == 0) ||
+                                    (v.max_link_speed && !v.current_link_speed));
   if (down) {
     codes.push_back(kFaultLinkDown);
   } else if (v.narrow_samples >= kNarrowSamplesForFault) {
