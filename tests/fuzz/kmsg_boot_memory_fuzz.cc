@@ -4,7 +4,9 @@
 // reopened passes. It must stay within its bound, take the next record of a
 // boot as new, and know again every record it took as new in the boot it is
 // in when a reopened source reads them again: none handled twice, whatever
-// came before.
+// came before. For a source of one boot (/dev/kmsg: NoteOfOneBoot, chosen by
+// the input's first byte), a record is new exactly when its number is above
+// every one noted, and no record starts a newer boot.
 #include <fuzzer/FuzzedDataProvider.h>
 
 #include <algorithm>
@@ -25,8 +27,17 @@ using Verdict = KmsgBootMemory::Verdict;
 // since its boot began, by number (one number names one record in a boot).
 class Model {
  public:
+  explicit Model(bool one_boot) : one_boot_(one_boot) {}
   // Notes a record of the main pass and checks the verdict.
   void Note(uint64_t sequence, uint64_t stamp, const std::string& text) {
+    if (one_boot_) {
+      const bool above = boot_.empty() || sequence > boot_.rbegin()->first;
+      const Verdict v = memory_.NoteOfOneBoot(sequence, stamp, text);
+      if (v != (above ? Verdict::kNew : Verdict::kReadAlready)) abort();
+      if (above) boot_[sequence] = {stamp, text};
+      if (memory_.size() > xpu::hal::kKmsgRememberedRecords) abort();
+      return;
+    }
     // The next record of the boot (a higher number than any held, in this
     // pass too, its stamp not well before the last's) is new.
     const bool next =
@@ -62,12 +73,15 @@ class Model {
   void Reread(size_t from, size_t to) {
     memory_.StartPass();
     pass_last_.reset();
-    if (!Whole()) return;
+    // One boot's memory knows its records by number, forgotten or not.
+    if (!one_boot_ && !Whole()) return;
     auto it = std::next(boot_.begin(), static_cast<std::ptrdiff_t>(from));
     for (size_t i = from; i < to; ++i, ++it) {
       pass_last_ = it->first;
-      if (memory_.Note(it->first, it->second.stamp_us, it->second.text) != Verdict::kReadAlready)
-        abort();
+      const Verdict v = one_boot_
+                            ? memory_.NoteOfOneBoot(it->first, it->second.stamp_us, it->second.text)
+                            : memory_.Note(it->first, it->second.stamp_us, it->second.text);
+      if (v != Verdict::kReadAlready) abort();
     }
   }
   size_t size() const { return boot_.size(); }
@@ -79,6 +93,7 @@ class Model {
   };
   // Whether the memory holds every record of the boot (none forgotten).
   bool Whole() const { return boot_.size() <= xpu::hal::kKmsgRememberedRecords; }
+  const bool one_boot_;
   KmsgBootMemory memory_;
   std::map<uint64_t, Record> boot_;
   std::optional<uint64_t> pass_last_;  // the number noted last, this pass
@@ -88,7 +103,7 @@ class Model {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   FuzzedDataProvider in(data, size);
-  Model model;
+  Model model(in.ConsumeIntegral<uint8_t>() % 4 == 0);
   uint64_t sequence = in.ConsumeIntegral<uint16_t>();
   uint64_t stamp = in.ConsumeIntegral<uint32_t>();
   int burst_budget = 8000;
