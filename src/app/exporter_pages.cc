@@ -228,10 +228,7 @@ void AddSourceView(const std::string& source, store::DeviceView v, DeviceReport*
   auto [it, first] = d->sources.try_emplace(source);
   DeviceReport::SourceHealth& h = it->second;
   h.healthy = first ? health : store::WorseHealth(h.healthy, health);
-  for (store::ActiveFault& f : v.faults)
-    if (std::none_of(h.faults.begin(), h.faults.end(),
-                     [&](const store::ActiveFault& g) { return g.code == f.code; }))
-      h.faults.push_back(std::move(f));
+  for (store::ActiveFault& f : v.faults) store::AddFault(&h.faults, std::move(f));
 }
 
 }  // namespace

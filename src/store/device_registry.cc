@@ -89,10 +89,7 @@ class InventoryBuilder {
 // address), every fault, the worse health, seen if all are.
 void JoinListed(const std::vector<const DeviceView*>& listed, SourceView::Device* d) {
   for (const DeviceView* dv : listed) {
-    for (const ActiveFault& f : dv->faults)
-      if (std::none_of(d->faults.begin(), d->faults.end(),
-                       [&](const ActiveFault& g) { return g.code == f.code; }))
-        d->faults.push_back(f);
+    for (const ActiveFault& f : dv->faults) AddFault(&d->faults, f);
     const bool first = dv == listed.front();
     d->healthy = first ? dv->healthy : WorseHealth(d->healthy, dv->healthy);
     const bool judged = dv->seen && HealthWithFaults(dv->healthy, dv->faults).has_value();

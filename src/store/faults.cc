@@ -1,8 +1,15 @@
 #include "store/faults.h"
 
 #include <algorithm>
+#include <utility>
 
 namespace xpu::store {
+
+void AddFault(std::vector<ActiveFault>* faults, ActiveFault fault) {
+  for (const ActiveFault& f : *faults)
+    if (f.code == fault.code) return;
+  faults->push_back(std::move(fault));
+}
 
 int WorstLevel(const std::vector<ActiveFault>& faults) {
   int worst = 0;

@@ -37,6 +37,10 @@ int WorstLevel(const std::vector<ActiveFault>& faults);
 std::optional<bool> HealthWithFaults(std::optional<bool> judged,
                                      const std::vector<ActiveFault>& faults);
 
+// Adds `fault` to `faults` unless a fault of its code is there: one card's
+// faults from several devices or addresses of one source, each code once.
+void AddFault(std::vector<ActiveFault>* faults, ActiveFault fault);
+
 // The worse of two readings of one card's health: unhealthy over unknown
 // over healthy (two devices of one source that name one card).
 inline std::optional<bool> WorseHealth(std::optional<bool> a, std::optional<bool> b) {

@@ -628,12 +628,8 @@ void KmsgSampler::Publish() {
       dev.fresh.clear();
     }
     // Several addresses of one card: each code once, their counts summed.
-    for (const auto& [code, active] : dev.codes) {
-      store::ActiveFault f = ActiveFaultOf(faults_->Lookup(code));
-      if (std::none_of(v.faults.begin(), v.faults.end(),
-                       [&](const store::ActiveFault& g) { return g.code == f.code; }))
-        v.faults.push_back(std::move(f));
-    }
+    for (const auto& [code, active] : dev.codes)
+      store::AddFault(&v.faults, ActiveFaultOf(faults_->Lookup(code)));
     for (const auto& [code, count] : dev.events) {
       const FaultInfo info = faults_->Lookup(code);
       auto e = std::find_if(v.events.begin(), v.events.end(),
