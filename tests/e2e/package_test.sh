@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The Debian package (issues 35 and 50), its unit booted as it will run:
 # built by CPack from this build, lintian clean (errors and warnings); a
-# Debian 12 container (podman, a debootstrap base as ./x image makes, with
-# systemd and the package's Depends resolved from Debian's archive, made
-# once per Depends line) boots systemd as PID 1; the package is installed
+# Debian 12 container (podman, made by mmdebstrap as ./x image's base is,
+# with systemd and the package's Depends resolved from Debian's archive,
+# made once per Depends line) boots systemd as PID 1; the package is installed
 # with apt, its unit verified by systemd-analyze and started by systemd
 # itself (DynamicUser=, StateDirectory=, the capability set, the syscall
 # filter) against xdm-sim. Seen: /metrics served, the state directory made,
@@ -32,26 +32,15 @@ MIRROR=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
 command -v curl >/dev/null || fail "no curl (./x deps installs it)"
 curl -fsS -o /dev/null --max-time 20 "$MIRROR/dists/bookworm/Release" ||
   { echo "SKIP: Debian's archive ($MIRROR) cannot be reached: the package is built and lintian clean, not installed"; exit 77; }
-BASE=$(BUILD_DIR=$BUILD "$ROOT/x" base-image) || fail "no Debian 12 base image"
-
 # This host's podman cannot raise rlimits past its own: given explicitly.
 LIMITS=(--ulimit nofile=4096:4096 --ulimit nproc=4096:4096)
-# systemd and the Depends, installed once (the image named by their hash):
-# the install below needs no network, and other Depends make another image.
+# Debian 12 with systemd and the Depends, made once by mmdebstrap (./x
+# base-image; the image named by the packages' hash): the install below
+# needs no network, and other Depends make another image.
 DEPENDS=$(dpkg-deb -f "$DEB" Depends)
-IMAGE=localhost/xpu-systemd:$(printf '%s' "$BASE $DEPENDS" | sha256sum | cut -c1-12)
-if ! "${PODMAN[@]}" image exists "$IMAGE"; then
-  mkdir -p "$TMP/image"
-  PACKAGES=$(sed 's/([^)]*)//g; s/,/ /g' <<<"$DEPENDS")
-  cat >"$TMP/image/Containerfile" <<EOF
-FROM $BASE
-RUN apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends systemd systemd-sysv dbus procps curl $PACKAGES >/dev/null && apt-get clean && rm -rf /var/lib/apt/lists/*
-STOPSIGNAL SIGRTMIN+3
-CMD ["/lib/systemd/systemd"]
-EOF
-  "${PODMAN[@]}" build -q "${LIMITS[@]}" -t "$IMAGE" "$TMP/image" >"$TMP/image.log" 2>&1 ||
-    fail "the systemd image: $(tail -5 "$TMP/image.log")"
-fi
+read -r -a PACKAGES <<<"$(sed 's/([^)]*)//g; s/,/ /g' <<<"$DEPENDS")"
+IMAGE=$(BUILD_DIR=$BUILD "$ROOT/x" base-image systemd systemd-sysv dbus procps curl "${PACKAGES[@]}" \
+  2>"$TMP/image.log") || fail "the systemd image: $(tail -5 "$TMP/image.log")"
 
 # xdm-sim on this machine; its sockets reach the container through a
 # mount, writable by others as a deployment grants the exporter's user.
@@ -71,7 +60,8 @@ if [ ! -r /dev/kmsg ]; then
 fi
 NAME=xpu-package-$$
 "${PODMAN[@]}" run -d --name "$NAME" "${LIMITS[@]}" --cap-add SYS_ADMIN,SYSLOG "${KMSG[@]}" \
-  -v "$TMP/pkg:/pkg:ro" -v "$TMP:/run/xdm" "$IMAGE" >/dev/null || fail "the container did not start"
+  --stop-signal SIGRTMIN+3 -v "$TMP/pkg:/pkg:ro" -v "$TMP:/run/xdm" "$IMAGE" /lib/systemd/systemd \
+  >/dev/null || fail "the container did not start"
 remove_container() { "${PODMAN[@]}" rm -f -t 0 "$NAME" >/dev/null 2>&1 || true; }
 trap 'remove_container; cleanup' EXIT
 # systemctl answers once PID 1 has its bus; with --wait, once booted.
