@@ -572,8 +572,8 @@ void DeviceTainter::Reconcile(const kubernetes::ApiClient& api, Clock::time_poin
   round.rep.slices = slices.size();
   round.can_write = !round.rep.rule_version.empty() && listed_;
   const SliceIndex index(slices);
-  const std::vector<CardVerdict> verdicts =
-      VerdictsOf(registry_->SourceViews(), registry_->Inventory());
+  const store::HealthPicture health = registry_->Health();
+  const std::vector<CardVerdict> verdicts = VerdictsOf(health.views, health.inventory);
   for (const CardVerdict& v : verdicts)
     if (v.level > 0 || !v.known) round.not_healthy.insert(v.bus_id);
   for (const CardVerdict& v : verdicts) {

@@ -30,18 +30,22 @@ struct Named {
   }
 };
 
-std::string Describe(const std::string& minor, const std::string& bus_id,
-                     const store::ActiveFault& f, const std::string& source,
-                     const std::string& key = "") {
-  // A card no layer names by a minor: its address names it (or, without
-  // one, the inventory's key: "uuid/GPU-...").
-  std::string s = !minor.empty()    ? "xpu " + minor
-                  : !bus_id.empty() ? "PCI device " + bus_id
-                  : !key.empty()    ? "device " + key
-                                    : "PCI device " + bus_id;
-  if (!minor.empty() && !bus_id.empty()) s += " (" + bus_id + ")";
-  s += ": " + f.code + " " + f.name + " [" + f.level_name + ", " + source + "]";
-  return s;
+// A card as the messages name it: "xpu 3 (0000:3b:00.0)"; one no layer
+// names by a minor by its address, "PCI device 0000:3b:00.0" (or, without
+// one, by the inventory's key: "device uuid/GPU-...").
+std::string CardName(const std::string& minor, const std::string& bus_id, const std::string& key) {
+  if (!minor.empty()) return "xpu " + minor + (bus_id.empty() ? "" : " (" + bus_id + ")");
+  return !bus_id.empty() || key.empty() ? "PCI device " + bus_id : "device " + key;
+}
+std::string CardName(int32_t minor, const std::string& bus_id, const std::string& key) {
+  return CardName(minor >= 0 ? std::to_string(minor) : std::string(), bus_id, key);
+}
+
+template <typename Minor>
+std::string Describe(const Minor& minor, const std::string& bus_id, const store::ActiveFault& f,
+                     const std::string& source, const std::string& key = "") {
+  return CardName(minor, bus_id, key) + ": " + f.code + " " + f.name + " [" + f.level_name + ", " +
+         source + "]";
 }
 
 // Valid UTF-8 (what the Node will read back), cut to kMaxMessageBytes at a
@@ -66,7 +70,8 @@ int SeverityOf(const NodeCondition& c) {
   // next sample: that Unknown waits its hold like a recovery, so a
   // one-interval lag is never patched. Any other Unknown is worse than
   // True: a blind source never holds True.
-  if (c.status == "Unknown") return c.reason == "DeviceNotSeen" ? 0 : 1;
+  if (c.status == "Unknown")
+    return c.reason == "DeviceNotSeen" || c.reason == "DeviceNotCovered" ? 0 : 1;
   if (c.status != "False") return 0;
   static const char* const kLadder[] = {"RestartCard", "ResetCard", "IsolateAfterJob",
                                         "IsolateCard"};
@@ -134,6 +139,22 @@ std::string FaultsMessage(const std::vector<Named>& named) {
 }  // namespace
 
 NodeCondition ConditionOf(const std::vector<store::SourceView>& views, bool inventory_known) {
+  store::HealthPicture health{views, {}, inventory_known};
+  std::set<std::string> keys;
+  for (const store::SourceView& v : views)
+    for (const store::SourceView::Device& d : v.devices)
+      if (keys.insert(d.key).second) {
+        store::InventoryDevice card;
+        card.key = d.key;
+        card.bus_id = d.bus_id;
+        card.minor = d.minor;
+        health.inventory.push_back(std::move(card));
+      }
+  return ConditionOf(health);
+}
+
+NodeCondition ConditionOf(const store::HealthPicture& health) {
+  const std::vector<store::SourceView>& views = health.views;
   if (views.empty())
     return {"Unknown", "NoFaultSource",
             "no HAL backend reads the devices' faults (--hal): their health is not known here"};
@@ -142,9 +163,6 @@ NodeCondition ConditionOf(const std::vector<store::SourceView>& views, bool inve
   for (const store::SourceView& v : views) sorted.push_back(&v);
   std::sort(sorted.begin(), sorted.end(),
             [](const auto* a, const auto* b) { return a->source < b->source; });
-  auto name = [](const store::SourceView::Device& d) {
-    return d.minor >= 0 ? std::to_string(d.minor) : std::string();
-  };
   // 1. A card-level fault, or a card that says it is unhealthy, that a
   // source which sees shows: False, whatever its neighbours cannot see. A
   // card it could not read this sample keeps the faults last read (a failed
@@ -159,13 +177,13 @@ NodeCondition ConditionOf(const std::vector<store::SourceView>& views, bool inve
         if (f.level < store::kUnhealthyFaultLevel) continue;
         faulted = true;
         named.push_back({f.level, false, d.key, d.minor, v->source, f.code, f.level_name,
-                         Describe(name(d), d.bus_id, f, v->source, d.key)});
+                         Describe(d.minor, d.bus_id, f, v->source, d.key)});
       }
       if (!faulted && d.healthy == false) {
         store::ActiveFault bit;
         bit.name = "reports itself unhealthy";
         bit.level_name = "unhealthy";
-        std::string text = Describe(name(d), d.bus_id, bit, v->source, d.key);
+        std::string text = Describe(d.minor, d.bus_id, bit, v->source, d.key);
         text.replace(text.find(":  "), 3, ": ");
         named.push_back({store::kUnhealthyFaultLevel, true, d.key, d.minor, v->source, "",
                          "device_unhealthy", std::move(text)});
@@ -185,15 +203,19 @@ NodeCondition ConditionOf(const std::vector<store::SourceView>& views, bool inve
     blind += (blind.empty() ? "" : "; ") + NotSeeing(*v);
   }
   if (!reason.empty()) return {"Unknown", reason, Cut("device health is not known: " + blind)};
-  // 3. The kernel log's addresses name no card: without an inventory its
-  // silence is no health.
+  // 3. Without an inventory the cards judged may not be all there are (and
+  // the kernel log's addresses name none): silence is no health.
   std::string joins;
   for (const store::SourceView* v : sorted)
     if (v->needs_inventory) joins += (joins.empty() ? "" : ", ") + v->source;
-  if (!inventory_known && !joins.empty())
+  if (!health.inventory_known)
     return {"Unknown", "DeviceListUnknown",
-            "no inventory of the cards yet (neither XDM's list nor a source that finds cards): " +
-                joins + " cannot join what it sees to devices"};
+            !joins.empty()
+                ? "no inventory of the cards yet (neither XDM's list nor a source that finds "
+                  "cards): " +
+                      joins + " cannot join what it sees to devices"
+                : "no inventory of the cards yet: neither XDM's list nor a source that names "
+                  "cards by minor has named the ones chosen (--xdm.devices)"};
   // 4. Every source must see every card it covers.
   std::string unseen;
   size_t missing = 0;           // (source, card) pairs
@@ -204,10 +226,7 @@ NodeCondition ConditionOf(const std::vector<store::SourceView>& views, bool inve
       cards.insert(d.key);
       if (++missing <= 8)
         unseen += (unseen.empty() ? "" : "; ") + v->source + " does not see " +
-                  (d.minor >= 0 ? "xpu " + std::to_string(d.minor) +
-                                      (d.bus_id.empty() ? "" : " (" + d.bus_id + ")")
-                   : !d.bus_id.empty() ? "PCI device " + d.bus_id
-                                       : "device " + d.key);
+                  CardName(d.minor, d.bus_id, d.key);
     }
   }
   if (missing > 0)
@@ -215,6 +234,22 @@ NodeCondition ConditionOf(const std::vector<store::SourceView>& views, bool inve
             Cut(std::to_string(cards.size()) +
                 " device(s) are not seen by every source that covers them: " + unseen +
                 (missing > 8 ? "; ..." : ""))};
+  // 5. Every card of the inventory is covered by some source (all see,
+  // by now): one none lists has nothing to say it is healthy.
+  std::set<std::string> covered;
+  for (const store::SourceView* v : sorted)
+    for (const store::SourceView::Device& d : v->devices) covered.insert(d.key);
+  std::string uncovered;
+  size_t bare = 0;
+  for (const store::InventoryDevice& d : health.inventory) {
+    if (covered.count(d.key) != 0) continue;
+    if (++bare <= 8)
+      uncovered += (uncovered.empty() ? "" : "; ") + CardName(d.minor, d.bus_id, d.key);
+  }
+  if (bare > 0)
+    return {"Unknown", "DeviceNotCovered",
+            Cut(std::to_string(bare) + " device(s) are covered by no health source that runs: " +
+                uncovered + (bare > 8 ? "; ..." : ""))};
   std::string names;
   for (const store::SourceView* v : sorted) names += (names.empty() ? "" : ", ") + v->source;
   return {"True", "NoCardFaults",

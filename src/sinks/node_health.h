@@ -65,20 +65,25 @@ std::string ReasonOf(std::string_view level_name);
 //   neighbour does not hide it.
 // - Unknown when no source runs (NoFaultSource), when a source is blind,
 //   stale or has not looked yet (reason "<Source>Blind", "...Stale",
-//   "...NotReady", the first by name; the message names each), when a
-//   source whose addresses name no card (kmsg) runs while no inventory is
-//   known (`inventory_known`: neither XDM's list nor a source that names
-//   cards has spoken; DeviceListUnknown), or when a card a source covers is
-//   not seen by it (DeviceNotSeen).
-// - True otherwise: every source sees every card it covers, and none shows
-//   a card-level fault.
+//   "...NotReady", the first by name; the message names each), when no
+//   inventory is known (`inventory_known`: neither XDM's list nor a source
+//   that names cards has spoken, or, while --xdm.devices chooses minors,
+//   none that names them; DeviceListUnknown), when a card a source covers
+//   is not seen by it (DeviceNotSeen), or when a card of the inventory is
+//   covered by no source at all (an XDM card without an address while only
+//   pci and kmsg run; DeviceNotCovered).
+// - True otherwise: every card of the inventory is covered, every source
+//   sees every card it covers, and none shows a card-level fault.
 // A pure function: the same views give the same text (it is compared to
 // decide whether to patch), whatever their order.
+NodeCondition ConditionOf(const store::HealthPicture& health);
+// The same over `views` alone: the inventory is the cards they list.
 NodeCondition ConditionOf(const std::vector<store::SourceView>& views, bool inventory_known);
 
 // How bad a condition says the node is: 0 for True (and for Unknown
-// because a listed device is not yet in a view, DeviceNotSeen: a view lags
-// a list that changed by one sample), 1 for any other Unknown, else the
+// because a listed device is not yet in a view, DeviceNotSeen or
+// DeviceNotCovered: a view lags a list that changed by one sample), 1 for
+// any other Unknown, else the
 // level of its reason (3 for a reason not on the ladder). A change to a worse
 // condition is patched at once; any other waits until it has held
 // (NodeReporter::Options::recover_hold), so a flapping fault cannot patch

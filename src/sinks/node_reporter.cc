@@ -202,8 +202,7 @@ void NodeReporter::ReadNode(const kubernetes::ApiClient& api) {
 }
 
 void NodeReporter::SyncCondition(const kubernetes::ApiClient& api, Clock::time_point now) {
-  const NodeCondition want =
-      ConditionOf(registry_->SourceViews(), registry_->fault_views_set().inventory_known);
+  const NodeCondition want = ConditionOf(registry_->Health());
   if (on_node_ == want) {
     differs_since_.reset();
     synced_->Set(1);

@@ -347,6 +347,15 @@ Sight DeviceRegistry::SightLocked(const std::string& source) const {
 
 std::vector<SourceView> DeviceRegistry::SourceViews() const {
   MutexLock lock(mu_);
+  return SourceViewsLocked();
+}
+
+HealthPicture DeviceRegistry::Health() const {
+  MutexLock lock(mu_);
+  return {SourceViewsLocked(), JoinLocked().inventory, InventoryKnownLocked()};
+}
+
+std::vector<SourceView> DeviceRegistry::SourceViewsLocked() const {
   const Joined& j = JoinLocked();
   std::vector<SourceView> out;
   for (const auto& [name, state] : sources_) {
@@ -393,10 +402,21 @@ FaultViewsSet DeviceRegistry::fault_views_set() const {
   MutexLock lock(mu_);
   FaultViewsSet set = views_set_;
   set.devices_known = known_;
-  set.inventory_known = known_;
-  for (const auto& [source, views] : views_)
-    if (views.coverage != Coverage::kAddressedSilent) set.inventory_known = true;
+  set.inventory_known = InventoryKnownLocked();
   return set;
+}
+
+bool DeviceRegistry::InventoryKnownLocked() const {
+  if (known_) return true;
+  // Minors chosen: a card is in the inventory only once a layer names its
+  // minor (the bus names none), and until one has, no card is known.
+  for (const auto& [source, views] : views_) {
+    if (views.coverage == Coverage::kAddressedSilent) continue;
+    if (filter_.empty()) return true;
+    for (const DeviceView& v : views.devices)
+      if (v.minor >= 0) return true;
+  }
+  return false;
 }
 
 void DeviceRegistry::SetPodAssignments(std::vector<PodAssignment> pods) {

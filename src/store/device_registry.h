@@ -91,6 +91,9 @@ class DeviceRegistry : public FamilyLender,
   // Each open source's view now, by name, over the cards it covers: what
   // the Node condition judges.
   std::vector<SourceView> SourceViews() const override;
+  // The views, the inventory they are judged on, and whether it is known,
+  // from one join.
+  HealthPicture Health() const override;
   FaultViewsSet fault_views_set() const override;
   const FaultRaises& raises() const override { return raises_; }
 
@@ -155,6 +158,8 @@ class DeviceRegistry : public FamilyLender,
   // it: `at[i]` is the inventory index of views.devices[i], or npos.
   struct Joined;
   const Joined& JoinLocked() const XPU_REQUIRES(mu_);
+  std::vector<SourceView> SourceViewsLocked() const XPU_REQUIRES(mu_);
+  bool InventoryKnownLocked() const XPU_REQUIRES(mu_);
   // The last join and what it was made from: made again only when a setter
   // changed its inputs (gen_) or a source's freshness changed (a bit per
   // source, in sources_' order).

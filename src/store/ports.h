@@ -104,6 +104,7 @@ class HealthViewPort {
   // The cards the condition judges (the raises it tells of are theirs).
   virtual std::vector<InventoryDevice> Inventory() const = 0;
   virtual std::vector<SourceView> SourceViews() const = 0;
+  virtual HealthPicture Health() const = 0;
   virtual FaultViewsSet fault_views_set() const = 0;
   virtual const FaultRaises& raises() const = 0;
 

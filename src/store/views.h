@@ -183,8 +183,7 @@ inline constexpr const char* kSourceKmsg = "kmsg";
 struct FaultViewsSet {
   std::map<std::string, uint64_t> views;
   bool devices_known = false;  // XDM's list has come
-  // XDM's list has come, or a source that finds cards (pci, sysfs, nvml)
-  // has spoken: the kernel log's addresses can be joined to cards.
+  // As HealthPicture::inventory_known.
   bool inventory_known = false;
   uint64_t of(const std::string& source) const {
     auto it = views.find(source);
@@ -283,6 +282,20 @@ struct InventoryDevice {
   bool xdm = false;     // XDM lists it
   std::string port;     // the port above its link, from the pci source; empty: unknown
   bool operator==(const InventoryDevice&) const = default;
+};
+
+// The node's health as one read (DeviceRegistry::Health): every open
+// source's view, the cards they are judged on, and whether that inventory
+// is known (sinks::ConditionOf, sinks::VerdictsOf). One read, so that a
+// card that left the inventory is not judged against views made without it.
+struct HealthPicture {
+  std::vector<SourceView> views;
+  std::vector<InventoryDevice> inventory;
+  // XDM's list has come, or a source that finds cards (pci, sysfs, nvml)
+  // has spoken; while minors are chosen (--xdm.devices), XDM's list or a
+  // source that names cards by minor (sysfs, nvml): the bus alone names no
+  // chosen card.
+  bool inventory_known = false;
 };
 
 }  // namespace xpu::store

@@ -831,8 +831,9 @@ TEST_F(PciTreeTest, AFactThatCannotBeReadKeepsTheLastFaultsAndIsNotSeen) {
       ASSERT_TRUE(sampler.SampleOnce()) << file;
       EXPECT_EQ(codes(), fatal) << file << " unreadable";
       // The vendor is read by a whole scan only.
-      if (std::string(file) != "vendor" || gauge != kGaugeInterval)
+      if (std::string(file) != "vendor" || gauge != kGaugeInterval) {
         EXPECT_FALSE(seen()) << file << " unreadable";
+      }
       fs::remove(path);
       fs::rename(kept, path);
       ASSERT_TRUE(sampler.SampleOnce()) << file;

@@ -91,12 +91,18 @@ TEST(NodeConditionTest, TrueWithoutCardFaultsFalseWithThemUnknownWithoutSources)
   c = ConditionOf({}, true);
   EXPECT_EQ(c.status, "Unknown");
   EXPECT_EQ(c.reason, "NoFaultSource");
-  // No inventory known: the kernel log's silence is no health; a sysfs
-  // fault (keyed by minor, no join needed) still says False.
+  // No inventory known: the kernel log's silence is no health, nor are the
+  // other sources' (minors chosen, and none named: they may list no chosen
+  // card); a sysfs fault (keyed by minor, no join needed) still says False.
   c = ConditionOf({View("sysfs"), View("pci"), View("kmsg")}, false);
   EXPECT_EQ(c.status, "Unknown");
   EXPECT_EQ(c.reason, "DeviceListUnknown");
-  EXPECT_EQ(ConditionOf({View("sysfs")}, false).status, "True");
+  c = ConditionOf({View("pci")}, false);
+  EXPECT_EQ(c.status, "Unknown");
+  EXPECT_EQ(c.reason, "DeviceListUnknown");
+  EXPECT_EQ(c.message,
+            "no inventory of the cards yet: neither XDM's list nor a source that names cards by "
+            "minor has named the ones chosen (--xdm.devices)");
   std::vector<SourceView::Device> sick = All();
   sick[0].faults = {Fault("0x80E18400", 4, "reset_card")};
   EXPECT_EQ(ConditionOf({View("sysfs", sick), View("kmsg")}, false).status, "False");
@@ -134,6 +140,49 @@ TEST(NodeConditionTest, ABlindOrStaleSourceIsNeverTrueAndHidesNoFault) {
   EXPECT_EQ(c.message,
             "1 device(s) are not seen by every source that covers them: pci does not see xpu 2 "
             "(0000:02:00.0)");
+}
+
+// A card of the inventory that no source lists (an XDM card without an
+// address while only pci and kmsg run): Unknown, after every other Unknown
+// and never over a fault; listed by any source, even one that did not read
+// it, it is covered.
+TEST(NodeConditionTest, ACardNoSourceCoversIsUnknown) {
+  store::HealthPicture h{{View("pci", All()), View("kmsg", All())}, {}, true};
+  for (const store::DeviceInfo& d : Devices()) {
+    store::InventoryDevice card;
+    card.key = card.bus_id = d.bus_id;
+    card.minor = d.minor;
+    h.inventory.push_back(card);
+  }
+  EXPECT_EQ(ConditionOf(h).status, "True");
+  store::InventoryDevice bare;
+  bare.key = "minor/7";
+  bare.minor = 7;
+  h.inventory.push_back(bare);
+  bare.key = "uuid/GPU-1";
+  bare.minor = -1;
+  bare.uuid = "GPU-1";
+  h.inventory.push_back(bare);
+  NodeCondition c = ConditionOf(h);
+  EXPECT_EQ(c.status, "Unknown");
+  EXPECT_EQ(c.reason, "DeviceNotCovered");
+  EXPECT_EQ(c.message,
+            "2 device(s) are covered by no health source that runs: xpu 7; device uuid/GPU-1");
+  EXPECT_EQ(SeverityOf(c), 0) << "a view lags a list by one sample, as DeviceNotSeen";
+  // Not seen by a source that covers it comes first; a fault, before both.
+  h.views[0].devices[0].seen = false;
+  EXPECT_EQ(ConditionOf(h).reason, "DeviceNotSeen");
+  h.views[1].devices[1].faults = {Fault("0x10DE004F", 6, "isolate_card")};
+  EXPECT_EQ(ConditionOf(h).status, "False");
+  // The uncovered card listed by a source that could not read it: covered.
+  h.views[1].devices[1].faults.clear();
+  h.views[0].devices[0].seen = true;
+  h.views[0].devices.push_back(Dev(7, ""));
+  h.views[0].devices.back().seen = false;
+  h.views[0].devices.push_back({"uuid/GPU-1", -1, "", true, true, {}});
+  EXPECT_EQ(ConditionOf(h).reason, "DeviceNotSeen");
+  h.views[0].devices[3].seen = true;
+  EXPECT_EQ(ConditionOf(h).status, "True");
 }
 
 // A read that fails keeps the faults last read: the card is not seen, but
@@ -181,8 +230,8 @@ TEST(NodeConditionTest, AFaultOnACardNoLayerNamesCounts) {
 // or one at it (shown by the source of its index), its own health bit good
 // or bad (by that source), named by a minor or only by its address, and, at
 // the next source, read this sample, covered and not read (a failed read:
-// the faults last read kept) or not covered at all; an inventory known or
-// not.
+// the faults last read kept) or not covered at all (with one source: by none); an inventory known
+// or not.
 TEST(NodeConditionTest, EveryCombinationOfSightsFaultsAndCoverageFollowsTheRules) {
   // One thread, pure logic, 427,680 combinations: ThreadSanitizer has
   // nothing to judge here and at -O0 takes minutes (the plain build walks
@@ -219,20 +268,25 @@ TEST(NodeConditionTest, EveryCombinationOfSightsFaultsAndCoverageFollowsTheRules
         for (int i = 0, x = sc; i < n; ++i, x /= kinds)
           views.push_back(View(names[i], {}, sights[x % kinds]));
         // The rules table, row by row.
-        bool faulted = false;       // 1. a card-level fault or a bad health bit, seen by a seer
-        bool not_seeing = false;    // 2. a source blind, stale or not yet
-        bool no_inventory = false;  // 3. kmsg runs without an inventory
-        bool unseen = false;        // 4. a covered card not read this sample
-        for (int i = 0; i < n; ++i) {
-          not_seeing |= views[i].sight != Sight::kSeeing;
-          no_inventory |= !known && std::string(names[i]) == "kmsg";
-        }
+        bool faulted = false;     // 1. a card-level fault or a bad health bit, seen by a seer
+        bool not_seeing = false;  // 2. a source blind, stale or not yet
+        const bool no_inventory = !known;  // 3. no inventory known
+        bool unseen = false;               // 4. a covered card not read this sample
+        bool uncovered = false;            // 5. a card of the inventory no source lists
+        for (int i = 0; i < n; ++i) not_seeing |= views[i].sight != Sight::kSeeing;
+        store::HealthPicture health;
+        health.inventory_known = known;
         for (int d = 0, x = dc / 2; d < kCards; ++d, x /= kStates) {
           const int y = x % kStates;
           const int fault = y % 3, bad_bit = (y / 3) % 2, unnamed = (y / 6) % 2, at_next = y / 12;
           const int shower = d % n;      // the source that shows its fault and bit
           const int next = (d + 1) % n;  // the source that may not read or cover it
           const std::string bus = "0000:0" + std::to_string(d) + ":00.0";
+          store::InventoryDevice card;
+          card.key = card.bus_id = bus;
+          card.minor = unnamed ? -1 : d;
+          health.inventory.push_back(card);
+          if (n == 1 && at_next == 2) uncovered = true;  // its one source does not list it
           for (int i = 0; i < n; ++i) {
             if (i == next && at_next == 2) continue;  // not covered
             SourceView::Device dev = Dev(unnamed ? -1 : d, bus);
@@ -251,8 +305,9 @@ TEST(NodeConditionTest, EveryCombinationOfSightsFaultsAndCoverageFollowsTheRules
             faulted = true;
           if (at_next == 1) unseen = true;
         }
-        const NodeCondition c = ConditionOf(views, known);
-        const bool unknown = not_seeing || no_inventory || unseen;
+        health.views = views;
+        const NodeCondition c = ConditionOf(health);
+        const bool unknown = not_seeing || no_inventory || unseen || uncovered;
         const std::string want = faulted ? "False" : unknown ? "Unknown" : "True";
         ++walked;
         if (c.status != want) {

@@ -70,17 +70,18 @@ class NodeReporterLiveTest : public ::testing::Test {
     o_.retry_first = std::chrono::milliseconds(100);
   }
   // The sysfs view, as its sampler publishes it (a reporter waits for one
-  // published after it started).
+  // published after it started): every card XDM lists (a card no source
+  // covers is Unknown), the faults on xpu 1.
   void SetFaults(std::vector<store::ActiveFault> on_1) {
     on_1_ = std::move(on_1);
     Publish();
   }
   void Publish() {
     store::DeviceViews sysfs;
-    sysfs.devices.resize(2);
-    for (int32_t i = 0; i < 2; ++i) {
-      sysfs.devices[i].minor = i;
-      sysfs.devices[i].healthy = true;
+    for (int32_t minor : {0, 1, 2, 10, 11, 12, 13, 14, 15}) {
+      sysfs.devices.emplace_back();
+      sysfs.devices.back().minor = minor;
+      sysfs.devices.back().healthy = true;
     }
     sysfs.devices[1].faults = on_1_;
     registry_.SetDeviceViews(store::kSourceSysfs, sysfs);
@@ -231,6 +232,52 @@ TEST_F(NodeReporterLiveTest, TheConditionWaitsForTheBackendsToSpeak) {
                 "xpu 1 (0000:3b:00.0): 0x10DE004F"),
             std::string::npos)
       << Condition(Patches()[0])["message"];
+  reporter->Stop();
+}
+
+// A card XDM lists without an address while only the bus and the kernel log
+// run: neither can cover it (the bus lists functions by address, the log's
+// addresses name no card without one), so nothing says it is healthy; the
+// condition said True over it. Named by an address the bus lists, it is
+// covered, and True once that has held.
+TEST_F(NodeReporterLiveTest, ACardNoRunningSourceCoversIsNotHealthy) {
+  o_.sources = {"pci", "kmsg"};
+  registry_.CloseSource(store::kSourceSysfs);
+  registry_.OpenSource(store::kSourcePci, std::chrono::hours(1));
+  registry_.OpenSource(store::kSourceKmsg, std::chrono::hours(1));
+  std::vector<store::DeviceInfo> xdm = registry_.Devices();  // minor 0 has no address
+  std::vector<store::PciDeviceView> bus;
+  for (const store::DeviceInfo& d : xdm) {
+    if (d.bus_id.empty()) continue;
+    bus.emplace_back();
+    bus.back().bus_id = d.bus_id;
+    bus.back().vendor = "0x10de";
+    bus.back().driver = "nvidia";
+  }
+  store::DeviceViews kmsg;
+  kmsg.coverage = store::Coverage::kAddressedSilent;
+  auto publish = [&] {
+    registry_.SetPciDevices(bus);
+    registry_.SetDeviceViews(store::kSourceKmsg, kmsg);
+  };
+  auto reporter = Make();
+  reporter->Start();
+  publish();
+  ASSERT_TRUE(WaitFor([&] { return Patches().size() == 1; }, std::chrono::seconds(10)));
+  const Json c = Condition(Patches()[0]);
+  EXPECT_EQ(c["status"], "Unknown") << c;
+  EXPECT_EQ(c["reason"], "DeviceNotCovered") << c;
+  EXPECT_EQ(c["message"], "1 device(s) are covered by no health source that runs: xpu 0") << c;
+  // Its address on the bus: covered.
+  xdm[0].bus_id = "0000:3a:00.0";
+  registry_.SetXdmDevices(xdm);
+  bus.emplace_back();
+  bus.back().bus_id = "0000:3a:00.0";
+  bus.back().vendor = "0x10de";
+  bus.back().driver = "nvidia";
+  publish();
+  ASSERT_TRUE(WaitFor([&] { return Patches().size() == 2; }, std::chrono::seconds(10)));
+  EXPECT_EQ(Condition(Patches()[1])["status"], "True") << Condition(Patches()[1]);
   reporter->Stop();
 }
 

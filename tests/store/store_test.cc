@@ -483,6 +483,48 @@ TEST(DeviceRegistryTest, ViewsCountAtOnceAndTheInventoryIsKnownFromCardsNotAddre
   EXPECT_TRUE(x.fault_views_set().inventory_known);
 }
 
+// Minors chosen (--xdm.devices) and no daemon yet: the bus names no card by
+// its minor, so no chosen card is known and the inventory is not (the Node
+// condition read True over no card at all); XDM's list, or a source that
+// names minors, makes it known. Health() is the same read as
+// fault_views_set() and Inventory().
+TEST(DeviceRegistryTest, WithMinorsChosenTheBusAloneIsNoInventory) {
+  DeviceRegistry r;
+  r.SetDeviceFilter({0});
+  r.OpenSource(kSourcePci, seconds(60));
+  r.OpenSource(kSourceKmsg, seconds(60));
+  r.SetPciDevices({Pci("0000:3b:00.0")});
+  r.SetDeviceViews(kSourceKmsg, Views({}, Coverage::kAddressedSilent));
+  EXPECT_FALSE(r.fault_views_set().inventory_known);
+  HealthPicture h = r.Health();
+  EXPECT_FALSE(h.inventory_known);
+  EXPECT_TRUE(h.inventory.empty());
+  EXPECT_EQ(h.views.size(), 2u);
+  DeviceInfo zero;
+  zero.minor = 0;
+  zero.bus_id = "0000:3b:00.0";
+  r.SetXdmDevices({zero});
+  h = r.Health();
+  EXPECT_TRUE(h.inventory_known);
+  ASSERT_EQ(h.inventory.size(), 1u);
+  EXPECT_EQ(h.inventory[0].minor, 0);
+  EXPECT_EQ(h.inventory, r.Inventory());
+  EXPECT_EQ(h.views, r.SourceViews());
+  // A source that names minors (the sysfs tree) is enough too.
+  DeviceRegistry s;
+  s.SetDeviceFilter({0});
+  s.SetPciDevices({Pci("0000:3b:00.0")});
+  EXPECT_FALSE(s.Health().inventory_known);
+  DeviceView tree;
+  tree.minor = 0;
+  tree.bus_id = "0000:3b:00.0";
+  tree.healthy = true;
+  s.SetDeviceViews(kSourceSysfs, Views({tree}));
+  EXPECT_TRUE(s.Health().inventory_known);
+  EXPECT_TRUE(s.fault_views_set().inventory_known);
+  EXPECT_EQ(s.Health().inventory.size(), 1u);
+}
+
 // The inventory (docs/hal.md): every accelerator the bus shows is a card
 // from the first sample, keyed by its address; XDM's list, the sysfs tree
 // and NVML name cards already known (NVIDIA's spelling of an address too);
