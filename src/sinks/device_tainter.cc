@@ -556,7 +556,7 @@ void DeviceTainter::Act(Round& round, const CardVerdict& v, Plan& p) {
 void DeviceTainter::Reconcile(const kubernetes::ApiClient& api, Clock::time_point now) {
   // Transport errors and 5xx stop the round's writes (the server is in
   // trouble); a refusal holds back only its own rule.
-  Round round{api, now};
+  Round round{api, now, {}, false, false, false, {}, {}};
   round.write_failed = now < next_write_;
   std::map<std::string, Slice> slices;
   {
