@@ -761,6 +761,62 @@ TEST_F(KmsgSamplerTest, AnotherFunctionOrThePortOfACardsLinkStandsForTheCard) {
   EXPECT_EQ(events, 2u);
 }
 
+// A fault record whose pattern matched but that names no device (a DRM
+// error printed without its device, no DEVICE entry) was dropped, uncounted:
+// the cards read healthy through it. Now it is counted; on the one card of
+// its driver (the bus tells each card's driver) it is that card's fault;
+// where the driver holds several cards, or no card's driver is known, the
+// log's silence vouches for none of them while it is active (each not
+// seen), and its window ends that.
+TEST_F(KmsgSamplerTest, AFaultThatNamesNoDeviceIsPlacedOnItsDriversOneCardOrVouchesForNone) {
+  const std::string timeout =
+      "[drm:amdgpu_job_timedout [amdgpu]] *ERROR* ring gfx_0.0.0 timeout, signaled seq=1, "
+      "emitted seq=2";
+  auto seen = [&](int32_t minor) { return Device(minor).seen; };
+  EXPECT_TRUE(seen(0));
+  EXPECT_TRUE(seen(1));
+  Record(timeout, now_us_ - 1000);
+  EXPECT_EQ(Metric("xpu_kmsg_records_without_address_total", {{"driver", "amdgpu"}}), 1);
+  // No card's driver known (no pci source): neither card is vouched for.
+  EXPECT_FALSE(seen(0));
+  EXPECT_FALSE(seen(1));
+  EXPECT_TRUE(Codes(0).empty());
+  EXPECT_TRUE(Codes(1).empty());
+  // The bus tells: minor 1 is the one amdgpu card, minor 0 NVIDIA's.
+  store::PciDeviceView nv, amd;
+  nv.bus_id = "0000:3b:00.0";
+  nv.vendor = "0x10de";
+  nv.driver = "nvidia";
+  amd.bus_id = "0000:03:00.0";
+  amd.vendor = "0x1002";
+  amd.driver = "amdgpu";
+  registry_.SetPciDevices({nv, amd});
+  EXPECT_EQ(Codes(1), std::vector<std::string>{"0x10020001"});
+  EXPECT_TRUE(seen(1));
+  EXPECT_TRUE(Codes(0).empty());
+  EXPECT_TRUE(seen(0));
+  // Its window passes: the fault goes.
+  now_us_ += 600'000'000;
+  EXPECT_TRUE(Codes(1).empty());
+  EXPECT_TRUE(seen(1));
+  // Two amdgpu cards: which one is not known; the NVIDIA card is vouched for.
+  nv.driver = "amdgpu";
+  registry_.SetPciDevices({nv, amd});
+  Record(timeout, now_us_ - 1000);
+  EXPECT_EQ(Metric("xpu_kmsg_records_without_address_total", {{"driver", "amdgpu"}}), 2);
+  EXPECT_FALSE(seen(0));
+  EXPECT_FALSE(seen(1));
+  EXPECT_TRUE(Codes(0).empty());
+  EXPECT_TRUE(Codes(1).empty());
+  amd.driver = "nvidia";
+  registry_.SetPciDevices({nv, amd});
+  EXPECT_TRUE(seen(1)) << "not an amdgpu card";
+  EXPECT_EQ(Codes(0), std::vector<std::string>{"0x10020001"}) << "the one amdgpu card now";
+  now_us_ += 600'000'001;
+  EXPECT_TRUE(seen(0));
+  EXPECT_TRUE(Codes(0).empty());
+}
+
 TEST(KmsgCatalogResetTest, AResetClearsEventsButNotStates) {
   std::shared_ptr<const KmsgCatalog> cat;
   ASSERT_TRUE(KmsgCatalog::Parse(R"(states: ["0x2"]

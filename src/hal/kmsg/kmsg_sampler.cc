@@ -319,6 +319,13 @@ KmsgSampler::KmsgSampler(Options options, std::shared_ptr<const KmsgCatalog> cat
                             "boot's, in a record file): they raise nothing.")
                       .Register(*self_metrics)
                       .Add({})),
+      without_address_(prometheus::BuildCounter()
+                           .Name("xpu_kmsg_records_without_address_total")
+                           .Help("Kernel log fault records that name no PCI device, by driver: "
+                                 "published on the one card of that driver; where it has "
+                                 "several, none of them is vouched for by the log's silence "
+                                 "(each Unknown) while the fault is active.")
+                           .Register(*self_metrics)),
       lost_(prometheus::BuildCounter()
                 .Name("xpu_kmsg_lost_records_total")
                 .Help("Kernel log records never read (numbers skipped on /dev/kmsg): the ring "
@@ -460,6 +467,7 @@ void KmsgSampler::Seed(State s) {
   memory_ = std::move(s.memory);
   next_sequence_ = s.next_sequence;
   blind_to_silence_until_us_ = s.blind_to_silence_until_us;
+  unplaced_ = std::move(s.unplaced);
 }
 
 void KmsgSampler::HandleRecord(std::string_view raw) {
@@ -503,6 +511,18 @@ void KmsgSampler::HandleRecord(std::string_view raw) {
   if (auto d = r.dict.find("DEVICE"); d != r.dict.end() && d->second.rfind("+pci:", 0) == 0)
     dict_device = CanonicalPciAddress(d->second.substr(5));
   const std::optional<KmsgMatch> m = catalog_->Match(r.text, dict_device);
+  if (m && m->address.empty() && m->pattern->effect == KmsgEffect::kFault) {
+    // Bounded by the catalog: one entry per driver.
+    without_address_.Add({{"driver", m->pattern->driver}}).Increment();
+    if (said_.Raise("unplaced:" + m->pattern->driver))
+      spdlog::warn(
+          "kmsg: a {} fault record names no device ({}): placed on the one {} card, "
+          "else none of them is vouched for while it is active",
+          m->pattern->driver, m->pattern->name, m->pattern->driver);
+    if (AddFaultRecord(unplaced_[m->pattern->driver], *m, r.timestamp_us))
+      records_.Add({{"pattern", m->pattern->name}}).Increment();
+    return;
+  }
   if (!m || m->address.empty()) {
     const std::string driver = catalog_->DriverOf(r.text);
     if (!driver.empty() && !(dict_device.empty() && NormalizePciAddress(r.text).empty()))
@@ -520,20 +540,10 @@ void KmsgSampler::HandleRecord(std::string_view raw) {
   }
   Device& dev = it->second;
   switch (m->pattern->effect) {
-    case KmsgEffect::kFault: {
-      // The codes a device has had (its event series) are bounded too.
-      if (dev.events.count(m->code) == 0 && dev.events.size() >= kMaxKmsgCodesPerDevice) {
-        dropped_.Increment();
-        return;
-      }
-      auto code = dev.codes.try_emplace(m->code).first;
-      code->second.last_us = std::max(code->second.last_us, r.timestamp_us);
-      code->second.state = catalog_->IsState(m->code);
-      ++dev.events[m->code];
-      if (r.timestamp_us >= started_us_) dev.fresh.insert(m->code);
-      records_.Add({{"pattern", m->pattern->name}}).Increment();
+    case KmsgEffect::kFault:
+      if (AddFaultRecord(dev, *m, r.timestamp_us))
+        records_.Add({{"pattern", m->pattern->name}}).Increment();
       break;
-    }
     case KmsgEffect::kReset:
       for (auto c = dev.codes.begin(); c != dev.codes.end();)
         c = c->second.state ? std::next(c) : dev.codes.erase(c);
@@ -566,16 +576,31 @@ void KmsgSampler::NoteGap(uint64_t sequence, uint64_t stamp_us) {
   next_sequence_ = std::max(expected, sequence + 1);
 }
 
+bool KmsgSampler::AddFaultRecord(Device& dev, const KmsgMatch& m, uint64_t timestamp_us) {
+  // The codes a device has had (its event series) are bounded too.
+  if (dev.events.count(m.code) == 0 && dev.events.size() >= kMaxKmsgCodesPerDevice) {
+    dropped_.Increment();
+    return false;
+  }
+  auto code = dev.codes.try_emplace(m.code).first;
+  code->second.last_us = std::max(code->second.last_us, timestamp_us);
+  code->second.state = catalog_->IsState(m.code);
+  ++dev.events[m.code];
+  if (timestamp_us >= started_us_) dev.fresh.insert(m.code);
+  return true;
+}
+
 void KmsgSampler::Publish() {
   const uint64_t now = now_us_();
   const uint64_t window =
       static_cast<uint64_t>(std::chrono::microseconds(catalog_->event_active_for()).count());
-  for (auto& [address, dev] : devices_) {
-    for (auto c = dev.codes.begin(); c != dev.codes.end();) {
-      const bool expired = !c->second.state && now > c->second.last_us + window;
-      c = expired ? dev.codes.erase(c) : std::next(c);
+  for (auto* devices : {&devices_, &unplaced_})
+    for (auto& [address, dev] : *devices) {
+      for (auto c = dev.codes.begin(); c != dev.codes.end();) {
+        const bool expired = !c->second.state && now > c->second.last_us + window;
+        c = expired ? dev.codes.erase(c) : std::next(c);
+      }
     }
-  }
   // Every address the log names, as the card it stands for: the card at
   // that address, else the one card of another function of the same device
   // (an AER error is told by the function that saw it), else the one card
@@ -607,8 +632,7 @@ void KmsgSampler::Publish() {
   // Records were lost within their window: silence is no health. Every card
   // is listed, not seen (Unknown), with the faults that were read.
   const bool silence_blind = now < blind_to_silence_until_us_;
-  for (auto& [address, dev] : devices_) {
-    const std::string target = card_of(address);
+  auto merge = [&](Device& dev, const std::string& target) {
     store::DeviceView& v = views[target];
     v.bus_id = target;
     v.healthy = true;  // the log judges a card by its faults alone
@@ -640,15 +664,34 @@ void KmsgSampler::Publish() {
         v.events.push_back({info.code, LevelName(info.level), count});
       }
     }
-  }
-  if (silence_blind)
-    for (const auto& [address, card] : cards) {
-      if (views.count(address) != 0) continue;
-      store::DeviceView& v = views[address];
-      v.bus_id = address;
-      v.healthy = true;
-      v.seen = false;
+  };
+  for (auto& [address, dev] : devices_) merge(dev, card_of(address));
+  // Active faults that name no card: on the one card of their driver;
+  // where it holds several (or no card's driver is known), none of them.
+  std::set<std::string> unvouched;
+  bool drivers_known = false;
+  for (const auto& [address, card] : cards) drivers_known |= !card.driver.empty();
+  for (auto& [driver, dev] : unplaced_) {
+    if (dev.codes.empty()) {
+      dev.fresh.clear();  // expired unplaced: no raise to tell later
+      continue;
     }
+    std::vector<std::string> of;
+    for (const auto& [address, card] : cards)
+      if (!drivers_known || card.driver == driver) of.push_back(address);
+    if (of.size() == 1) {
+      merge(dev, of.front());
+    } else {
+      unvouched.insert(of.begin(), of.end());
+    }
+  }
+  for (const auto& [address, card] : cards) {
+    if (!silence_blind && unvouched.count(address) == 0) continue;
+    store::DeviceView& v = views[address];
+    v.bus_id = address;
+    v.healthy = true;
+    v.seen = false;
+  }
   for (auto& [target, v] : views) {
     std::sort(
         v.faults.begin(), v.faults.end(),

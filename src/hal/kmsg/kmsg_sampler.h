@@ -160,10 +160,12 @@ class KmsgSampler : public SourceSampler {
     // Records a one-boot source skipped (KmsgSampler::NoteGap).
     std::optional<uint64_t> next_sequence;
     uint64_t blind_to_silence_until_us = 0;
+    std::map<std::string, Device> unplaced;  // KmsgSampler::unplaced_
   };
   State state() const {
     return State{devices_,  memory_,  caught_up_,     options_.state_file,
-                 restored_, boot_id_, next_sequence_, blind_to_silence_until_us_};
+                 restored_, boot_id_, next_sequence_, blind_to_silence_until_us_,
+                 unplaced_};
   }
   void Seed(State s);
 
@@ -184,12 +186,23 @@ class KmsgSampler : public SourceSampler {
   prometheus::Counter& malformed_;
   prometheus::Counter& dropped_;
   prometheus::Counter& other_boot_;
+  prometheus::Family<prometheus::Counter>& without_address_;
   prometheus::Counter& lost_;
   prometheus::Family<prometheus::Counter>& state_errors_;
   // Sampler-thread state.
   std::map<std::string, Device> devices_;  // by PCI address; at most kMaxKmsgDevices
-  KmsgBootMemory memory_;                  // the records handled, of the boot last seen
-  bool one_boot_ = false;                  // the source holds one boot (KmsgSource::one_boot)
+  // Fault records whose pattern matched but that name no address (a DRM
+  // error without its device: "[drm:amdgpu_job_timedout [amdgpu]] ..."), by
+  // the pattern's driver (as many as the catalog has drivers). Published on
+  // the one card that driver holds; where it holds several (or no card's
+  // driver is known), none of them is vouched for by the log's silence
+  // while such a fault is active: each is listed not seen.
+  std::map<std::string, Device> unplaced_;
+  // A fault record into `dev` (HandleRecord); false when the device's codes
+  // are full (dropped).
+  bool AddFaultRecord(Device& dev, const KmsgMatch& m, uint64_t timestamp_us);
+  KmsgBootMemory memory_;  // the records handled, of the boot last seen
+  bool one_boot_ = false;  // the source holds one boot (KmsgSource::one_boot)
   // Records of a one-boot source that were never read (overwritten in the
   // ring first: EPIPE, a reopen, or before the exporter started) are told by
   // the numbers skipped: the next number expected, and until when the log's
