@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <tuple>
 
@@ -136,6 +137,27 @@ std::string FaultsMessage(const std::vector<Named>& named) {
   return message;
 }
 
+// 5. Every card of the inventory is covered by some source (all see, by
+// now): one none lists has nothing to say it is healthy.
+std::optional<NodeCondition> NotCovered(const std::vector<store::SourceView>& views,
+                                        const std::vector<store::InventoryDevice>& inventory) {
+  std::set<std::string> covered;
+  for (const store::SourceView& v : views)
+    for (const store::SourceView::Device& d : v.devices) covered.insert(d.key);
+  std::string uncovered;
+  size_t bare = 0;
+  for (const store::InventoryDevice& d : inventory) {
+    if (covered.count(d.key) != 0) continue;
+    if (++bare <= 8)
+      uncovered += (uncovered.empty() ? "" : "; ") + CardName(d.minor, d.bus_id, d.key);
+  }
+  if (bare == 0) return std::nullopt;
+  return NodeCondition{"Unknown", "DeviceNotCovered",
+                       Cut(std::to_string(bare) +
+                           " device(s) are covered by no health source that runs: " + uncovered +
+                           (bare > 8 ? "; ..." : ""))};
+}
+
 }  // namespace
 
 NodeCondition ConditionOf(const std::vector<store::SourceView>& views, bool inventory_known) {
@@ -234,22 +256,7 @@ NodeCondition ConditionOf(const store::HealthPicture& health) {
             Cut(std::to_string(cards.size()) +
                 " device(s) are not seen by every source that covers them: " + unseen +
                 (missing > 8 ? "; ..." : ""))};
-  // 5. Every card of the inventory is covered by some source (all see,
-  // by now): one none lists has nothing to say it is healthy.
-  std::set<std::string> covered;
-  for (const store::SourceView* v : sorted)
-    for (const store::SourceView::Device& d : v->devices) covered.insert(d.key);
-  std::string uncovered;
-  size_t bare = 0;
-  for (const store::InventoryDevice& d : health.inventory) {
-    if (covered.count(d.key) != 0) continue;
-    if (++bare <= 8)
-      uncovered += (uncovered.empty() ? "" : "; ") + CardName(d.minor, d.bus_id, d.key);
-  }
-  if (bare > 0)
-    return {"Unknown", "DeviceNotCovered",
-            Cut(std::to_string(bare) + " device(s) are covered by no health source that runs: " +
-                uncovered + (bare > 8 ? "; ..." : ""))};
+  if (std::optional<NodeCondition> c = NotCovered(views, health.inventory)) return *c;
   std::string names;
   for (const store::SourceView* v : sorted) names += (names.empty() ? "" : ", ") + v->source;
   return {"True", "NoCardFaults",

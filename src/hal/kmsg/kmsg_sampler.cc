@@ -576,6 +576,44 @@ void KmsgSampler::NoteGap(uint64_t sequence, uint64_t stamp_us) {
   next_sequence_ = std::max(expected, sequence + 1);
 }
 
+namespace {
+
+// Every address the log names, as the card it stands for: the card at that
+// address, else the one card of another function of the same device (an
+// AER error is told by the function that saw it), else the one card whose
+// link the address is the port of (with DPC the port reports its link's
+// fatal errors); else itself, which the registry keeps only if it is a card
+// (a NIC's AER is no card of ours). The maps of functions and ports are
+// made only when an address is not a card's.
+struct CardsByAddress {
+  explicit CardsByAddress(std::vector<store::InventoryDevice> inventory) {
+    for (store::InventoryDevice& d : inventory)
+      if (!d.bus_id.empty()) cards[d.bus_id] = std::move(d);
+  }
+  std::string CardOf(const std::string& address) {
+    if (cards.count(address) != 0) return address;
+    if (by_device.empty())
+      for (const auto& [bus_id, card] : cards) {
+        by_device[bus_id.substr(0, bus_id.rfind('.'))].insert(bus_id);
+        if (!card.port.empty()) by_port[card.port].insert(bus_id);
+      }
+    std::string card = One(by_device, address.substr(0, address.rfind('.')));
+    if (card.empty()) card = One(by_port, address);
+    return card.empty() ? address : card;
+  }
+  std::map<std::string, store::InventoryDevice> cards;  // by address
+
+ private:
+  static std::string One(const std::map<std::string, std::set<std::string>>& map,
+                         const std::string& key) {
+    auto it = map.find(key);
+    return it != map.end() && it->second.size() == 1 ? *it->second.begin() : std::string();
+  }
+  std::map<std::string, std::set<std::string>> by_device, by_port;
+};
+
+}  // namespace
+
 bool KmsgSampler::AddFaultRecord(Device& dev, const KmsgMatch& m, uint64_t timestamp_us) {
   // The codes a device has had (its event series) are bounded too.
   if (dev.events.count(m.code) == 0 && dev.events.size() >= kMaxKmsgCodesPerDevice) {
@@ -601,31 +639,8 @@ void KmsgSampler::Publish() {
         c = expired ? dev.codes.erase(c) : std::next(c);
       }
     }
-  // Every address the log names, as the card it stands for: the card at
-  // that address, else the one card of another function of the same device
-  // (an AER error is told by the function that saw it), else the one card
-  // whose link the address is the port of (with DPC the port reports its
-  // link's fatal errors); else itself, which the registry keeps only if it
-  // is a card (a NIC's AER is no card of ours).
-  std::map<std::string, store::InventoryDevice> cards;
-  for (store::InventoryDevice& d : registry()->Inventory())
-    if (!d.bus_id.empty()) cards[d.bus_id] = std::move(d);
-  std::map<std::string, std::set<std::string>> by_device, by_port;
-  auto card_of = [&](const std::string& address) -> std::string {
-    if (cards.count(address) != 0) return address;
-    if (by_device.empty())
-      for (const auto& [bus_id, card] : cards) {
-        by_device[bus_id.substr(0, bus_id.rfind('.'))].insert(bus_id);
-        if (!card.port.empty()) by_port[card.port].insert(bus_id);
-      }
-    const auto one = [](const auto& map, const std::string& key) {
-      auto it = map.find(key);
-      return it != map.end() && it->second.size() == 1 ? *it->second.begin() : std::string();
-    };
-    std::string card = one(by_device, address.substr(0, address.rfind('.')));
-    if (card.empty()) card = one(by_port, address);
-    return card.empty() ? address : card;
-  };
+  CardsByAddress resolve(registry()->Inventory());
+  const std::map<std::string, store::InventoryDevice>& cards = resolve.cards;
   std::map<std::string, store::DeviceView> views;  // by the card's address
   store::DeviceViews view;
   view.coverage = store::Coverage::kAddressedSilent;
@@ -665,7 +680,7 @@ void KmsgSampler::Publish() {
       }
     }
   };
-  for (auto& [address, dev] : devices_) merge(dev, card_of(address));
+  for (auto& [address, dev] : devices_) merge(dev, resolve.CardOf(address));
   // Active faults that name no card: on the one card of their driver;
   // where it holds several (or no card's driver is known), none of them.
   std::set<std::string> unvouched;
