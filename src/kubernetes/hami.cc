@@ -3,7 +3,9 @@
 #include <charconv>
 #include <nlohmann/json.hpp>
 
+#include "common/json_depth.h"
 #include "common/label.h"
+#include "kubernetes/pod_watcher.h"
 
 namespace xpu::kubernetes::hami {
 namespace {
@@ -94,6 +96,8 @@ Status ParseRegister(std::string_view value, std::vector<Registered>* devices) {
   std::vector<Registered> out;
   const size_t first = value.find_first_not_of(" \t\r\n");
   if (first != std::string_view::npos && value[first] == '[') {
+    if (!JsonNestingWithin(value, kMaxJsonDepth))
+      return Status::InvalidArgument("nested deeper than " + std::to_string(kMaxJsonDepth));
     nlohmann::json j = nlohmann::json::parse(value, nullptr, /*allow_exceptions=*/false);
     if (!j.is_array()) return Status::InvalidArgument("not a JSON array of devices");
     if (j.size() > kMaxNodeDevices)

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <random>
 
+#include "common/json_depth.h"
 #include "common/label.h"
 #include "kubernetes/hami.h"
 
@@ -80,6 +81,10 @@ bool KeptPath(const std::string& path) {
 Json ParseKept(std::string_view text) { return ParseKeeping(text, KeptPath); }
 
 Json ParseKeeping(std::string_view text, bool (*kept)(const std::string& path)) {
+  // Deeper than any object of the API: refused before the parse, whose
+  // callback below rebuilds the path at every key (a 16 MiB
+  // "{"a":{"a":..." took hours).
+  if (!JsonNestingWithin(text, kMaxJsonDepth)) return Json(Json::value_t::discarded);
   // The callback sees every container open (even inside a discarded
   // value) and every key with the depth of its container, so the object
   // path is kept here by depth; arrays add a level but no key.

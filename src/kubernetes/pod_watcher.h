@@ -76,12 +76,16 @@ Status ParsePod(const nlohmann::json& pod, const LabelFilter& labels, PodRecord*
 // reason and message. The rest (managedFields, the rest of status, volumes,
 // env...: most of a pod's bytes)
 // is never built into the DOM. A discarded (invalid) value when the text is
-// not JSON.
+// not JSON, or nests deeper than kMaxJsonDepth.
 nlohmann::json ParseKept(std::string_view text);
 // The same parse with another choice of fields: `kept` is asked of each
 // object key's path ("a.b.c", array levels skipped) and keeps the value
 // when it says yes, asking again of the keys inside it.
 nlohmann::json ParseKeeping(std::string_view text, bool (*kept)(const std::string& path));
+// Arrays and objects nested in one answer of the API server, at most: its
+// objects nest a dozen deep (a pod's managedFields the deepest); deeper is
+// refused before it is parsed (common/json_depth.h says why).
+inline constexpr int kMaxJsonDepth = 64;
 // For such a `kept`: whether the object-key path `path` leads to `field` or
 // is it ("a" and "a.b" for "a.b"), or, with `whole`, lies inside it.
 bool OnPathTo(std::string_view path, std::string_view field, bool whole);

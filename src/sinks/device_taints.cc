@@ -157,7 +157,7 @@ Status ParseSlice(const Json& object, Slice* out) {
 }
 
 Status ListsResource(std::string_view text, const std::string& resource, bool* out) {
-  const Json j = Json::parse(text, nullptr, /*allow_exceptions=*/false);
+  const Json j = kubernetes::ParseKeeping(text, [](const std::string&) { return true; });
   if (!j.is_object() || !j.contains("resources") || !j["resources"].is_array())
     return Status::InvalidArgument("not an APIResourceList");
   *out = false;

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "common/json_depth.h"
 #include "common/label.h"
 
 namespace xpu::upstream {
@@ -43,30 +44,9 @@ Status CheckJsonShape(const std::string& json) {
   if (json.size() > kMaxTopologyBytes)
     return Status::InvalidArgument("topology larger than " + std::to_string(kMaxTopologyBytes) +
                                    " bytes");
-  int depth = 0;
-  bool in_string = false;
-  bool escaped = false;
-  for (char c : json) {
-    if (in_string) {
-      if (escaped) {
-        escaped = false;
-      } else if (c == '\\') {
-        escaped = true;
-      } else if (c == '"') {
-        in_string = false;
-      }
-      continue;
-    }
-    if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      if (++depth > kMaxTopologyDepth)
-        return Status::InvalidArgument("topology nested deeper than " +
-                                       std::to_string(kMaxTopologyDepth));
-    } else if (c == ']' || c == '}') {
-      --depth;
-    }
-  }
+  if (!JsonNestingWithin(json, kMaxTopologyDepth))
+    return Status::InvalidArgument("topology nested deeper than " +
+                                   std::to_string(kMaxTopologyDepth));
   return Status::Ok();
 }
 

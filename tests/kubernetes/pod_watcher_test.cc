@@ -172,6 +172,33 @@ TEST(ParsePodTest, AMirrorPodIsKnownByItsStaticPodsUid) {
 // A real pod is mostly fields the watcher never reads (managedFields, status,
 // volumes, env): they are not built into the DOM, and what is read is the
 // same as from the whole document.
+// An answer nested deeper than any object of the API is refused before it
+// is parsed: the parse's callback rebuilt the path at every key, so a list
+// body of "{"a":{"a":..." (16 MiB: 3 million levels) took hours, and a
+// watch line of one minutes; a value nested as deep as allowed is parsed.
+TEST(ParseKeptTest, AnAnswerNestedDeeperThanTheApisObjectsIsRefused) {
+  auto nested = [](int depth) {
+    std::string s;
+    for (int i = 0; i < depth; ++i) s += R"({"metadata":)";
+    s += "1";
+    s.append(static_cast<size_t>(depth), '}');
+    return s;
+  };
+  EXPECT_FALSE(
+      ParseKeeping(nested(kMaxJsonDepth), [](const std::string&) { return true; }).is_discarded());
+  EXPECT_TRUE(ParseKeeping(nested(kMaxJsonDepth + 1), [](const std::string&) {
+                return true;
+              }).is_discarded());
+  EXPECT_TRUE(ParseKept(nested(kMaxJsonDepth + 1)).is_discarded());
+  // Brackets inside strings are no nesting.
+  EXPECT_FALSE(
+      ParseKept(R"({"metadata":{"name":")" + std::string(1000, '[') + R"("}})").is_discarded());
+  // The size a list may have, all nesting: refused (before, hours).
+  EXPECT_TRUE(ParseKept(nested(static_cast<int>(kMaxListBytes / 13))).is_discarded());
+  EXPECT_EQ(ParseEvent(R"({"type":"ADDED","object":)" + nested(100) + "}").type,
+            WatchEvent::Type::kInvalid);
+}
+
 TEST(ParseKeptTest, KeepsOnlyWhatThePodParserReads) {
   const std::string pod = R"({"metadata":{"namespace":"ml","name":"train-0","uid":"u",
       "labels":{"team":"vision","a.b/c":"d"},
