@@ -388,7 +388,8 @@ void PodWatcher::WatchLoop() {
       }
       need_list = false;
     }
-    switch (Watch()) {
+    const WatchEnd end = Watch();
+    switch (end) {
       case WatchEnd::kStopped:
         return;
       case WatchEnd::kClosed:
@@ -396,10 +397,12 @@ void PodWatcher::WatchLoop() {
         backoff_.Reset();
         break;
       case WatchEnd::kGone:
+      case WatchEnd::kGoneAtOnce:
         restarts_.Add({{"reason", "gone"}}).Increment();
         spdlog::info("kubernetes: resourceVersion {} expired (410 Gone); listing again",
                      resource_version_);
         need_list = true;
+        if (end == WatchEnd::kGoneAtOnce && !worker_.SleepFor(backoff_.Next())) return;
         break;
       case WatchEnd::kFailed:
         restarts_.Add({{"reason", "error"}}).Increment();
@@ -510,13 +513,18 @@ PodWatcher::WatchEnd PodWatcher::Watch() {
   spdlog::debug("kubernetes: watch from {} ended: HTTP {}, {} events{}{}", resource_version_,
                 r.status, events, r.error.empty() ? "" : ", ", r.error);
   if (worker_.stopping()) return WatchEnd::kStopped;
-  if (gone || r.status == 410) return WatchEnd::kGone;
+  // A watch that ended within kShortestWatch of its start, whatever it sent
+  // (an event and the end; a 410 at once, from a server that keeps no
+  // version), waits its backoff: a server that answers at once must not be
+  // asked as fast as it answers.
+  const bool at_once = Clock::now() - t0 < kShortestWatch;
+  if (gone || r.status == 410) return at_once ? WatchEnd::kGoneAtOnce : WatchEnd::kGone;
   if (error_event) r.error = "the watch sent an ERROR event";
   if (r.status != 200 || !r.error.empty()) {
     Failed("watch", r);
     return WatchEnd::kFailed;
   }
-  if (events == 0 && Clock::now() - t0 < kShortestWatch) return WatchEnd::kFailed;
+  if (at_once) return WatchEnd::kFailed;
   return WatchEnd::kClosed;
 }
 

@@ -137,7 +137,8 @@ class PodWatcher : public Part {
   const std::string& base_url() const { return base_url_; }
 
  private:
-  enum class WatchEnd { kClosed, kGone, kFailed, kStopped };
+  // How a watch ended; kGoneAtOnce: 410 within kShortestWatch (listed again after the backoff).
+  enum class WatchEnd { kClosed, kGone, kGoneAtOnce, kFailed, kStopped };
   void WatchLoop();
   void NodeLoop();
   bool List();

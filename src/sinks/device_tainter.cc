@@ -715,7 +715,6 @@ DeviceTainter::WatchEnd DeviceTainter::WatchSlices(const kubernetes::ApiClient& 
                                                    const std::string& version, std::string* rv) {
   const std::function<bool()> stopping = [this] { return worker_.stopping(); };
   bool gone = false, error_event = false, non_events = false;
-  size_t events = 0;
   const Clock::time_point t0 = Clock::now();
   const std::string path = std::string("/apis/") + kResourceGroup + "/" + version +
                            "/resourceslices?fieldSelector=" +
@@ -740,7 +739,6 @@ DeviceTainter::WatchEnd DeviceTainter::WatchSlices(const kubernetes::ApiClient& 
           non_events = true;
           return true;
         }
-        ++events;
         if (!e.resource_version.empty()) *rv = e.resource_version;
         if (e.type != T::kAdded && e.type != T::kModified && e.type != T::kDeleted) return true;
         Slice s;
@@ -760,12 +758,16 @@ DeviceTainter::WatchEnd DeviceTainter::WatchSlices(const kubernetes::ApiClient& 
     spdlog::warn(
         "kubernetes: device taints: the ResourceSlice watch sent lines that are no watch event "
         "(said once until a list works)");
-  if (gone || (r.error.empty() && r.status == 410)) return WatchEnd::kGone;
+  // A watch that ended within a second of its start, whatever it sent (an
+  // event and the end, a 410 at once: a broken server or a proxy that cuts
+  // it), waits its backoff before the list and watch are asked again: a
+  // server answering at once must not be asked as fast as it answers.
+  const bool at_once = Clock::now() - t0 < std::chrono::seconds(1);
+  if (gone || (r.error.empty() && r.status == 410))
+    return at_once ? WatchEnd::kFailed : WatchEnd::kGone;
   // Any other ERROR event, a failed answer, or a watch that closed at once
-  // with no event (a proxy that cuts it, or answers with its own page):
-  // waits its backoff, then lists again.
-  if (error_event || !r.error.empty() || r.status != 200) return WatchEnd::kFailed;
-  if (events == 0 && Clock::now() - t0 < std::chrono::seconds(1)) return WatchEnd::kFailed;
+  // (with no event: a proxy's own page) waits its backoff, then lists again.
+  if (error_event || !r.error.empty() || r.status != 200 || at_once) return WatchEnd::kFailed;
   return WatchEnd::kClosed;
 }
 

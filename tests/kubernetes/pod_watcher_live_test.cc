@@ -115,5 +115,52 @@ TEST(PodWatcherLiveTest, AListThatNeverEndsIsCutAtItsPageLimit) {
   watcher.Stop();
 }
 
+// A watch that ends within a second of its start, whatever it sent (a
+// bookmark and the end; a 410 at once, from a server that keeps no
+// version), waits its backoff: it was resumed, or listed again, at once,
+// as fast as the server answered. The node's reads (every 50 ms) are the
+// clock: over some forty of them, a handful of watches.
+TEST(PodWatcherLiveTest, AWatchThatEndsAtOnceWaitsItsBackoffWhateverItSent) {
+  const std::string bookmark =
+      R"({\"type\":\"BOOKMARK\",\"object\":{\"kind\":\"Pod\",\"metadata\":{\"resourceVersion\":\"9\"}}})";
+  const std::string gone = R"({\"type\":\"ERROR\",\"object\":{\"kind\":\"Status\",\"code\":410}})";
+  for (const std::string& answer : {bookmark, gone}) {
+    xpu::testing::TempDir dir;
+    FakeApiServer api(dir);
+    ASSERT_FALSE(api.url().empty()) << xpu::testing::ReadFile(dir.File("api.err"));
+    api.Control("POST", "node", R"({"metadata":{"name":"node-a"}})");
+    api.Control("POST", "fault",
+                R"({"prefix":"/api/v1/pods","path_contains":"watch=true","method":"GET",
+                    "status":200,"times":1000000,"body":")" +
+                    answer + R"(\n"})");
+    auto requests = [&](const std::string& prefix, const std::string& part) {
+      int n = 0;
+      for (const nlohmann::json& r : api.Recorded("requests")) {
+        const std::string path = r.get<std::string>();
+        n += path.rfind(prefix, 0) == 0 && path.find(part) != std::string::npos;
+      }
+      return n;
+    };
+    store::DeviceRegistry reg;
+    prometheus::Registry metrics;
+    KubernetesOptions o;
+    o.node_name = "node-a";
+    o.token_file = dir.File("token");
+    o.ca_file = dir.File("ca.crt");
+    o.node_interval = std::chrono::milliseconds(50);
+    LabelFilter labels;
+    ASSERT_TRUE(LabelFilter::Make({}, &labels).ok());
+    PodWatcher watcher(o, labels, api.url(), &reg, &metrics);
+    watcher.Start();
+    ASSERT_TRUE(WaitFor([&] { return requests("/api/v1/pods", "watch=true") >= 1; },
+                        std::chrono::seconds(20)));
+    const int reads = requests("/api/v1/nodes/node-a", "");
+    ASSERT_TRUE(WaitFor([&] { return requests("/api/v1/nodes/node-a", "") >= reads + 40; },
+                        std::chrono::seconds(30)));
+    EXPECT_LE(requests("/api/v1/pods", "watch=true"), 6) << answer;
+    watcher.Stop();
+  }
+}
+
 }  // namespace
 }  // namespace xpu::kubernetes

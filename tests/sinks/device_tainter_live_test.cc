@@ -578,6 +578,36 @@ TEST_F(DeviceTainterLiveTest, AWatchErrorEventWaitsItsBackoff) {
   EXPECT_LE(watches, 8);
 }
 
+// A watch that sends an event and closes at once (a bookmark, then the end:
+// a broken server or a proxy) was resumed at once, again and again, as fast
+// as the server answered: a watch that ends within a second of its start
+// now waits its backoff, whatever it sent.
+TEST_F(DeviceTainterLiveTest, AWatchThatClosesAtOnceAfterAnEventWaitsItsBackoff) {
+  const Json bookmark = {{"type", "BOOKMARK"},
+                         {"object",
+                          {{"kind", "ResourceSlice"},
+                           {"apiVersion", "resource.k8s.io/v1"},
+                           {"metadata", {{"resourceVersion", "5"}}}}}};
+  const int watches = WatchesInTenRoundsAnswered(bookmark.dump() + "\n");
+  EXPECT_GE(watches, 1);
+  EXPECT_LE(watches, 8);
+}
+
+// A watch answered 410 at once (a server that keeps no version) was listed
+// again and watched at once, again and again: it waits its backoff too.
+TEST_F(DeviceTainterLiveTest, AWatchGoneAtOnceWaitsItsBackoff) {
+  const Json gone = {{"type", "ERROR"},
+                     {"object",
+                      {{"kind", "Status"},
+                       {"apiVersion", "v1"},
+                       {"status", "Failure"},
+                       {"reason", "Expired"},
+                       {"code", 410}}}};
+  const int watches = WatchesInTenRoundsAnswered(gone.dump() + "\n");
+  EXPECT_GE(watches, 1);
+  EXPECT_LE(watches, 8);
+}
+
 // The rules' version taken away under a running tainter (a cluster
 // upgraded from v1beta2 to v1): the rule list's 404 sends it to discovery
 // at once, and it writes to the version served now, never to the one gone.
