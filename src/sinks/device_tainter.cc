@@ -101,6 +101,49 @@ void DeviceTainter::Start() {
 
 void DeviceTainter::Stop() { worker_.Stop(); }
 
+void DeviceTainter::Withdraw() {
+  // Its threads have stopped: what they kept is this thread's now.
+  std::string version;
+  {
+    MutexLock lock(mu_);
+    version = rule_version_;
+  }
+  if (rules_.empty() || version.empty()) return;
+  const kubernetes::ApiClient api(base_url_, kubernetes_.token_file, kubernetes_.ca_file,
+                                  kubernetes_.insecure_http, "xpu-exporter/device-taints");
+  const auto deadline = Clock::now() + kWithdrawFor;
+  const std::function<bool()> late = [deadline] { return Clock::now() >= deadline; };
+  size_t deleted = 0;
+  std::string left;
+  for (const auto& [name, rule] : rules_) {
+    kubernetes::HttpResult r;
+    if (!late()) {
+      const Json options = {{"kind", "DeleteOptions"},
+                            {"apiVersion", "v1"},
+                            {"preconditions", {{"resourceVersion", rule.resource_version}}}};
+      r = api.Send("DELETE", RulesPath() + "/" + kubernetes::ApiClient::Escape(name),
+                   "application/json", options.dump(), kubernetes::kMaxNodeBytes,
+                   options_.request_timeout, late);
+    }
+    if (!late() && r.error.empty() && (Success(r) || r.status == 404)) {
+      Count("delete", "ok");
+      ++deleted;
+      continue;
+    }
+    Count("delete", "error");
+    if (left.size() < 512)
+      left += (left.empty() ? "" : "; ") + name + " (" +
+              (late() ? std::string("no time left") : kubernetes::Describe(r, "delete")) + ")";
+  }
+  if (left.empty()) {
+    spdlog::info("kubernetes: device taints switched off: deleted its {} rule(s)", deleted);
+  } else {
+    spdlog::warn("kubernetes: device taints switched off: deleted {} of its {} rule(s); left: {}",
+                 deleted, rules_.size(), left);
+  }
+  rules_.clear();
+}
+
 void DeviceTainter::TakeOver(Part& old) {
   auto* o = dynamic_cast<DeviceTainter*>(&old);
   if (o == nullptr) return;

@@ -34,10 +34,12 @@ namespace xpu::sinks {
 // It finds the API by discovery (the newest version serving the rules), lists
 // its own rules by label at start (a restart adopts them, and deletes the
 // stale ones after the hold) and never touches a rule without its labels.
+// Switched off by a reload, it deletes the rules it holds (Withdraw): a
+// taint no one keeps would stay on a card that has since been repaired.
 // Two threads of its own: "device-taints" (discovery, the rules) and
 // "dra-slices" (a list-then-watch of the node's ResourceSlices). Start()/
-// Stop()/TakeOver() from the owning thread; report() and the metrics from
-// any thread.
+// Stop()/TakeOver()/Withdraw() from the owning thread; report() and the
+// metrics from any thread.
 class DeviceTainter : public Part {
  public:
   struct Options {
@@ -64,6 +66,12 @@ class DeviceTainter : public Part {
   void Stop() override;
   // Part: the rules the one it replaces knew, and since when each waits.
   void TakeOver(Part& old) override;
+  // Part, after Stop: deletes the rules it holds (only the versions it
+  // read: one changed since is left, said), for kWithdrawFor at most; the
+  // reload waits for it. An exporter that stops keeps them (a restart
+  // adopts them).
+  void Withdraw() override;
+  static constexpr std::chrono::seconds kWithdrawFor{5};
 
   // What /status shows.
   struct CardReport {

@@ -343,6 +343,36 @@ TEST_F(DeviceTainterLiveTest, WithoutTheRuleApiNothingIsWrittenAndTheReportSaysW
   ASSERT_TRUE(WaitFor([&] { return !RuleFor(4).is_null(); }, std::chrono::seconds(10)));
 }
 
+// A reload that switches the taints off (Stop, then Withdraw) deletes the
+// rules it wrote, and no one else's: they stayed, and a card repaired since
+// kept its taint for good. A plain stop (an exporter that restarts) keeps
+// them, as the test above shows.
+TEST_F(DeviceTainterLiveTest, SwitchedOffItDeletesItsRulesAndNoOneElses) {
+  AddSlice(SliceOf("node-a-gpus", 0, kCards - 1));
+  SetFault(2, {kXid79});
+  SetFault(5, {kXid79});
+  api_.Control("POST", "rule",
+               Json{{"apiVersion", "resource.k8s.io/v1beta2"},
+                    {"kind", "DeviceTaintRule"},
+                    {"metadata", {{"name", "ops-gpu-5"}}},
+                    {"spec",
+                     {{"deviceSelector", {{"device", "gpu-5"}}},
+                      {"taint", {{"key", "ops/broken"}, {"effect", "NoSchedule"}}}}}}
+                   .dump());
+  auto t = Make();
+  t->Start();
+  ASSERT_TRUE(WaitFor([&] { return !RuleFor(2).is_null() && !RuleFor(5).is_null(); },
+                      std::chrono::seconds(10)));
+  t->Stop();
+  EXPECT_EQ(Rules().size(), 3u) << "a stop keeps them";
+  t->Withdraw();
+  const Json left = Rules();
+  ASSERT_EQ(left.size(), 1u) << left.dump();
+  EXPECT_EQ(left[0]["metadata"]["name"], "ops-gpu-5");
+  t->Withdraw();                                      // nothing left to delete: no call
+  EXPECT_EQ(Writes().size(), 4u) << Writes().dump();  // two creates, two deletes
+}
+
 TEST_F(DeviceTainterLiveTest, ARestartAdoptsItsRulesDeletesStaleOnesAndLeavesOthersAlone) {
   AddSlice(SliceOf("node-a-gpus", 0, kCards - 1));
   // A first run taints cards 2 and 5.
