@@ -24,6 +24,26 @@ std::string Page(const store::DeviceRegistry& reg) {
   return prometheus::TextSerializer().Serialize(reg.Collect());
 }
 
+// The requests the stand-in was sent whose path starts with `prefix` and
+// holds `part`.
+int Requests(FakeApiServer& api, const std::string& prefix, const std::string& part) {
+  int n = 0;
+  for (const nlohmann::json& r : api.Recorded("requests")) {
+    const std::string path = r.get<std::string>();
+    n += path.rfind(prefix, 0) == 0 && path.find(part) != std::string::npos;
+  }
+  return n;
+}
+
+// Options for node-a against the stand-in in `dir`.
+KubernetesOptions Options(const xpu::testing::TempDir& dir) {
+  KubernetesOptions o;
+  o.node_name = "node-a";
+  o.token_file = dir.File("token");
+  o.ca_file = dir.File("ca.crt");
+  return o;
+}
+
 TEST(PodWatcherLiveTest, PublishesWhileScrapedAndStopsALiveWatch) {
   xpu::testing::TempDir dir;
   FakeApiServer api(dir);
@@ -82,20 +102,10 @@ TEST(PodWatcherLiveTest, AListThatNeverEndsIsCutAtItsPageLimit) {
               R"({"prefix":"/api/v1/pods","path_contains":"limit=","method":"GET","status":200,
                   "times":1000000,
                   "body":"{\"kind\":\"PodList\",\"items\":[],\"metadata\":{\"continue\":\"again\",\"resourceVersion\":\"7\"}}"})");
-  auto lists = [&] {
-    int n = 0;
-    for (const nlohmann::json& r : api.Recorded("requests")) {
-      const std::string path = r.get<std::string>();
-      n += path.rfind("/api/v1/pods", 0) == 0 && path.find("limit=") != std::string::npos;
-    }
-    return n;
-  };
+  auto lists = [&] { return Requests(api, "/api/v1/pods", "limit="); };
   store::DeviceRegistry reg;
   prometheus::Registry metrics;
-  KubernetesOptions o;
-  o.node_name = "node-a";
-  o.token_file = dir.File("token");
-  o.ca_file = dir.File("ca.crt");
+  const KubernetesOptions o = Options(dir);
   LabelFilter labels;
   ASSERT_TRUE(LabelFilter::Make({}, &labels).ok());
   PodWatcher watcher(o, labels, api.url(), &reg, &metrics);
@@ -134,19 +144,11 @@ TEST(PodWatcherLiveTest, AWatchThatEndsAtOnceWaitsItsBackoffWhateverItSent) {
                     "status":200,"times":1000000,"body":")" +
                     answer + R"(\n"})");
     auto requests = [&](const std::string& prefix, const std::string& part) {
-      int n = 0;
-      for (const nlohmann::json& r : api.Recorded("requests")) {
-        const std::string path = r.get<std::string>();
-        n += path.rfind(prefix, 0) == 0 && path.find(part) != std::string::npos;
-      }
-      return n;
+      return Requests(api, prefix, part);
     };
     store::DeviceRegistry reg;
     prometheus::Registry metrics;
-    KubernetesOptions o;
-    o.node_name = "node-a";
-    o.token_file = dir.File("token");
-    o.ca_file = dir.File("ca.crt");
+    KubernetesOptions o = Options(dir);
     o.node_interval = std::chrono::milliseconds(50);
     LabelFilter labels;
     ASSERT_TRUE(LabelFilter::Make({}, &labels).ok());

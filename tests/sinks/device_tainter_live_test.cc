@@ -141,6 +141,17 @@ class DeviceTainterLiveTest : public ::testing::Test {
       return -1;
     return SliceRequests("watch=true");
   }
+  // Another agent's rule on gpu-5 ("ops-gpu-5", no labels of ours).
+  void AddOpsRule() {
+    api_.Control("POST", "rule",
+                 Json{{"apiVersion", "resource.k8s.io/v1beta2"},
+                      {"kind", "DeviceTaintRule"},
+                      {"metadata", {{"name", "ops-gpu-5"}}},
+                      {"spec",
+                       {{"deviceSelector", {{"device", "gpu-5"}}},
+                        {"taint", {{"key", "ops/broken"}, {"effect", "NoSchedule"}}}}}}
+                     .dump());
+  }
   // The rule of ours that selects gpu-N, or null.
   Json RuleFor(int card) {
     for (const Json& r : Rules())
@@ -351,14 +362,7 @@ TEST_F(DeviceTainterLiveTest, SwitchedOffItDeletesItsRulesAndNoOneElses) {
   AddSlice(SliceOf("node-a-gpus", 0, kCards - 1));
   SetFault(2, {kXid79});
   SetFault(5, {kXid79});
-  api_.Control("POST", "rule",
-               Json{{"apiVersion", "resource.k8s.io/v1beta2"},
-                    {"kind", "DeviceTaintRule"},
-                    {"metadata", {{"name", "ops-gpu-5"}}},
-                    {"spec",
-                     {{"deviceSelector", {{"device", "gpu-5"}}},
-                      {"taint", {{"key", "ops/broken"}, {"effect", "NoSchedule"}}}}}}
-                   .dump());
+  AddOpsRule();  // another agent's, on card 5
   auto t = Make();
   t->Start();
   ASSERT_TRUE(WaitFor([&] { return !RuleFor(2).is_null() && !RuleFor(5).is_null(); },
@@ -386,14 +390,7 @@ TEST_F(DeviceTainterLiveTest, ARestartAdoptsItsRulesDeletesStaleOnesAndLeavesOth
   // holds the name our rule for card 6 would take.
   SetFault(5, {});
   const std::string ours6 = RuleName("node-a", {"gpu.example.com", "node-a", "gpu-6"});
-  api_.Control("POST", "rule",
-               Json{{"apiVersion", "resource.k8s.io/v1beta2"},
-                    {"kind", "DeviceTaintRule"},
-                    {"metadata", {{"name", "ops-gpu-5"}}},
-                    {"spec",
-                     {{"deviceSelector", {{"device", "gpu-5"}}},
-                      {"taint", {{"key", "ops/broken"}, {"effect", "NoSchedule"}}}}}}
-                   .dump());
+  AddOpsRule();  // another agent's, on card 5
   api_.Control("POST", "rule",
                Json{{"apiVersion", "resource.k8s.io/v1beta2"},
                     {"kind", "DeviceTaintRule"},
