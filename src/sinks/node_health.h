@@ -81,9 +81,10 @@ NodeCondition ConditionOf(const store::HealthPicture& health);
 NodeCondition ConditionOf(const std::vector<store::SourceView>& views, bool inventory_known);
 
 // How bad a condition says the node is: 0 for True (and for Unknown
-// because a listed device is not yet in a view, DeviceNotSeen or
-// DeviceNotCovered: a view lags a list that changed by one sample), 1 for
-// any other Unknown, else the
+// because a card is not seen or not covered, DeviceNotSeen or
+// DeviceNotCovered: a view lags a list that changed by one sample, so these
+// wait the hold, and are patched once they have held), 1 for any other
+// Unknown, else the
 // level of its reason (3 for a reason not on the ladder). A change to a worse
 // condition is patched at once; any other waits until it has held
 // (NodeReporter::Options::recover_hold), so a flapping fault cannot patch

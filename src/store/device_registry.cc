@@ -347,16 +347,16 @@ Sight DeviceRegistry::SightLocked(const std::string& source) const {
 
 std::vector<SourceView> DeviceRegistry::SourceViews() const {
   MutexLock lock(mu_);
-  return SourceViewsLocked();
+  return SourceViewsLocked(JoinLocked());
 }
 
 HealthPicture DeviceRegistry::Health() const {
   MutexLock lock(mu_);
-  return {SourceViewsLocked(), JoinLocked().inventory, InventoryKnownLocked()};
+  const Joined& j = JoinLocked();  // one join for both (freshness is read as it is made)
+  return {SourceViewsLocked(j), j.inventory, InventoryKnownLocked()};
 }
 
-std::vector<SourceView> DeviceRegistry::SourceViewsLocked() const {
-  const Joined& j = JoinLocked();
+std::vector<SourceView> DeviceRegistry::SourceViewsLocked(const Joined& j) const {
   std::vector<SourceView> out;
   for (const auto& [name, state] : sources_) {
     SourceView v;
@@ -409,12 +409,13 @@ FaultViewsSet DeviceRegistry::fault_views_set() const {
 bool DeviceRegistry::InventoryKnownLocked() const {
   if (known_) return true;
   // Minors chosen: a card is in the inventory only once a layer names its
-  // minor (the bus names none), and until one has, no card is known.
+  // minor (the bus names none), and until one has named a chosen one, no
+  // card is known.
   for (const auto& [source, views] : views_) {
     if (views.coverage == Coverage::kAddressedSilent) continue;
     if (filter_.empty()) return true;
     for (const DeviceView& v : views.devices)
-      if (v.minor >= 0) return true;
+      if (filter_.count(v.minor) != 0) return true;
   }
   return false;
 }

@@ -158,7 +158,7 @@ class DeviceRegistry : public FamilyLender,
   // it: `at[i]` is the inventory index of views.devices[i], or npos.
   struct Joined;
   const Joined& JoinLocked() const XPU_REQUIRES(mu_);
-  std::vector<SourceView> SourceViewsLocked() const XPU_REQUIRES(mu_);
+  std::vector<SourceView> SourceViewsLocked(const Joined& j) const XPU_REQUIRES(mu_);
   bool InventoryKnownLocked() const XPU_REQUIRES(mu_);
   // The last join and what it was made from: made again only when a setter
   // changed its inputs (gen_) or a source's freshness changed (a bit per

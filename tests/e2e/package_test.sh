@@ -35,11 +35,12 @@ curl -fsS -o /dev/null --max-time 20 "$MIRROR/dists/bookworm/Release" ||
 # This host's podman cannot raise rlimits past its own: given explicitly.
 LIMITS=(--ulimit nofile=4096:4096 --ulimit nproc=4096:4096)
 # Debian 12 with systemd and the Depends, made once by mmdebstrap (./x
-# base-image; the image named by the packages' hash): the install below
-# needs no network, and other Depends make another image.
+# base-image; the image named by the hash of the packages and of the
+# Depends line with its versions): the install below needs no network, and
+# other Depends make another image.
 DEPENDS=$(dpkg-deb -f "$DEB" Depends)
 read -r -a PACKAGES <<<"$(sed 's/([^)]*)//g; s/,/ /g' <<<"$DEPENDS")"
-IMAGE=$(BUILD_DIR=$BUILD "$ROOT/x" base-image systemd systemd-sysv dbus procps curl "${PACKAGES[@]}" \
+IMAGE=$(BUILD_DIR=$BUILD IMAGE_KEY=$DEPENDS "$ROOT/x" base-image systemd systemd-sysv dbus procps curl "${PACKAGES[@]}" \
   2>"$TMP/image.log") || fail "the systemd image: $(tail -5 "$TMP/image.log")"
 
 # xdm-sim on this machine; its sockets reach the container through a

@@ -812,9 +812,27 @@ TEST_F(KmsgSamplerTest, AFaultThatNamesNoDeviceIsPlacedOnItsDriversOneCardOrVouc
   registry_.SetPciDevices({nv, amd});
   EXPECT_TRUE(seen(1)) << "not an amdgpu card";
   EXPECT_EQ(Codes(0), std::vector<std::string>{"0x10020001"}) << "the one amdgpu card now";
+  // No card bound to amdgpu (its card unbound after a failed reset): the
+  // cards without a driver are not vouched for; with none, no card is.
+  nv.driver = "";
+  registry_.SetPciDevices({nv, amd});
+  EXPECT_FALSE(seen(0));
+  EXPECT_TRUE(seen(1));
+  EXPECT_TRUE(Codes(0).empty());
+  nv.driver = "vfio-pci";
+  registry_.SetPciDevices({nv, amd});
+  EXPECT_FALSE(seen(0));
+  EXPECT_FALSE(seen(1));
   now_us_ += 600'000'001;
   EXPECT_TRUE(seen(0));
+  EXPECT_TRUE(seen(1));
   EXPECT_TRUE(Codes(0).empty());
+  // A newer boot clears it, as the reboot did.
+  Record(timeout, now_us_ - 1000);
+  EXPECT_FALSE(seen(0));
+  Record("Linux version 6.1.0", 1'000);  // numbered after it, stamped at the boot's start
+  EXPECT_TRUE(seen(0));
+  EXPECT_TRUE(seen(1));
 }
 
 TEST(KmsgCatalogResetTest, AResetClearsEventsButNotStates) {

@@ -510,11 +510,19 @@ TEST(DeviceRegistryTest, WithMinorsChosenTheBusAloneIsNoInventory) {
   EXPECT_EQ(h.inventory[0].minor, 0);
   EXPECT_EQ(h.inventory, r.Inventory());
   EXPECT_EQ(h.views, r.SourceViews());
-  // A source that names minors (the sysfs tree) is enough too.
+  // A source that names minors (the sysfs tree) is enough too, once it
+  // names a chosen one.
   DeviceRegistry s;
   s.SetDeviceFilter({0});
   s.SetPciDevices({Pci("0000:3b:00.0")});
   EXPECT_FALSE(s.Health().inventory_known);
+  DeviceView other;
+  other.minor = 1;
+  other.bus_id = "0000:5e:00.0";
+  other.healthy = true;
+  s.SetDeviceViews(kSourceSysfs, Views({other}));
+  EXPECT_FALSE(s.Health().inventory_known) << "minor 1 is not chosen";
+  EXPECT_TRUE(s.Health().inventory.empty());
   DeviceView tree;
   tree.minor = 0;
   tree.bus_id = "0000:3b:00.0";

@@ -31,7 +31,10 @@ enum class KmsgEffect {
 // number as (?P<number>...), which is added to `code` (NVIDIA's Xid).
 struct KmsgPattern {
   std::string name;
-  std::string driver;  // the driver it is for (nvidia, amdgpu, pcie): documentation
+  // The driver it is for (nvidia, amdgpu, pcie): a fault record that names
+  // no device is its card's where one card is bound to this driver
+  // (KmsgSampler), and otherwise only documentation.
+  std::string driver;
   std::shared_ptr<const RE2> regex;
   KmsgEffect effect = KmsgEffect::kFault;
   uint32_t code = 0;  // the base fault code (kFault)

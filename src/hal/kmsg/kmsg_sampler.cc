@@ -491,12 +491,13 @@ void KmsgSampler::HandleRecord(std::string_view raw) {
     case KmsgBootMemory::Verdict::kReadAlready:
       return;  // counted already
     case KmsgBootMemory::Verdict::kNewBoot:
-      if (!devices_.empty())
+      if (!devices_.empty() || !unplaced_.empty())
         spdlog::info(
             "kmsg: the record at sequence {} starts a newer boot: what the earlier boot "
             "raised is cleared, as the reboot cleared it",
             r.sequence);
       devices_.clear();
+      unplaced_.clear();
       break;
     case KmsgBootMemory::Verdict::kNew:
       break;
@@ -681,23 +682,28 @@ void KmsgSampler::Publish() {
     }
   };
   for (auto& [address, dev] : devices_) merge(dev, resolve.CardOf(address));
-  // Active faults that name no card: on the one card of their driver;
-  // where it holds several (or no card's driver is known), none of them.
+  // Active faults that name no card: on the one card bound to their
+  // pattern's driver; where it holds several, none of them is vouched for;
+  // where it holds none (its card unbound after a failed reset, no card's
+  // driver known: no pci source), none of the cards without a driver, else
+  // none at all.
   std::set<std::string> unvouched;
-  bool drivers_known = false;
-  for (const auto& [address, card] : cards) drivers_known |= !card.driver.empty();
   for (auto& [driver, dev] : unplaced_) {
     if (dev.codes.empty()) {
       dev.fresh.clear();  // expired unplaced: no raise to tell later
       continue;
     }
-    std::vector<std::string> of;
-    for (const auto& [address, card] : cards)
-      if (!drivers_known || card.driver == driver) of.push_back(address);
+    std::vector<std::string> of, unbound, all;
+    for (const auto& [address, card] : cards) {
+      if (card.driver == driver) of.push_back(address);
+      if (card.driver.empty()) unbound.push_back(address);
+      all.push_back(address);
+    }
     if (of.size() == 1) {
       merge(dev, of.front());
     } else {
-      unvouched.insert(of.begin(), of.end());
+      const std::vector<std::string>& none = !of.empty() ? of : !unbound.empty() ? unbound : all;
+      unvouched.insert(none.begin(), none.end());
     }
   }
   for (const auto& [address, card] : cards) {
