@@ -108,16 +108,21 @@ void DeviceTainter::Withdraw() {
     MutexLock lock(mu_);
     version = rule_version_;
   }
-  if (rules_.empty() || version.empty()) return;
+  if (version.empty() || (rules_.empty() && listed_)) return;
   const kubernetes::ApiClient api(base_url_, kubernetes_.token_file, kubernetes_.ca_file,
                                   kubernetes_.insecure_http, "xpu-exporter/device-taints");
   const auto deadline = Clock::now() + kWithdrawFor;
   const std::function<bool()> late = [deadline] { return Clock::now() >= deadline; };
+  // Listed again: a write that ended as the threads stopped is in the list
+  // (not in rules_), and each version is the one to delete. A list that
+  // fails leaves what rules_ knows.
+  (void)ListRules(api, late);
   size_t deleted = 0;
   std::string left;
   for (const auto& [name, rule] : rules_) {
     kubernetes::HttpResult r;
-    if (!late()) {
+    const bool asked = !late();
+    if (asked) {
       const Json options = {{"kind", "DeleteOptions"},
                             {"apiVersion", "v1"},
                             {"preconditions", {{"resourceVersion", rule.resource_version}}}};
@@ -125,7 +130,7 @@ void DeviceTainter::Withdraw() {
                    "application/json", options.dump(), kubernetes::kMaxNodeBytes,
                    options_.request_timeout, late);
     }
-    if (!late() && r.error.empty() && (Success(r) || r.status == 404)) {
+    if (asked && r.error.empty() && (Success(r) || r.status == 404)) {
       Count("delete", "ok");
       ++deleted;
       continue;
@@ -133,7 +138,7 @@ void DeviceTainter::Withdraw() {
     Count("delete", "error");
     if (left.size() < 512)
       left += (left.empty() ? "" : "; ") + name + " (" +
-              (late() ? std::string("no time left") : kubernetes::Describe(r, "delete")) + ")";
+              (!asked ? std::string("no time left") : kubernetes::Describe(r, "delete")) + ")";
   }
   if (left.empty()) {
     spdlog::info("kubernetes: device taints switched off: deleted its {} rule(s)", deleted);
@@ -253,7 +258,11 @@ bool DeviceTainter::Discover(const kubernetes::ApiClient& api) {
 }
 
 bool DeviceTainter::ListRules(const kubernetes::ApiClient& api) {
-  const std::function<bool()> stopping = [this] { return worker_.stopping(); };
+  return ListRules(api, [this] { return worker_.stopping(); });
+}
+
+bool DeviceTainter::ListRules(const kubernetes::ApiClient& api,
+                              const std::function<bool()>& stopping) {
   const std::string selector = std::string(kManagedByLabel) + "=" + kManagedByValue + "," +
                                kNodeLabel + "=" + NodeLabelValue(kubernetes_.node_name);
   const kubernetes::HttpResult r =

@@ -106,6 +106,7 @@ class DeviceTainter : public Part {
   void SliceLoop();
   bool Discover(const kubernetes::ApiClient& api);
   bool ListRules(const kubernetes::ApiClient& api);
+  bool ListRules(const kubernetes::ApiClient& api, const std::function<bool()>& stopping);
   // One round: each card's verdict against its rule (PlanFor: what names
   // the card and what it wants; Act: what is done), then the stale rules,
   // the per-name maps pruned to the names in use, the page's states.

@@ -369,12 +369,20 @@ TEST_F(DeviceTainterLiveTest, SwitchedOffItDeletesItsRulesAndNoOneElses) {
                       std::chrono::seconds(10)));
   t->Stop();
   EXPECT_EQ(Rules().size(), 3u) << "a stop keeps them";
+  // A rule of ours it did not take in (a create that ended as it stopped).
+  Rule late;
+  late.name = RuleName("node-a", {"gpu.example.com", "node-a", "gpu-6"});
+  late.device = {"gpu.example.com", "node-a", "gpu-6"};
+  late.value = "isolate_card";
+  late.effect = "NoSchedule";
+  late.bus_id = "0000:06:00.0";
+  api_.Control("POST", "rule", RuleBody("v1beta2", "node-a", late));
   t->Withdraw();
   const Json left = Rules();
   ASSERT_EQ(left.size(), 1u) << left.dump();
   EXPECT_EQ(left[0]["metadata"]["name"], "ops-gpu-5");
-  t->Withdraw();                                      // nothing left to delete: no call
-  EXPECT_EQ(Writes().size(), 4u) << Writes().dump();  // two creates, two deletes
+  t->Withdraw();                                      // listed again: nothing left to delete
+  EXPECT_EQ(Writes().size(), 5u) << Writes().dump();  // two creates, three deletes
 }
 
 TEST_F(DeviceTainterLiveTest, ARestartAdoptsItsRulesDeletesStaleOnesAndLeavesOthersAlone) {
