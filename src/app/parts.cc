@@ -76,6 +76,8 @@ Status MakeTainter(const PartContext& c, std::unique_ptr<Part>* out) {
   o.effect = nh.taint_effect;
   o.evict_level = c.cfg.parsed->taint_evict_level;
   o.hold = nh.hold;
+  for (const PartKind& k : PartTable())  // the health sources that run
+    if (k.health_source != nullptr && c.on(k.name)) o.sources.insert(k.health_source);
   *out = std::make_unique<sinks::DeviceTainter>(c.cfg.kubernetes, o, c.cfg.parsed->dra, api,
                                                 c.devices, c.metrics);
   return Status::Ok();

@@ -95,6 +95,7 @@ void DeviceTainter::Start() {
                    ? ", NoExecute from level " + std::to_string(options_.evict_level)
                    : "",
                kubernetes_.node_name);
+  settle_.Begin(*registry_, Clock::now());  // views published from here on count
   worker_.Start([this] { RuleLoop(); }, "device-taints");
   worker_.Start([this] { SliceLoop(); }, "dra-slices");
 }
@@ -394,20 +395,33 @@ DeviceTainter::Outcome DeviceTainter::Write(const kubernetes::ApiClient& api, co
 }
 
 void DeviceTainter::DeleteStale(Round& round, const SliceIndex& index) {
-  // Rules of ours whose device the node's slices, read whole, no longer
-  // have (a card gone, a device renamed): deleted after the hold. A device
-  // still listed keeps its rule even where no card maps to it now (an
-  // ambiguous name, a card the inventory lost): nothing says it recovered.
+  // Rules of ours no card stands for this round, deleted after the hold:
+  // - its device no longer in the node's slices, read whole (a card gone, a
+  //   device renamed), unless the card it stood for is faulted or not known
+  //   healthy (a driver that drops such a device from its slices) or its
+  //   driver has no slice here now (a driver restarting);
+  // - its device still listed but no longer naming the card it stood for
+  //   (another address, a reload's device-name rule), once that card is in
+  //   the inventory and known healthy, or named by another device now (its
+  //   rule is that one's). A device still listed whose card the inventory
+  //   lost, or is faulted and named by none, keeps its rule: nothing says it
+  //   recovered.
   // No slices at all is no evidence either (a driver restarting).
   if (index.empty() || !index.incomplete().empty()) return;
+  std::set<std::string> known_healthy;  // cards of the inventory
+  for (const CardReport& c : round.rep.cards)
+    if (!c.bus_id.empty() && round.not_healthy.count(c.bus_id) == 0) known_healthy.insert(c.bus_id);
   std::vector<Rule> stale;
-  // Nor a rule whose card is faulted or not known healthy (a driver that
-  // drops such a device from its slices), or whose driver has no slice
-  // here now (a driver restarting).
-  for (const auto& [name, rule] : rules_)
-    if (round.wanted.count(name) == 0 && !index.Has(rule.device) &&
-        index.HasDriver(rule.device.driver) && round.not_healthy.count(rule.bus_id) == 0)
-      stale.push_back(rule);
+  for (const auto& [name, rule] : rules_) {
+    if (round.wanted.count(name) != 0) continue;
+    const bool listed = index.Has(rule.device);
+    const bool gone =
+        !listed && index.HasDriver(rule.device.driver) && round.not_healthy.count(rule.bus_id) == 0;
+    const bool not_its_card =
+        listed && !rule.bus_id.empty() &&
+        (known_healthy.count(rule.bus_id) != 0 || round.mapped.count(rule.bus_id) != 0);
+    if (gone || not_its_card) stale.push_back(rule);
+  }
   for (const Rule& rule : stale) {
     round.rep.stale.push_back(rule.name);
     const Clock::time_point since = Since(rule.name, "stale", round.now);
@@ -502,6 +516,7 @@ DeviceTainter::Plan DeviceTainter::PlanFor(Round& round, const SliceIndex& index
     p.want.device = *p.card.device;
     p.want.bus_id = v.bus_id;
     round.wanted.insert(p.want.name);
+    round.mapped.insert(v.bus_id);
     auto it = rules_.find(p.want.name);
     if (it != rules_.end()) p.have = &it->second;
   }
@@ -582,6 +597,14 @@ void DeviceTainter::Act(Round& round, const CardVerdict& v, Plan& p) {
     }
     return;
   }
+  // Better (a delete, a weaker taint) waits until every running source has
+  // read: the others' healthy is no evidence of a recovery while one that
+  // may see the fault has not spoken; its hold starts after that.
+  if (!at_once && !round.settled) {
+    card.why = (v.known ? "healthy" : "health unknown") +
+               std::string(": kept, not every source has read since the start");
+    return;
+  }
   const Clock::time_point since =
       Since(want.name, op == "delete" ? op : want.value + ":" + want.effect, round.now);
   if (!at_once && round.now - since < options_.hold) return;
@@ -608,8 +631,9 @@ void DeviceTainter::Act(Round& round, const CardVerdict& v, Plan& p) {
 void DeviceTainter::Reconcile(const kubernetes::ApiClient& api, Clock::time_point now) {
   // Transport errors and 5xx stop the round's writes (the server is in
   // trouble); a refusal holds back only its own rule.
-  Round round{api, now, {}, false, false, false, {}, {}};
+  Round round{api, now, {}, false, false, false, false, {}, {}, {}};
   round.write_failed = now < next_write_;
+  round.settled = settle_.Settled(*registry_, now);
   std::map<std::string, Slice> slices;
   {
     MutexLock lock(mu_);
@@ -633,7 +657,8 @@ void DeviceTainter::Reconcile(const kubernetes::ApiClient& api, Clock::time_poin
     Act(round, v, p);
     round.rep.cards.push_back(std::move(p.card));
   }
-  if (round.can_write && round.rep.slices_read && !round.slices_cut) DeleteStale(round, index);
+  if (round.can_write && round.settled && round.rep.slices_read && !round.slices_cut)
+    DeleteStale(round, index);
   Prune(round.wanted);
   round.rep.names_kept = differs_since_.size() + refused_.size() + last_error_.size();
   ShowStates(round.rep);

@@ -20,6 +20,7 @@
 #include "kubernetes/api_client.h"
 #include "kubernetes/options.h"
 #include "sinks/device_taints.h"
+#include "sinks/node_health.h"
 #include "store/ports.h"
 
 namespace xpu::sinks {
@@ -46,6 +47,10 @@ class DeviceTainter : public Part {
     std::string effect = "NoSchedule";  // or "None": seen, not acted on
     int evict_level = 0;                // NoExecute from this level (0: never)
     std::chrono::milliseconds hold{30000};
+    // The health sources that run: no rule is deleted or weakened until
+    // each has published once, or settle_limit has passed (SettleWait).
+    FaultSources sources;
+    std::chrono::milliseconds settle_limit{120000};
     // No flag sets these; a test shortens them. A round:
     std::chrono::milliseconds tick{1000};
     // The first wait after a failed call (doubled, at most 30 times this).
@@ -117,8 +122,10 @@ class DeviceTainter : public Part {
     bool slices_cut = false;
     bool can_write = false;             // a version serves the rules, and ours are listed
     bool write_failed = false;          // the round's writes stopped (the shared backoff)
+    bool settled = false;               // every running source has read (SettleWait)
     std::set<std::string> wanted;       // the rule names a card stands for
     std::set<std::string> not_healthy;  // cards (bus ids) faulted or of unknown health
+    std::set<std::string> mapped;       // cards (bus ids) a device names
   };
   struct Plan {
     CardReport card;
@@ -174,7 +181,8 @@ class DeviceTainter : public Part {
   bool slices_cut_ XPU_GUARDED_BY(mu_) = false;  // more slices than kMaxSlices
   Report report_ XPU_GUARDED_BY(mu_);
 
-  // The rule thread's.
+  // The rule thread's (Begin by Start, before it runs).
+  SettleWait settle_{options_.sources, options_.settle_limit};
   bool listed_ = false;                // rules_ is what the server has
   std::map<std::string, Rule> rules_;  // ours, by name
   // Since when each rule has wanted the change it wants now (`target`:

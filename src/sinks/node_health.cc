@@ -14,6 +14,30 @@
 #include "sinks/device_taints.h"
 
 namespace xpu::sinks {
+
+void SettleWait::Begin(const store::HealthViewPort& registry, Clock::time_point now) {
+  started_ = now;
+  at_start_ = registry.fault_views_set();
+  settled_ = false;
+}
+
+bool SettleWait::Settled(const store::HealthViewPort& registry, Clock::time_point now) {
+  if (settled_) return true;
+  if (now - started_ >= limit_) return settled_ = true;
+  // Views published since the start (a reload may have switched a backend
+  // on whose last view, from before, is gone): the registry joins each to
+  // the inventory as it is now, so one is enough. A source that says it
+  // cannot see has spoken too: it is Unknown's reason.
+  const store::FaultViewsSet set = registry.fault_views_set();
+  std::map<std::string, store::Sight> sight;
+  for (const store::SourceView& v : registry.SourceViews()) sight[v.source] = v.sight;
+  for (const std::string& source : sources_) {
+    auto it = sight.find(source);
+    const bool blind = it != sight.end() && it->second == store::Sight::kBlind;
+    if (set.of(source) < at_start_.of(source) + 1 && !blind) return false;
+  }
+  return settled_ = true;
+}
 namespace {
 
 using Json = nlohmann::json;

@@ -10,6 +10,7 @@
 
 #include "common/status.h"
 #include "store/faults.h"
+#include "store/ports.h"
 #include "store/views.h"
 
 // What the Node says of its devices' health (docs/kubernetes.md, "Device
@@ -41,6 +42,29 @@ inline constexpr std::chrono::minutes kEventRepeatWindow{10};
 // Which health sources run, by registry name ("sysfs", "pci", "kmsg",
 // "nvml"): the reporter waits for each to have published once.
 using FaultSources = std::set<std::string>;
+
+// Whether every health source that runs has published since a start (or
+// says it cannot see), or `limit` has passed since it: until then, what the
+// sources that have read show is no evidence of a recovery (a card healthy
+// to pci while --hal=auto still looks for NVML). Once settled, it stays so.
+// Not thread-safe: its owner's threads, one at a time (Begin before the
+// thread that asks runs).
+class SettleWait {
+ public:
+  using Clock = std::chrono::steady_clock;
+  SettleWait(FaultSources sources, std::chrono::milliseconds limit)
+      : sources_(std::move(sources)), limit_(limit) {}
+  // From here on a source's publish counts.
+  void Begin(const store::HealthViewPort& registry, Clock::time_point now);
+  bool Settled(const store::HealthViewPort& registry, Clock::time_point now);
+
+ private:
+  FaultSources sources_;
+  std::chrono::milliseconds limit_;
+  Clock::time_point started_;
+  store::FaultViewsSet at_start_;
+  bool settled_ = false;
+};
 
 struct NodeCondition {
   std::string status;  // "True", "False", "Unknown"

@@ -131,9 +131,9 @@ void NodeReporter::Start() {
                : options_.events                     ? "Events"
                                                      : "",
                kubernetes_.node_name);
-  // Views published from here on count (Settled), before the thread runs.
+  // Views published from here on count (settle_), before the thread runs.
   started_ = Clock::now();
-  views_at_start_ = registry_->fault_views_set();
+  settle_.Begin(*registry_, started_);
   worker_.Start([this] { Loop(); }, "node-reporter");
 }
 
@@ -155,25 +155,6 @@ void NodeReporter::Said(const std::string& what, bool ok, const kubernetes::Http
                                                  : "get nodes";
   if (said_.Raise(what + ":" + std::to_string(r.status)))
     spdlog::warn("kubernetes: {} failed: {}", what, Describe(r, needs));
-}
-
-bool NodeReporter::Settled(Clock::time_point now) const {
-  if (now - started_ >= options_.settle_limit) return true;
-  // Views published since this reporter started (a reload may have switched
-  // a backend on whose last view, from before, is gone): the registry joins
-  // each to the inventory as it is now, so one is enough.
-  const store::FaultViewsSet set = registry_->fault_views_set();
-  const store::FaultViewsSet& base = views_at_start_;
-  // A source that says it cannot see has spoken too: it is Unknown's reason.
-  std::map<std::string, store::Sight> sight;
-  for (const store::SourceView& v : registry_->SourceViews()) sight[v.source] = v.sight;
-  auto blind = [&](const char* source) {
-    auto it = sight.find(source);
-    return it != sight.end() && it->second == store::Sight::kBlind;
-  };
-  for (const std::string& source : options_.sources)
-    if (set.of(source) < base.of(source) + 1 && !blind(source.c_str())) return false;
-  return true;
 }
 
 void NodeReporter::ReadNode(const kubernetes::ApiClient& api) {
@@ -311,7 +292,7 @@ void NodeReporter::Loop() {
     if (Clock::now() >= next_read_) ReadNode(api);
     const Clock::time_point now = Clock::now();
     // The condition first: Events may wait on a slow server, it may not.
-    if (options_.condition && Settled(now)) SyncCondition(api, now);
+    if (options_.condition && settle_.Settled(*registry_, now)) SyncCondition(api, now);
     if (options_.events) {
       TakeRaises(now);
       SendEvents(api, now);

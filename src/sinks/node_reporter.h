@@ -108,7 +108,6 @@ class NodeReporter : public Part {
   void SyncCondition(const kubernetes::ApiClient& api, Clock::time_point now);
   void TakeRaises(Clock::time_point now);
   void SendEvents(const kubernetes::ApiClient& api, Clock::time_point now);
-  bool Settled(Clock::time_point now) const;
   void Said(const std::string& what, bool ok, const kubernetes::HttpResult& r);
 
   const kubernetes::KubernetesOptions kubernetes_;
@@ -123,7 +122,7 @@ class NodeReporter : public Part {
   LogOnce said_;
   // Set by Start, before the thread runs.
   Clock::time_point started_;
-  store::FaultViewsSet views_at_start_;  // Settled waits for new views
+  SettleWait settle_{options_.sources, options_.settle_limit};  // the first condition waits
   // The thread's state.
   uint64_t cursor_ = 0;
   bool read_once_ = false;                // a read of the Node worked

@@ -152,6 +152,18 @@ class DeviceTainterLiveTest : public ::testing::Test {
                         {"taint", {{"key", "ops/broken"}, {"effect", "NoSchedule"}}}}}}
                      .dump());
   }
+  // A rule of ours on the server, as a run before this one wrote it:
+  // `device` tainted isolate_card, standing for the card at `bus`.
+  void AddOurs(const std::string& device, const std::string& bus,
+               const std::string& driver = "gpu.example.com") {
+    Rule r;
+    r.device = {driver, "node-a", device};
+    r.name = RuleName("node-a", r.device);
+    r.value = "isolate_card";
+    r.effect = "NoSchedule";
+    r.bus_id = bus;
+    api_.Control("POST", "rule", RuleBody("v1beta2", "node-a", r));
+  }
   // The rule of ours that selects gpu-N, or null.
   Json RuleFor(int card) {
     for (const Json& r : Rules())
@@ -523,20 +535,11 @@ TEST_F(DeviceTainterLiveTest, ARuleIsStaleOnlyWhenItsDeviceLeftTheSlices) {
       "0000:ff:00.0";
   slice["spec"]["devices"][6]["attributes"]["uuid"]["string"] = "GPU-elsewhere";
   AddSlice(slice);
-  auto ours = [&](const std::string& device, const std::string& bus = "",
-                  const std::string& driver = "gpu.example.com") {
-    Rule r;
-    r.device = {driver, "node-a", device};
-    r.name = RuleName("node-a", r.device);
-    r.value = "isolate_card";
-    r.effect = "NoSchedule";
-    r.bus_id = bus.empty() ? "0000:ee:00.0" : bus;
-    api_.Control("POST", "rule", RuleBody("v1beta2", "node-a", r));
-  };
-  ours("gpu-6");
-  ours("gpu-9");                           // a device the slices do not have
-  ours("gpu-8", CardBus(2));               // nor this one, but it stands for card 2, faulted
-  ours("gpu-7", "", "other.example.com");  // a driver with no slice here now
+  const std::string no_card = "0000:ee:00.0";
+  AddOurs("gpu-6", no_card);
+  AddOurs("gpu-9", no_card);                       // a device the slices do not have
+  AddOurs("gpu-8", CardBus(2));                    // nor this one; it stands for card 2, faulted
+  AddOurs("gpu-7", no_card, "other.example.com");  // a driver with no slice here now
   SetFault(2, {kXid79});
   auto t = Make();
   t->Start();
@@ -550,6 +553,110 @@ TEST_F(DeviceTainterLiveTest, ARuleIsStaleOnlyWhenItsDeviceLeftTheSlices) {
   ASSERT_TRUE(WaitFor([&] { return RuleFor(8).is_null() && RuleFor(2).is_null(); },
                       std::chrono::seconds(10)));
   EXPECT_FALSE(RuleFor(6).is_null());
+}
+
+// A rule whose device is still listed but no longer names its card (the
+// driver gave gpu-3 another address; a reload's device-name rule would do
+// the same): kept while the card it stands for is faulted, deleted once
+// that card has held healthy. It used to stay for good: nothing deleted a
+// rule whose device was still in the slices.
+TEST_F(DeviceTainterLiveTest, ARuleWhoseDeviceNoLongerNamesItsCardGoesOnceThatCardIsHealthy) {
+  AddSlice(SliceOf("node-a-gpus", 0, kCards - 1));
+  auto t = Make();
+  t->Start();
+  SetFault(3, {kXid79});
+  ASSERT_TRUE(WaitFor([&] { return !RuleFor(3).is_null(); }, std::chrono::seconds(10)));
+  Json slice = SliceOf("node-a-gpus", 0, kCards - 1, 2);
+  slice["spec"]["devices"][3]["attributes"]["resource.kubernetes.io/pciBusID"]["string"] =
+      "0000:ff:00.0";
+  slice["spec"]["devices"][3]["attributes"]["uuid"]["string"] = "GPU-elsewhere";
+  AddSlice(slice);
+  ASSERT_TRUE(WaitFor([&] { return StateOf(*t, 3) == "unmapped"; }, std::chrono::seconds(10)));
+  ASSERT_TRUE(Rounds(*t, HoldRounds()));
+  EXPECT_FALSE(RuleFor(3).is_null()) << "deleted while its card is faulted";
+  SetFault(3, {});
+  ASSERT_TRUE(WaitFor([&] { return RuleFor(3).is_null(); }, std::chrono::seconds(10)));
+  EXPECT_EQ(Writes("delete", "ok"), 1);
+  EXPECT_TRUE(Rules().empty()) << Rules().dump();
+}
+
+// A card that a new device names now (gpu-3 renamed gpu-3b): its rule is
+// written for gpu-3b, and the old one, which selects a device that no
+// longer is this card, is deleted after the hold, faulted or not.
+TEST_F(DeviceTainterLiveTest, ARuleOfADeviceThatIsNoLongerItsCardIsReplacedNotKept) {
+  AddSlice(SliceOf("node-a-gpus", 0, kCards - 1));
+  auto t = Make();
+  t->Start();
+  SetFault(3, {kXid79});
+  ASSERT_TRUE(WaitFor([&] { return !RuleFor(3).is_null(); }, std::chrono::seconds(10)));
+  Json slice = SliceOf("node-a-gpus", 0, kCards - 1, 2);
+  slice["spec"]["devices"][3]["attributes"]["resource.kubernetes.io/pciBusID"]["string"] =
+      "0000:ff:00.0";
+  slice["spec"]["devices"][3]["attributes"]["uuid"]["string"] = "GPU-elsewhere";
+  slice["spec"]["devices"].push_back(
+      {{"name", "gpu-3b"},
+       {"attributes", {{"resource.kubernetes.io/pciBusID", {{"string", CardBus(3)}}}}}});
+  AddSlice(slice);
+  auto rule_on = [&](const std::string& device) {
+    for (const Json& r : Rules())
+      if (r["spec"]["deviceSelector"]["device"] == device) return true;
+    return false;
+  };
+  ASSERT_TRUE(WaitFor([&] { return rule_on("gpu-3b"); }, std::chrono::seconds(10)));
+  ASSERT_TRUE(WaitFor([&] { return RuleFor(3).is_null(); }, std::chrono::seconds(10)));
+  ASSERT_TRUE(Rounds(*t, 2));
+  EXPECT_EQ(Rules().size(), 1u) << Rules().dump();
+  EXPECT_EQ(StateOf(*t, 3), "written");
+}
+
+// A rule adopted at start (or kept over a reload) for a fault only NVML
+// sees, while NVML has not read yet (--hal=auto still looking for its
+// library): the sources that have read show the card healthy, which is no
+// evidence of a recovery. Nothing is deleted or weakened until every
+// running source has published once; it used to be deleted after the hold.
+TEST_F(DeviceTainterLiveTest, NoRuleIsDeletedBeforeEveryRunningSourceHasRead) {
+  AddSlice(SliceOf("node-a-gpus", 0, kCards - 1));
+  AddOurs("gpu-1", CardBus(1));
+  o_.sources = {store::kSourceSysfs, "nvml"};
+  auto t = Make();
+  t->Start();
+  Publish();  // sysfs reads (healthy), NVML not yet
+  ASSERT_TRUE(Rounds(*t, HoldRounds() * 2));
+  EXPECT_FALSE(RuleFor(1).is_null()) << "deleted before NVML had read";
+  EXPECT_EQ(StateOf(*t, 1), "written");
+  EXPECT_NE(Card(t->report(), 1)->why.find("not every source has read"), std::string::npos)
+      << Card(t->report(), 1)->why;
+  // NVML reads, and sees the fault: kept as it is.
+  registry_.OpenSource("nvml", std::chrono::hours(1));
+  store::DeviceViews nvml;
+  nvml.devices.resize(kCards);
+  for (int i = 0; i < kCards; ++i) {
+    nvml.devices[i].minor = i;
+    nvml.devices[i].healthy = true;
+  }
+  nvml.devices[1].faults = {kXid79};
+  registry_.SetDeviceViews("nvml", nvml);
+  ASSERT_TRUE(Rounds(*t, HoldRounds()));
+  EXPECT_FALSE(RuleFor(1).is_null());
+  EXPECT_TRUE(Writes().empty()) << Writes().dump();
+  // Then healthy: deleted after the hold.
+  nvml.devices[1].faults.clear();
+  registry_.SetDeviceViews("nvml", nvml);
+  ASSERT_TRUE(WaitFor([&] { return RuleFor(1).is_null(); }, std::chrono::seconds(10)));
+}
+
+// A source that never reads holds no rule for ever: after the settle limit
+// the sources that have read decide.
+TEST_F(DeviceTainterLiveTest, ASourceThatNeverReadsHoldsRulesOnlyForTheSettleLimit) {
+  AddSlice(SliceOf("node-a-gpus", 0, kCards - 1));
+  AddOurs("gpu-1", CardBus(1));
+  o_.sources = {store::kSourceSysfs, "nvml"};
+  o_.settle_limit = std::chrono::seconds(2);
+  const auto start = std::chrono::steady_clock::now();
+  auto t = Make();
+  t->Start();
+  ASSERT_TRUE(WaitFor([&] { return RuleFor(1).is_null(); }, std::chrono::seconds(10)));
+  EXPECT_GE(std::chrono::steady_clock::now() - start, o_.settle_limit);
 }
 
 TEST_F(DeviceTainterLiveTest, ACardNoSliceNamesGetsNoRuleAndTheReportSaysWhy) {
