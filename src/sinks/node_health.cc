@@ -287,6 +287,11 @@ NodeCondition ConditionOf(const store::HealthPicture& health) {
           "no active fault at restart_card or worse (sources: " + names + ")"};
 }
 
+std::string ConditionRemovalPatch() {
+  const Json cond = {{"type", kConditionType}, {"$patch", "delete"}};
+  return Json{{"status", {{"conditions", Json::array({cond})}}}}.dump();
+}
+
 std::string ConditionPatch(const NodeCondition& c, std::string_view heartbeat,
                            std::string_view transition) {
   Json cond = {{"type", kConditionType},

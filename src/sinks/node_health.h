@@ -117,6 +117,9 @@ int SeverityOf(const NodeCondition& c);
 
 // The strategic-merge patch of the Node's status that sets the condition
 // (conditions merge by type: the others are left alone).
+// The strategic merge patch that takes the condition off the Node (a
+// reload that switches it off: no one would keep it true).
+std::string ConditionRemovalPatch();
 std::string ConditionPatch(const NodeCondition& c, std::string_view heartbeat,
                            std::string_view transition);
 

@@ -139,10 +139,39 @@ void NodeReporter::Start() {
 
 void NodeReporter::Stop() { worker_.Stop(); }
 
+void NodeReporter::Withdraw() { RemoveCondition(); }
+
+void NodeReporter::RemoveCondition() {
+  // Its thread has stopped: what it kept is this thread's now.
+  if (!options_.condition) return;
+  const kubernetes::ApiClient api(base_url_, kubernetes_.token_file, kubernetes_.ca_file,
+                                  kubernetes_.insecure_http, "xpu-exporter/node-health");
+  const auto deadline = Clock::now() + kWithdrawFor;
+  const std::function<bool()> late = [deadline] { return Clock::now() >= deadline; };
+  const kubernetes::HttpResult r = api.Send(
+      "PATCH", "/api/v1/nodes/" + kubernetes::ApiClient::Escape(kubernetes_.node_name) + "/status",
+      "application/strategic-merge-patch+json", ConditionRemovalPatch(), kMaxAnswerBytes,
+      std::chrono::duration_cast<std::chrono::seconds>(kWithdrawFor), late);
+  if (r.ok()) {
+    spdlog::info("kubernetes: node condition {} switched off: taken off node {}", kConditionType,
+                 kubernetes_.node_name);
+    return;
+  }
+  spdlog::warn(
+      "kubernetes: node condition {} switched off, but it could not be taken off node "
+      "{}: {}; remove it by hand",
+      kConditionType, kubernetes_.node_name, Describe(r, "patch nodes/status"));
+}
+
 void NodeReporter::TakeOver(Part& old) {
   // Raises the old reporter had not read or sent yet go out from this one,
   // under the same rate limit; what it knew of the Node stays known.
-  if (auto* o = dynamic_cast<NodeReporter*>(&old)) Seed(o->handover());
+  auto* o = dynamic_cast<NodeReporter*>(&old);
+  if (o == nullptr) return;
+  Seed(o->handover());
+  // Events stay on, the condition is switched off: the old one's is taken
+  // off the Node, as Withdraw does.
+  if (!options_.condition) o->RemoveCondition();
 }
 
 void NodeReporter::Said(const std::string& what, bool ok, const kubernetes::HttpResult& r) {

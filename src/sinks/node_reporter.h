@@ -93,6 +93,12 @@ class NodeReporter : public Part {
   void Seed(Handover h);
   void Start() override;
   void Stop() override;
+  // Part, after Stop: a reload switched it off; a condition it kept is
+  // taken off the Node (kWithdrawFor at most, the reload waiting): no one
+  // would keep it true, and a card repaired since would leave it False. An
+  // exporter that stops leaves it (a restart patches it again).
+  void Withdraw() override;
+  static constexpr std::chrono::seconds kWithdrawFor{5};
   // Part: the raises the reporter it replaces had not sent yet and what it
   // knew of the Node (Seed).
   void TakeOver(Part& old) override;
@@ -107,6 +113,8 @@ class NodeReporter : public Part {
   void ReadNode(const kubernetes::ApiClient& api);
   void SyncCondition(const kubernetes::ApiClient& api, Clock::time_point now);
   void TakeRaises(Clock::time_point now);
+  // The condition taken off the Node, when this reporter kept one.
+  void RemoveCondition();
   void SendEvents(const kubernetes::ApiClient& api, Clock::time_point now);
   void Said(const std::string& what, bool ok, const kubernetes::HttpResult& r);
 

@@ -204,6 +204,52 @@ TEST_F(NodeReporterLiveTest, PatchesTheConditionOnlyWhenItChanges) {
 // look healthy. One view is enough: the registry joins each to the
 // inventory as it is now (before the one lane, the kmsg view joined XDM's
 // list itself and was waited for twice).
+// The types of the conditions the Node carries now.
+std::vector<std::string> ConditionTypes(const Json& node) {
+  std::vector<std::string> types;
+  if (node.contains("status") && node["status"].contains("conditions"))
+    for (const Json& c : node["status"]["conditions"]) types.push_back(c.value("type", ""));
+  return types;
+}
+
+// A reload that switches the condition off takes it off the Node, and no
+// other condition: left there, a False condition would outlive the fault
+// it told of, with no one to set it True again. Switched off whole
+// (Withdraw), or only the condition while Events stay on (TakeOver).
+TEST_F(NodeReporterLiveTest, SwitchedOffItsConditionIsTakenOffTheNode) {
+  api_.Control("POST", "node",
+               R"({"metadata":{"name":"node-a","uid":"u-1"},
+                   "status":{"conditions":[{"type":"Ready","status":"True","reason":"KubeletReady",
+                   "message":"ok","lastTransitionTime":"2026-01-01T00:00:00Z"}]}})");
+  SetFaults({NamedFault("0x10DE004F", 6, "isolate_card")});
+  for (const bool whole : {true, false}) {
+    auto reporter = Make();
+    reporter->Start();
+    Publish();
+    ASSERT_TRUE(WaitFor([&] { return ConditionTypes(api_.Recorded("node")).size() == 2; },
+                        std::chrono::seconds(10)));
+    reporter->Stop();
+    if (whole) {
+      reporter->Withdraw();
+    } else {
+      NodeReporter::Options events_only = o_;
+      events_only.condition = false;
+      auto next =
+          std::make_unique<NodeReporter>(k_, events_only, api_.url(), &registry_, &restarted_);
+      next->TakeOver(*reporter);
+    }
+    EXPECT_EQ(ConditionTypes(api_.Recorded("node")), std::vector<std::string>{"Ready"});
+  }
+  // An exporter that stops leaves it, for its restart.
+  auto reporter = Make();
+  reporter->Start();
+  Publish();
+  ASSERT_TRUE(WaitFor([&] { return ConditionTypes(api_.Recorded("node")).size() == 2; },
+                      std::chrono::seconds(10)));
+  reporter->Stop();
+  EXPECT_EQ(ConditionTypes(api_.Recorded("node")).size(), 2u);
+}
+
 TEST_F(NodeReporterLiveTest, TheConditionWaitsForTheBackendsToSpeak) {
   o_.sources.insert("kmsg");
   o_.settle_limit = std::chrono::hours(1);

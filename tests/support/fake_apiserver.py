@@ -15,6 +15,7 @@ Control (no token needed, under /control/):
   POST   /control/pod           body: a Pod object; adds or replaces it
   DELETE /control/pod?namespace=NS&name=N
   POST   /control/node          body: a Node object
+  GET    /control/node          the Node as it is now
   POST   /control/break         closes every open watch abruptly
   POST   /control/compact       every resourceVersion handed out so far expires
                                 ({"break": true}: and every open watch closes)
@@ -304,6 +305,10 @@ class Handler(BaseHTTPRequestHandler):
                 return self.send_json(422, status(422, "Invalid", "only status.conditions here"))
             conds = node.setdefault("status", {}).setdefault("conditions", [])
             for c in patch["status"]["conditions"]:
+                # A strategic merge patch's directive: the condition of that type goes.
+                if c.get("$patch") == "delete" and isinstance(c.get("type"), str) and len(c) == 2:
+                    conds[:] = [o for o in conds if o.get("type") != c["type"]]
+                    continue
                 for field in ("type", "status", "reason", "message", "lastTransitionTime"):
                     if not isinstance(c.get(field), str):
                         return self.send_json(422, status(422, "Invalid", f"condition {field}"))
@@ -351,6 +356,9 @@ class Handler(BaseHTTPRequestHandler):
                        "/control/events": "created", "/control/agents": "agents",
                        "/control/rulewrites": "rulewrites"}[url.path]
                 return self.send_json(200, state[key])
+        if url.path == "/control/node":
+            with lock:
+                return self.send_json(200, state["node"])
         if url.path == "/control/rules":
             with lock:
                 return self.send_json(200, sorted(state["rules"].values(),
