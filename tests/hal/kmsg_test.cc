@@ -835,6 +835,41 @@ TEST_F(KmsgSamplerTest, AFaultThatNamesNoDeviceIsPlacedOnItsDriversOneCardOrVouc
   EXPECT_TRUE(seen(1));
 }
 
+// The job timeout that names no device is usually followed by that card's
+// reset, which does name it ("amdgpu 0000:03:00.0: GPU reset(1) succeeded"):
+// where the timeout was placed on the driver's one card, the card's healthy
+// record after it clears it, as it clears the card's own faults; a timeout
+// written after the reset stays. It used to stay for its whole window. Where
+// the driver holds several cards, a reset of one does not say which card
+// timed out: none is vouched for until the window passes.
+TEST_F(KmsgSamplerTest, AResetOfTheOneCardAFaultWasPlacedOnClearsIt) {
+  const std::string timeout =
+      "[drm:amdgpu_job_timedout [amdgpu]] *ERROR* ring gfx_0.0.0 timeout, signaled seq=1, "
+      "emitted seq=2";
+  store::PciDeviceView nv, amd;
+  nv.bus_id = "0000:3b:00.0";
+  nv.vendor = "0x10de";
+  nv.driver = "nvidia";
+  amd.bus_id = "0000:03:00.0";
+  amd.vendor = "0x1002";
+  amd.driver = "amdgpu";
+  registry_.SetPciDevices({nv, amd});
+  Record(timeout, now_us_ - 3000);
+  ASSERT_EQ(Codes(1), std::vector<std::string>{"0x10020001"});
+  Record("amdgpu 0000:03:00.0: amdgpu: GPU reset(1) succeeded!", now_us_ - 2000);
+  EXPECT_TRUE(Codes(1).empty());
+  EXPECT_TRUE(Device(1).seen);
+  // A timeout after the reset is a fault again.
+  Record(timeout, now_us_ - 1000);
+  EXPECT_EQ(Codes(1), std::vector<std::string>{"0x10020001"});
+  // Two amdgpu cards: a reset of one does not vouch for the other.
+  nv.driver = "amdgpu";
+  registry_.SetPciDevices({nv, amd});
+  Record("amdgpu 0000:03:00.0: amdgpu: GPU reset(2) succeeded!", now_us_ - 500);
+  EXPECT_FALSE(Device(0).seen);
+  EXPECT_FALSE(Device(1).seen);
+}
+
 TEST(KmsgCatalogResetTest, AResetClearsEventsButNotStates) {
   std::shared_ptr<const KmsgCatalog> cat;
   ASSERT_TRUE(KmsgCatalog::Parse(R"(states: ["0x2"]

@@ -530,6 +530,7 @@ void KmsgSampler::HandleRecord(std::string_view raw) {
       unmatched_.Add({{"driver", driver}}).Increment();
     return;
   }
+  if (m->pattern->effect != KmsgEffect::kFault) NoteUnplacedClear(*m, r.timestamp_us);
   auto it = devices_.find(m->address);
   if (it == devices_.end()) {
     if (m->pattern->effect != KmsgEffect::kFault) return;  // nothing to clear
@@ -553,6 +554,16 @@ void KmsgSampler::HandleRecord(std::string_view raw) {
       dev.codes.clear();
       break;
   }
+}
+
+void KmsgSampler::NoteUnplacedClear(const KmsgMatch& m, uint64_t timestamp_us) {
+  auto u = unplaced_.find(m.pattern->driver);
+  if (u == unplaced_.end() || u->second.codes.empty()) return;  // nothing to clear
+  auto& cleared = u->second.cleared;
+  if (cleared.count(m.address) == 0 && cleared.size() >= kMaxKmsgDevices) return;
+  Device::Cleared& c = cleared[m.address];
+  uint64_t& at = m.pattern->effect == KmsgEffect::kHealthy ? c.healthy_us : c.reset_us;
+  at = std::max(at, timestamp_us);
 }
 
 void KmsgSampler::NoteGap(uint64_t sequence, uint64_t stamp_us) {
@@ -612,6 +623,25 @@ struct CardsByAddress {
   }
   std::map<std::string, std::set<std::string>> by_device, by_port;
 };
+
+// The reset and healthy records of `card` (any address of it) clear the
+// codes `dev` had before them: a healthy one every code, a reset the
+// event-like ones. Those applied are forgotten.
+void ApplyClears(KmsgSampler::Device& dev, CardsByAddress& resolve, const std::string& card) {
+  for (auto c = dev.cleared.begin(); c != dev.cleared.end();) {
+    if (resolve.CardOf(c->first) != card) {
+      ++c;
+      continue;
+    }
+    for (auto code = dev.codes.begin(); code != dev.codes.end();) {
+      const uint64_t last = code->second.last_us;
+      const bool gone =
+          last <= c->second.healthy_us || (!code->second.state && last <= c->second.reset_us);
+      code = gone ? dev.codes.erase(code) : std::next(code);
+    }
+    c = dev.cleared.erase(c);
+  }
+}
 
 }  // namespace
 
@@ -687,17 +717,21 @@ void KmsgSampler::Publish() {
   // where it holds none (its card unbound after a failed reset, no card's
   // driver known: no pci source), none of the cards without a driver, else
   // none at all.
+  // A reset or healthy record of that one card clears what was written
+  // before it, as it clears the card's own faults.
   std::set<std::string> unvouched;
   for (auto& [driver, dev] : unplaced_) {
-    if (dev.codes.empty()) {
-      dev.fresh.clear();  // expired unplaced: no raise to tell later
-      continue;
-    }
     std::vector<std::string> of, unbound, all;
     for (const auto& [address, card] : cards) {
       if (card.driver == driver) of.push_back(address);
       if (card.driver.empty()) unbound.push_back(address);
       all.push_back(address);
+    }
+    if (of.size() == 1) ApplyClears(dev, resolve, of.front());
+    if (dev.codes.empty()) {
+      dev.fresh.clear();  // expired or cleared unplaced: no raise to tell later
+      dev.cleared.clear();
+      continue;
     }
     if (of.size() == 1) {
       merge(dev, of.front());

@@ -145,6 +145,13 @@ class KmsgSampler : public SourceSampler {
     // Codes with a record written since the sampler started (not replayed
     // from the ring): their raise leaves an exemplar naming the pod.
     std::set<std::string> fresh;
+    // unplaced_'s only: the last reset and healthy record of each address
+    // of the driver (kernel time), applied where the faults are placed on
+    // that address's card (ApplyClears).
+    struct Cleared {
+      uint64_t reset_us = 0, healthy_us = 0;
+    };
+    std::map<std::string, Cleared> cleared;
   };
   // What a reload's new sampler takes over from the old one (after Stop,
   // before Start): the devices' codes and counts and the last record read,
@@ -201,6 +208,9 @@ class KmsgSampler : public SourceSampler {
   // A fault record into `dev` (HandleRecord); false when the device's codes
   // are full (dropped).
   bool AddFaultRecord(Device& dev, const KmsgMatch& m, uint64_t timestamp_us);
+  // A reset or healthy record, kept for the faults of its driver that named
+  // no device (bounded: kMaxKmsgDevices addresses a driver).
+  void NoteUnplacedClear(const KmsgMatch& m, uint64_t timestamp_us);
   KmsgBootMemory memory_;  // the records handled, of the boot last seen
   bool one_boot_ = false;  // the source holds one boot (KmsgSource::one_boot)
   // Records of a one-boot source that were never read (overwritten in the
