@@ -520,6 +520,27 @@ TEST_F(KmsgSamplerTest, StatesStayUntilAHealthyRecordAndResetsClearEvents) {
   EXPECT_EQ(Codes(0), std::vector<std::string>{"0x10DE004F"});
 }
 
+// NVIDIA's driver tells a card off the bus twice, in the same millisecond:
+// "NVRM: Xid (PCI:...): 79, ... GPU has fallen off the bus." and "NVRM: GPU
+// 0000:3b:00.0: GPU has fallen off the bus.". Both patterns give 0x10DE004F:
+// one event, counted once (it was counted twice). The same pattern twice is
+// two records, and another pattern a second later another event.
+TEST_F(KmsgSamplerTest, OneEventToldByTwoPatternsAtOnceIsCountedOnce) {
+  Record("NVRM: Xid (PCI:0000:3b:00): 79, pid=1, name=x, GPU has fallen off the bus.",
+         now_us_ - 3'000'000);
+  Record("NVRM: GPU 0000:3b:00.0: GPU has fallen off the bus.", now_us_ - 2'999'000);
+  ASSERT_EQ(Device(0).events.size(), 1u);
+  EXPECT_EQ(Device(0).events[0].count, 1u);
+  EXPECT_EQ(Codes(0), std::vector<std::string>{"0x10DE004F"});
+  Record("NVRM: GPU 0000:3b:00.0: GPU has fallen off the bus.", now_us_ - 2'998'000);
+  EXPECT_EQ(Device(0).events[0].count, 2u);
+  Record("NVRM: Xid (PCI:0000:3b:00): 79, pid=1, name=x, GPU has fallen off the bus.",
+         now_us_ - 1'000'000);
+  EXPECT_EQ(Device(0).events[0].count, 3u);
+  EXPECT_EQ(Metric("xpu_kmsg_fault_records_total", {{"pattern", "nvidia_xid"}}), 2);
+  EXPECT_EQ(Metric("xpu_kmsg_fault_records_total", {{"pattern", "nvidia_fallen_off_the_bus"}}), 2);
+}
+
 TEST_F(KmsgSamplerTest, OtherDevicesUserRecordsAndUnmatchedLinesDoNotRaise) {
   Record("NVRM: Xid (PCI:0000:99:00): 79, GPU has fallen off the bus.", now_us_);  // not XDM's
   Record("NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus.", now_us_, /*user=*/1);

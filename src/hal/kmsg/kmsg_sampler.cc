@@ -651,10 +651,16 @@ bool KmsgSampler::AddFaultRecord(Device& dev, const KmsgMatch& m, uint64_t times
     dropped_.Increment();
     return false;
   }
-  auto code = dev.codes.try_emplace(m.code).first;
-  code->second.last_us = std::max(code->second.last_us, timestamp_us);
-  code->second.state = catalog_->IsState(m.code);
-  ++dev.events[m.code];
+  auto [code, added] = dev.codes.try_emplace(m.code);
+  Active& a = code->second;
+  const uint64_t apart =
+      timestamp_us > a.last_us ? timestamp_us - a.last_us : a.last_us - timestamp_us;
+  const bool retold =
+      !added && !a.pattern.empty() && a.pattern != m.pattern->name && apart <= kRetoldWithinUs;
+  a.last_us = std::max(a.last_us, timestamp_us);
+  a.state = catalog_->IsState(m.code);
+  a.pattern = m.pattern->name;
+  if (!retold) ++dev.events[m.code];
   if (timestamp_us >= started_us_) dev.fresh.insert(m.code);
   return true;
 }

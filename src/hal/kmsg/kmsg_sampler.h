@@ -138,7 +138,12 @@ class KmsgSampler : public SourceSampler {
   struct Active {
     uint64_t last_us = 0;  // the record's kernel time
     bool state = false;
+    std::string pattern;  // of the last record
   };
+  // A record of a code that another pattern gave within this long is the
+  // same event told again (NVIDIA's Xid 79 line and its "fallen off the
+  // bus" line): one event.
+  static constexpr uint64_t kRetoldWithinUs = 1000000;
   struct Device {
     std::map<std::string, Active> codes;
     std::map<std::string, uint64_t> events;  // fault records, by code
