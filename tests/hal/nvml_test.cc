@@ -267,6 +267,23 @@ TEST_F(NvmlTest, AnswersBeyondTheBoundsAndErrorsAreBoundedAndSaid) {
   EXPECT_EQ(d[1].uuid, "");
 }
 
+// A name or uuid that is no UTF-8 (a driver's bytes) becomes a label: one
+// invalid label value makes Prometheus refuse the whole scrape. They are
+// made valid as every label from outside is.
+TEST_F(NvmlTest, ANameOrUuidThatIsNoUtf8IsMadeAValidLabel) {
+  Json f = TwoCards();
+  f["devices"][0]["name_bytes"] = {0x48, 0xff, 0x31, 0x30, 0x30};  // "H\xff100"
+  f["devices"][1]["uuid_bytes"] = {0x47, 0x50, 0x55, 0x2d, 0xc3};  // "GPU-" and half a character
+  Write(f);
+  auto lib = Open();
+  std::vector<NvmlDevice> d = Read(*lib);
+  ASSERT_EQ(d.size(), 2u);
+  EXPECT_EQ(d[0].name,
+            "H\xef\xbf\xbd"
+            "100");  // U+FFFD
+  EXPECT_EQ(d[1].uuid, "GPU-\xef\xbf\xbd");
+}
+
 TEST_F(NvmlTest, FaultsFollowRemapsAndRetirement) {
   NvmlDevice d;
   EXPECT_TRUE(DeriveNvmlFaults(d).empty());

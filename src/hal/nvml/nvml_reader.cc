@@ -4,6 +4,7 @@
 #include <cstring>
 #include <set>
 
+#include "common/label.h"
 #include "hal/pci_address.h"
 
 namespace xpu::hal {
@@ -47,12 +48,22 @@ class Calls {
 // A string NVML wrote into `buf`, cut at the buffer's end if it forgot its
 // terminator.
 std::string Text(const char* buf, size_t size) { return std::string(buf, strnlen(buf, size)); }
+// The same, for a value that becomes a label (a name, a uuid): valid UTF-8,
+// as every label from outside (a driver's bytes that are none would make
+// Prometheus refuse the whole page).
+std::string LabelText(const char* buf, size_t size) {
+  std::string s = Text(buf, size);
+  SanitizeLabelValue(&s);
+  return s;
+}
 
 void ReadIdentity(const NvmlLibrary::Api& a, nvml::Device h, Calls& ok, NvmlDevice* d) {
   char buf[nvml::kUuidSize] = {};
-  if (a.name != nullptr && ok(a.name(h, buf, sizeof buf), "name")) d->name = Text(buf, sizeof buf);
+  if (a.name != nullptr && ok(a.name(h, buf, sizeof buf), "name"))
+    d->name = LabelText(buf, sizeof buf);
   std::memset(buf, 0, sizeof buf);
-  if (a.uuid != nullptr && ok(a.uuid(h, buf, sizeof buf), "uuid")) d->uuid = Text(buf, sizeof buf);
+  if (a.uuid != nullptr && ok(a.uuid(h, buf, sizeof buf), "uuid"))
+    d->uuid = LabelText(buf, sizeof buf);
   nvml::PciInfo pci{};
   if (a.pci_info != nullptr && ok(a.pci_info(h, &pci), "pci info"))
     d->bus_id = CanonicalPciAddress(Text(pci.bus_id, sizeof pci.bus_id));
@@ -191,7 +202,7 @@ void ReadMig(const NvmlLibrary::Api& a, nvml::Device h, Calls& ok, NvmlDevice* d
     NvmlMigDevice md;
     char buf[nvml::kUuidSize] = {};
     if (a.uuid != nullptr && ok(a.uuid(m, buf, sizeof buf), "mig uuid"))
-      md.uuid = Text(buf, sizeof buf);
+      md.uuid = LabelText(buf, sizeof buf);
     if (a.gpu_instance_id != nullptr) (void)ok(a.gpu_instance_id(m, &md.gpu_instance), "gi");
     if (a.compute_instance_id != nullptr)
       (void)ok(a.compute_instance_id(m, &md.compute_instance), "ci");

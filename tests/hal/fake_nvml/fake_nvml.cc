@@ -159,6 +159,16 @@ nvml::Return CopyText(const std::string& s, char* buf, unsigned length) {
   return nvml::kSuccess;
 }
 
+// A text field of the card: `key`, or `key`_bytes, a list of byte values
+// (what a driver may write that is no UTF-8, which JSON cannot carry).
+std::string TextOf(const Json& j, const std::string& key) {
+  auto bytes = j.find(key + "_bytes");
+  if (bytes == j.end() || !bytes->is_array()) return j.value(key, "");
+  std::string s;
+  for (const Json& b : *bytes) s.push_back(static_cast<char>(b.get<int>()));
+  return s;
+}
+
 // A field of the card, or "not supported" when the fixture leaves it out.
 template <typename T>
 nvml::Return Field(const Json& j, const char* key, T* out) {
@@ -239,13 +249,13 @@ nvml::Return nvmlDeviceGetHandleByIndex_v2(unsigned index, nvml::Device* device)
 nvml::Return nvmlDeviceGetName(nvml::Device h, char* buf, unsigned length) {
   const Json* d = nullptr;
   if (auto r = Enter("nvmlDeviceGetName", h, &d); r != nvml::kSuccess) return r;
-  return CopyText(d->value("name", ""), buf, length);
+  return CopyText(TextOf(*d, "name"), buf, length);
 }
 
 nvml::Return nvmlDeviceGetUUID(nvml::Device h, char* buf, unsigned length) {
   const Json *d = nullptr, *m = nullptr;
   if (auto r = Enter("nvmlDeviceGetUUID", h, &d, &m); r != nvml::kSuccess) return r;
-  return CopyText((m != nullptr ? m : d)->value("uuid", ""), buf, length);
+  return CopyText(TextOf(m != nullptr ? *m : *d, "uuid"), buf, length);
 }
 
 nvml::Return nvmlDeviceGetPciInfo_v3(nvml::Device h, nvml::PciInfo* pci) {
