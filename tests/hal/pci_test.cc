@@ -212,6 +212,7 @@ TEST_F(PciTreeTest, ReadsEveryFileOfAnAcceleratorAndSkipsOtherClasses) {
 TEST_F(PciTreeTest, ConventionalPciWithoutLinkAerOrDriverIsNotAnError) {
   const std::string d = Dev("0000:00:04.0");
   Write(d + "/vendor", "0x1ded\n");
+  Write(d + "/device", "0x8000\n");  // every PCI function has its vendor, device and class
   Write(d + "/class", "0x120000\n");
   const auto devs = Scan();
   ASSERT_EQ(devs.size(), 1u);
@@ -289,6 +290,78 @@ TEST_F(PciTreeTest, AnUnboundDriverIsAFaultForACardThatHadOneOrThatALayerNames) 
   EXPECT_EQ(unbound("0000:3b:00.0"), -1) << "never bound, named by no layer";
   EXPECT_EQ(unbound("0000:5e:00.0"), 1) << "lost its driver";
   EXPECT_EQ(unbound("0000:86:00.0"), 1) << "XDM names it: its driver did not load";
+}
+
+// A reload that changes what the bus holds for a card (--hal.pci.classes,
+// --hal.pci.vendors, --hal.pci.sysfs-root) starts the tracker afresh: the
+// cards the old sampler tracked that the new one does not look for are not
+// lost cards (they were each pci_device_lost, isolate_card, until a
+// restart). A reload that keeps them hands the tracker over, so a card gone
+// meanwhile is still lost.
+TEST_F(PciTreeTest, AReloadThatNoLongerLooksForACardDoesNotLoseIt) {
+  Gpu("0000:3b:00.0");
+  const std::string accel = Gpu("0000:5e:00.0");
+  Write(accel + "/class", "0x120000\n");
+  store::DeviceRegistry reg;
+  prometheus::Registry self, self2, self3;
+  auto lost = [&](const std::string& bus) {
+    return xpu::testing::MetricValue(reg, "xpu_device_fault_active",
+                                     {{"bus_id", bus}, {"code", kFaultDeviceLost}});
+  };
+  auto old =
+      std::make_unique<PciSampler>(PciScanner(dir_.path(), PciFilter()), FaultCatalog::Builtin(),
+                                   std::chrono::seconds(1), kGaugeInterval, &reg, &self);
+  ASSERT_TRUE(old->SampleOnce());
+  PciFilter gpus_only;
+  ASSERT_TRUE(MakePciFilter({"0302"}, {}, &gpus_only).ok());
+  auto next =
+      std::make_unique<PciSampler>(PciScanner(dir_.path(), gpus_only), FaultCatalog::Builtin(),
+                                   std::chrono::seconds(1), kGaugeInterval, &reg, &self2);
+  next->TakeOver(*old);
+  old.reset();
+  ASSERT_TRUE(next->SampleOnce());
+  ASSERT_TRUE(next->SampleOnce());
+  EXPECT_NE(lost("0000:5e:00.0"), 1) << "not looked for is not lost";
+  EXPECT_NE(lost("0000:3b:00.0"), 1);
+  // The same settings: the tracker goes on, and a card gone during the
+  // reload is lost.
+  auto same =
+      std::make_unique<PciSampler>(PciScanner(dir_.path(), gpus_only), FaultCatalog::Builtin(),
+                                   std::chrono::seconds(1), kGaugeInterval, &reg, &self3);
+  same->TakeOver(*next);
+  next.reset();
+  fs::remove(dir_.path() + "/bus/pci/devices/0000:3b:00.0");
+  ASSERT_TRUE(same->SampleOnce());
+  EXPECT_EQ(lost("0000:3b:00.0"), 1);
+}
+
+// A card whose directory goes between the reads of one scan (its class and
+// vendor read, then every other file gone: the `device` file every PCI
+// function has is missing) is not read, not present and healthy with no
+// driver, link or AER to fault it.
+TEST_F(PciTreeTest, ACardWithoutItsDeviceFileIsNotReadAsHealthy) {
+  const std::string gpu = Gpu("0000:3b:00.0");
+  store::DeviceRegistry reg;
+  prometheus::Registry self;
+  PciSampler sampler(PciScanner(dir_.path(), PciFilter()), FaultCatalog::Builtin(),
+                     std::chrono::seconds(1), kGaugeInterval, &reg, &self);
+  Write(gpu + "/aer_dev_fatal", "Undefined 1\nTOTAL_ERR_FATAL 1\n");
+  ASSERT_TRUE(sampler.SampleOnce());
+  for (const char* f : {"device", "power_state", "current_link_speed", "current_link_width",
+                        "aer_dev_fatal", "driver"})
+    fs::remove(gpu + "/" + f);
+  ASSERT_TRUE(sampler.SampleOnce());
+  const std::vector<store::SourceView> views = reg.SourceViews();
+  bool found = false;
+  for (const store::SourceView& v : views) {
+    if (v.source != store::kSourcePci) continue;
+    for (const store::SourceView::Device& d : v.devices) {
+      if (d.bus_id != "0000:3b:00.0") continue;
+      found = true;
+      EXPECT_FALSE(d.seen) << "a card not read is not seen";
+    }
+  }
+  EXPECT_TRUE(found);
 }
 
 // Each fact at its cadence (issue 51): after the first, whole, scan the

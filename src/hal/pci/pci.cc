@@ -462,16 +462,21 @@ void PciScanner::ReadDevice(const DeviceDir& device, PciScanDepth depth, PciDevi
   const bool whole = depth == PciScanDepth::kWhole;
   const std::string& dir = device.path;
   // Reads `file` if it exists; a file that exists but does not parse is
-  // noted, one that is absent is simply not there on this kernel or device.
+  // noted, one that is absent is simply not there on this kernel or device
+  // (`*absent`).
   // A fact read every scan (`fast`) that is there and cannot be read makes
   // the scan's view of the card not its state (PciDevice::unread).
   // The current link's files answer EINVAL (Unavailable) when the device
   // does not answer its config space: that is the link's state (down), not
   // a read that failed (`*no_answer`).
   std::string text;
-  auto read = [&](const char* file, auto parse, bool fast, bool* no_answer = nullptr) {
+  auto read = [&](const char* file, auto parse, bool fast, bool* no_answer = nullptr,
+                  bool* absent = nullptr) {
     Status s = device.Read(file, &text);
-    if (s.code() == Status::Code::kNotFound) return decltype(parse(std::string_view()))();
+    if (s.code() == Status::Code::kNotFound) {
+      if (absent != nullptr) *absent = true;
+      return decltype(parse(std::string_view()))();
+    }
     if (no_answer != nullptr && s.code() == Status::Code::kUnavailable) {
       *no_answer = true;
       return decltype(parse(std::string_view()))();
@@ -490,7 +495,15 @@ void PciScanner::ReadDevice(const DeviceDir& device, PciScanDepth depth, PciDevi
   };
   // The device id each scan: with the address, vendor and class it tells a
   // card replaced at the same address, whose kept facts are not its own.
-  if (auto v = read("device", ParseHex, true)) d->device = *v;
+  // Every PCI function has the file: one missing after its class and vendor
+  // were read is a directory going as it is read (the card leaving the
+  // bus), not a card without it: not read, not present and healthy.
+  bool absent = false;
+  if (auto v = read("device", ParseHex, true, nullptr, &absent)) d->device = *v;
+  if (absent) {
+    d->unread = true;
+    d->errors.push_back(dir + "/device: missing (the card is going)");
+  }
   if (whole) {
     if (auto v = read("numa_node", ParseInt, false)) d->numa_node = *v;
     if (auto v = read("enable", ParseInt, false)) d->enabled = *v > 0;

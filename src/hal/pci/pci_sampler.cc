@@ -121,7 +121,12 @@ PciSampler::PciSampler(PciScanner scanner, std::shared_ptr<const FaultCatalog> c
 void PciSampler::TakeOver(Part& old) {
   if (auto* o = dynamic_cast<PciSampler*>(&old)) {
     SeedFaultState(o->fault_state());
-    SeedTracker(o->tracker_state());
+    // The cards it tracked are the ones this one looks for only where the
+    // tree and the filter are the same: one it no longer looks for is not
+    // a lost card. Otherwise it starts afresh (a card gone during that
+    // reload is then not told as lost: it is simply not there).
+    if (o->scanner().root() == scanner_.root() && o->scanner().filter() == scanner_.filter())
+      SeedTracker(o->tracker_state());
   }
 }
 
