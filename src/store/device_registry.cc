@@ -720,15 +720,50 @@ void DeviceRegistry::WriteIdentityLocked(const Joined& j, Families* f) const {
   }
 }
 
+namespace {
+
+// The views of one source that name the same card (two sysfs devices whose
+// `device` links name one address), from the first, `first`, as one: each
+// fault once, the worse health, seen only where each was, the events and
+// the memory of all. The page has one series a card and a source.
+DeviceView MergedViews(const DeviceViews& views, const std::vector<size_t>& at, size_t first) {
+  DeviceView m = views.devices[first];
+  for (size_t k = first + 1; k < at.size(); ++k) {
+    if (at[k] != at[first]) continue;
+    const DeviceView& d = views.devices[k];
+    for (const ActiveFault& fault : d.faults) AddFault(&m.faults, fault);
+    m.healthy = WorseHealth(m.healthy, d.healthy);
+    m.seen = m.seen && d.seen;
+    for (const DeviceView::Events& e : d.events) {
+      auto it = std::find_if(m.events.begin(), m.events.end(),
+                             [&](const DeviceView::Events& x) { return x.code == e.code; });
+      if (it == m.events.end()) {
+        m.events.push_back(e);
+      } else {
+        it->count += e.count;
+      }
+    }
+    m.containers.insert(m.containers.end(), d.containers.begin(), d.containers.end());
+  }
+  return m;
+}
+
+}  // namespace
+
 void DeviceRegistry::WriteViewsLocked(const Joined& j, Families* f, Lent* lent) const {
   for (const Joined::Source& s : j.sources) {
     const std::string& source = *s.name;
     const bool seeing = SightLocked(source) == Sight::kSeeing;
-    std::vector<bool> listed(j.inventory.size());
+    std::vector<uint32_t> views_of(j.inventory.size());  // listed: > 0
+    for (size_t at : s.at)
+      if (at != kNone) ++views_of[at];
+    std::vector<bool> written(j.inventory.size());
     for (size_t i = 0; i < s.at.size(); ++i) {
-      if (s.at[i] == kNone) continue;
-      listed[s.at[i]] = true;
-      const DeviceView& d = s.views->devices[i];
+      if (s.at[i] == kNone || written[s.at[i]]) continue;
+      written[s.at[i]] = true;
+      DeviceView merged;
+      if (views_of[s.at[i]] > 1) merged = MergedViews(*s.views, s.at, i);
+      const DeviceView& d = views_of[s.at[i]] > 1 ? merged : s.views->devices[i];
       const InventoryDevice& card = j.inventory[s.at[i]];
       const MetricLabels labels = CardLabels(card, d.uuid);
       WriteDeviceFaults(&f->active, &f->level, labels, d.faults, source);
@@ -748,7 +783,7 @@ void DeviceRegistry::WriteViewsLocked(const Joined& j, Families* f, Lent* lent) 
     // healthy, no fault.
     if (s.views->coverage == Coverage::kAddressedSilent) {
       for (size_t i = 0; i < j.inventory.size(); ++i) {
-        if (listed[i] || j.inventory[i].bus_id.empty()) continue;
+        if (views_of[i] > 0 || j.inventory[i].bus_id.empty()) continue;
         const MetricLabels labels = CardLabels(j.inventory[i], "");
         WriteDeviceFaults(&f->active, &f->level, labels, {}, source);
         if (seeing) f->health.metric.push_back(GaugeSample(With(labels, {{"source", source}}), 1));

@@ -742,6 +742,22 @@ TEST(DeviceRegistryTest, TwoDevicesOfOneSourceThatNameOneCardBothCount) {
     ASSERT_EQ(seen[0].faults.size(), 1u) << "fault first: " << fault_first;
     EXPECT_EQ(seen[0].faults[0].code, "0x80E18400");
     EXPECT_TRUE(seen[0].seen);
+    // The page has one series a family for the card and the source, as
+    // bad as the worse of the two: two (1, then 0) are a duplicate series,
+    // of which Prometheus keeps the first and an alert misses the fault.
+    std::map<std::string, std::vector<double>> samples;  // by family
+    for (const prometheus::MetricFamily& f : reg.Collect())
+      for (const prometheus::ClientMetric& m : f.metric) {
+        bool card = false, sysfs = false;
+        for (const auto& l : m.label) {
+          card = card || (l.name == "bus_id" && l.value == "0000:3b:00.0");
+          sysfs = sysfs || (l.name == "source" && l.value == "sysfs");
+        }
+        if (card && sysfs) samples[f.name].push_back(m.gauge.value);
+      }
+    EXPECT_EQ(samples["xpu_device_health"], std::vector<double>{0}) << fault_first;
+    EXPECT_EQ(samples["xpu_device_fault_level"], std::vector<double>{6}) << fault_first;
+    EXPECT_EQ(samples["xpu_device_fault_active"], std::vector<double>{1}) << fault_first;
     // One of the two not read this sample: the card is not seen.
     views.devices[1].seen = false;
     reg.SetDeviceViews("sysfs", views);
