@@ -292,6 +292,59 @@ TEST_F(SamplerTest, RaisesClearsAndCountsFaultEvents) {
   EXPECT_EQ(Value(metrics_, "xpu_hal_up"), 1);
 }
 
+// A backend whose devices and reads the test sets.
+class SetBackend : public HalBackend {
+ public:
+  std::string name() const override { return "set"; }
+  Status ListDevices(std::vector<HalDeviceId>* out) override {
+    *out = ids;
+    return Status::Ok();
+  }
+  Status ReadHealth(int32_t, bool* healthy) override {
+    *healthy = true;
+    return Status::Ok();
+  }
+  Status ReadFaultCodes(int32_t, std::vector<std::string>* out) override {
+    if (!faults_readable) return Status::IoError("fault_codes: torn read");
+    *out = codes;
+    return Status::Ok();
+  }
+  std::vector<HalDeviceId> ids;
+  std::vector<std::string> codes;
+  bool faults_readable = true;
+};
+
+// The faults kept over a failed read are the card's own: where the minor now
+// names another card (xpu0's device link moved from one address to
+// another), that card is not read and carries none of the other's faults,
+// which were shown on it (and gone from their own card) before.
+TEST(HalSamplerTest, FaultsKeptOverAFailedReadAreTheCardsOwn) {
+  store::DeviceRegistry registry;
+  prometheus::Registry metrics;
+  auto owned = std::make_unique<SetBackend>();
+  SetBackend* b = owned.get();
+  HalSampler sampler(std::move(owned), FaultCatalog::Builtin(), std::chrono::seconds(1), &registry,
+                     &metrics);
+  b->ids = {{0, "U-A", "0000:3b:00.0"}};
+  b->codes = {"0x80E18400"};
+  sampler.SampleOnce();
+  ASSERT_EQ(xpu::testing::ViewOf(registry, "sysfs").size(), 1u);
+  ASSERT_EQ(xpu::testing::ViewOf(registry, "sysfs")[0].faults.size(), 1u);
+  // The same card, its read torn: its faults kept, not seen.
+  b->faults_readable = false;
+  sampler.SampleOnce();
+  EXPECT_EQ(xpu::testing::ViewOf(registry, "sysfs")[0].faults.size(), 1u);
+  EXPECT_FALSE(xpu::testing::ViewOf(registry, "sysfs")[0].seen);
+  // Minor 0 is another card now, its read torn.
+  b->ids = {{0, "U-B", "0000:5e:00.0"}};
+  sampler.SampleOnce();
+  const auto views = xpu::testing::ViewOf(registry, "sysfs");
+  ASSERT_EQ(views.size(), 1u);
+  EXPECT_EQ(views[0].bus_id, "0000:5e:00.0");
+  EXPECT_TRUE(views[0].faults.empty()) << "another card's faults";
+  EXPECT_FALSE(views[0].seen);
+}
+
 // A raise on a device that a pod holds leaves that pod as the exemplar of its
 // xpu_device_fault_events_total series (OpenMetrics).
 TEST(FaultEventsTest, RaiseLeavesThePodHoldingTheDeviceAsExemplar) {

@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+
 namespace xpu::hal {
 
 HalSampler::HalSampler(std::unique_ptr<HalBackend> backend,
@@ -88,12 +90,25 @@ void HalSampler::SampleOnce() {
       v.seen = false;
       read_errors_.Add({{"minor", minor}}).Increment();
       Warn("faults" + minor, "device " + minor + ": " + fs.message());
-      active = faults_.Previous(minor);
+      // Only the card's own: a minor that names another card now (its
+      // device link moved) keeps nothing of the one it named.
+      auto before = named_.find(id.minor);
+      const bool same_card =
+          before == named_.end() ||
+          (!before->second.bus_id.empty() && !id.bus_id.empty()
+               ? before->second.bus_id == id.bus_id
+               : before->second.uuid.empty() || id.uuid.empty() || before->second.uuid == id.uuid);
+      if (same_card) active = faults_.Previous(minor);
     }
+    named_[id.minor] = id;
     v.faults = faults_.Update(minor, "device " + minor, minor, v.uuid, id.bus_id, active);
     views.devices.push_back(std::move(v));
   }
   faults_.EndSample();
+  std::erase_if(named_, [&](const auto& n) {
+    return std::none_of(ids.begin(), ids.end(),
+                        [&](const HalDeviceId& id) { return id.minor == n.first; });
+  });
   registry()->SetDeviceViews(store::kSourceSysfs, std::move(views));
   Seeing();
   {

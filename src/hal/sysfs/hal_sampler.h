@@ -65,6 +65,10 @@ class HalSampler : public SourceSampler {
   prometheus::Gauge& duration_;
   prometheus::Family<prometheus::Counter>& read_errors_;
   FaultEvents faults_;  // sampler-thread state
+  // Sampler-thread state: each minor's card at its last sample, so that the
+  // faults kept over a failed read are that card's (ids_ keeps them by
+  // minor).
+  std::map<int32_t, HalDeviceId> named_;
 
   // Sampler-thread state.
   LogOnce logged_;  // problems logged, until they clear
