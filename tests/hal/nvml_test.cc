@@ -711,6 +711,56 @@ TEST_F(NvmlSamplerTest, JoinsXdmsBusIdInAnyFormItGives) {
       << "joined to minor 3 (its pending remap is reset_card)";
 }
 
+// A card whose registration for events failed (NVML busy, the card lost a
+// moment) is registered again, at each whole read's cadence, not left deaf:
+// an Xid on it after that raises. It used to be never registered again, and
+// its Xids were dropped while the source read it as healthy.
+TEST_F(NvmlSamplerTest, ACardThatCouldNotBeRegisteredForEventsIsRegisteredAgain) {
+  NvmlSampler::Options o;
+  o.library = FAKE_NVML_PATH;
+  o.interval = std::chrono::milliseconds(100);
+  o.gauge_interval = std::chrono::milliseconds(100);
+  o.deadline = kGenerousDeadline;
+  auto s = std::make_unique<NvmlSampler>(o, FaultCatalog::Builtin(), &registry_, &self_);
+  Json f = TwoCards();
+  f["devices"][0].erase("remap");
+  f["devices"][1]["retired"]["pending"] = false;
+  f["devices"][1]["errors"] = {{"nvmlDeviceRegisterEvents", nvml::kErrorUnknown}};
+  Write(f);
+  void* lib = dlopen(FAKE_NVML_PATH, RTLD_NOW);
+  ASSERT_NE(lib, nullptr);
+  auto sets_made = reinterpret_cast<int (*)()>(dlsym(lib, "xpu_fake_nvml_event_sets_made"));
+  auto delivered = reinterpret_cast<int (*)()>(dlsym(lib, "xpu_fake_nvml_events_delivered"));
+  auto registered = reinterpret_cast<int (*)()>(dlsym(lib, "xpu_fake_nvml_registrations"));
+  ASSERT_NE(sets_made, nullptr);
+  ASSERT_NE(delivered, nullptr);
+  ASSERT_NE(registered, nullptr);
+  const int sets_before = sets_made();
+  ASSERT_TRUE(s->SampleOnce());
+  ASSERT_TRUE(
+      xpu::testing::WaitFor([&] { return sets_made() > sets_before; }, std::chrono::seconds(5)));
+  const int registered_before = registered();
+  f["devices"][1].erase("errors");  // registration works from here on
+  Write(f);
+  ASSERT_TRUE(xpu::testing::WaitFor([&] { return registered() > registered_before; },
+                                    std::chrono::seconds(10)))
+      << "card 1 was not registered again";
+  const int delivered_before = delivered();
+  f["events"] = {{{"device", 1}, {"type", 8}, {"data", 48}}};
+  Write(f);
+  ASSERT_TRUE(xpu::testing::WaitFor([&] { return delivered() > delivered_before; },
+                                    std::chrono::seconds(10)));
+  EXPECT_TRUE(xpu::testing::WaitFor(
+      [&] {
+        (void)s->SampleOnce();
+        return xpu::testing::MetricValue(
+                   registry_, "xpu_device_fault_active",
+                   {{"source", "nvml"}, {"uuid", "GPU-h800-1"}, {"code", "0x10DE0030"}}) == 1;
+      },
+      std::chrono::seconds(5)))
+      << "the Xid 48 of a card registered again";
+}
+
 // NVML's Xid events raise the codes the kernel log gives the same Xid, at
 // the same levels: a state (Xid 79) stays, an event clears after its time.
 TEST_F(NvmlSamplerTest, XidEventsRaiseTheKernelLogsCodesAndEventsClearInTime) {

@@ -9,6 +9,7 @@
 #include <future>
 #include <map>
 #include <optional>
+#include <set>
 #include <thread>
 #include <utility>
 
@@ -26,8 +27,11 @@ namespace xpu::hal {
 // What the sampler and its reader thread share; the thread holds it as long
 // as it runs, which may be longer than the sampler lives (a call that hangs).
 struct NvmlSampler::Reader {
-  explicit Reader(std::string path) : library(std::move(path)) {}
+  Reader(std::string path, std::chrono::milliseconds retry)
+      : library(std::move(path)), register_retry(retry) {}
   const std::string library;
+  // How often the event thread registers again a card it could not.
+  const std::chrono::milliseconds register_retry;
   Mutex mu;
   CondVar cv;
   bool started XPU_GUARDED_BY(mu) = false;  // the thread
@@ -61,8 +65,11 @@ struct NvmlSampler::Reader {
   // The event thread: registers every card for Xid and double-bit ECC
   // events (the Xid alone where a card refuses the pair), then waits for
   // them in slices of kEventWaitMs, so that it sees quit promptly; it ends
-  // at quit. A wait that fails at once (not a timeout) is retried after a
-  // second, not spun.
+  // at quit. A card it could not register is tried again every
+  // register_retry (its waits no longer than that meanwhile): a card left
+  // deaf would read healthy through its Xids. A wait that fails at once
+  // (not a timeout) is retried after a second, not spun, and said once
+  // until a wait works again.
   static void Listen(const std::shared_ptr<Reader>& self,
                      const std::shared_ptr<const NvmlLibrary>& lib, unsigned count) {
     const NvmlLibrary::Api& a = lib->api();
@@ -75,28 +82,63 @@ struct NvmlSampler::Reader {
       return;
     }
     std::map<nvml::Device, unsigned> index;
-    for (unsigned i = 0; i < std::min(count, kMaxNvmlDevices); ++i) {
-      nvml::Device h = nullptr;
-      if (a.device_by_index(i, &h) != nvml::kSuccess) continue;
-      if (a.register_events(h, nvml::kEventXidCriticalError | nvml::kEventDoubleBitEccError, set) ==
-              nvml::kSuccess ||
-          a.register_events(h, nvml::kEventXidCriticalError, set) == nvml::kSuccess)
-        index[h] = i;
-    }
+    std::set<unsigned> deaf;  // cards not registered yet
+    auto register_cards = [&](const std::set<unsigned>& cards) {
+      for (unsigned i : cards) {
+        nvml::Device h = nullptr;
+        if (a.device_by_index(i, &h) != nvml::kSuccess) continue;
+        if (a.register_events(h, nvml::kEventXidCriticalError | nvml::kEventDoubleBitEccError,
+                              set) == nvml::kSuccess ||
+            a.register_events(h, nvml::kEventXidCriticalError, set) == nvml::kSuccess) {
+          index[h] = i;
+          deaf.erase(i);
+        }
+      }
+    };
+    for (unsigned i = 0; i < std::min(count, kMaxNvmlDevices); ++i) deaf.insert(i);
+    register_cards(std::set<unsigned>(deaf));
     {
       MutexLock lock(self->mu);
-      self->notes.emplace_back(false, "listening for Xid and double-bit ECC events of " +
-                                          std::to_string(index.size()) + " card(s)");
+      self->notes.emplace_back(!deaf.empty(),
+                               "listening for Xid and double-bit ECC events of " +
+                                   std::to_string(index.size()) + " card(s)" +
+                                   (deaf.empty() ? std::string()
+                                                 : "; " + std::to_string(deaf.size()) +
+                                                       " could not be registered (tried again)"));
     }
+    auto next_retry = std::chrono::steady_clock::now() + self->register_retry;
+    bool wait_failing = false;
     for (;;) {
       {
         MutexLock lock(self->mu);
         if (self->quit) break;
       }
+      if (!deaf.empty() && std::chrono::steady_clock::now() >= next_retry) {
+        const size_t before = deaf.size();
+        register_cards(std::set<unsigned>(deaf));
+        next_retry = std::chrono::steady_clock::now() + self->register_retry;
+        if (deaf.size() < before) {
+          MutexLock lock(self->mu);
+          self->notes.emplace_back(
+              false, "listening for events of " + std::to_string(index.size()) + " card(s) now");
+        }
+      }
+      const unsigned wait_ms = deaf.empty()
+                                   ? kEventWaitMs
+                                   : static_cast<unsigned>(std::clamp<int64_t>(
+                                         self->register_retry.count(), 1, int64_t{kEventWaitMs}));
       nvml::EventData data{};
       const nvml::Return r =
-          index.empty() ? nvml::kErrorNotFound : a.event_set_wait(set, &data, kEventWaitMs);
+          index.empty() ? nvml::kErrorNotFound : a.event_set_wait(set, &data, wait_ms);
       MutexLock lock(self->mu);
+      if (r != nvml::kErrorTimeout && r != nvml::kSuccess && !index.empty() && !wait_failing) {
+        wait_failing = true;
+        self->notes.emplace_back(
+            true, "waiting for events failed: " + lib->ErrorString(r) + " (retried each second)");
+      } else if ((r == nvml::kSuccess || r == nvml::kErrorTimeout) && wait_failing) {
+        wait_failing = false;
+        self->notes.emplace_back(false, "waiting for events works again");
+      }
       if (r == nvml::kSuccess) {
         auto it = index.find(data.device);
         if (it == index.end()) continue;
@@ -106,7 +148,10 @@ struct NvmlSampler::Reader {
         }
         self->events.push_back({it->second, data.event_type, data.event_data});
       } else if (r != nvml::kErrorTimeout) {
-        self->cv.WaitFor(lock, std::chrono::seconds(1));
+        // Nothing to wait on (no card registered yet) waits its retry.
+        self->cv.WaitFor(lock, index.empty() ? std::min<std::chrono::milliseconds>(
+                                                   self->register_retry, std::chrono::seconds(1))
+                                             : std::chrono::seconds(1));
       }
     }
     a.event_set_free(set);
@@ -173,7 +218,7 @@ NvmlSampler::NvmlSampler(Options options, std::shared_ptr<const FaultCatalog> ca
                     options.interval, registry, self_metrics),
       options_(std::move(options)),
       cadence_(options_.interval, options_.gauge_interval),
-      reader_(std::make_shared<Reader>(options_.library)),
+      reader_(std::make_shared<Reader>(options_.library, options_.gauge_interval)),
       faults_(std::move(catalog), fault_metrics != nullptr ? fault_metrics : self_metrics,
               kSourceNvml, registry, exemplars),
       read_errors_(prometheus::BuildCounter()

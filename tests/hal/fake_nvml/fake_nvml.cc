@@ -194,6 +194,11 @@ int xpu_fake_nvml_event_sets_made() {
   return static_cast<int>(sets_made);
 }
 
+// Not NVML's: how many registrations of a card for events took, so that a
+// test can wait for a listener to have registered one.
+std::atomic<int> registrations{0};
+int xpu_fake_nvml_registrations() { return registrations.load(); }
+
 // Not NVML's: how many events every set together delivered, so that a
 // test can wait for a listener to have taken one.
 int xpu_fake_nvml_events_delivered() {
@@ -530,7 +535,9 @@ nvml::Return nvmlEventSetCreate(nvml::EventSet* set) {
 nvml::Return nvmlDeviceRegisterEvents(nvml::Device h, unsigned long long /*types*/,
                                       nvml::EventSet /*set*/) {
   const Json* d = nullptr;
-  return Enter("nvmlDeviceRegisterEvents", h, &d);
+  const nvml::Return r = Enter("nvmlDeviceRegisterEvents", h, &d);
+  if (r == nvml::kSuccess) ++registrations;
+  return r;
 }
 
 namespace {
