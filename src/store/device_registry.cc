@@ -307,6 +307,7 @@ void DeviceRegistry::CloseSource(const std::string& source) {
   sources_.erase(source);
   if (source == kSourcePci) pci_.clear();
   views_.erase(source);
+  kin_.erase(source);
   families_.erase(source);
 }
 
@@ -372,7 +373,8 @@ std::vector<SourceView> DeviceRegistry::SourceViewsLocked(const Joined& j) const
       // Two of its devices may name one card (two minors linked to one
       // function, XDM listing two minors at one address): both count.
       std::map<size_t, std::vector<const DeviceView*>> listed;
-      std::set<std::string> kin;  // the vendors of the cards it lists
+      // The vendors of the cards it lists, and has listed since it opened.
+      std::set<std::string>& kin = kin_[name];
       for (size_t i = 0; i < s->at.size(); ++i) {
         if (s->at[i] == kNone) continue;
         listed[s->at[i]].push_back(&s->views->devices[i]);

@@ -129,6 +129,9 @@ class DeviceRegistry : public FamilyLender,
   std::vector<PciDeviceView> pci_ XPU_GUARDED_BY(mu_);            // the pci source's own view
   std::vector<std::string> pci_absent_ XPU_GUARDED_BY(mu_);       // XDM's, not on the bus
   std::map<std::string, DeviceViews> views_ XPU_GUARDED_BY(mu_);  // every source's, by name
+  // The vendors of the cards each source has listed since it opened: a tree
+  // that lost its last card still answers for them (Coverage::kListedAndKin).
+  mutable std::map<std::string, std::set<std::string>> kin_ XPU_GUARDED_BY(mu_);
   // Each source's own families (DeviceViews::families, moved here when set),
   // filtered by filter_; lent to the page as they are (CollectLending).
   std::map<std::string, std::shared_ptr<const std::vector<prometheus::MetricFamily>>> families_

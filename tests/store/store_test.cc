@@ -769,6 +769,30 @@ TEST(DeviceRegistryTest, TwoDevicesOfOneSourceThatNameOneCardBothCount) {
   }
 }
 
+// A driver's tree answers for every card of the vendors it has listed: one
+// gone from it is not seen, down to the last. When the tree lost its last
+// card its kin was empty and it answered only for XDM's cards: a card the
+// bus alone names read healthy by the others (a helper's audit).
+TEST(DeviceRegistryTest, ATreeThatLostItsLastCardStillAnswersForItsKin) {
+  DeviceRegistry r;
+  r.OpenSource(kSourcePci, seconds(60));
+  r.OpenSource(kSourceSysfs, seconds(60));
+  r.SetPciDevices({Pci("0000:3b:00.0")});
+  r.SetDeviceViews(kSourceSysfs, Views({V(0, "U0", "0000:3b:00.0")}, Coverage::kListedAndKin));
+  auto sysfs_devices = [&r] {
+    for (const SourceView& v : r.SourceViews())
+      if (v.source == kSourceSysfs) return v.devices;
+    return std::vector<SourceView::Device>{};
+  };
+  ASSERT_EQ(sysfs_devices().size(), 1u);
+  EXPECT_TRUE(sysfs_devices()[0].seen);
+  r.SetDeviceViews(kSourceSysfs, Views({}, Coverage::kListedAndKin));
+  const std::vector<SourceView::Device> after = sysfs_devices();
+  ASSERT_EQ(after.size(), 1u) << "the card it listed is still its kin";
+  EXPECT_EQ(after[0].bus_id, "0000:3b:00.0");
+  EXPECT_FALSE(after[0].seen);
+}
+
 // A source publishes each interval, mostly what it published last: the same
 // view again is seen (it keeps the source fresh) without the join being
 // made again (the pci families lent to the page stay the very ones); a view
