@@ -601,6 +601,7 @@ void DeviceTainter::Act(Round& round, const CardVerdict& v, Plan& p) {
   // read: the others' healthy is no evidence of a recovery while one that
   // may see the fault has not spoken; its hold starts after that.
   if (!at_once && !round.settled) {
+    differs_since_.erase(want.name);  // a hold handed over by a reload starts again
     card.why = (v.known ? "healthy" : "health unknown") +
                std::string(": kept, not every source has read since the start");
     return;

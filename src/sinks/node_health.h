@@ -115,11 +115,12 @@ NodeCondition ConditionOf(const std::vector<store::SourceView>& views, bool inve
 // the Node over and over.
 int SeverityOf(const NodeCondition& c);
 
-// The strategic-merge patch of the Node's status that sets the condition
-// (conditions merge by type: the others are left alone).
 // The strategic merge patch that takes the condition off the Node (a
 // reload that switches it off: no one would keep it true).
 std::string ConditionRemovalPatch();
+
+// The strategic-merge patch of the Node's status that sets the condition
+// (conditions merge by type: the others are left alone).
 std::string ConditionPatch(const NodeCondition& c, std::string_view heartbeat,
                            std::string_view transition);
 

@@ -730,12 +730,19 @@ namespace {
 // the memory of all. The page has one series a card and a source.
 DeviceView MergedViews(const DeviceViews& views, const std::vector<size_t>& at, size_t first) {
   DeviceView m = views.devices[first];
+  // A view that was read and says the card is bad is sight enough of that:
+  // the other's failed read does not hide it.
+  auto seen_bad = [](const DeviceView& d) {
+    return d.seen && HealthWithFaults(d.healthy, d.faults) == std::optional<bool>(false);
+  };
+  bool bad = seen_bad(m);
   for (size_t k = first + 1; k < at.size(); ++k) {
     if (at[k] != at[first]) continue;
     const DeviceView& d = views.devices[k];
     for (const ActiveFault& fault : d.faults) AddFault(&m.faults, fault);
     m.healthy = WorseHealth(m.healthy, d.healthy);
     m.seen = m.seen && d.seen;
+    bad = bad || seen_bad(d);
     for (const DeviceView::Events& e : d.events) {
       auto it = std::find_if(m.events.begin(), m.events.end(),
                              [&](const DeviceView::Events& x) { return x.code == e.code; });
@@ -746,6 +753,10 @@ DeviceView MergedViews(const DeviceViews& views, const std::vector<size_t>& at, 
       }
     }
     m.containers.insert(m.containers.end(), d.containers.begin(), d.containers.end());
+  }
+  if (bad) {
+    m.seen = true;
+    m.healthy = false;
   }
   return m;
 }

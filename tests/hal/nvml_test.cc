@@ -731,18 +731,18 @@ TEST_F(NvmlSamplerTest, ACardThatCouldNotBeRegisteredForEventsIsRegisteredAgain)
   ASSERT_NE(lib, nullptr);
   auto sets_made = reinterpret_cast<int (*)()>(dlsym(lib, "xpu_fake_nvml_event_sets_made"));
   auto delivered = reinterpret_cast<int (*)()>(dlsym(lib, "xpu_fake_nvml_events_delivered"));
-  auto registered = reinterpret_cast<int (*)()>(dlsym(lib, "xpu_fake_nvml_registrations"));
+  auto registered_of = reinterpret_cast<int (*)(int)>(dlsym(lib, "xpu_fake_nvml_registrations_of"));
   ASSERT_NE(sets_made, nullptr);
   ASSERT_NE(delivered, nullptr);
-  ASSERT_NE(registered, nullptr);
+  ASSERT_NE(registered_of, nullptr);
   const int sets_before = sets_made();
   ASSERT_TRUE(s->SampleOnce());
   ASSERT_TRUE(
       xpu::testing::WaitFor([&] { return sets_made() > sets_before; }, std::chrono::seconds(5)));
-  const int registered_before = registered();
-  f["devices"][1].erase("errors");  // registration works from here on
+  const int card1_before = registered_of(1);  // card 1 refuses: no listener registers it
+  f["devices"][1].erase("errors");            // registration works from here on
   Write(f);
-  ASSERT_TRUE(xpu::testing::WaitFor([&] { return registered() > registered_before; },
+  ASSERT_TRUE(xpu::testing::WaitFor([&] { return registered_of(1) > card1_before; },
                                     std::chrono::seconds(10)))
       << "card 1 was not registered again";
   const int delivered_before = delivered();

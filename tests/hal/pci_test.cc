@@ -323,6 +323,27 @@ TEST_F(PciTreeTest, AReloadThatNoLongerLooksForACardDoesNotLoseIt) {
   ASSERT_TRUE(next->SampleOnce());
   EXPECT_NE(lost("0000:5e:00.0"), 1) << "not looked for is not lost";
   EXPECT_NE(lost("0000:3b:00.0"), 1);
+  // A card the new filter still looks for goes on: one that lost its
+  // driver before a reload that changed the filter is still unbound.
+  fs::remove(dir_.path() + "/devices/pci0000:00/0000:3b:00.0/driver");
+  ASSERT_TRUE(next->SampleOnce());
+  auto unbound = [&] {
+    return xpu::testing::MetricValue(reg, "xpu_device_fault_active",
+                                     {{"bus_id", "0000:3b:00.0"}, {"code", kFaultDriverUnbound}});
+  };
+  ASSERT_EQ(unbound(), 1);
+  PciFilter wider;
+  ASSERT_TRUE(MakePciFilter({"0302", "0b40"}, {}, &wider).ok());
+  prometheus::Registry self4;
+  auto widened =
+      std::make_unique<PciSampler>(PciScanner(dir_.path(), wider), FaultCatalog::Builtin(),
+                                   std::chrono::seconds(1), kGaugeInterval, &reg, &self4);
+  widened->TakeOver(*next);
+  next = std::move(widened);
+  ASSERT_TRUE(next->SampleOnce());
+  EXPECT_EQ(unbound(), 1) << "a reload that changed the filter forgot the card lost its driver";
+  fs::create_directory_symlink("../../../bus/pci/drivers/nvidia",
+                               dir_.path() + "/devices/pci0000:00/0000:3b:00.0/driver");
   // The same settings: the tracker goes on, and a card gone during the
   // reload is lost.
   auto same =

@@ -199,11 +199,6 @@ TEST_F(NodeReporterLiveTest, PatchesTheConditionOnlyWhenItChanges) {
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
 }
 
-// Until every backend that runs has published since the reporter started,
-// the condition waits: a kernel log still being read must not make the Node
-// look healthy. One view is enough: the registry joins each to the
-// inventory as it is now (before the one lane, the kmsg view joined XDM's
-// list itself and was waited for twice).
 // The types of the conditions the Node carries now.
 std::vector<std::string> ConditionTypes(const Json& node) {
   std::vector<std::string> types;
@@ -250,6 +245,11 @@ TEST_F(NodeReporterLiveTest, SwitchedOffItsConditionIsTakenOffTheNode) {
   EXPECT_EQ(ConditionTypes(api_.Recorded("node")).size(), 2u);
 }
 
+// Until every backend that runs has published since the reporter started,
+// the condition waits: a kernel log still being read must not make the Node
+// look healthy. One view is enough: the registry joins each to the
+// inventory as it is now (before the one lane, the kmsg view joined XDM's
+// list itself and was waited for twice).
 TEST_F(NodeReporterLiveTest, TheConditionWaitsForTheBackendsToSpeak) {
   o_.sources.insert("kmsg");
   o_.settle_limit = std::chrono::hours(1);

@@ -758,6 +758,15 @@ TEST(DeviceRegistryTest, TwoDevicesOfOneSourceThatNameOneCardBothCount) {
     EXPECT_EQ(samples["xpu_device_health"], std::vector<double>{0}) << fault_first;
     EXPECT_EQ(samples["xpu_device_fault_level"], std::vector<double>{6}) << fault_first;
     EXPECT_EQ(samples["xpu_device_fault_active"], std::vector<double>{1}) << fault_first;
+    auto health_samples = [&reg] {
+      std::vector<double> out;
+      for (const prometheus::MetricFamily& f : reg.Collect())
+        if (f.name == "xpu_device_health")
+          for (const prometheus::ClientMetric& m : f.metric)
+            for (const auto& l : m.label)
+              if (l.name == "source" && l.value == "sysfs") out.push_back(m.gauge.value);
+      return out;
+    };
     // One of the two not read this sample: the card is not seen.
     views.devices[1].seen = false;
     reg.SetDeviceViews("sysfs", views);
@@ -766,6 +775,9 @@ TEST(DeviceRegistryTest, TwoDevicesOfOneSourceThatNameOneCardBothCount) {
     ASSERT_EQ(seen.size(), 1u);
     EXPECT_FALSE(seen[0].seen) << fault_first;
     EXPECT_EQ(seen[0].faults.size(), 1u) << fault_first;
+    // On the page, one series, 0: the faulted view read says so whatever
+    // the other's read did, and a faulted view not read keeps its fault.
+    EXPECT_EQ(health_samples(), std::vector<double>{0}) << fault_first;
   }
 }
 

@@ -83,28 +83,32 @@ struct NvmlSampler::Reader {
     }
     std::map<nvml::Device, unsigned> index;
     std::set<unsigned> deaf;  // cards not registered yet
+    size_t unsupported = 0;   // cards that have no events (not tried again)
     auto register_cards = [&](const std::set<unsigned>& cards) {
       for (unsigned i : cards) {
         nvml::Device h = nullptr;
         if (a.device_by_index(i, &h) != nvml::kSuccess) continue;
-        if (a.register_events(h, nvml::kEventXidCriticalError | nvml::kEventDoubleBitEccError,
-                              set) == nvml::kSuccess ||
-            a.register_events(h, nvml::kEventXidCriticalError, set) == nvml::kSuccess) {
-          index[h] = i;
-          deaf.erase(i);
-        }
+        nvml::Return r =
+            a.register_events(h, nvml::kEventXidCriticalError | nvml::kEventDoubleBitEccError, set);
+        if (r != nvml::kSuccess) r = a.register_events(h, nvml::kEventXidCriticalError, set);
+        if (r == nvml::kSuccess) index[h] = i;
+        if (r == nvml::kSuccess || r == nvml::kErrorNotSupported) deaf.erase(i);
+        if (r == nvml::kErrorNotSupported) ++unsupported;
       }
     };
     for (unsigned i = 0; i < std::min(count, kMaxNvmlDevices); ++i) deaf.insert(i);
     register_cards(std::set<unsigned>(deaf));
     {
       MutexLock lock(self->mu);
-      self->notes.emplace_back(!deaf.empty(),
-                               "listening for Xid and double-bit ECC events of " +
-                                   std::to_string(index.size()) + " card(s)" +
-                                   (deaf.empty() ? std::string()
-                                                 : "; " + std::to_string(deaf.size()) +
-                                                       " could not be registered (tried again)"));
+      self->notes.emplace_back(
+          !deaf.empty(),
+          "listening for Xid and double-bit ECC events of " + std::to_string(index.size()) +
+              " card(s)" +
+              (unsupported == 0 ? std::string()
+                                : "; " + std::to_string(unsupported) + " have none") +
+              (deaf.empty() ? std::string()
+                            : "; " + std::to_string(deaf.size()) +
+                                  " could not be registered (tried again)"));
     }
     auto next_retry = std::chrono::steady_clock::now() + self->register_retry;
     bool wait_failing = false;

@@ -500,10 +500,7 @@ void PciScanner::ReadDevice(const DeviceDir& device, PciScanDepth depth, PciDevi
   // bus), not a card without it: not read, not present and healthy.
   bool absent = false;
   if (auto v = read("device", ParseHex, true, nullptr, &absent)) d->device = *v;
-  if (absent) {
-    d->unread = true;
-    d->errors.push_back(dir + "/device: missing (the card is going)");
-  }
+  if (absent) d->unread = true;
   if (whole) {
     if (auto v = read("numa_node", ParseInt, false)) d->numa_node = *v;
     if (auto v = read("enable", ParseInt, false)) d->enabled = *v > 0;

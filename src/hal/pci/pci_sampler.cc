@@ -34,6 +34,12 @@ std::vector<std::string> DerivePciFaults(const store::PciDeviceView& v) {
   return codes;
 }
 
+void PciTracker::Retain(const PciFilter& filter) {
+  std::erase_if(tracks_, [&](const auto& t) {
+    return !filter.Matches(t.second.class_code, t.second.vendor);
+  });
+}
+
 std::vector<store::PciDeviceView> PciTracker::Update(const std::vector<PciDevice>& scan) {
   std::map<std::string, const PciDevice*> seen;
   for (const PciDevice& d : scan) seen[d.address] = &d;
@@ -59,6 +65,8 @@ std::vector<store::PciDeviceView> PciTracker::Update(const std::vector<PciDevice
       continue;
     } else {
       const PciDevice& d = *it->second;
+      t.class_code = d.class_code;
+      t.vendor = d.vendor;
       v.bus_id = address;
       char vendor[16];
       std::snprintf(vendor, sizeof vendor, "0x%04x", d.vendor);
@@ -121,12 +129,15 @@ PciSampler::PciSampler(PciScanner scanner, std::shared_ptr<const FaultCatalog> c
 void PciSampler::TakeOver(Part& old) {
   if (auto* o = dynamic_cast<PciSampler*>(&old)) {
     SeedFaultState(o->fault_state());
-    // The cards it tracked are the ones this one looks for only where the
-    // tree and the filter are the same: one it no longer looks for is not
-    // a lost card. Otherwise it starts afresh (a card gone during that
-    // reload is then not told as lost: it is simply not there).
-    if (o->scanner().root() == scanner_.root() && o->scanner().filter() == scanner_.filter())
-      SeedTracker(o->tracker_state());
+    // The cards it tracked go on where the tree is the same, less those
+    // this one no longer looks for (not lost cards: not looked for); a
+    // card lost or unbound before the reload stays so. Another tree starts
+    // afresh.
+    if (o->scanner().root() == scanner_.root()) {
+      PciTracker tracker = o->tracker_state();
+      if (!(o->scanner().filter() == scanner_.filter())) tracker.Retain(scanner_.filter());
+      SeedTracker(std::move(tracker));
+    }
   }
 }
 

@@ -57,6 +57,9 @@ class PciTracker {
   explicit PciTracker(size_t max_tracked = kMaxPciDevices) : max_tracked_(max_tracked) {}
 
   std::vector<store::PciDeviceView> Update(const std::vector<PciDevice>& scan);
+  // Forgets the cards `filter` does not look for (a reload that changed it:
+  // one no longer looked for is not a lost card); the rest go on.
+  void Retain(const PciFilter& filter);
 
  private:
   struct Track {
@@ -64,7 +67,8 @@ class PciTracker {
     bool bound_once = false;  // present and bound at a scan
     bool lost = false;        // was up, then gone or unbound
     uint64_t resets = 0;
-    uint32_t narrow = 0;  // consecutive scans with a narrow link
+    uint32_t narrow = 0;                  // consecutive scans with a narrow link
+    uint32_t class_code = 0, vendor = 0;  // as last scanned
     store::PciDeviceView last;
   };
   size_t max_tracked_;

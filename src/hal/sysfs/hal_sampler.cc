@@ -93,11 +93,11 @@ void HalSampler::SampleOnce() {
       // Only the card's own: a minor that names another card now (its
       // device link moved) keeps nothing of the one it named.
       auto before = named_.find(id.minor);
-      const bool same_card =
-          before == named_.end() ||
-          (!before->second.bus_id.empty() && !id.bus_id.empty()
-               ? before->second.bus_id == id.bus_id
-               : before->second.uuid.empty() || id.uuid.empty() || before->second.uuid == id.uuid);
+      auto agree = [](const std::string& a, const std::string& b) {
+        return a.empty() || b.empty() || a == b;  // unknown on either side: no evidence
+      };
+      const bool same_card = before == named_.end() || (agree(before->second.bus_id, id.bus_id) &&
+                                                        agree(before->second.uuid, id.uuid));
       if (same_card) active = faults_.Previous(minor);
     }
     named_[id.minor] = id;

@@ -194,10 +194,12 @@ int xpu_fake_nvml_event_sets_made() {
   return static_cast<int>(sets_made);
 }
 
-// Not NVML's: how many registrations of a card for events took, so that a
-// test can wait for a listener to have registered one.
-std::atomic<int> registrations{0};
-int xpu_fake_nvml_registrations() { return registrations.load(); }
+// Not NVML's: how many registrations of card `index` for events took, so
+// that a test can wait for a listener to have registered it.
+std::atomic<int> registrations[64];
+int xpu_fake_nvml_registrations_of(int index) {
+  return index >= 0 && index < 64 ? registrations[index].load() : 0;
+}
 
 // Not NVML's: how many events every set together delivered, so that a
 // test can wait for a listener to have taken one.
@@ -536,7 +538,8 @@ nvml::Return nvmlDeviceRegisterEvents(nvml::Device h, unsigned long long /*types
                                       nvml::EventSet /*set*/) {
   const Json* d = nullptr;
   const nvml::Return r = Enter("nvmlDeviceRegisterEvents", h, &d);
-  if (r == nvml::kSuccess) ++registrations;
+  const uintptr_t gpu = reinterpret_cast<uintptr_t>(h) & 0xffff;  // Handle(): index + 1
+  if (r == nvml::kSuccess && gpu >= 1 && gpu <= 64) ++registrations[gpu - 1];
   return r;
 }
 
