@@ -251,6 +251,9 @@ Status ReadNvmlDevices(const NvmlLibrary& lib, std::vector<NvmlDevice>* out,
   unsigned count = 0;
   if (const nvml::Return r = a.device_count(&count); r != nvml::kSuccess)
     return Status::Unavailable("nvmlDeviceGetCount_v2 failed: " + lib.ErrorString(r));
+  // The handle NVML gave each lost card by index, where it gave one: the
+  // same card asked for by address answers the same handle.
+  std::vector<std::pair<nvml::Device, size_t>> lost_handles;
   for (unsigned i = 0; i < std::min(count, kMaxNvmlDevices); ++i) {
     NvmlDevice d;
     d.index = i;
@@ -258,6 +261,7 @@ Status ReadNvmlDevices(const NvmlLibrary& lib, std::vector<NvmlDevice>* out,
     nvml::Device h = nullptr;
     if (!ok(a.device_by_index(i, &h), "handle") || h == nullptr) {
       d.unreadable = !d.lost;  // listed, unread: lost, or not seen at all
+      if (d.lost && h != nullptr) lost_handles.emplace_back(h, out->size());
       out->push_back(std::move(d));
       continue;
     }
@@ -275,7 +279,9 @@ Status ReadNvmlDevices(const NvmlLibrary& lib, std::vector<NvmlDevice>* out,
     out->push_back(std::move(d));
   }
   // The cards asked for by address that no card read by index named: one
-  // NVML says is lost takes the place of a lost card it could not name.
+  // NVML says is lost is the lost card read by index with the same handle,
+  // or else a card of its own (NvmlDevice::asked; NvmlSampler names the
+  // lost cards read by index from what they were before pairing the rest).
   if (a.device_by_bus_id == nullptr) return Status::Ok();
   std::set<std::string> named;
   for (const NvmlDevice& d : *out)
@@ -285,16 +291,18 @@ Status ReadNvmlDevices(const NvmlLibrary& lib, std::vector<NvmlDevice>* out,
     nvml::Device h = nullptr;
     const nvml::Return r = a.device_by_bus_id(bus.c_str(), &h);
     if (r != nvml::kErrorGpuIsLost) continue;  // found by index already, or not NVIDIA's
-    auto anonymous = std::find_if(out->begin(), out->end(), [](const NvmlDevice& d) {
-      return d.lost && d.bus_id.empty() && d.uuid.empty();
-    });
-    if (anonymous == out->end()) {
+    auto same = std::find_if(lost_handles.begin(), lost_handles.end(),
+                             [&](const auto& lh) { return h != nullptr && lh.first == h; });
+    if (same != lost_handles.end() && (*out)[same->second].bus_id.empty()) {
+      (*out)[same->second].bus_id = bus;
+    } else {
       NvmlDevice d;
       d.index = kMaxNvmlDevices + static_cast<unsigned>(named.size());
       d.lost = true;
-      anonymous = out->insert(out->end(), std::move(d));
+      d.asked = true;
+      d.bus_id = bus;
+      out->push_back(std::move(d));
     }
-    anonymous->bus_id = bus;
     named.insert(bus);
   }
   return Status::Ok();

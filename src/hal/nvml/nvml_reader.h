@@ -44,6 +44,9 @@ struct NvmlDevice {
   std::string bus_id;  // canonical, "0000:3b:00.0"; empty if NVML gave none
   // NVML_ERROR_GPU_IS_LOST on any call: the card cannot be reached.
   bool lost = false;
+  // Found lost by its address (ReadNvmlDevices' `ask`) and not known to be
+  // any card read by index: index is kMaxNvmlDevices or more, bus_id set.
+  bool asked = false;
   // NVML_ERROR_RESET_REQUIRED on any call: the card needs a reset first.
   bool reset_required = false;
   // Its health could not be read (not lost): its handle could not be had, a

@@ -466,6 +466,32 @@ std::set<std::string> NvmlSampler::EventCodes(unsigned index,
   return codes;
 }
 
+void NvmlSampler::NameLostCards(std::vector<NvmlDevice>* cards) {
+  // A lost card says nothing of itself (or only the address it was found
+  // at): named by what it was at its index, and what is new is kept.
+  std::set<std::string> named;
+  for (NvmlDevice& c : *cards) {
+    if (c.asked) continue;
+    Identity& known = identities_[c.index];
+    if (c.uuid.empty()) c.uuid = known.uuid;
+    if (c.bus_id.empty()) c.bus_id = known.bus_id;
+    known = {c.uuid, c.bus_id};
+    if (!c.bus_id.empty()) named.insert(c.bus_id);
+  }
+  // A card found lost by its address is one of those named so, or one that
+  // was lost before it was ever named: it takes the place of such a nameless
+  // one (which of them is not known, and they say nothing but "lost").
+  std::erase_if(*cards, [&](const NvmlDevice& c) { return c.asked && named.count(c.bus_id) != 0; });
+  size_t unnamed_asked = 0;
+  for (const NvmlDevice& c : *cards) unnamed_asked += c.asked ? 1 : 0;
+  std::erase_if(*cards, [&](const NvmlDevice& c) {
+    const bool nameless = c.lost && !c.asked && c.bus_id.empty() && c.uuid.empty();
+    if (!nameless || unnamed_asked == 0) return false;
+    --unnamed_asked;
+    return true;
+  });
+}
+
 void NvmlSampler::Publish(std::vector<NvmlDevice> cards, const std::vector<NvmlEvent>& events) {
   const auto now = std::chrono::steady_clock::now();
   for (const NvmlEvent& e : events) {
@@ -494,14 +520,7 @@ void NvmlSampler::Publish(std::vector<NvmlDevice> cards, const std::vector<NvmlE
                                             {"unreadable", 0}, {"dropped", 0},
                                             {"off", 0},        {"no_memory_value", 0}};
   size_t container_rows = 0;
-  for (NvmlDevice& c : cards) {
-    // A lost card says nothing of itself (or only the address it was
-    // found at): named by what it was, and what is new is kept.
-    Identity& known = identities_[c.index];
-    if (c.uuid.empty()) c.uuid = known.uuid;
-    if (c.bus_id.empty()) c.bus_id = known.bus_id;
-    known = {c.uuid, c.bus_id};
-  }
+  NameLostCards(&cards);
   for (const NvmlDevice& c : cards) {
     NvmlJoined j{&c, "", c.uuid, c.name};
     store::DeviceView v;

@@ -116,6 +116,9 @@ class NvmlSampler : public SourceSampler {
   struct Reader;
   void Tick() override { (void)SampleOnce(); }
   void Publish(std::vector<NvmlDevice> cards, const std::vector<NvmlEvent>& events);
+  // Names each lost card by what it was at its index (identities_), and
+  // merges the cards found lost by address (NvmlDevice::asked) into them.
+  void NameLostCards(std::vector<NvmlDevice>* cards);
   // Why a sample got no answer in time: slow (reads answer, late) or a hang;
   // keeps slow_read_ and the duration gauge.
   std::string WhyUnanswered(std::chrono::milliseconds limit,

@@ -3,7 +3,8 @@
 // the nvml backend calls, with the same signatures, and serves the cards a
 // test writes in a JSON fixture (XPU_FAKE_NVML_FIXTURE), read again when
 // the file changed at a read's first calls (Fixture). A test injects through the fixture:
-// nvmlInit_v2 failing ("init_error"), a lost card ("lost"), a call that hangs
+// nvmlInit_v2 failing ("init_error"), a lost card ("lost"; "lost_by_index_no_handle": a lost
+// card's handle is given only when asked for by address), a call that hangs
 // ("hang_ms": {"nvmlDeviceGetTemperature": 5000}; it ends early once the
 // fixture no longer names the call), a call the card does not
 // support ("unsupported"), any other answer to a call ("errors"), and events (Xid, ECC, clocks)
@@ -249,7 +250,13 @@ nvml::Return nvmlDeviceGetHandleByIndex_v2(unsigned index, nvml::Device* device)
   if (index >= count) return nvml::kErrorInvalidArgument;
   const Json* d = nullptr;
   const nvml::Return r = Enter("nvmlDeviceGetHandleByIndex_v2", Handle(index), &d);
-  if (r == nvml::kSuccess || r == nvml::kErrorGpuIsLost) *device = Handle(index);
+  bool handle_when_lost = true;  // "lost_by_index_no_handle": a library that gives none then
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    handle_when_lost = !Fixture().value("lost_by_index_no_handle", false);
+  }
+  if (r == nvml::kSuccess || (r == nvml::kErrorGpuIsLost && handle_when_lost))
+    *device = Handle(index);
   return r;
 }
 
