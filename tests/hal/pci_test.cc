@@ -385,6 +385,42 @@ TEST_F(PciTreeTest, ACardWithoutItsDeviceFileIsNotReadAsHealthy) {
   EXPECT_TRUE(found);
 }
 
+// A card replaced at one address whose first scan cannot be read whole (a
+// fatal AER counter that will not read): what was read of the new card, not
+// seen; never the old card's driver, vendor or link. The same card's torn
+// scan still shows its last view.
+TEST_F(PciTreeTest, AReplacedCardsUnreadFirstScanShowsNoneOfTheOldCard) {
+  const std::string gpu = Gpu("0000:3b:00.0");
+  store::DeviceRegistry reg;
+  prometheus::Registry self;
+  PciSampler sampler(PciScanner(dir_.path(), PciFilter()), FaultCatalog::Builtin(),
+                     std::chrono::seconds(1), kGaugeInterval, &reg, &self);
+  ASSERT_TRUE(sampler.SampleOnce());
+  auto view = [&] {
+    for (const store::PciDeviceView& v : reg.PciDevices())
+      if (v.bus_id == "0000:3b:00.0") return v;
+    return store::PciDeviceView{};
+  };
+  ASSERT_EQ(view().driver, "nvidia");
+  // The same card, its fatal counters torn: its last view, not seen.
+  Write(gpu + "/aer_dev_fatal", "garbage\n");
+  ASSERT_TRUE(sampler.SampleOnce());
+  EXPECT_FALSE(view().seen);
+  EXPECT_EQ(view().driver, "nvidia") << "the same card's last view";
+  // Another vendor's card in its place, unbound, its counters torn too.
+  Write(gpu + "/vendor", "0x1002\n");
+  Write(gpu + "/device", "0x74a1\n");
+  Write(gpu + "/current_link_width", "8\n");
+  fs::remove(gpu + "/driver");
+  ASSERT_TRUE(sampler.SampleOnce());
+  const store::PciDeviceView v = view();
+  EXPECT_FALSE(v.seen);
+  EXPECT_EQ(v.vendor, "0x1002") << "what was read of the new card";
+  EXPECT_EQ(v.driver, "") << "not the old card's driver";
+  EXPECT_EQ(v.current_link_width, 8);
+  EXPECT_EQ(v.resets_observed, 0U) << "an unread scan moves nothing on";
+}
+
 // Each fact at its cadence (issue 51): after the first, whole, scan the
 // sampler reads only what raises a fault (the driver, the current link, the
 // power state, the fatal AER counters), and keeps the slow facts (the

@@ -40,6 +40,11 @@ void PciTracker::Retain(const PciFilter& filter) {
   });
 }
 
+bool PciTracker::SameFunction(const Track& t, const PciDevice& d) {
+  return d.vendor == t.vendor && d.class_code == t.class_code &&
+         (d.device == 0 || t.device == 0 || d.device == t.device);
+}
+
 std::vector<store::PciDeviceView> PciTracker::Update(const std::vector<PciDevice>& scan) {
   std::map<std::string, const PciDevice*> seen;
   for (const PciDevice& d : scan) seen[d.address] = &d;
@@ -55,9 +60,10 @@ std::vector<store::PciDeviceView> PciTracker::Update(const std::vector<PciDevice
     if (it == seen.end()) {
       v = t.last;  // gone: keep what identifies it
       v.present = false;
-    } else if (it->second->unread && !t.last.bus_id.empty()) {
+    } else if (it->second->unread && !t.last.bus_id.empty() && SameFunction(t, *it->second)) {
       // There, and not read whole: the last scan's view, not seen. Nothing
-      // of it moves on (no narrow scan counted, no loss, no reset).
+      // of it moves on (no narrow scan counted, no loss, no reset). Another
+      // function at the address (a card replaced) shows what was read of it.
       v = t.last;
       v.present = true;
       v.seen = false;
@@ -67,6 +73,7 @@ std::vector<store::PciDeviceView> PciTracker::Update(const std::vector<PciDevice
       const PciDevice& d = *it->second;
       t.class_code = d.class_code;
       t.vendor = d.vendor;
+      if (d.device != 0) t.device = d.device;
       v.bus_id = address;
       char vendor[16];
       std::snprintf(vendor, sizeof vendor, "0x%04x", d.vendor);
@@ -87,6 +94,16 @@ std::vector<store::PciDeviceView> PciTracker::Update(const std::vector<PciDevice
       v.narrow_samples = t.narrow;
       for (const PciAer& a : d.aer) v.aer.push_back({a.severity, a.type, a.count});
       for (const PciSensor& s : d.hwmon) v.hwmon.push_back({s.kind, s.sensor, s.value});
+    }
+    if (it != seen.end() && it->second->unread && !t.last.bus_id.empty()) {
+      // Another function at the address, not read whole: what was read of
+      // it, not seen, and nothing of the track moves on.
+      v.bound_before = t.bound_once;
+      v.resets_observed = t.resets;
+      t.last = v;
+      v.seen = false;
+      out.push_back(std::move(v));
+      continue;
     }
     const bool up = v.present && !v.driver.empty();
     if (t.up && !up) t.lost = true;

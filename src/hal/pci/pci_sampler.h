@@ -69,8 +69,12 @@ class PciTracker {
     uint64_t resets = 0;
     uint32_t narrow = 0;                  // consecutive scans with a narrow link
     uint32_t class_code = 0, vendor = 0;  // as last scanned
+    uint32_t device = 0;                  // as last read (0: never read)
     store::PciDeviceView last;
   };
+  // Whether `d` may be the function `t` last saw: the same vendor and class,
+  // and the same device id where this scan read one.
+  static bool SameFunction(const Track& t, const PciDevice& d);
   size_t max_tracked_;
   std::map<std::string, Track> tracks_;  // by bus_id
 };
