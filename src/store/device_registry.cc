@@ -357,6 +357,22 @@ HealthPicture DeviceRegistry::Health() const {
   return {SourceViewsLocked(j), j.inventory, InventoryKnownLocked()};
 }
 
+void DeviceRegistry::NoteKin(const Joined& j, const std::string& source,
+                             std::set<std::string>* kin) {
+  for (const Joined::Source& s : j.sources) {
+    if (*s.name != source) continue;
+    for (const size_t at : s.at)
+      if (at != kNone && !j.inventory[at].vendor.empty()) kin->insert(j.inventory[at].vendor);
+  }
+}
+
+void DeviceRegistry::NoteKinLocked(const std::string& source) {
+  // Only a view that answers for its kin needs it (no join made for others).
+  auto it = views_.find(source);
+  if (it != views_.end() && it->second.coverage == Coverage::kListedAndKin)
+    NoteKin(JoinLocked(), source, &kin_[source]);
+}
+
 std::vector<SourceView> DeviceRegistry::SourceViewsLocked(const Joined& j) const {
   std::vector<SourceView> out;
   for (const auto& [name, state] : sources_) {
@@ -378,8 +394,8 @@ std::vector<SourceView> DeviceRegistry::SourceViewsLocked(const Joined& j) const
       for (size_t i = 0; i < s->at.size(); ++i) {
         if (s->at[i] == kNone) continue;
         listed[s->at[i]].push_back(&s->views->devices[i]);
-        if (!j.inventory[s->at[i]].vendor.empty()) kin.insert(j.inventory[s->at[i]].vendor);
       }
+      NoteKin(j, name, &kin);
       const bool silent = s->views->coverage == Coverage::kAddressedSilent;
       for (size_t i = 0; i < j.inventory.size(); ++i) {
         const InventoryDevice& card = j.inventory[i];
@@ -506,6 +522,9 @@ void DeviceRegistry::SetDeviceViews(const std::string& source, DeviceViews views
     SeenLocked(source);
     return;
   }
+  // The vendors of the cards it listed until now are its kin, whether or
+  // not a reader joined that view (the join is made once a change).
+  NoteKinLocked(source);
   ++gen_;
   // Lent to the page in its order (FamilyLender): a source's own families
   // put in it here, once a publish; kept ones are in it already.

@@ -161,6 +161,11 @@ class DeviceRegistry : public FamilyLender,
   // it: `at[i]` is the inventory index of views.devices[i], or npos.
   struct Joined;
   const Joined& JoinLocked() const XPU_REQUIRES(mu_);
+  // Adds to `kin` the vendors of the cards `source` lists in join `j`.
+  static void NoteKin(const Joined& j, const std::string& source, std::set<std::string>* kin);
+  // Notes (kin_) the vendors of the cards `source`'s view lists as it is
+  // joined now, before it is replaced.
+  void NoteKinLocked(const std::string& source) XPU_REQUIRES(mu_);
   std::vector<SourceView> SourceViewsLocked(const Joined& j) const XPU_REQUIRES(mu_);
   bool InventoryKnownLocked() const XPU_REQUIRES(mu_);
   // The last join and what it was made from: made again only when a setter

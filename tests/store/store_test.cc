@@ -805,6 +805,24 @@ TEST(DeviceRegistryTest, ATreeThatLostItsLastCardStillAnswersForItsKin) {
   EXPECT_FALSE(after[0].seen);
 }
 
+// The same, with nobody reading the views between the tree listing its card
+// and losing it (no Node condition, no tainter, no scrape in between): its
+// kin is what it published, not what a reader happened to see.
+TEST(DeviceRegistryTest, ATreesKinIsWhatItPublishedNotWhatWasRead) {
+  DeviceRegistry r;
+  r.OpenSource(kSourcePci, seconds(60));
+  r.OpenSource(kSourceSysfs, seconds(60));
+  r.SetPciDevices({Pci("0000:3b:00.0")});
+  r.SetDeviceViews(kSourceSysfs, Views({V(0, "U0", "0000:3b:00.0")}, Coverage::kListedAndKin));
+  r.SetDeviceViews(kSourceSysfs, Views({}, Coverage::kListedAndKin));
+  std::vector<SourceView::Device> after;
+  for (const SourceView& v : r.SourceViews())
+    if (v.source == kSourceSysfs) after = v.devices;
+  ASSERT_EQ(after.size(), 1u) << "the card it listed is still its kin";
+  EXPECT_EQ(after[0].bus_id, "0000:3b:00.0");
+  EXPECT_FALSE(after[0].seen);
+}
+
 // A source publishes each interval, mostly what it published last: the same
 // view again is seen (it keeps the source fresh) without the join being
 // made again (the pci families lent to the page stay the very ones); a view
