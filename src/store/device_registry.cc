@@ -156,26 +156,30 @@ const DeviceRegistry::Joined& DeviceRegistry::JoinLocked() const {
   }
   if (joined_ && joined_gen_ == gen_ && joined_fresh_ == fresh) return *joined_;
   InventoryBuilder b;
+  // No layer's absence removes a card: a source blind or stale since names
+  // the cards it last named (judged Unknown by its sight, and by what the
+  // sources that still see say of them), after those the fresh ones name.
   // 1. The bus: every accelerator function the pci source found, lost or not.
   const bool pci_fresh = FreshLocked(kSourcePci);
-  if (pci_fresh)
-    for (const PciDeviceView& p : pci_) {
-      const size_t i = b.Name(p.bus_id, -1, "", "");
-      b.devices[i].vendor = p.vendor;
-      b.devices[i].driver = p.driver;
-      b.devices[i].present = p.present;
-      b.devices[i].port = p.port;
-    }
+  for (const PciDeviceView& p : pci_) {
+    const size_t i = b.Name(p.bus_id, -1, "", "");
+    b.devices[i].vendor = p.vendor;
+    b.devices[i].driver = p.driver;
+    b.devices[i].present = p.present;
+    b.devices[i].port = p.port;
+  }
   // 2. XDM's list names them (a device it lists off the bus is one still).
   for (const DeviceInfo& d : xdm_raw_)
     if (const size_t i = b.Name(hal::CanonicalPciAddress(d.bus_id), d.minor, d.uuid, d.model);
         i != kNone)
       b.devices[i].xdm = true;
-  // 3. The sources that name cards themselves (the sysfs tree, NVML).
-  for (const auto& [source, views] : views_) {
-    if (views.coverage == Coverage::kAddressedSilent || !FreshLocked(source)) continue;
-    for (const DeviceView& v : views.devices) b.Name(v.bus_id, v.minor, v.uuid, v.model);
-  }
+  // 3. The sources that name cards themselves (the sysfs tree, NVML): the
+  // fresh ones first.
+  for (const bool fresh : {true, false})
+    for (const auto& [source, views] : views_) {
+      if (views.coverage == Coverage::kAddressedSilent || FreshLocked(source) != fresh) continue;
+      for (const DeviceView& v : views.devices) b.Name(v.bus_id, v.minor, v.uuid, v.model);
+    }
   auto j = std::make_shared<Joined>();
   j->inventory = std::move(b.devices);
   if (!filter_.empty()) {  // a loop, not a lambda: the analysis sees the lock held here

@@ -823,6 +823,46 @@ TEST(DeviceRegistryTest, ATreesKinIsWhatItPublishedNotWhatWasRead) {
   EXPECT_FALSE(after[0].seen);
 }
 
+// No layer's absence removes a card: with no daemon, the bus named the
+// cards; when the pci source goes blind, then stale, and NVML (which named
+// the other) goes stale too, both cards stay in the inventory as last known,
+// and the kernel log's fault on one stays placed on it. Before, a stale
+// source's cards left the inventory, and the log's fault with them.
+TEST(DeviceRegistryTest, ACardStaysInTheInventoryWhenTheSourcesThatNamedItGoStale) {
+  DeviceRegistry r;
+  auto now = std::chrono::steady_clock::now();
+  r.SetClock([&now] { return now; });
+  r.OpenSource(kSourcePci, seconds(1));
+  r.OpenSource(kSourceKmsg, seconds(1));
+  r.OpenSource("nvml", seconds(1));
+  r.SetPciDevices({Pci("0000:3b:00.0")});
+  r.SetDeviceViews("nvml", Views({V(-1, "GPU-b", "0000:5e:00.0")}));
+  const DeviceView xid = V(-1, "", "0000:3b:00.0", true, {Fault("0x10DE004F", 6, "isolate_card")});
+  r.SetDeviceViews(kSourceKmsg, Views({xid}, Coverage::kAddressedSilent));
+  auto cards = [&r] {
+    std::set<std::string> out;
+    for (const InventoryDevice& d : r.Health().inventory) out.insert(d.bus_id);
+    return out;
+  };
+  auto kmsg_faults_on = [&r](const std::string& bus) {
+    for (const SourceView& v : r.Health().views)
+      if (v.source == kSourceKmsg)
+        for (const SourceView::Device& d : v.devices)
+          if (d.bus_id == bus) return d.faults.size();
+    return size_t{0};
+  };
+  const std::set<std::string> both = {"0000:3b:00.0", "0000:5e:00.0"};
+  ASSERT_EQ(cards(), both);
+  ASSERT_EQ(kmsg_faults_on("0000:3b:00.0"), 1u);
+  r.SetSourceBlind(kSourcePci, "scan failed");
+  now += seconds(4);  // pci and nvml stale; the log still publishes
+  r.SetDeviceViews(kSourceKmsg, Views({xid}, Coverage::kAddressedSilent));
+  EXPECT_EQ(cards(), both) << "no layer's absence removes a card";
+  EXPECT_EQ(kmsg_faults_on("0000:3b:00.0"), 1u) << "the log's fault stays on its card";
+  for (const InventoryDevice& d : r.Health().inventory)
+    if (d.bus_id == "0000:3b:00.0") EXPECT_EQ(d.vendor, "0x10de") << "as the bus last said";
+}
+
 // A source publishes each interval, mostly what it published last: the same
 // view again is seen (it keeps the source fresh) without the join being
 // made again (the pci families lent to the page stay the very ones); a view
