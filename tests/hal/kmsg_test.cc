@@ -829,14 +829,27 @@ TEST_F(KmsgSamplerTest, AFaultThatNamesNoDeviceIsPlacedOnItsDriversOneCardOrVouc
   EXPECT_FALSE(seen(1));
   EXPECT_TRUE(Codes(0).empty());
   EXPECT_TRUE(Codes(1).empty());
+  // Written while both were amdgpu's: which one is still not known, however
+  // the driver's cards change since (the one unbound or rebound may be the
+  // card that timed out). Before, it was placed on whichever card was the
+  // driver's one card at each publish.
   amd.driver = "nvidia";
   registry_.SetPciDevices({nv, amd});
-  EXPECT_TRUE(seen(1)) << "not an amdgpu card";
-  EXPECT_EQ(Codes(0), std::vector<std::string>{"0x10020001"}) << "the one amdgpu card now";
-  // No card bound to amdgpu (its card unbound after a failed reset): the
-  // cards without a driver are not vouched for; with none, no card is.
+  EXPECT_FALSE(seen(0));
+  EXPECT_FALSE(seen(1)) << "an amdgpu card when the record was written";
+  EXPECT_TRUE(Codes(0).empty()) << "not placed on the one amdgpu card now";
   nv.driver = "";
   registry_.SetPciDevices({nv, amd});
+  EXPECT_FALSE(seen(0));
+  EXPECT_FALSE(seen(1));
+  now_us_ += 600'000'001;
+  EXPECT_TRUE(seen(0));
+  EXPECT_TRUE(seen(1));
+  EXPECT_TRUE(Codes(0).empty());
+  // No card bound to amdgpu when written (its card unbound after a failed
+  // reset): the cards without a driver are not vouched for; with none, no
+  // card is.
+  Record(timeout, now_us_ - 1000);
   EXPECT_FALSE(seen(0));
   EXPECT_TRUE(seen(1));
   EXPECT_TRUE(Codes(0).empty());
@@ -883,10 +896,20 @@ TEST_F(KmsgSamplerTest, AResetOfTheOneCardAFaultWasPlacedOnClearsIt) {
   // A timeout after the reset is a fault again.
   Record(timeout, now_us_ - 1000);
   EXPECT_EQ(Codes(1), std::vector<std::string>{"0x10020001"});
-  // Two amdgpu cards: a reset of one does not vouch for the other.
+  // A second amdgpu card since: the timeout was the one card's when it was
+  // written, and that card's reset clears it; the new card was never named.
   nv.driver = "amdgpu";
   registry_.SetPciDevices({nv, amd});
-  Record("amdgpu 0000:03:00.0: amdgpu: GPU reset(2) succeeded!", now_us_ - 500);
+  EXPECT_EQ(Codes(1), std::vector<std::string>{"0x10020001"});
+  EXPECT_TRUE(Device(0).seen);
+  Record("amdgpu 0000:03:00.0: amdgpu: GPU reset(2) succeeded!", now_us_ - 800);
+  EXPECT_TRUE(Codes(1).empty());
+  EXPECT_TRUE(Device(0).seen);
+  EXPECT_TRUE(Device(1).seen);
+  // A timeout written while both are amdgpu's: a reset of one does not say
+  // which card timed out; neither is vouched for.
+  Record(timeout, now_us_ - 600);
+  Record("amdgpu 0000:03:00.0: amdgpu: GPU reset(3) succeeded!", now_us_ - 500);
   EXPECT_FALSE(Device(0).seen);
   EXPECT_FALSE(Device(1).seen);
 }

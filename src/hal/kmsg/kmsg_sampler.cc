@@ -520,7 +520,24 @@ void KmsgSampler::HandleRecord(std::string_view raw) {
           "kmsg: a {} fault record names no device ({}): placed on the one {} card, "
           "else none of them is vouched for while it is active",
           m->pattern->driver, m->pattern->name, m->pattern->driver);
-    if (AddFaultRecord(unplaced_[m->pattern->driver], *m, r.timestamp_us))
+    // Placed as the driver's cards are when it was written: on its one
+    // card, at once (that card's own records clear it from then on).
+    std::vector<std::string> of;
+    for (const store::InventoryDevice& d : registry()->Inventory())
+      if (!d.bus_id.empty() && d.driver == m->pattern->driver) of.push_back(d.bus_id);
+    Device* dev = nullptr;
+    if (of.size() == 1) {
+      auto it = devices_.find(of.front());
+      if (it == devices_.end() && devices_.size() >= kMaxKmsgDevices) {
+        dropped_.Increment();
+        return;
+      }
+      dev = it != devices_.end() ? &it->second : &devices_[of.front()];
+    } else {
+      dev = &unplaced_[m->pattern->driver];
+      dev->candidates.insert(of.begin(), of.end());  // the inventory's cards: bounded by it
+    }
+    if (AddFaultRecord(*dev, *m, r.timestamp_us))
       records_.Add({{"pattern", m->pattern->name}}).Increment();
     return;
   }
@@ -733,13 +750,18 @@ void KmsgSampler::Publish() {
       if (card.driver.empty()) unbound.push_back(address);
       all.push_back(address);
     }
-    if (of.size() == 1) ApplyClears(dev, resolve, of.front());
+    if (of.size() == 1 && dev.candidates.empty()) ApplyClears(dev, resolve, of.front());
     if (dev.codes.empty()) {
       dev.fresh.clear();  // expired or cleared unplaced: no raise to tell later
       dev.cleared.clear();
+      dev.candidates.clear();
       continue;
     }
-    if (of.size() == 1) {
+    // Written while the driver had several cards: none of those is vouched
+    // for, whichever of them it has now (one unbound since may be the one).
+    for (const std::string& card : dev.candidates)
+      if (cards.count(card) != 0) unvouched.insert(card);
+    if (of.size() == 1 && dev.candidates.empty()) {
       merge(dev, of.front());
     } else {
       const std::vector<std::string>& none = !of.empty() ? of : !unbound.empty() ? unbound : all;

@@ -157,6 +157,10 @@ class KmsgSampler : public SourceSampler {
       uint64_t reset_us = 0, healthy_us = 0;
     };
     std::map<std::string, Cleared> cleared;
+    // unplaced_'s only: the driver's cards when a record was written while
+    // it had several (which one is not known: none of them is vouched for
+    // while it is active, however the driver's cards change since).
+    std::set<std::string> candidates;
   };
   // What a reload's new sampler takes over from the old one (after Stop,
   // before Start): the devices' codes and counts and the last record read,
