@@ -81,20 +81,53 @@ class InventoryBuilder {
   std::map<std::string, size_t> by_uuid_;
 };
 
-// What a source's devices that name one card say of it into `d`: what it
-// read of the card's health this sample (a health bit read while its faults
-// could not be) and its faults; seen: read this sample, and judged (health
-// read, or a card-level fault that judges it). Of several devices (two
-// minors linked to one function, a daemon listing two minors at one
-// address), every fault, the worse health, seen if all are.
-void JoinListed(const std::vector<const DeviceView*>& listed, SourceView::Device* d) {
-  for (const DeviceView* dv : listed) {
-    for (const ActiveFault& f : dv->faults) AddFault(&d->faults, f);
-    const bool first = dv == listed.front();
-    d->healthy = first ? dv->healthy : WorseHealth(d->healthy, dv->healthy);
-    const bool judged = dv->seen && HealthWithFaults(dv->healthy, dv->faults).has_value();
-    d->seen = first ? judged : d->seen && judged;
+// The views of one source that name the same card (two sysfs devices whose
+// `device` links name one address, a daemon listing two minors at one
+// address) as one, from the first: each fault once, the worse health, seen
+// only where each was, the events and the memory of all. A view that was
+// read and says the card is bad is sight enough of that: another's failed
+// read does not hide it. The page has one series a card and a source, and
+// the Node condition judges what the page shows.
+DeviceView MergeViews(const std::vector<const DeviceView*>& views) {
+  DeviceView m = *views.front();
+  auto seen_bad = [](const DeviceView& d) {
+    return d.seen && HealthWithFaults(d.healthy, d.faults) == std::optional<bool>(false);
+  };
+  bool bad = seen_bad(m);
+  for (auto v = views.begin() + 1; v != views.end(); ++v) {
+    const DeviceView& d = **v;
+    for (const ActiveFault& fault : d.faults) AddFault(&m.faults, fault);
+    m.healthy = WorseHealth(m.healthy, d.healthy);
+    m.seen = m.seen && d.seen;
+    bad = bad || seen_bad(d);
+    for (const DeviceView::Events& e : d.events) {
+      auto it = std::find_if(m.events.begin(), m.events.end(),
+                             [&](const DeviceView::Events& x) { return x.code == e.code; });
+      if (it == m.events.end()) {
+        m.events.push_back(e);
+      } else {
+        it->count += e.count;
+      }
+    }
+    m.containers.insert(m.containers.end(), d.containers.begin(), d.containers.end());
   }
+  if (bad) {
+    m.seen = true;
+    m.healthy = false;
+  }
+  return m;
+}
+
+// What a source's devices that name one card say of it into `d` (as
+// MergeViews has them): what it read of the card's health this sample (a
+// health bit read while its faults could not be) and its faults; seen: read
+// this sample, and judged (health read, or a card-level fault that judges it).
+void JoinListed(const std::vector<const DeviceView*>& listed, SourceView::Device* d) {
+  DeviceView m = listed.size() == 1 ? DeviceView{} : MergeViews(listed);
+  const DeviceView& v = listed.size() == 1 ? *listed.front() : m;
+  d->faults = v.faults;
+  d->healthy = v.healthy;
+  d->seen = v.seen && HealthWithFaults(v.healthy, v.faults).has_value();
 }
 
 // Whether a source's view `v` answers for card `d` it does not list; `kin`:
@@ -745,47 +778,6 @@ void DeviceRegistry::WriteIdentityLocked(const Joined& j, Families* f) const {
   }
 }
 
-namespace {
-
-// The views of one source that name the same card (two sysfs devices whose
-// `device` links name one address), from the first, `first`, as one: each
-// fault once, the worse health, seen only where each was, the events and
-// the memory of all. The page has one series a card and a source.
-DeviceView MergedViews(const DeviceViews& views, const std::vector<size_t>& at, size_t first) {
-  DeviceView m = views.devices[first];
-  // A view that was read and says the card is bad is sight enough of that:
-  // the other's failed read does not hide it.
-  auto seen_bad = [](const DeviceView& d) {
-    return d.seen && HealthWithFaults(d.healthy, d.faults) == std::optional<bool>(false);
-  };
-  bool bad = seen_bad(m);
-  for (size_t k = first + 1; k < at.size(); ++k) {
-    if (at[k] != at[first]) continue;
-    const DeviceView& d = views.devices[k];
-    for (const ActiveFault& fault : d.faults) AddFault(&m.faults, fault);
-    m.healthy = WorseHealth(m.healthy, d.healthy);
-    m.seen = m.seen && d.seen;
-    bad = bad || seen_bad(d);
-    for (const DeviceView::Events& e : d.events) {
-      auto it = std::find_if(m.events.begin(), m.events.end(),
-                             [&](const DeviceView::Events& x) { return x.code == e.code; });
-      if (it == m.events.end()) {
-        m.events.push_back(e);
-      } else {
-        it->count += e.count;
-      }
-    }
-    m.containers.insert(m.containers.end(), d.containers.begin(), d.containers.end());
-  }
-  if (bad) {
-    m.seen = true;
-    m.healthy = false;
-  }
-  return m;
-}
-
-}  // namespace
-
 void DeviceRegistry::WriteViewsLocked(const Joined& j, Families* f, Lent* lent) const {
   for (const Joined::Source& s : j.sources) {
     const std::string& source = *s.name;
@@ -798,7 +790,12 @@ void DeviceRegistry::WriteViewsLocked(const Joined& j, Families* f, Lent* lent) 
       if (s.at[i] == kNone || written[s.at[i]]) continue;
       written[s.at[i]] = true;
       DeviceView merged;
-      if (views_of[s.at[i]] > 1) merged = MergedViews(*s.views, s.at, i);
+      if (views_of[s.at[i]] > 1) {
+        std::vector<const DeviceView*> same;
+        for (size_t k = i; k < s.at.size(); ++k)
+          if (s.at[k] == s.at[i]) same.push_back(&s.views->devices[k]);
+        merged = MergeViews(same);
+      }
       const DeviceView& d = views_of[s.at[i]] > 1 ? merged : s.views->devices[i];
       const InventoryDevice& card = j.inventory[s.at[i]];
       const MetricLabels labels = CardLabels(card, d.uuid);
