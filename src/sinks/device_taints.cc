@@ -215,14 +215,22 @@ std::optional<DraDevice> SliceIndex::Find(const store::InventoryDevice& card,
   const kubelet::KnownDevice known{card.uuid, card.minor >= 0 ? std::to_string(card.minor) : "",
                                    card.bus_id};
   const std::vector<kubelet::KnownDevice> just{known};
+  // By name or uuid, never a device whose own address is another card's (a
+  // driver that dropped a faulted card and numbered the rest again).
+  auto another_address = [&](const Entry& e) {
+    return !card.bus_id.empty() && !e.pci_bus_id.empty() && e.pci_bus_id != card.bus_id;
+  };
   if (auto r = one(
           [&](const Entry& e) {
-            return rule.DriverMatches(e.id.driver) && rule.Find(e.id.device, just) != nullptr;
+            return !another_address(e) && rule.DriverMatches(e.id.driver) &&
+                   rule.Find(e.id.device, just) != nullptr;
           },
           "name (--kubelet.dra.device-names)"))
     return *r;
   if (!card.uuid.empty())
-    if (auto r = one([&](const Entry& e) { return e.uuid == card.uuid; }, "uuid")) return *r;
+    if (auto r =
+            one([&](const Entry& e) { return !another_address(e) && e.uuid == card.uuid; }, "uuid"))
+      return *r;
   if (devices_.empty())
     *why = "no ResourceSlice of this node lists a device (device plugins only, or no DRA driver)";
   else

@@ -98,6 +98,31 @@ TEST(DeviceTaintsTest, ACardIsNamedByItsAddressThenItsNameThenItsUuid) {
   EXPECT_NE(why.find("names it"), std::string::npos) << why;
 }
 
+// A device whose own pciBusID names another card is never this card's by
+// its name or uuid: a driver that dropped a faulted card from its slices and
+// numbered the rest again ("xpu-1" now the card at 5e) would have the
+// faulted card's taint written on a healthy card's device.
+TEST(DeviceTaintsTest, ADeviceThatNamesAnotherAddressIsNotACardsByNameOrUuid) {
+  std::map<std::string, Slice> slices;
+  slices["a"] = Parsed(SliceJson(
+      "a", "node-a", 1, 1,
+      {Dev("xpu-0", "0000:3b:00.0"), Dev("xpu-1", "0000:5e:00.0", "GPU-B"), Dev("xpu-2", "")}));
+  const SliceIndex index(slices);
+  std::string why;
+  EXPECT_FALSE(index.Find(CardAt("0000:86:00.0", 1), Rule_(), &why).has_value())
+      << "xpu-1 is 0000:5e:00.0's";
+  EXPECT_FALSE(index.Find(CardAt("0000:86:00.0", 3, "GPU-B"), Rule_(), &why).has_value())
+      << "by uuid neither";
+  // A device that names no address is still found by its name, and a card
+  // with no address by any device's.
+  auto d = index.Find(CardAt("0000:86:00.0", 2), Rule_(), &why);
+  ASSERT_TRUE(d.has_value()) << why;
+  EXPECT_EQ(d->device, "xpu-2");
+  d = index.Find(CardAt("", 1, "GPU-X"), Rule_(), &why);
+  ASSERT_TRUE(d.has_value()) << why;
+  EXPECT_EQ(d->device, "xpu-1");
+}
+
 TEST(DeviceTaintsTest, TwoDevicesNamingOneCardNameNone) {
   std::map<std::string, Slice> slices;
   slices["a"] =
