@@ -554,6 +554,23 @@ std::pair<std::string, std::string> DeviceTainter::Blocked(const Round& round, c
 
 void DeviceTainter::Act(Round& round, const CardVerdict& v, Plan& p) {
   CardReport& card = p.card;
+  const std::string now_wants = v.level > 0 ? p.want.value + ":" + p.want.effect
+                                : v.known   ? "delete"
+                                            : "";
+  if (!card.device) {
+    // No device names the card this round (its slice gone, a list that
+    // failed): what it wants still restarts the holds of the rules that
+    // stand for it, so a fault and a recovery meanwhile are not lost. A
+    // stale rule's hold restarts while the card is not known healthy.
+    for (const auto& [name, rule] : rules_) {
+      if (rule.bus_id.empty() || rule.bus_id != v.bus_id) continue;
+      auto d = differs_since_.find(name);
+      if (d == differs_since_.end()) continue;
+      const bool restart =
+          d->second.target == "stale" ? now_wants != "delete" : d->second.target != now_wants;
+      if (restart) differs_since_.erase(d);
+    }
+  }
   if (v.level == 0 && p.have == nullptr) {  // nothing wanted, nothing there
     if (card.device) differs_since_.erase(p.want.name);
     return;
@@ -561,9 +578,6 @@ void DeviceTainter::Act(Round& round, const CardVerdict& v, Plan& p) {
   // A wish other than the one timed (a fault back while the rule could
   // not be written) starts its hold again.
   if (auto d = differs_since_.find(p.want.name); d != differs_since_.end()) {
-    const std::string now_wants = v.level > 0 ? p.want.value + ":" + p.want.effect
-                                  : v.known   ? "delete"
-                                              : "";
     if (d->second.target != now_wants) differs_since_.erase(d);
   }
   if (auto [state, why] = Blocked(round, v, p); !state.empty()) {
@@ -660,6 +674,12 @@ void DeviceTainter::Reconcile(const kubernetes::ApiClient& api, Clock::time_poin
   }
   if (round.can_write && round.settled && round.rep.slices_read && !round.slices_cut)
     DeleteStale(round, index);
+  // A rule stale no more (its card faulted, or a round that could not
+  // judge) starts its stale hold again when it is stale again.
+  const std::set<std::string> stale(round.rep.stale.begin(), round.rep.stale.end());
+  std::erase_if(differs_since_, [&](const auto& e) {
+    return e.second.target == "stale" && stale.count(e.first) == 0;
+  });
   Prune(round.wanted);
   round.rep.names_kept = differs_since_.size() + refused_.size() + last_error_.size();
   ShowStates(round.rep);

@@ -289,6 +289,80 @@ TEST_F(DeviceTainterLiveTest, AFlappingFaultWritesTheRuleAtMostTwicePerHold) {
   EXPECT_EQ(Writes().size(), 2u) << Writes().dump();
 }
 
+// A fault and a recovery while no device names the card (its slice gone,
+// the pool incomplete meanwhile) restart the hold: the rule goes a hold
+// after the last recovery, not the first. Before, the hold started at the
+// first recovery ran on through the gap, and the rule went at once when the
+// slice came back.
+TEST_F(DeviceTainterLiveTest, AFaultWhileNoDeviceNamesTheCardRestartsItsHold) {
+  o_.hold = std::chrono::seconds(3);
+  AddSlice(SliceOf("node-a-gpus", 0, kCards - 1));
+  auto t = Make();
+  t->Start();
+  SetFault(3, {kXid79});
+  ASSERT_TRUE(WaitFor([&] { return StateOf(*t, 3) == "written"; }, std::chrono::seconds(10)));
+  SetFault(3, {});  // the hold starts
+  ASSERT_TRUE(WaitFor([&] {
+    const auto rep = t->report();
+    const auto* c = Card(rep, 3);
+    return c && c->why.find("healthy") != std::string::npos;
+  }));
+  // gpu-3 leaves the slices; its pool waits for a second slice.
+  Json without = SliceOf("node-a-gpus", 0, kCards - 1, 2, 2);
+  without["spec"]["devices"].erase(3);
+  AddSlice(without);
+  ASSERT_TRUE(WaitFor([&] {
+    const auto rep = t->report();
+    const auto* c = Card(rep, 3);
+    return c && !c->device;
+  }));
+  SetFault(3, {kXid79});
+  ASSERT_TRUE(Rounds(*t, 2));
+  SetFault(3, {});
+  ASSERT_TRUE(Rounds(*t, HoldRounds()));  // the first hold is long over
+  AddSlice(SliceOf("node-a-gpus", 0, kCards - 1, 3, 1));
+  ASSERT_TRUE(WaitFor([&] {
+    const auto rep = t->report();
+    const auto* c = Card(rep, 3);
+    return c && c->device;
+  }));
+  ASSERT_TRUE(Rounds(*t, 2));
+  EXPECT_FALSE(RuleFor(3).is_null()) << "held from the last recovery";
+  EXPECT_TRUE(WaitFor([&] { return RuleFor(3).is_null(); }, std::chrono::seconds(10)));
+}
+
+// A rule that stopped being stale (its card faulted while its device was
+// gone) starts its stale hold again once stale again: it outlives another
+// hold. Before, the first stale time was kept, and the rule went at once.
+TEST_F(DeviceTainterLiveTest, AStaleHoldStartsAgainAfterTheRuleWasNotStale) {
+  o_.hold = std::chrono::seconds(3);
+  AddSlice(SliceOf("node-a-gpus", 0, kCards - 1));
+  auto t = Make();
+  t->Start();
+  SetFault(3, {kXid79});
+  ASSERT_TRUE(WaitFor([&] { return StateOf(*t, 3) == "written"; }, std::chrono::seconds(10)));
+  // gpu-3 leaves the slices while card 3 is healthy: the rule is stale.
+  SetFault(3, {});
+  Json without = SliceOf("node-a-gpus", 0, kCards - 1, 2, 1);
+  without["spec"]["devices"].erase(3);
+  AddSlice(without);
+  auto stale = [&] {
+    const auto rep = t->report();
+    return std::find(rep.stale.begin(), rep.stale.end(), RuleFor(3)["metadata"]["name"]) !=
+           rep.stale.end();
+  };
+  ASSERT_TRUE(WaitFor(stale));
+  // Faulted for less than the hold: not stale; then healthy: stale again.
+  SetFault(3, {kXid79});
+  ASSERT_TRUE(WaitFor([&] { return !stale(); }));
+  ASSERT_TRUE(Rounds(*t, HoldRounds()));
+  SetFault(3, {});
+  ASSERT_TRUE(WaitFor(stale));
+  ASSERT_TRUE(Rounds(*t, 2));
+  EXPECT_FALSE(RuleFor(3).is_null()) << "a stale hold from when it was stale again";
+  EXPECT_TRUE(WaitFor([&] { return RuleFor(3).is_null(); }, std::chrono::seconds(10)));
+}
+
 TEST_F(DeviceTainterLiveTest, WorseIsWrittenAtOnceBetterAfterTheHoldAndEvictionWhereAsked) {
   o_.evict_level = 6;  // isolate_card evicts
   o_.hold = std::chrono::seconds(2);
