@@ -520,24 +520,8 @@ void KmsgSampler::HandleRecord(std::string_view raw) {
           "kmsg: a {} fault record names no device ({}): placed on the one {} card, "
           "else none of them is vouched for while it is active",
           m->pattern->driver, m->pattern->name, m->pattern->driver);
-    // Placed as the driver's cards are when it was written: on its one
-    // card, at once (that card's own records clear it from then on).
-    std::vector<std::string> of;
-    for (const store::InventoryDevice& d : registry()->Inventory())
-      if (!d.bus_id.empty() && d.driver == m->pattern->driver) of.push_back(d.bus_id);
-    Device* dev = nullptr;
-    if (of.size() == 1) {
-      auto it = devices_.find(of.front());
-      if (it == devices_.end() && devices_.size() >= kMaxKmsgDevices) {
-        dropped_.Increment();
-        return;
-      }
-      dev = it != devices_.end() ? &it->second : &devices_[of.front()];
-    } else {
-      dev = &unplaced_[m->pattern->driver];
-      dev->candidates.insert(of.begin(), of.end());  // the inventory's cards: bounded by it
-    }
-    if (AddFaultRecord(*dev, *m, r.timestamp_us))
+    Device* dev = UnaddressedTarget(m->pattern->driver);
+    if (dev != nullptr && AddFaultRecord(*dev, *m, r.timestamp_us))
       records_.Add({{"pattern", m->pattern->name}}).Increment();
     return;
   }
@@ -571,6 +555,26 @@ void KmsgSampler::HandleRecord(std::string_view raw) {
       dev.codes.clear();
       break;
   }
+}
+
+KmsgSampler::Device* KmsgSampler::UnaddressedTarget(const std::string& driver) {
+  // Placed as the driver's cards are when it was written: on its one card,
+  // at once (that card's own records clear it from then on).
+  std::vector<std::string> of;
+  for (const store::InventoryDevice& d : registry()->Inventory())
+    if (!d.bus_id.empty() && d.driver == driver) of.push_back(d.bus_id);
+  if (of.size() != 1) {
+    Device* dev = &unplaced_[driver];
+    dev->candidates.insert(of.begin(), of.end());  // the inventory's cards: bounded by it
+    return dev;
+  }
+  auto it = devices_.find(of.front());
+  if (it != devices_.end()) return &it->second;
+  if (devices_.size() >= kMaxKmsgDevices) {
+    dropped_.Increment();
+    return nullptr;
+  }
+  return &devices_[of.front()];
 }
 
 void KmsgSampler::NoteUnplacedClear(const KmsgMatch& m, uint64_t timestamp_us) {
@@ -682,8 +686,7 @@ bool KmsgSampler::AddFaultRecord(Device& dev, const KmsgMatch& m, uint64_t times
   return true;
 }
 
-void KmsgSampler::Publish() {
-  const uint64_t now = now_us_();
+void KmsgSampler::ExpireEvents(uint64_t now) {
   const uint64_t window =
       static_cast<uint64_t>(std::chrono::microseconds(catalog_->event_active_for()).count());
   for (auto* devices : {&devices_, &unplaced_})
@@ -693,6 +696,11 @@ void KmsgSampler::Publish() {
         c = expired ? dev.codes.erase(c) : std::next(c);
       }
     }
+}
+
+void KmsgSampler::Publish() {
+  const uint64_t now = now_us_();
+  ExpireEvents(now);
   CardsByAddress resolve(registry()->Inventory());
   const std::map<std::string, store::InventoryDevice>& cards = resolve.cards;
   std::map<std::string, store::DeviceView> views;  // by the card's address

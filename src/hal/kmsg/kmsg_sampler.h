@@ -219,6 +219,12 @@ class KmsgSampler : public SourceSampler {
   bool AddFaultRecord(Device& dev, const KmsgMatch& m, uint64_t timestamp_us);
   // A reset or healthy record, kept for the faults of its driver that named
   // no device (bounded: kMaxKmsgDevices addresses a driver).
+  // Forgets the event-like codes whose window has passed by `now` (µs).
+  void ExpireEvents(uint64_t now);
+  // Where a fault record of `driver` that names no device goes: its one
+  // card's device (the driver holds one card now), else the driver's
+  // unplaced faults, noting its cards now; nullptr when dropped (full).
+  Device* UnaddressedTarget(const std::string& driver);
   void NoteUnplacedClear(const KmsgMatch& m, uint64_t timestamp_us);
   KmsgBootMemory memory_;  // the records handled, of the boot last seen
   bool one_boot_ = false;  // the source holds one boot (KmsgSource::one_boot)
