@@ -649,20 +649,24 @@ void DeviceTainter::Reconcile(const kubernetes::ApiClient& api, Clock::time_poin
   Round round{api, now, {}, false, false, false, false, {}, {}, {}};
   round.write_failed = now < next_write_;
   round.settled = settle_.Settled(*registry_, now);
-  std::map<std::string, Slice> slices;
+  std::shared_ptr<const SliceIndex> indexed;
   {
     MutexLock lock(mu_);
     round.rep.rule_version = rule_version_;
     round.rep.slice_version = slice_version_;
     round.rep.api = api_;
-    slices = slices_;
+    if (!index_ || index_gen_ != slices_gen_) {
+      index_ = std::make_shared<const SliceIndex>(slices_);
+      index_gen_ = slices_gen_;
+    }
+    indexed = index_;
+    round.rep.slices = slices_.size();
     round.rep.slices_read = slices_read_;
     round.slices_cut = slices_cut_;
     round.rep.slice_error = slice_error_;
   }
-  round.rep.slices = slices.size();
   round.can_write = !round.rep.rule_version.empty() && listed_;
-  const SliceIndex index(slices);
+  const SliceIndex& index = *indexed;
   const store::HealthPicture health = registry_->Health();
   const std::vector<CardVerdict> verdicts = VerdictsOf(health.views, health.inventory);
   for (const CardVerdict& v : verdicts)
@@ -803,6 +807,7 @@ bool DeviceTainter::ListSlices(const kubernetes::ApiClient& api, const std::stri
         kMaxSlices);
   MutexLock lock(mu_);
   slices_ = std::move(slices);
+  ++slices_gen_;
   slices_read_ = true;
   slices_cut_ = cut;
   slice_error_.clear();
@@ -842,12 +847,15 @@ DeviceTainter::WatchEnd DeviceTainter::WatchSlices(const kubernetes::ApiClient& 
         Slice s;
         if (!ParseSlice(e.object, &s).ok()) return true;
         MutexLock lock(mu_);
-        if (e.type == T::kDeleted)
+        if (e.type == T::kDeleted) {
           slices_.erase(s.name);
-        else if (slices_.size() < kMaxSlices || slices_.count(s.name) != 0)
+        } else if (slices_.size() < kMaxSlices || slices_.count(s.name) != 0) {
           slices_[s.name] = std::move(s);
-        else
+        } else {
           slices_cut_ = true;
+          return true;
+        }
+        ++slices_gen_;
         return true;
       },
       stopping);

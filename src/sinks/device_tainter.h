@@ -7,6 +7,7 @@
 #include <chrono>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -176,6 +177,11 @@ class DeviceTainter : public Part {
   // The node's slices by name (the slice thread writes), and whether a list
   // has been read since it last failed.
   std::map<std::string, Slice> slices_ XPU_GUARDED_BY(mu_);
+  uint64_t slices_gen_ XPU_GUARDED_BY(mu_) = 0;  // one more at each change of slices_
+  // The index of slices_ as of index_gen_, made again (under mu_, nothing
+  // copied) only when they changed: the rule thread's, as each round's.
+  std::shared_ptr<const SliceIndex> index_ XPU_GUARDED_BY(mu_);
+  uint64_t index_gen_ XPU_GUARDED_BY(mu_) = 0;
   bool slices_read_ XPU_GUARDED_BY(mu_) = false;
   std::string slice_error_ XPU_GUARDED_BY(mu_);
   bool slices_cut_ XPU_GUARDED_BY(mu_) = false;  // more slices than kMaxSlices
