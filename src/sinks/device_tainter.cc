@@ -394,6 +394,18 @@ DeviceTainter::Outcome DeviceTainter::Write(const kubernetes::ApiClient& api, co
   return refused ? Outcome::kRefused : Outcome::kFailed;
 }
 
+bool DeviceTainter::IsStale(const Round& round, const SliceIndex& index,
+                            const std::set<std::string>& known_healthy, const Rule& rule) const {
+  if (round.wanted.count(rule.name) != 0) return false;
+  const bool listed = index.Has(rule.device);
+  const bool gone =
+      !listed && index.HasDriver(rule.device.driver) && round.not_healthy.count(rule.bus_id) == 0;
+  const bool not_its_card =
+      listed && !rule.bus_id.empty() &&
+      (known_healthy.count(rule.bus_id) != 0 || round.mapped.count(rule.bus_id) != 0);
+  return gone || not_its_card;
+}
+
 void DeviceTainter::DeleteStale(Round& round, const SliceIndex& index) {
   // Rules of ours no card stands for this round, deleted after the hold:
   // - its device no longer in the node's slices, read whole (a card gone, a
@@ -412,15 +424,16 @@ void DeviceTainter::DeleteStale(Round& round, const SliceIndex& index) {
   for (const CardReport& c : round.rep.cards)
     if (!c.bus_id.empty() && round.not_healthy.count(c.bus_id) == 0) known_healthy.insert(c.bus_id);
   std::vector<Rule> stale;
+  // A rule stale no more (its card faulted, its device back) starts its
+  // stale hold again when it is stale again; a round that cannot judge
+  // (above) keeps the holds as they are.
+  std::erase_if(differs_since_, [&](const auto& e) {
+    if (e.second.target != "stale") return false;
+    auto r = rules_.find(e.first);
+    return r == rules_.end() || !IsStale(round, index, known_healthy, r->second);
+  });
   for (const auto& [name, rule] : rules_) {
-    if (round.wanted.count(name) != 0) continue;
-    const bool listed = index.Has(rule.device);
-    const bool gone =
-        !listed && index.HasDriver(rule.device.driver) && round.not_healthy.count(rule.bus_id) == 0;
-    const bool not_its_card =
-        listed && !rule.bus_id.empty() &&
-        (known_healthy.count(rule.bus_id) != 0 || round.mapped.count(rule.bus_id) != 0);
-    if (gone || not_its_card) stale.push_back(rule);
+    if (IsStale(round, index, known_healthy, rule)) stale.push_back(rule);
   }
   for (const Rule& rule : stale) {
     round.rep.stale.push_back(rule.name);
@@ -678,12 +691,6 @@ void DeviceTainter::Reconcile(const kubernetes::ApiClient& api, Clock::time_poin
   }
   if (round.can_write && round.settled && round.rep.slices_read && !round.slices_cut)
     DeleteStale(round, index);
-  // A rule stale no more (its card faulted, or a round that could not
-  // judge) starts its stale hold again when it is stale again.
-  const std::set<std::string> stale(round.rep.stale.begin(), round.rep.stale.end());
-  std::erase_if(differs_since_, [&](const auto& e) {
-    return e.second.target == "stale" && stale.count(e.first) == 0;
-  });
   Prune(round.wanted);
   round.rep.names_kept = differs_since_.size() + refused_.size() + last_error_.size();
   ShowStates(round.rep);

@@ -142,6 +142,10 @@ class DeviceTainter : public Part {
   // Write(), then what it did kept: a refusal's own backoff, or the shared
   // one; false when it did not take.
   bool WriteNow(Round& round, const std::string& op, const Rule& rule, CardReport* card);
+  // Whether `rule` (ours) stands for no card this round (DeleteStale says
+  // when); `known_healthy`: the inventory's cards known healthy.
+  bool IsStale(const Round& round, const SliceIndex& index,
+               const std::set<std::string>& known_healthy, const Rule& rule) const;
   void DeleteStale(Round& round, const SliceIndex& index);
   void Prune(const std::set<std::string>& wanted);
   void ShowStates(const Report& rep);

@@ -54,6 +54,11 @@ class InventoryBuilder {
         return it->second;
     return kNone;
   }
+  // Whether a card is named by `minor` or by `uuid` already.
+  bool Knows(int32_t minor, const std::string& uuid) const {
+    return (minor >= 0 && by_minor_.count(minor) != 0) ||
+           (!uuid.empty() && by_uuid_.count(uuid) != 0);
+  }
   // Finds the card or adds it; fills in what it lacks.
   size_t Name(const std::string& bus, int32_t minor, const std::string& uuid,
               const std::string& model) {
@@ -191,7 +196,8 @@ const DeviceRegistry::Joined& DeviceRegistry::JoinLocked() const {
   InventoryBuilder b;
   // No layer's absence removes a card: a source blind or stale since names
   // the cards it last named (judged Unknown by its sight, and by what the
-  // sources that still see say of them), after those the fresh ones name.
+  // sources that still see say of them). The bus's last view stays the
+  // bus's, its driver and vendor as last read.
   // 1. The bus: every accelerator function the pci source found, lost or not.
   const bool pci_fresh = FreshLocked(kSourcePci);
   for (const PciDeviceView& p : pci_) {
@@ -207,11 +213,14 @@ const DeviceRegistry::Joined& DeviceRegistry::JoinLocked() const {
         i != kNone)
       b.devices[i].xdm = true;
   // 3. The sources that name cards themselves (the sysfs tree, NVML): the
-  // fresh ones first.
+  // fresh ones first; a stale one only names a card no one names by its
+  // minor or uuid (the card it named may have moved: no ghost at the old
+  // address).
   for (const bool fresh : {true, false})
     for (const auto& [source, views] : views_) {
       if (views.coverage == Coverage::kAddressedSilent || FreshLocked(source) != fresh) continue;
-      for (const DeviceView& v : views.devices) b.Name(v.bus_id, v.minor, v.uuid, v.model);
+      for (const DeviceView& v : views.devices)
+        if (fresh || !b.Knows(v.minor, v.uuid)) b.Name(v.bus_id, v.minor, v.uuid, v.model);
     }
   auto j = std::make_shared<Joined>();
   j->inventory = std::move(b.devices);

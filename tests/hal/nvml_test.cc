@@ -692,8 +692,6 @@ TEST_F(NvmlSamplerTest, TwoCardsLostAtOnceKeepTheirOwnNames) {
     f["devices"][1]["lost"] = true;
     Write(f);
     ASSERT_TRUE(s.SampleOnce());
-    for (const auto& [i, id] : s.identities())
-      std::cerr << "DBG " << i << " " << id.uuid << " " << id.bus_id << "\n";
     using xpu::testing::MetricValue;
     const std::map<std::string, std::string> own = {{"0000:3b:00.0", "GPU-a100-0"},
                                                     {"0000:5e:00.0", "GPU-h800-1"}};

@@ -402,15 +402,20 @@ TEST_F(PciTreeTest, AReplacedCardsUnreadFirstScanShowsNoneOfTheOldCard) {
     return store::PciDeviceView{};
   };
   ASSERT_EQ(view().driver, "nvidia");
-  // The same card, its fatal counters torn: its last view, not seen.
+  Write(gpu + "/power_state", "D3cold\n");  // bound and powered off: a fault
+  ASSERT_TRUE(sampler.SampleOnce());
+  ASSERT_EQ(view().faults.size(), 1u);
+  // The same card, its fatal counters torn: its last view and faults, not seen.
   Write(gpu + "/aer_dev_fatal", "garbage\n");
   ASSERT_TRUE(sampler.SampleOnce());
   EXPECT_FALSE(view().seen);
   EXPECT_EQ(view().driver, "nvidia") << "the same card's last view";
+  EXPECT_EQ(view().faults.size(), 1u) << "a failed read is no recovery";
   // Another vendor's card in its place, unbound, its counters torn too.
   Write(gpu + "/vendor", "0x1002\n");
   Write(gpu + "/device", "0x74a1\n");
   Write(gpu + "/current_link_width", "8\n");
+  Write(gpu + "/max_link_width", "8\n");  // an x8 card
   fs::remove(gpu + "/driver");
   ASSERT_TRUE(sampler.SampleOnce());
   const store::PciDeviceView v = view();
@@ -418,7 +423,19 @@ TEST_F(PciTreeTest, AReplacedCardsUnreadFirstScanShowsNoneOfTheOldCard) {
   EXPECT_EQ(v.vendor, "0x1002") << "what was read of the new card";
   EXPECT_EQ(v.driver, "") << "not the old card's driver";
   EXPECT_EQ(v.current_link_width, 8);
-  EXPECT_EQ(v.resets_observed, 0U) << "an unread scan moves nothing on";
+  EXPECT_TRUE(v.faults.empty()) << "not the old card's faults";
+  EXPECT_FALSE(v.bound_before) << "the old card's binding is not the new one's";
+  // Read whole, then bound: a card of its own, no reset counted.
+  Write(gpu + "/aer_dev_fatal", "TOTAL_ERR_FATAL 0\n");
+  Write(gpu + "/power_state", "D0\n");
+  ASSERT_TRUE(sampler.SampleOnce());
+  fs::create_directories(dir_.path() + "/bus/pci/drivers/amdgpu");
+  fs::create_directory_symlink("../../../bus/pci/drivers/amdgpu", gpu + "/driver");
+  ASSERT_TRUE(sampler.SampleOnce());
+  EXPECT_TRUE(view().seen);
+  EXPECT_EQ(view().driver, "amdgpu");
+  EXPECT_EQ(view().resets_observed, 0U) << "the old card's leaving is not the new card's reset";
+  EXPECT_TRUE(view().faults.empty());
 }
 
 // Each fact at its cadence (issue 51): after the first, whole, scan the

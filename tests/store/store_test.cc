@@ -848,11 +848,31 @@ TEST(DeviceRegistryTest, ACardStaysInTheInventoryWhenTheSourcesThatNamedItGoStal
   now += seconds(4);  // pci and nvml stale; the log still publishes
   r.SetDeviceViews(kSourceKmsg, Views({xid}, Coverage::kAddressedSilent));
   EXPECT_EQ(cards(), both) << "no layer's absence removes a card";
+  EXPECT_EQ(r.Health().inventory.size(), 2u) << "and adds none";
   EXPECT_EQ(kmsg_faults_on("0000:3b:00.0"), 1u) << "the log's fault stays on its card";
   for (const InventoryDevice& d : r.Health().inventory) {
     if (d.bus_id != "0000:3b:00.0") continue;
     EXPECT_EQ(d.vendor, "0x10de") << "as the bus last said";
   }
+}
+
+// A stale source's card that a fresh layer names elsewhere now (by its
+// uuid) is that card: no ghost left at the address the stale view had.
+TEST(DeviceRegistryTest, AStaleViewLeavesNoGhostWhereItsCardWas) {
+  DeviceRegistry r;
+  auto now = std::chrono::steady_clock::now();
+  r.SetClock([&now] { return now; });
+  r.OpenSource("nvml", seconds(1));
+  r.SetDeviceViews("nvml", Views({V(-1, "GPU-b", "0000:5e:00.0")}));
+  now += seconds(4);
+  DeviceInfo moved;
+  moved.minor = 1;
+  moved.uuid = "GPU-b";
+  moved.bus_id = "0000:5f:00.0";
+  r.SetXdmDevices({moved});
+  const std::vector<InventoryDevice> cards = r.Health().inventory;
+  ASSERT_EQ(cards.size(), 1u);
+  EXPECT_EQ(cards[0].bus_id, "0000:5f:00.0");
 }
 
 // A source publishes each interval, mostly what it published last: the same

@@ -558,8 +558,9 @@ void KmsgSampler::HandleRecord(std::string_view raw) {
 }
 
 KmsgSampler::Device* KmsgSampler::UnaddressedTarget(const std::string& driver) {
-  // Placed as the driver's cards are when it was written: on its one card,
-  // at once (that card's own records clear it from then on).
+  // Placed as the driver's cards are when it is read (a record replayed
+  // from the ring at start: as they are then): on its one card, at once
+  // (that card's own records clear it from then on).
   std::vector<std::string> of;
   for (const store::InventoryDevice& d : registry()->Inventory())
     if (!d.bus_id.empty() && d.driver == driver) of.push_back(d.bus_id);

@@ -157,8 +157,8 @@ class KmsgSampler : public SourceSampler {
       uint64_t reset_us = 0, healthy_us = 0;
     };
     std::map<std::string, Cleared> cleared;
-    // unplaced_'s only: the driver's cards when a record was written while
-    // it had several (which one is not known: none of them is vouched for
+    // unplaced_'s only: the driver's cards when a record was read while it
+    // had several (which one is not known: none of them is vouched for
     // while it is active, however the driver's cards change since).
     std::set<std::string> candidates;
   };
@@ -209,22 +209,25 @@ class KmsgSampler : public SourceSampler {
   std::map<std::string, Device> devices_;  // by PCI address; at most kMaxKmsgDevices
   // Fault records whose pattern matched but that name no address (a DRM
   // error without its device: "[drm:amdgpu_job_timedout [amdgpu]] ..."), by
-  // the pattern's driver (as many as the catalog has drivers). Published on
-  // the one card that driver holds; where it holds several (or no card's
-  // driver is known), none of them is vouched for by the log's silence
-  // while such a fault is active: each is listed not seen.
+  // the pattern's driver (as many as the catalog has drivers): those read
+  // while the driver held several cards (candidates), or while no card's
+  // driver was known (placed at each publish on the one card the driver
+  // holds then). One read while the driver held one card is that card's,
+  // in devices_. Where not placed, none of the cards is vouched for by the
+  // log's silence while such a fault is active: each is listed not seen.
   std::map<std::string, Device> unplaced_;
   // A fault record into `dev` (HandleRecord); false when the device's codes
   // are full (dropped).
   bool AddFaultRecord(Device& dev, const KmsgMatch& m, uint64_t timestamp_us);
-  // A reset or healthy record, kept for the faults of its driver that named
-  // no device (bounded: kMaxKmsgDevices addresses a driver).
   // Forgets the event-like codes whose window has passed by `now` (µs).
   void ExpireEvents(uint64_t now);
   // Where a fault record of `driver` that names no device goes: its one
-  // card's device (the driver holds one card now), else the driver's
-  // unplaced faults, noting its cards now; nullptr when dropped (full).
+  // card's device (the driver holds one card as the record is read), else
+  // the driver's unplaced faults, noting its cards then; nullptr when
+  // dropped (full).
   Device* UnaddressedTarget(const std::string& driver);
+  // A reset or healthy record, kept for the faults of its driver that named
+  // no device (bounded: kMaxKmsgDevices addresses a driver).
   void NoteUnplacedClear(const KmsgMatch& m, uint64_t timestamp_us);
   KmsgBootMemory memory_;  // the records handled, of the boot last seen
   bool one_boot_ = false;  // the source holds one boot (KmsgSource::one_boot)

@@ -473,7 +473,9 @@ void NvmlSampler::NameLostCards(std::vector<NvmlDevice>* cards) {
   for (NvmlDevice& c : *cards) {
     if (c.asked) continue;
     Identity& known = identities_[c.index];
-    if (c.uuid.empty()) c.uuid = known.uuid;
+    // Its uuid only where its address is the one it had (not where the
+    // handle found it at another: the driver numbered its cards anew).
+    if (c.uuid.empty() && (c.bus_id.empty() || c.bus_id == known.bus_id)) c.uuid = known.uuid;
     if (c.bus_id.empty()) c.bus_id = known.bus_id;
     known = {c.uuid, c.bus_id};
     if (!c.bus_id.empty()) named.insert(c.bus_id);

@@ -54,16 +54,22 @@ std::vector<store::PciDeviceView> PciTracker::Update(const std::vector<PciDevice
   for (auto it = tracks_.begin(); tracks_.size() > max_tracked_ && it != tracks_.end();)
     it = seen.count(it->first) ? std::next(it) : tracks_.erase(it);
   std::vector<store::PciDeviceView> out;
+  replaced_.clear();
   for (auto& [address, t] : tracks_) {
     auto it = seen.find(address);
+    // Another function at the address (a card replaced): a track of its
+    // own, none of the old card's view, resets or binding carried over.
+    if (it != seen.end() && !t.last.bus_id.empty() && !SameFunction(t, *it->second)) {
+      t = Track{};
+      replaced_.insert(address);
+    }
     store::PciDeviceView v;
     if (it == seen.end()) {
       v = t.last;  // gone: keep what identifies it
       v.present = false;
-    } else if (it->second->unread && !t.last.bus_id.empty() && SameFunction(t, *it->second)) {
+    } else if (it->second->unread && !t.last.bus_id.empty()) {
       // There, and not read whole: the last scan's view, not seen. Nothing
-      // of it moves on (no narrow scan counted, no loss, no reset). Another
-      // function at the address (a card replaced) shows what was read of it.
+      // of it moves on (no narrow scan counted, no loss, no reset).
       v = t.last;
       v.present = true;
       v.seen = false;
@@ -94,16 +100,6 @@ std::vector<store::PciDeviceView> PciTracker::Update(const std::vector<PciDevice
       v.narrow_samples = t.narrow;
       for (const PciAer& a : d.aer) v.aer.push_back({a.severity, a.type, a.count});
       for (const PciSensor& s : d.hwmon) v.hwmon.push_back({s.kind, s.sensor, s.value});
-    }
-    if (it != seen.end() && it->second->unread && !t.last.bus_id.empty()) {
-      // Another function at the address, not read whole: what was read of
-      // it, not seen, and nothing of the track moves on.
-      v.bound_before = t.bound_once;
-      v.resets_observed = t.resets;
-      t.last = v;
-      v.seen = false;
-      out.push_back(std::move(v));
-      continue;
     }
     const bool up = v.present && !v.driver.empty();
     if (t.up && !up) t.lost = true;
@@ -231,7 +227,7 @@ bool PciSampler::SampleOnce() {
     std::vector<std::string> codes;
     if (v.seen) {
       codes = DerivePciFaults(v);
-    } else {
+    } else if (tracker_.replaced().count(v.bus_id) == 0) {  // not another card's
       for (const std::string& code : faults_.Previous(v.bus_id)) codes.push_back(code);
     }
     const store::InventoryDevice& card = named[v.bus_id];

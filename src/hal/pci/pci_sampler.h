@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 
 #include "common/part.h"
@@ -60,6 +61,9 @@ class PciTracker {
   // Forgets the cards `filter` does not look for (a reload that changed it:
   // one no longer looked for is not a lost card); the rest go on.
   void Retain(const PciFilter& filter);
+  // The addresses where the last Update found another function than the
+  // one tracked there (a card replaced): tracked afresh.
+  const std::set<std::string>& replaced() const { return replaced_; }
 
  private:
   struct Track {
@@ -77,6 +81,7 @@ class PciTracker {
   static bool SameFunction(const Track& t, const PciDevice& d);
   size_t max_tracked_;
   std::map<std::string, Track> tracks_;  // by bus_id
+  std::set<std::string> replaced_;       // of the last Update
 };
 
 // Scans the PCI tree every `interval` on its own thread (the `pci` backend
