@@ -662,6 +662,10 @@ void DeviceTainter::Reconcile(const kubernetes::ApiClient& api, Clock::time_poin
   Round round{api, now, {}, false, false, false, false, {}, {}, {}};
   round.write_failed = now < next_write_;
   round.settled = settle_.Settled(*registry_, now);
+  // The hold of a deletion starts once every source has read: a stale
+  // rule's too (a reload hands the holds over).
+  if (!round.settled)
+    std::erase_if(differs_since_, [](const auto& e) { return e.second.target == "stale"; });
   std::shared_ptr<const SliceIndex> indexed;
   {
     MutexLock lock(mu_);

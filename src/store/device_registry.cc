@@ -213,14 +213,15 @@ const DeviceRegistry::Joined& DeviceRegistry::JoinLocked() const {
         i != kNone)
       b.devices[i].xdm = true;
   // 3. The sources that name cards themselves (the sysfs tree, NVML): the
-  // fresh ones first; a stale one only names a card no one names by its
-  // minor or uuid (the card it named may have moved: no ghost at the old
-  // address).
+  // fresh ones first; a stale one fills in the card it finds, and adds one
+  // only where no one names its minor or uuid (the card it named may have
+  // moved: no ghost at the old address).
   for (const bool fresh : {true, false})
     for (const auto& [source, views] : views_) {
       if (views.coverage == Coverage::kAddressedSilent || FreshLocked(source) != fresh) continue;
       for (const DeviceView& v : views.devices)
-        if (fresh || !b.Knows(v.minor, v.uuid)) b.Name(v.bus_id, v.minor, v.uuid, v.model);
+        if (fresh || b.Find(v.bus_id, v.minor, v.uuid) != kNone || !b.Knows(v.minor, v.uuid))
+          b.Name(v.bus_id, v.minor, v.uuid, v.model);
     }
   auto j = std::make_shared<Joined>();
   j->inventory = std::move(b.devices);

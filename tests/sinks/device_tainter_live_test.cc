@@ -719,6 +719,38 @@ TEST_F(DeviceTainterLiveTest, NoRuleIsDeletedBeforeEveryRunningSourceHasRead) {
   ASSERT_TRUE(WaitFor([&] { return RuleFor(1).is_null(); }, std::chrono::seconds(10)));
 }
 
+// A reload hands the holds over, and a stale rule's starts again once every
+// source has read, as a card's does. Before, the stale hold ran on through
+// the new tainter's wait for its sources, and the rule went at once after it.
+TEST_F(DeviceTainterLiveTest, AStaleHoldHandedOverByAReloadStartsOnceTheSourcesHaveRead) {
+  o_.hold = std::chrono::seconds(2);
+  AddSlice(SliceOf("node-a-gpus", 0, kCards - 1));
+  AddOurs("gpu-9", "0000:ee:00.0");  // a device the slices do not have: stale
+  auto old = Make();
+  old->Start();
+  ASSERT_TRUE(WaitFor([&] { return !old->report().stale.empty(); }));
+  old->Stop();
+  o_.sources = {store::kSourceSysfs, "nvml"};  // the reload adds NVML, not read yet
+  auto t = Make();
+  t->TakeOver(*old);
+  t->Start();
+  Publish();                              // sysfs reads, NVML not yet
+  ASSERT_TRUE(Rounds(*t, HoldRounds()));  // longer than the hold
+  ASSERT_FALSE(RuleFor(9).is_null()) << "nothing deleted before every source has read";
+  registry_.OpenSource("nvml", std::chrono::hours(1));
+  store::DeviceViews nvml;
+  nvml.devices.resize(kCards);
+  for (int i = 0; i < kCards; ++i) {
+    nvml.devices[i].minor = i;
+    nvml.devices[i].healthy = true;
+  }
+  registry_.SetDeviceViews("nvml", nvml);
+  ASSERT_TRUE(WaitFor([&] { return !t->report().stale.empty(); }));
+  ASSERT_TRUE(Rounds(*t, 2));
+  EXPECT_FALSE(RuleFor(9).is_null()) << "its hold starts once the sources have read";
+  EXPECT_TRUE(WaitFor([&] { return RuleFor(9).is_null(); }, std::chrono::seconds(10)));
+}
+
 // A source that never reads holds no rule for ever: after the settle limit
 // the sources that have read decide.
 TEST_F(DeviceTainterLiveTest, ASourceThatNeverReadsHoldsRulesOnlyForTheSettleLimit) {

@@ -873,6 +873,15 @@ TEST(DeviceRegistryTest, AStaleViewLeavesNoGhostWhereItsCardWas) {
   const std::vector<InventoryDevice> cards = r.Health().inventory;
   ASSERT_EQ(cards.size(), 1u);
   EXPECT_EQ(cards[0].bus_id, "0000:5f:00.0");
+  // A card a fresh layer names where the stale view had it: the stale view
+  // still fills in what it knew (its uuid, its model), no label moves.
+  DeviceInfo same;
+  same.minor = 1;
+  same.bus_id = "0000:5e:00.0";
+  r.SetXdmDevices({same});
+  const std::vector<InventoryDevice> named = r.Health().inventory;
+  ASSERT_EQ(named.size(), 1u);
+  EXPECT_EQ(named[0].uuid, "GPU-b");
 }
 
 // A source publishes each interval, mostly what it published last: the same

@@ -475,7 +475,8 @@ void NvmlSampler::NameLostCards(std::vector<NvmlDevice>* cards) {
     Identity& known = identities_[c.index];
     // Its uuid only where its address is the one it had (not where the
     // handle found it at another: the driver numbered its cards anew).
-    if (c.uuid.empty() && (c.bus_id.empty() || c.bus_id == known.bus_id)) c.uuid = known.uuid;
+    if (c.uuid.empty() && (c.bus_id.empty() || known.bus_id.empty() || c.bus_id == known.bus_id))
+      c.uuid = known.uuid;
     if (c.bus_id.empty()) c.bus_id = known.bus_id;
     known = {c.uuid, c.bus_id};
     if (!c.bus_id.empty()) named.insert(c.bus_id);
