@@ -107,6 +107,28 @@ class DeviceTainterLiveTest : public ::testing::Test {
   std::unique_ptr<DeviceTainter> Make() {
     return std::make_unique<DeviceTainter>(k_, o_, dra_, api_.url(), &registry_, metrics_now_);
   }
+  // The node's slice, a tainter started on it, and card 3 faulted until its
+  // rule is written; null if that did not come within 10 s.
+  std::unique_ptr<DeviceTainter> StartedWithCard3Taken() {
+    AddSlice(SliceOf("node-a-gpus", 0, kCards - 1));
+    auto t = Make();
+    t->Start();
+    SetFault(3, {kXid79});
+    if (!WaitFor([&] { return StateOf(*t, 3) == "written"; }, std::chrono::seconds(10)))
+      return nullptr;
+    return t;
+  }
+  // NVML opened, every card healthy in its view.
+  store::DeviceViews OpenNvml() {
+    registry_.OpenSource("nvml", std::chrono::hours(1));
+    store::DeviceViews nvml;
+    nvml.devices.resize(kCards);
+    for (int i = 0; i < kCards; ++i) {
+      nvml.devices[i].minor = i;
+      nvml.devices[i].healthy = true;
+    }
+    return nvml;
+  }
   Json Rules() { return api_.Recorded("rules"); }
   // The requests for this node's ResourceSlices whose path has `part`.
   int SliceRequests(const std::string& part) {
@@ -296,11 +318,8 @@ TEST_F(DeviceTainterLiveTest, AFlappingFaultWritesTheRuleAtMostTwicePerHold) {
 // slice came back.
 TEST_F(DeviceTainterLiveTest, AFaultWhileNoDeviceNamesTheCardRestartsItsHold) {
   o_.hold = std::chrono::seconds(3);
-  AddSlice(SliceOf("node-a-gpus", 0, kCards - 1));
-  auto t = Make();
-  t->Start();
-  SetFault(3, {kXid79});
-  ASSERT_TRUE(WaitFor([&] { return StateOf(*t, 3) == "written"; }, std::chrono::seconds(10)));
+  auto t = StartedWithCard3Taken();
+  ASSERT_TRUE(t);
   SetFault(3, {});  // the hold starts
   ASSERT_TRUE(WaitFor([&] {
     const auto rep = t->report();
@@ -336,11 +355,8 @@ TEST_F(DeviceTainterLiveTest, AFaultWhileNoDeviceNamesTheCardRestartsItsHold) {
 // hold. Before, the first stale time was kept, and the rule went at once.
 TEST_F(DeviceTainterLiveTest, AStaleHoldStartsAgainAfterTheRuleWasNotStale) {
   o_.hold = std::chrono::seconds(3);
-  AddSlice(SliceOf("node-a-gpus", 0, kCards - 1));
-  auto t = Make();
-  t->Start();
-  SetFault(3, {kXid79});
-  ASSERT_TRUE(WaitFor([&] { return StateOf(*t, 3) == "written"; }, std::chrono::seconds(10)));
+  auto t = StartedWithCard3Taken();
+  ASSERT_TRUE(t);
   // gpu-3 leaves the slices while card 3 is healthy: the rule is stale.
   SetFault(3, {});
   Json without = SliceOf("node-a-gpus", 0, kCards - 1, 2, 1);
@@ -701,13 +717,7 @@ TEST_F(DeviceTainterLiveTest, NoRuleIsDeletedBeforeEveryRunningSourceHasRead) {
   EXPECT_NE(Card(t->report(), 1)->why.find("not every source has read"), std::string::npos)
       << Card(t->report(), 1)->why;
   // NVML reads, and sees the fault: kept as it is.
-  registry_.OpenSource("nvml", std::chrono::hours(1));
-  store::DeviceViews nvml;
-  nvml.devices.resize(kCards);
-  for (int i = 0; i < kCards; ++i) {
-    nvml.devices[i].minor = i;
-    nvml.devices[i].healthy = true;
-  }
+  store::DeviceViews nvml = OpenNvml();
   nvml.devices[1].faults = {kXid79};
   registry_.SetDeviceViews("nvml", nvml);
   ASSERT_TRUE(Rounds(*t, HoldRounds()));
@@ -737,13 +747,7 @@ TEST_F(DeviceTainterLiveTest, AStaleHoldHandedOverByAReloadStartsOnceTheSourcesH
   Publish();                              // sysfs reads, NVML not yet
   ASSERT_TRUE(Rounds(*t, HoldRounds()));  // longer than the hold
   ASSERT_FALSE(RuleFor(9).is_null()) << "nothing deleted before every source has read";
-  registry_.OpenSource("nvml", std::chrono::hours(1));
-  store::DeviceViews nvml;
-  nvml.devices.resize(kCards);
-  for (int i = 0; i < kCards; ++i) {
-    nvml.devices[i].minor = i;
-    nvml.devices[i].healthy = true;
-  }
+  store::DeviceViews nvml = OpenNvml();
   registry_.SetDeviceViews("nvml", nvml);
   ASSERT_TRUE(WaitFor([&] { return !t->report().stale.empty(); }));
   ASSERT_TRUE(Rounds(*t, 2));
