@@ -660,62 +660,91 @@ TEST_F(NvmlSamplerTest, ACardLostFromTheFirstReadIsFoundByItsAddress) {
 }
 
 // Two cards lost at once, NVML's index order not their addresses' order
-// (index 0 at 5e, index 1 at 3b), the inventory naming them by address only
-// (XDM lists no uuid): each keeps its own uuid with its own address, whether
-// the library gives a lost card's handle by index (paired by handle) or not
-// (named by what its index was). Before, the cards asked for by address
-// were paired with the nameless lost ones in the order asked, and each lost
-// card was shown with the other's uuid.
+// (index 0 at 5e, index 1 at 3b), the inventory naming them by address only:
+// each keeps its own uuid with its own address, whether the library gives a
+// lost card's handle by index (paired by handle) or not (named by what its
+// index was); whether XDM lists the cards (no uuid) or no daemon answers and
+// the bus is the inventory; and whether NVML read nothing (blind) between
+// the read that named them and the one that finds them lost. Before, the
+// cards asked for by address were paired with the nameless lost ones in the
+// order asked, and each lost card was shown with the other's uuid.
 TEST_F(NvmlSamplerTest, TwoCardsLostAtOnceKeepTheirOwnNames) {
   for (const bool handle_by_index : {true, false}) {
-    SCOPED_TRACE(handle_by_index ? "handle given by index" : "handle only by address");
-    store::DeviceRegistry registry;
-    std::vector<store::DeviceInfo> xdm(2);
-    xdm[0].minor = 3;
-    xdm[0].bus_id = "0000:3b:00.0";
-    xdm[1].minor = 5;
-    xdm[1].bus_id = "0000:5e:00.0";
-    registry.SetXdmDevices(xdm);
-    Json f = TwoCards();
-    std::swap(f["devices"][0], f["devices"][1]);
-    f["lost_by_index_no_handle"] = !handle_by_index;
-    Write(f);
-    NvmlSampler::Options o;
-    o.library = FAKE_NVML_PATH;
-    o.interval = std::chrono::seconds(1);
-    o.gauge_interval = o.interval;
-    o.deadline = kGenerousDeadline;
-    prometheus::Registry self;
-    NvmlSampler s(o, FaultCatalog::Builtin(), &registry, &self);
-    ASSERT_TRUE(s.SampleOnce());
-    f["devices"][0]["lost"] = true;
-    f["devices"][1]["lost"] = true;
-    Write(f);
-    ASSERT_TRUE(s.SampleOnce());
-    using xpu::testing::MetricValue;
-    const std::map<std::string, std::string> own = {{"0000:3b:00.0", "GPU-a100-0"},
-                                                    {"0000:5e:00.0", "GPU-h800-1"}};
-    for (const auto& [bus, uuid] : own) {
-      EXPECT_EQ(MetricValue(
-                    registry, "xpu_device_fault_active",
-                    {{"source", "nvml"}, {"bus_id", bus}, {"uuid", uuid}, {"code", kNvmlGpuLost}}),
-                1)
-          << bus << " is " << uuid;
-      for (const auto& [other_bus, other] : own) {
-        if (other_bus == bus) continue;
-        EXPECT_EQ(MetricValue(registry, "xpu_device_fault_active",
-                              {{"source", "nvml"}, {"bus_id", bus}, {"uuid", other}}),
-                  -1)
-            << bus << " is not " << other;
+    for (const bool no_daemon : {false, true}) {
+      for (const bool blind_between : {false, true}) {
+        SCOPED_TRACE(
+            std::string(handle_by_index ? "handle given by index" : "handle only by address") +
+            (no_daemon ? ", no daemon: the bus lists them" : ", XDM lists them") +
+            (blind_between ? ", NVML blind between" : ""));
+        store::DeviceRegistry registry;
+        if (no_daemon) {
+          std::vector<store::PciDeviceView> bus(2);
+          for (auto& [view, address] :
+               {std::pair{&bus[0], "0000:3b:00.0"}, {&bus[1], "0000:5e:00.0"}}) {
+            view->bus_id = address;
+            view->vendor = "0x10de";
+            view->driver = "nvidia";
+          }
+          registry.SetPciDevices(bus);
+        } else {
+          std::vector<store::DeviceInfo> xdm(2);
+          xdm[0].minor = 3;
+          xdm[0].bus_id = "0000:3b:00.0";
+          xdm[1].minor = 5;
+          xdm[1].bus_id = "0000:5e:00.0";
+          registry.SetXdmDevices(xdm);
+        }
+        Json f = TwoCards();
+        std::swap(f["devices"][0], f["devices"][1]);
+        f["lost_by_index_no_handle"] = !handle_by_index;
+        Write(f);
+        NvmlSampler::Options o;
+        o.library = FAKE_NVML_PATH;
+        o.interval = std::chrono::seconds(1);
+        o.gauge_interval = o.interval;
+        o.deadline = kGenerousDeadline;
+        prometheus::Registry self;
+        NvmlSampler s(o, FaultCatalog::Builtin(), &registry, &self);
+        ASSERT_TRUE(s.SampleOnce());
+        if (blind_between) {
+          f["count_error"] = 999;  // NVML_ERROR_UNKNOWN
+          Write(f);
+          ASSERT_FALSE(s.SampleOnce());
+          ASSERT_FALSE(s.up());
+          f.erase("count_error");
+        }
+        f["devices"][0]["lost"] = true;
+        f["devices"][1]["lost"] = true;
+        Write(f);
+        ASSERT_TRUE(s.SampleOnce());
+        using xpu::testing::MetricValue;
+        const std::map<std::string, std::string> own = {{"0000:3b:00.0", "GPU-a100-0"},
+                                                        {"0000:5e:00.0", "GPU-h800-1"}};
+        for (const auto& [bus, uuid] : own) {
+          EXPECT_EQ(
+              MetricValue(
+                  registry, "xpu_device_fault_active",
+                  {{"source", "nvml"}, {"bus_id", bus}, {"uuid", uuid}, {"code", kNvmlGpuLost}}),
+              1)
+              << bus << " is " << uuid;
+          for (const auto& [other_bus, other] : own) {
+            if (other_bus == bus) continue;
+            EXPECT_EQ(MetricValue(registry, "xpu_device_fault_active",
+                                  {{"source", "nvml"}, {"bus_id", bus}, {"uuid", other}}),
+                      -1)
+                << bus << " is not " << other;
+          }
+        }
+        for (const auto& [index, id] : s.identities()) {
+          if (id.bus_id.empty()) continue;
+          EXPECT_EQ(own.at(id.bus_id), id.uuid) << "index " << index << " named as it was";
+        }
+        EXPECT_EQ(
+            MetricValue(registry, "xpu_device_fault_level", {{"source", "nvml"}, {"bus_id", ""}}),
+            -1)
+            << "no card without an address beside them";
       }
     }
-    for (const auto& [index, id] : s.identities()) {
-      if (id.bus_id.empty()) continue;
-      EXPECT_EQ(own.at(id.bus_id), id.uuid) << "index " << index << " named as it was";
-    }
-    EXPECT_EQ(MetricValue(registry, "xpu_device_fault_level", {{"source", "nvml"}, {"bus_id", ""}}),
-              -1)
-        << "no card without an address beside them";
   }
 }
 

@@ -3,8 +3,9 @@
 // the nvml backend calls, with the same signatures, and serves the cards a
 // test writes in a JSON fixture (XPU_FAKE_NVML_FIXTURE), read again when
 // the file changed at a read's first calls (Fixture). A test injects through the fixture:
-// nvmlInit_v2 failing ("init_error"), a lost card ("lost"; "lost_by_index_no_handle": a lost
-// card's handle is given only when asked for by address), a call that hangs
+// nvmlInit_v2 failing ("init_error"), the card count failing ("count_error"), a lost card ("lost";
+// "lost_by_index_no_handle": a lost card's handle is given only when asked for by address), a call
+// that hangs
 // ("hang_ms": {"nvmlDeviceGetTemperature": 5000}; it ends early once the
 // fixture no longer names the call), a call the card does not
 // support ("unsupported"), any other answer to a call ("errors"), and events (Xid, ECC, clocks)
@@ -241,7 +242,8 @@ nvml::Return nvmlSystemGetDriverVersion(char* buf, unsigned length) {
 nvml::Return nvmlDeviceGetCount_v2(unsigned* count) {
   std::lock_guard<std::mutex> lock(mu);
   *count = static_cast<unsigned>(Member(Fixture(), "devices", kNoArray).size());
-  return nvml::kSuccess;
+  // "count_error": the library answering nothing (a read of the cards fails whole).
+  return Fixture().value("count_error", nvml::kSuccess);
 }
 
 nvml::Return nvmlDeviceGetHandleByIndex_v2(unsigned index, nvml::Device* device) {
