@@ -1362,6 +1362,46 @@ TEST_F(KmsgSamplerTest, StatesAreKeptInAStateDirectoryItMade) {
 // exporter's restart; a file from another boot is cleared (the reboot is
 // Xid 79's remedy); a corrupt one is refused, counted, and the sampler
 // starts without it; a healthy record clears what was kept.
+// An exporter restarted while the ring still holds a card's Xid 79 told by
+// both of NVIDIA's lines: the state is restored from the file, and the
+// replayed pair is still one event (the count the page showed before the
+// restart, not one more: a rate would read a new fault). Before, the state
+// restored as written at the restart made the second line seem written long
+// after the first, so the pair counted twice.
+TEST_F(KmsgSamplerTest, ARestartReplayingTheRingCountsAStatesPairOnce) {
+  xpu::testing::TempDir dir;
+  std::ofstream(dir.File("boot_id")) << "boot-1\n";
+  KmsgSampler::Options o;
+  o.state_file = dir.File("kmsg-states.json");
+  o.boot_id_path = dir.File("boot_id");
+  auto make = [&] {
+    return std::make_unique<KmsgSampler>(o, KmsgCatalog::Builtin(), FaultCatalog::Builtin(),
+                                         &registry_, &metrics_, nullptr,
+                                         [this] { return now_us_; });
+  };
+  auto replay = [&] {
+    seq_ = 0;
+    Record("NVRM: Xid (PCI:0000:3b:00): 79, pid=1, name=x, GPU has fallen off the bus.",
+           now_us_ - 3'000'000);
+    Record("NVRM: GPU 0000:3b:00.0: GPU has fallen off the bus.", now_us_ - 2'999'000);
+  };
+  sampler_ = make();
+  sampler_->RestoreStates();
+  replay();
+  ASSERT_EQ(Device(0).events.size(), 1u);
+  ASSERT_EQ(Device(0).events[0].count, 1u);
+  now_us_ += 60'000'000;  // restarted a minute later, the ring as it was
+  sampler_ = make();
+  sampler_->RestoreStates();
+  replay();
+  ASSERT_EQ(Device(0).events.size(), 1u);
+  EXPECT_EQ(Device(0).events[0].count, 1u) << "the same two lines, one event";
+  EXPECT_EQ(Codes(0), std::vector<std::string>{"0x10DE004F"});
+  // Told again later by one line: another event.
+  Record("NVRM: GPU 0000:3b:00.0: GPU has fallen off the bus.", now_us_);
+  EXPECT_EQ(Device(0).events[0].count, 2u);
+}
+
 TEST_F(KmsgSamplerTest, StatesOutliveTheRingWithinABootAndNotAcrossOne) {
   xpu::testing::TempDir dir;
   std::ofstream(dir.File("boot_id")) << "boot-1\n";

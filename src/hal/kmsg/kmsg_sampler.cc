@@ -389,8 +389,10 @@ void KmsgSampler::RestoreStates() {
       if (!catalog_->IsState(code))
         continue;  // no longer a state in this catalog: it would never clear
       if (it->second.codes.size() >= kMaxKmsgCodesPerDevice) break;
+      // Not told since the restart (no record time, no pattern): the ring's
+      // replay of its lines counts them as it did before the restart (the
+      // pair NVIDIA prints for one Xid 79 is one event, not two).
       Active& a = it->second.codes[code];
-      a.last_us = std::max(a.last_us, now_us_());
       a.state = true;
       ++restored;
     }
