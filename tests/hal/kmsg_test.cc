@@ -1439,12 +1439,27 @@ TEST_F(KmsgSamplerTest, StatesOutliveTheRingWithinABootAndNotAcrossOne) {
   ASSERT_TRUE(ParseKmsgStates(xpu::testing::ReadFile(o.state_file), &kept).ok());
   EXPECT_EQ(kept, (KmsgSavedStates{"boot-2", {}})) << "the old boot's states are gone";
 
-  // Corrupt: refused with a count; the sampler starts without it.
-  std::ofstream(o.state_file) << "{\"version\":1,\"boot_id\":\"boot-2\",\"states\":{\"x\"";
-  sampler_ = make();
-  sampler_->RestoreStates();
-  EXPECT_TRUE(Codes(0).empty());
-  EXPECT_EQ(Metric("xpu_kmsg_state_file_errors_total", {{"op", "read"}}), 1);
+  // Corrupt, or of a newer release (rolled back): refused with a count; the
+  // sampler starts without it, and the file is kept aside, not written over
+  // (what it holds may be a card's only record of falling off the bus).
+  const std::string aside = o.state_file + ".refused";
+  int refused = 0;
+  for (const std::string text :
+       {std::string("{\"version\":1,\"boot_id\":\"boot-2\",\"states\":{\"x\""),
+        std::string("{\"version\":2,\"boot_id\":\"boot-2\",\"states\":{}}")}) {
+    SCOPED_TRACE(text);
+    std::ofstream(o.state_file) << text;
+    sampler_ = make();
+    sampler_->RestoreStates();
+    EXPECT_TRUE(Codes(0).empty());
+    EXPECT_EQ(Metric("xpu_kmsg_state_file_errors_total", {{"op", "read"}}), ++refused);
+    Record("NVRM: Xid (PCI:0000:3b:00): 79, pid=1, GPU has fallen off the bus", now_us_);
+    EXPECT_EQ(Codes(0), std::vector<std::string>{"0x10DE004F"});  // published: states written
+    EXPECT_EQ(xpu::testing::ReadFile(aside), text) << "kept aside as it was";
+    ASSERT_TRUE(ParseKmsgStates(xpu::testing::ReadFile(o.state_file), &kept).ok());
+    EXPECT_EQ(kept, (KmsgSavedStates{"boot-2", {{"0000:3b:00.0", {"0x10DE004F"}}}}));
+    std::filesystem::remove(o.state_file);
+  }
 
   // A healthy record clears the kept state, on disk too.
   std::shared_ptr<const KmsgCatalog> cat;

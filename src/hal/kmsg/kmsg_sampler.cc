@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <set>
 #include <thread>
@@ -370,7 +371,20 @@ void KmsgSampler::RestoreStates() {
   if (s.ok()) s = ParseKmsgStates(text, &saved);
   if (!s.ok()) {
     state_errors_.Add({{"op", "read"}}).Increment();
-    spdlog::warn("kmsg: {}; starting without the kept states", s.message());
+    // Kept aside, not written over at the first publish: what it holds (a
+    // newer release's, or a file torn by hand) may be a card's only record
+    // of a state whose line has left the ring.
+    const std::string aside = options_.state_file + ".refused";
+    if (rename(options_.state_file.c_str(), aside.c_str()) == 0) {
+      spdlog::warn("kmsg: {}; starting without the kept states (the file is kept as {})",
+                   s.message(), aside);
+    } else {
+      keep_states_ = false;
+      spdlog::warn(
+          "kmsg: {}; starting without the kept states, and keeping none this run (it "
+          "could not be moved to {}: {})",
+          s.message(), aside, std::strerror(errno));
+    }
     return;
   }
   if (saved.boot_id != boot_id_) {
@@ -402,7 +416,7 @@ void KmsgSampler::RestoreStates() {
 }
 
 void KmsgSampler::KeepStates() {
-  if (!restored_ || options_.state_file.empty() || boot_id_.empty()) return;
+  if (!restored_ || !keep_states_ || options_.state_file.empty() || boot_id_.empty()) return;
   std::map<std::string, std::set<std::string>> now;
   for (const auto& [address, dev] : devices_)
     for (const auto& [code, active] : dev.codes)

@@ -248,6 +248,8 @@ class KmsgSampler : public SourceSampler {
   std::string boot_id_;
   bool restored_ = false;
   std::optional<std::map<std::string, std::set<std::string>>> kept_;
+  // False once a refused state file could not be moved aside: not written over.
+  bool keep_states_ = true;
   void KeepStates();
   LogOnce said_;
   // Readable once Stop began (an eventfd, never drained): every source's
