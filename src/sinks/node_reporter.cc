@@ -100,6 +100,7 @@ NodeReporter::Handover NodeReporter::handover() const {
   h.node_uid = node_uid_;
   h.on_node = on_node_;
   h.on_node_transition = on_node_transition_;
+  h.unanswered = unanswered_;
   h.differs_since = differs_since_;
   return h;
 }
@@ -116,6 +117,7 @@ void NodeReporter::Seed(Handover h) {
     node_uid_ = std::move(h.node_uid);
     on_node_ = std::move(h.on_node);
     on_node_transition_ = std::move(h.on_node_transition);
+    unanswered_ = std::move(h.unanswered);
     differs_since_ = h.differs_since;
   }
 }
@@ -209,6 +211,7 @@ void NodeReporter::ReadNode(const kubernetes::ApiClient& api) {
   node_uid_ = std::move(facts.uid);
   on_node_ = std::move(facts.condition);
   on_node_transition_ = std::move(facts.transition);
+  unanswered_.reset();  // the Node says what was applied
 }
 
 void NodeReporter::SyncCondition(const kubernetes::ApiClient& api, Clock::time_point now) {
@@ -218,10 +221,15 @@ void NodeReporter::SyncCondition(const kubernetes::ApiClient& api, Clock::time_p
     synced_->Set(1);
     return;
   }
+  if (!read_once_) {
+    // Not before the Node's own copy is known (a read failing at start must
+    // not reset its transition time), unless reads keep failing; and the
+    // views cannot be said to differ from a copy not known: the hold counts
+    // from the first read (a fault flapping meanwhile is not seen to break it).
+    differs_since_.reset();
+    if (now - started_ < options_.settle_limit) return;
+  }
   if (!differs_since_) differs_since_ = now;
-  // Not before the Node's own copy is known (a read failing at start must
-  // not reset its transition time), unless reads keep failing.
-  if (!read_once_ && now - started_ < options_.settle_limit) return;
   // Worse: at once. Anything else once the views have differed from the
   // Node for recover_hold without a break (whatever they say meanwhile):
   // a flapping fault does not patch the Node over and over, and a change
@@ -230,11 +238,13 @@ void NodeReporter::SyncCondition(const kubernetes::ApiClient& api, Clock::time_p
   if (!worse && now - *differs_since_ < options_.recover_hold) return;
   if (now < next_patch_) return;
   const std::string heartbeat = Rfc3339(std::chrono::system_clock::now());
-  // The status kept: the time it last changed stays.
+  // The status kept: the time it last changed stays; a status whose patch
+  // got no answer: the time that patch wrote (it may be on the Node).
   const std::string transition =
       on_node_ && on_node_->status == want.status && !on_node_transition_.empty()
           ? on_node_transition_
-          : heartbeat;
+      : unanswered_ && unanswered_->first == want.status ? unanswered_->second
+                                                         : heartbeat;
   const std::function<bool()> stopping = [this] { return worker_.stopping(); };
   const kubernetes::HttpResult r = api.Send(
       "PATCH", "/api/v1/nodes/" + kubernetes::ApiClient::Escape(kubernetes_.node_name) + "/status",
@@ -243,6 +253,7 @@ void NodeReporter::SyncCondition(const kubernetes::ApiClient& api, Clock::time_p
   if (worker_.stopping()) return;
   Said("node condition", r.ok(), r);
   if (!r.ok()) {
+    unanswered_.emplace(want.status, transition);
     synced_->Set(0);
     patches_->Add({{"result", "error"}}).Increment();
     next_patch_ = now + patch_backoff_.Next();
@@ -253,6 +264,7 @@ void NodeReporter::SyncCondition(const kubernetes::ApiClient& api, Clock::time_p
                want.reason, want.message);
   on_node_ = want;
   on_node_transition_ = transition;
+  unanswered_.reset();
   differs_since_.reset();
   synced_->Set(1);
   patches_->Add({{"result", "ok"}}).Increment();
@@ -321,7 +333,13 @@ void NodeReporter::Loop() {
     if (Clock::now() >= next_read_) ReadNode(api);
     const Clock::time_point now = Clock::now();
     // The condition first: Events may wait on a slow server, it may not.
-    if (options_.condition && settle_.Settled(*registry_, now)) SyncCondition(api, now);
+    if (options_.condition && settle_.Settled(*registry_, now)) {
+      SyncCondition(api, now);
+    } else {
+      // Views not yet whole (a start, a reload's new sources) cannot be
+      // said to have stayed apart from the Node: the hold starts anew.
+      differs_since_.reset();
+    }
     if (options_.events) {
       TakeRaises(now);
       SendEvents(api, now);

@@ -87,6 +87,7 @@ class NodeReporter : public Part {
     std::string node_uid;
     std::optional<NodeCondition> on_node;
     std::string on_node_transition;
+    std::optional<std::pair<std::string, std::string>> unanswered;
     std::optional<std::chrono::steady_clock::time_point> differs_since;
   };
   Handover handover() const;
@@ -137,6 +138,10 @@ class NodeReporter : public Part {
   std::string node_uid_;                  // from the last read; empty until one worked
   std::optional<NodeCondition> on_node_;  // what the Node carries, as far as we know
   std::string on_node_transition_;        // its lastTransitionTime
+  // A patch that got no good answer: its status and transition time. The
+  // server may have applied it (an answer lost to a timeout or a proxy), so
+  // a retry of that status writes the same time until the Node is read.
+  std::optional<std::pair<std::string, std::string>> unanswered_;
   // Since when the views have said something else than the Node (a change
   // that is not worse is patched once this is recover_hold old).
   std::optional<Clock::time_point> differs_since_;

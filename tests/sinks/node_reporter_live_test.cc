@@ -436,6 +436,65 @@ TEST_F(NodeReporterLiveTest, NoPatchBeforeTheNodeHasBeenRead) {
   reporter->Stop();
 }
 
+// A fault on the Node at a restart, the Node's reads refused for a while
+// and the cards flapping meanwhile: the recovery hold counts from the first
+// read that shows the Node's copy, not from when the views first differed
+// from a copy nobody knew. Before, a flap while the Node could not be read
+// never broke the hold, and True was patched at the first read that worked.
+TEST_F(NodeReporterLiveTest, TheRecoveryHoldCountsFromTheFirstReadOfTheNode) {
+  o_.recover_hold = std::chrono::milliseconds(1600);  // eight rounds
+  api_.Control("POST", "node",
+               R"json({"metadata":{"name":"node-a","uid":"u-1"},"status":{"conditions":[
+                   {"type":"XpuDevicesHealthy","status":"False","reason":"ResetCard",
+                    "message":"a card fault","lastTransitionTime":"2026-01-01T00:00:00Z"}]}})json");
+  api_.Control("POST", "auth", R"({"status":403,"methods":["GET"]})");
+  const std::vector<store::ActiveFault> bad = {NamedFault("0x80E18400", 4, "reset_card")};
+  SetFaults({});
+  auto reporter = Make();
+  reporter->Start();
+  Publish();
+  // The cards flap while the Node cannot be read (its reads backing off),
+  // for longer than the hold.
+  for (int i = 0; i < 6; ++i) {
+    const size_t reads = NodeReads();
+    SetFaults(i % 2 == 0 ? bad : std::vector<store::ActiveFault>{});
+    ASSERT_TRUE(WaitFor([&] { return NodeReads() > reads; }, std::chrono::seconds(10)));
+  }
+  SetFaults({});
+  const size_t refused = NodeReads();
+  api_.Control("POST", "auth", R"({"status":200})");
+  ASSERT_TRUE(WaitFor([&] { return Patches().size() == 1; }, std::chrono::seconds(20)));
+  EXPECT_EQ(Condition(Patches()[0])["status"], "True");
+  EXPECT_GE(NodeReads(), refused + 6)
+      << "True patched before the hold, counted from the first read";
+  reporter->Stop();
+}
+
+// A patch the API server applied but whose answer was lost (a timeout, a
+// proxy's 5xx): the retry keeps the transition time the applied one wrote.
+// Before, the retry wrote the time of the retry, and the Node's
+// lastTransitionTime moved with no change of status.
+TEST_F(NodeReporterLiveTest, ARetriedPatchWhoseAnswerWasLostKeepsItsTransitionTime) {
+  k_.node_interval = std::chrono::hours(1);  // the retry comes before the Node is read again
+  api_.Control("POST", "fault",
+               R"({"prefix": "/api/v1/nodes/", "method": "PATCH", "status": 504, "hang": 1.5,
+                   "committed": true, "times": 1})");
+  SetFaults({NamedFault("0x80E18400", 4, "reset_card")});
+  auto reporter = Make();
+  reporter->Start();
+  Publish();
+  ASSERT_TRUE(WaitFor([&] { return Metric("xpu_kubernetes_node_condition_synced") == 1; },
+                      std::chrono::seconds(20)));
+  const std::vector<Json> patches = Patches();
+  ASSERT_GE(patches.size(), 1u);
+  const std::string first = Condition(patches[0])["lastTransitionTime"];
+  for (const Json& p : patches) {
+    EXPECT_EQ(Condition(p)["status"], "False");
+    EXPECT_EQ(Condition(p)["lastTransitionTime"], first) << "moved by a retry: " << p.dump();
+  }
+  reporter->Stop();
+}
+
 // A card no layer names yet gets its Event all the same, named by its
 // address; the same raise once the daemon names it (minor 3) is the same
 // card's repeat: no second Event.

@@ -38,8 +38,10 @@ Control (no token needed, under /control/):
                                 "body_contains": TEXT (optional: a rule write whose body
                                 has TEXT), "path_contains": TEXT (optional: a request
                                 whose path and query have TEXT), "body": TEXT (optional:
-                                sent as it is, in place of a Status)}: the next N
-                                requests that match answer so (after the hang)
+                                sent as it is, in place of a Status), "committed": true
+                                (optional: a node status patch is applied first, its
+                                answer lost)}: the next N requests that match answer so
+                                (after the hang)
 """
 import time
 import json
@@ -198,6 +200,9 @@ class Handler(BaseHTTPRequestHandler):
                     f["times"] = f.get("times", 1) - 1
                     fault = dict(f)
                     break
+        if fault and fault.get("committed"):
+            self.committed_fault = fault  # answered once the write is applied
+            return None
         if fault:
             time.sleep(fault.get("hang", 0))
             code = fault.get("status", 500)
@@ -318,6 +323,12 @@ class Handler(BaseHTTPRequestHandler):
             bump(node)
             lock.notify_all()
             answer = node
+        fault = getattr(self, "committed_fault", None)
+        if fault:
+            self.committed_fault = None
+            time.sleep(fault.get("hang", 0))
+            code = fault.get("status", 500)
+            return self.send_json(code, status(code, "InternalError", "injected fault"))
         self.send_json(200, answer)
 
     def api_post(self, url):  # under lock (a reentrant one)
