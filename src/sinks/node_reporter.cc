@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <random>
 #include <set>
 #include <stdexcept>
@@ -308,10 +309,17 @@ void NodeReporter::SendEvents(const kubernetes::ApiClient& api, Clock::time_poin
   const std::function<bool()> stopping = [this] { return worker_.stopping(); };
   while (!queued_.empty() && now >= next_event_ && !worker_.stopping() &&
          Clock::now() - now < kEventBudget) {
+    // No more than what is left of the round's budget (a second at least):
+    // a worse condition waits for the posts of a round, and an Events
+    // endpoint throttled or hanging must not hold it for a request's 30 s. A
+    // post cut short that the server took is a 409 when retried (its name
+    // is the raise's own), counted as sent.
+    const auto left = std::chrono::duration_cast<std::chrono::seconds>(
+        kEventBudget - (Clock::now() - now) + std::chrono::milliseconds(999));
     const kubernetes::HttpResult r =
         api.Send("POST", "/api/v1/namespaces/default/events", "application/json",
                  EventBody(queued_.front(), kubernetes_.node_name, node_uid_), kMaxAnswerBytes,
-                 kubernetes::kRequestTimeout, stopping);
+                 std::clamp(left, std::chrono::seconds(1), kEventBudget), stopping);
     if (worker_.stopping()) return;
     Said("events", Created(r), r);
     if (Created(r) || Refused(r)) {

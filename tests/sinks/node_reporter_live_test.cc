@@ -495,6 +495,34 @@ TEST_F(NodeReporterLiveTest, ARetriedPatchWhoseAnswerWasLostKeepsItsTransitionTi
   reporter->Stop();
 }
 
+// An Event post that hangs (the Events endpoint throttled while the Node's
+// answers) does not hold a worse condition back for the post's whole
+// timeout: a post is given what is left of the round's budget for Events.
+// Before, each post could take 30 s while the worse patch waited behind it.
+TEST_F(NodeReporterLiveTest, AWorseConditionDoesNotWaitForAnEventPostThatHangs) {
+  api_.Control("POST", "fault",
+               R"({"prefix": "/api/v1/namespaces/default/events", "method": "POST",
+                   "hang": 25, "status": 500, "times": 3})");
+  SetFaults({NamedFault("0x80E01802", 3, "restart_card")});
+  auto reporter = Make();
+  reporter->Start();
+  Publish();
+  ASSERT_TRUE(WaitFor([&] { return Patches().size() == 1; }, std::chrono::seconds(10)));
+  Raise(NamedFault("0x80E01802", 3, "restart_card"), "1");
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        for (const Json& r : api_.Recorded("requests"))
+          if (r == "POST /api/v1/namespaces/default/events") return true;
+        return false;
+      },
+      std::chrono::seconds(10)));
+  SetFaults({NamedFault("0x80E18400", 4, "reset_card")});
+  ASSERT_TRUE(WaitFor([&] { return Patches().size() == 2; }, std::chrono::seconds(15)))
+      << "the worse condition waited for the post that hangs";
+  EXPECT_EQ(Condition(Patches()[1])["reason"], "ResetCard");
+  reporter->Stop();
+}
+
 // A card no layer names yet gets its Event all the same, named by its
 // address; the same raise once the daemon names it (minor 3) is the same
 // card's repeat: no second Event.

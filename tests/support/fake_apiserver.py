@@ -110,6 +110,8 @@ class Handler(BaseHTTPRequestHandler):
         url = urllib.parse.urlparse(self.path)
         if url.path.startswith(GROUP):  # not under the lock: a fault may hang it
             return self.rules_api("POST", url)
+        if url.path.startswith("/api/"):  # the same: an Event post's fault may hang it
+            return self.api_post(url)
         with lock:
             if url.path == "/control/pod":
                 pod = self.body()
@@ -150,8 +152,6 @@ class Handler(BaseHTTPRequestHandler):
                 body = self.body()
                 state["auth"] = body["status"]
                 state["auth_methods"] = body.get("methods")
-            elif url.path.startswith("/api/"):
-                return self.api_post(url)
 
             else:
                 return self.send_json(404, {})
@@ -331,14 +331,18 @@ class Handler(BaseHTTPRequestHandler):
             return self.send_json(code, status(code, "InternalError", "injected fault"))
         self.send_json(200, answer)
 
-    def api_post(self, url):  # under lock (a reentrant one)
-        bad = self.refused("POST")
+    def api_post(self, url):
+        bad = self.refused("POST")  # a fault's hang outside the lock
         if bad:
             return self.send_json(*bad)
         if not (url.path.startswith("/api/v1/namespaces/") and url.path.endswith("/events")):
             return self.send_json(404, status(404, "NotFound", "the server could not find it"))
-        ns = url.path[len("/api/v1/namespaces/"):-len("/events")]
         ev = self.body()
+        with lock:
+            return self.create_event(url, ev)
+
+    def create_event(self, url, ev):  # under lock
+        ns = url.path[len("/api/v1/namespaces/"):-len("/events")]
         meta = ev.get("metadata", {})
         obj = ev.get("involvedObject", {})
         if (ev.get("kind") != "Event" or meta.get("namespace", ns) != ns or ns != "default"
