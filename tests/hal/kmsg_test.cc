@@ -15,6 +15,7 @@
 #include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <thread>
 
 #include "common/file_util.h"
@@ -396,6 +397,43 @@ TEST_F(KmsgSamplerTest, ARecordStampedBeforeTheOneAheadOfItOnTheRingIsNoNewBoot)
   EXPECT_FALSE(
       xpu::testing::WaitFor([&] { return codes() != fell_off; }, std::chrono::milliseconds(500)))
       << "the Xid 79 was cleared: " << ::testing::PrintToString(codes());
+  s.Stop();
+}
+
+// A forwarder feeding a FIFO writes what it has, several records in one
+// write (a dictionary line among them) and a record split over two writes:
+// every record is read, as from /dev/kmsg, one at a time. Before, a FIFO was
+// read as /dev/kmsg (one record a read): the records of one write were
+// taken for one record, refused as malformed, and the Xid in them was lost.
+TEST_F(KmsgSamplerTest, AFifoFedSeveralRecordsAtOnceReadsEachOfThem) {
+  FifoLog log;
+  KmsgSampler::Options o;
+  o.path = log.path();
+  o.interval = std::chrono::milliseconds(50);
+  KmsgSampler s(o, KmsgCatalog::Builtin(), FaultCatalog::Builtin(), &registry_, &metrics_);
+  s.Start();
+  auto codes = [&](int32_t minor) {
+    std::vector<std::string> out;
+    for (const store::DeviceView& v : xpu::testing::ViewOf(registry_, "kmsg"))
+      if (v.minor == minor)
+        for (const auto& f : v.faults) out.push_back(f.code);
+    return out;
+  };
+  log.Write(
+      "6,0,1000000,-;usb 1-1: new high-speed USB device number 2\n"
+      "3,1,1000100,-;NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus.\n"
+      " SUBSYSTEM=pci\n"
+      " DEVICE=+pci:0000:3b:00.0\n"
+      "3,2,1000200,-;NVRM: Xid (PCI:0000:03:00): 79, pid=2, GPU has fallen off the bus.\n"
+      "6,3,1000300,-;usb 1-1: new high-spe");
+  log.Write("ed USB device number 3\n");
+  ASSERT_TRUE(xpu::testing::WaitFor([&] {
+    return codes(0) == std::vector<std::string>{"0x10DE004F"} &&
+           codes(1) == std::vector<std::string>{"0x10DE004F"};
+  })) << ::testing::PrintToString(codes(0))
+      << " " << ::testing::PrintToString(codes(1));
+  EXPECT_EQ(Metric("xpu_kmsg_malformed_records_total"), 0);
+  EXPECT_EQ(Metric("xpu_kmsg_lost_records_total"), 0) << "every number read";
   s.Stop();
 }
 
@@ -1064,6 +1102,32 @@ TEST(KmsgFileTest, FollowsAFileAcrossReplacementAndTruncation) {
   std::ofstream(path) << "3,1,50,-;back\n";
   ASSERT_TRUE(src->Next(&rec, std::chrono::milliseconds(500)).ok());
   EXPECT_EQ(rec, "3,1,50,-;back\n");
+}
+
+// A FIFO put at a record file's path (a forwarder switched to one) with no
+// writer yet: not followed as the file's next generation, and the source
+// does not block in opening it (a sampler's Stop, and so a reload, would
+// wait for a writer for ever). Before, the open of the new inode blocked.
+TEST(KmsgFileTest, AFifoPutAtTheFilesPathIsNotOpenedAsItsNextGeneration) {
+  xpu::testing::TempDir dir;
+  const std::string path = dir.File("kmsg");
+  std::ofstream(path) << "3,1,10,-;one\n";
+  std::unique_ptr<KmsgSource> src;
+  ASSERT_TRUE(OpenKmsgFile(path, &src).ok());
+  std::string rec;
+  ASSERT_TRUE(src->Next(&rec, std::chrono::milliseconds(500)).ok());
+  ASSERT_EQ(mkfifo(dir.File("fifo").c_str(), 0600), 0);
+  std::filesystem::rename(dir.File("fifo"), path);
+  auto next = std::async(std::launch::async,
+                         [&] { return src->Next(&rec, std::chrono::milliseconds(200)).code(); });
+  if (next.wait_for(std::chrono::seconds(5)) != std::future_status::ready) {
+    ADD_FAILURE() << "blocked opening the FIFO";
+    const int w = open(path.c_str(), O_WRONLY | O_NONBLOCK);  // lets it go
+    next.wait();
+    close(w);
+    return;
+  }
+  EXPECT_EQ(next.get(), Status::Code::kUnavailable);
 }
 
 // Rewritten in place to the same length or longer (a forwarder that

@@ -29,14 +29,55 @@ uint64_t MonotonicUs() {
   return static_cast<uint64_t>(ts.tv_sec) * 1000000u + static_cast<uint64_t>(ts.tv_nsec) / 1000u;
 }
 
-// /dev/kmsg: one record per read(), EPIPE after an overwrite.
+// `path` opened to read if it is a regular file, else -1 (errno set). Never
+// blocks: a FIFO put there with no writer would hold the open (and the
+// sampler's Stop with it) until one came.
+int OpenRegularFile(const std::string& path) {
+  const int fd = open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return -1;
+  struct stat st {};
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    close(fd);
+    errno = EINVAL;  // "not a regular file"
+    return -1;
+  }
+  return fd;
+}
+
+// The first whole record of `pending` (records as a file or a FIFO holds
+// them: a line not starting with a space, with the indented lines after it):
+// complete when the next record's line has begun, or, at the end of what was
+// written (`at_end`), when it ends in '\n'. Taken off `pending`.
+bool TakeKmsgRecord(std::string* pending, std::string* record, bool at_end) {
+  size_t end = 0;
+  for (;;) {
+    const size_t nl = pending->find('\n', end);
+    if (nl == std::string::npos) return false;
+    end = nl + 1;
+    if (end < pending->size() && (*pending)[end] == ' ') continue;  // its dictionary
+    if (end == pending->size() && !at_end) return false;
+    break;
+  }
+  record->assign(*pending, 0, end);
+  pending->erase(0, end);
+  return true;
+}
+
+// /dev/kmsg: one record per read(), EPIPE after an overwrite. A FIFO (a
+// forwarder's) holds one boot's records too, but as bytes: what its writers
+// wrote, several records or part of one a read; they are taken out one at
+// a time as from a file.
 class DevKmsg : public KmsgSource {
  public:
-  DevKmsg(std::string path, int fd) : path_(std::move(path)), fd_(fd) {}
+  DevKmsg(std::string path, int fd) : path_(std::move(path)), fd_(fd) {
+    struct stat st {};
+    stream_ = fstat(fd_, &st) == 0 && S_ISFIFO(st.st_mode);
+  }
   ~DevKmsg() override { close(fd_); }
   std::string name() const override { return path_; }
   bool one_boot() const override { return true; }
   Status Next(std::string* record, std::chrono::nanoseconds wait) override {
+    if (stream_) return NextOfStream(record, wait);
     char buf[kKmsgMaxRecord];
     for (int tries = 0; tries < 2; ++tries) {
       const ssize_t n = read(fd_, buf, sizeof buf);
@@ -64,8 +105,45 @@ class DevKmsg : public KmsgSource {
   }
 
  private:
+  // A FIFO's: the records in what was read, one a call; a record whose end
+  // has not come is held (at most kMaxPending: past that, the line is
+  // dropped and said, as a file's).
+  Status NextOfStream(std::string* record, std::chrono::nanoseconds wait) {
+    const auto until = std::chrono::steady_clock::now() + wait;
+    for (;;) {
+      if (TakeKmsgRecord(&pending_, record, /*at_end=*/false)) return Status::Ok();
+      char buf[kKmsgMaxRecord];
+      const ssize_t n = read(fd_, buf, sizeof buf);
+      if (n > 0) {
+        pending_.append(buf, static_cast<size_t>(n));
+        if (pending_.size() > kMaxPending) {
+          const size_t nl = pending_.find('\n');
+          pending_.erase(0, nl == std::string::npos ? pending_.size() : nl + 1);
+          return Status::InvalidArgument(path_ + ": a line over " + std::to_string(kMaxPending) +
+                                         " bytes, dropped");
+        }
+        continue;
+      }
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && errno != EAGAIN) return Status::IoError(path_ + ": " + ErrnoText(errno));
+      // Nothing more written for now: the record held is whole if it ends
+      // its line (its dictionary, if any, came with it).
+      if (TakeKmsgRecord(&pending_, record, /*at_end=*/true)) return Status::Ok();
+      if (n == 0)  // no writer holds it open
+        return Status::IoError(path_ +
+                               ": reads end of file, as no kernel log does (is it /dev/null?)");
+      const auto now = std::chrono::steady_clock::now();
+      if (now >= until || WaitReadable(fd_, std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                                until - now)) != Woke::kReadable)
+        return Status::Unavailable("no record");
+    }
+  }
+
+  static constexpr size_t kMaxPending = 4 * kKmsgMaxRecord;
   const std::string path_;
   const int fd_;
+  bool stream_ = false;
+  std::string pending_;  // a FIFO's bytes read, not yet a whole record
 };
 
 // A file of records, followed as it grows and across every rewrite, as
@@ -145,21 +223,8 @@ class KmsgFile : public KmsgSource {
   }
 
  private:
-  // The first whole record of pending_: complete when the next record's
-  // line has begun, or, at the end of what was written, when it ends in '\n'.
   bool TakeRecord(std::string* record, bool at_end) {
-    size_t end = 0;
-    for (;;) {
-      const size_t nl = pending_.find('\n', end);
-      if (nl == std::string::npos) return false;
-      end = nl + 1;
-      if (end < pending_.size() && pending_[end] == ' ') continue;  // its dictionary
-      if (end == pending_.size() && !at_end) return false;
-      break;
-    }
-    record->assign(pending_, 0, end);
-    pending_.erase(0, end);
-    return true;
+    return TakeKmsgRecord(&pending_, record, at_end);
   }
 
   // The last bytes read (what a rewrite in place would change).
@@ -201,7 +266,7 @@ class KmsgFile : public KmsgSource {
     const bool written = changed != written_;
     written_ = changed;
     if (st.st_dev != dev_ || st.st_ino != ino_) {
-      const int fd = open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+      const int fd = OpenRegularFile(path_);
       if (fd < 0) return false;  // tried again at the next end
       close(fd_);
       fd_ = fd;
@@ -249,7 +314,7 @@ Status OpenDevKmsg(const std::string& path, std::unique_ptr<KmsgSource>* out) {
 }
 
 Status OpenKmsgFile(const std::string& path, std::unique_ptr<KmsgSource>* out) {
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  const int fd = OpenRegularFile(path);
   if (fd < 0) return Status::IoError("cannot open " + path + ": " + ErrnoText(errno));
   *out = std::make_unique<KmsgFile>(path, fd);
   return Status::Ok();
