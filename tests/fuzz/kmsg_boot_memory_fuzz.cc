@@ -42,7 +42,7 @@ class Model {
     // pass too, its stamp not well before the last's) is new.
     const bool next =
         boot_.empty() || (sequence > boot_.rbegin()->first &&
-                          stamp + xpu::hal::kKmsgBootMarginUs >= boot_.rbegin()->second.stamp_us &&
+                          stamp + xpu::hal::kKmsgPreemptedStampUs >= boot_.rbegin()->second.stamp_us &&
                           (!pass_last_ || sequence > *pass_last_));
     pass_last_ = sequence;
     const Verdict v = memory_.Note(sequence, stamp, text);

@@ -1179,7 +1179,7 @@ TEST(KmsgBootMemoryTest, TellsARecordReadAlreadyFromANewOneAndFromANewBoot) {
   m.StartPass();
   EXPECT_EQ(m.Note(3, 100, "early"), V::kNewBoot);  // before the boot's first: started again
   EXPECT_EQ(m.Note(900, 50, "x"), V::kNew);
-  EXPECT_EQ(m.Note(901, 40'000'000, "y"), V::kNew);
+  EXPECT_EQ(m.Note(901, 400'000'000, "y"), V::kNew);
   EXPECT_EQ(m.Note(902, 1'000, "z"), V::kNewBoot);  // a later number stamped well before
   // In one pass a number going back is a newer boot, whatever it matches
   // (the same kernel booted again writes the same first records).
@@ -1201,6 +1201,29 @@ TEST(KmsgBootMemoryTest, TellsARecordReadAlreadyFromANewOneAndFromANewBoot) {
   EXPECT_EQ(big.Note(60, 9'000'000'000, "r60"), V::kReadAlready);
   big.StartPass();
   EXPECT_EQ(big.Note(60, 9'000'000'000, "another r60"), V::kNewBoot);
+}
+
+// A record file (a forwarder's copy of /dev/kmsg) keeps the kernel's order
+// of numbers, and with it the stamps of a printk preempted between its stamp
+// and its number (a stolen vCPU, a soft lockup: seconds before the record
+// numbered ahead of it). That is no new boot: an Xid 79 read before stays.
+// Before, a later number stamped more than a second before the last was
+// taken for a newer boot, and the state (and the kept states' file) cleared.
+TEST(KmsgBootMemoryTest, ALaterNumberStampedSecondsBeforeIsNoNewBoot) {
+  using V = KmsgBootMemory::Verdict;
+  KmsgBootMemory m;
+  EXPECT_EQ(m.Note(10, 5'000'000, "xid 79"), V::kNew);
+  EXPECT_EQ(m.Note(11, 2'000'000, "preempted"), V::kNew);
+  EXPECT_EQ(m.Note(12, 5'100'000, "next"), V::kNew);
+  EXPECT_EQ(m.Note(13, 5'200'000'000, "an hour on"), V::kNew);
+  EXPECT_EQ(m.Note(14, 3'000'000, "a newer boot's"), V::kNewBoot);  // stamped an hour before
+}
+
+TEST_F(KmsgSamplerTest, ARecordFilesPreemptedStampKeepsTheStateReadBefore) {
+  sampler_->HandleRecord(
+      "3,10,5000000,-;NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus.\n");
+  sampler_->HandleRecord("6,11,2000000,-;usb 1-1: new high-speed USB device number 2\n");
+  EXPECT_EQ(Codes(0), std::vector<std::string>{"0x10DE004F"});
 }
 
 // A forwarder's file keeps the previous boot's records: its Xid 79 raises

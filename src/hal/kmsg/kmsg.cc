@@ -190,8 +190,9 @@ KmsgBootMemory::Verdict KmsgBootMemory::Note(uint64_t sequence, uint64_t stamp_u
   const auto earlier = [](uint64_t a, uint64_t b) { return a + kKmsgBootMarginUs < b; };
   const Seen& last = seen_.back();
   if (sequence > last.sequence) {  // the common case: the next record
-    // A later number stamped well before: the clock started again.
-    if (earlier(stamp_us, last.stamp_us)) return Restart(s);
+    // A later number stamped well before: the clock started again (not a
+    // printk preempted between its stamp and its number).
+    if (stamp_us + kKmsgPreemptedStampUs < last.stamp_us) return Restart(s);
     Remember(seen_.size(), s);
     return Verdict::kNew;
   }

@@ -100,5 +100,12 @@ class KmsgBootMemory {
 // Bounds of KmsgBootMemory (docs/reliability.md).
 inline constexpr size_t kKmsgRememberedRecords = 4096;
 inline constexpr uint64_t kKmsgBootMarginUs = 1000000;
+// How far before the record numbered ahead of it the next number may be
+// stamped and still be the same boot's: the kernel stamps a record before
+// it numbers it, and a printk preempted between the two (a stolen vCPU, a
+// soft lockup: the watchdog's threshold is 20 s) is stamped that much
+// before. A reboot's next number is stamped far before that (its clock
+// starts again at 0).
+inline constexpr uint64_t kKmsgPreemptedStampUs = 60000000;
 
 }  // namespace xpu::hal
