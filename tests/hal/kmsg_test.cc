@@ -23,6 +23,7 @@
 #include "hal/kmsg/kmsg_catalog.h"
 #include "hal/kmsg/kmsg_sampler.h"
 #include "hal/kmsg/kmsg_state.h"
+#include "hal/pci_address.h"
 #include "store/device_registry.h"
 #include "support/metrics_util.h"
 #include "support/test_util.h"
@@ -1002,6 +1003,24 @@ TEST_F(KmsgSamplerTest, StateIsBounded) {
   EXPECT_EQ(Metric("xpu_kmsg_dropped_total"), 1 + 11);
 }
 
+// Records of as many other addresses as the log holds (AER from many
+// virtual functions, say), their events past their window: no longer held
+// once published, so a card's fault after them still raises. Before, an
+// address was held for good once written, and past the bound a GPU's Xid
+// was dropped while the log still vouched for the card.
+TEST_F(KmsgSamplerTest, AddressesWithNothingActiveLeaveRoomForACardsFault) {
+  for (size_t i = 0; i < kMaxKmsgDevices; ++i) {
+    char addr[32];
+    std::snprintf(addr, sizeof addr, "%04zx:%02zx:00", 0x100 + i / 256, i % 256);
+    Record(std::string("NVRM: Xid (PCI:") + addr + "): 13, pid=1, Graphics Exception",
+           now_us_ - 700'000'000);  // 11 minutes ago: out of its window
+  }
+  EXPECT_TRUE(Codes(0).empty());  // published: the expired are let go
+  Record("NVRM: Xid (PCI:0000:3b:00): 79, pid=1, GPU has fallen off the bus", now_us_);
+  EXPECT_EQ(Codes(0), std::vector<std::string>{"0x10DE004F"});
+  EXPECT_EQ(Metric("xpu_kmsg_dropped_total"), 0);
+}
+
 // The record file: records appended while the sampler follows it, a
 // dictionary line, and a record split across two writes.
 TEST(KmsgFileTest, FollowsAFileOfRecords) {
@@ -1358,6 +1377,28 @@ TEST(KmsgStateTest, RoundTripsAndRefusesWhatIsNotAStateFile) {
 // pid 1; here two threads of one pid, which shared the old pid-named
 // temporary file): every write succeeds, a reader only ever finds a whole
 // file, and no temporary file is left.
+// The most the sampler can hold (every device it keeps, every code a state)
+// is a file the next start takes back. Before, the reader's bound was below
+// what the writer could write, and such a file was refused whole.
+TEST(KmsgStateTest, TheMostTheSamplerHoldsIsAFileTheNextStartReads) {
+  KmsgSavedStates most{std::string(64, 'b'), {}};
+  for (size_t i = 0; i < kMaxKmsgDevices; ++i) {
+    char raw[32];
+    std::snprintf(raw, sizeof raw, "%08zx:ff:1f.7", 0x10000000 + i);  // the longest there are
+    const std::string addr = CanonicalPciAddress(raw);
+    ASSERT_EQ(addr.size(), 16u) << addr;
+    for (size_t c = 0; c < kMaxKmsgCodesPerDevice; ++c) {
+      char code[16];
+      std::snprintf(code, sizeof code, "0x%08zX", 0xFFFFFF00 + c);
+      most.states[addr].insert(code);
+    }
+  }
+  KmsgSavedStates back;
+  const Status s = ParseKmsgStates(SerializeKmsgStates(most), &back);
+  ASSERT_TRUE(s.ok()) << s.message();
+  EXPECT_EQ(back, most);
+}
+
 TEST(KmsgStateTest, TwoWritersAtOnceNeverLeaveAFileTheNextStartRefuses) {
   xpu::testing::TempDir dir;
   const std::string path = dir.File("kmsg-states.json");

@@ -785,6 +785,13 @@ void KmsgSampler::Publish() {
   ExpireEvents(now);
   CardsByAddress resolve(registry()->Inventory());
   const std::map<std::string, store::InventoryDevice>& cards = resolve.cards;
+  // An address with nothing active that is no card's holds nothing worth a
+  // place: let go, so that the bound (kMaxKmsgDevices) is of what is active
+  // or a card's, and a card's fault is not dropped after many others' (AER
+  // from many virtual functions). A card's stays: its event counts are series.
+  std::erase_if(devices_, [&](const auto& d) {
+    return d.second.codes.empty() && cards.count(resolve.CardOf(d.first)) == 0;
+  });
   std::map<std::string, store::DeviceView> views;  // by the card's address
   store::DeviceViews view;
   view.coverage = store::Coverage::kAddressedSilent;

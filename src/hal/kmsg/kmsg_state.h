@@ -17,8 +17,11 @@ namespace xpu::hal {
 // not read healthy after a restart. A file written in another boot (another
 // boot id) says nothing of this one: the reboot was the remedy.
 
-// Bounds of the state file (docs/reliability.md).
-inline constexpr size_t kMaxKmsgStateFileBytes = size_t{64} * 1024;
+// Bounds of the state file (docs/reliability.md): above the most the
+// sampler can write (kMaxKmsgDevices devices of kMaxKmsgCodesPerDevice state
+// codes each, about 0.9 MB), so that no file it wrote is refused at the next
+// start (KmsgStateTest.TheMostTheSamplerHoldsIsAFileTheNextStartReads).
+inline constexpr size_t kMaxKmsgStateFileBytes = size_t{1} << 20;
 
 struct KmsgSavedStates {
   std::string boot_id;
