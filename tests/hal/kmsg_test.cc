@@ -217,6 +217,16 @@ TEST(KmsgCatalogTest, BadCatalogsAreRefusedWithWhere) {
       "patterns: [{name: a, driver: d, regex: '^\\s*NVRM: Xid', code: 1}]",
       "patterns: [{name: a, driver: d, regex: '^(?s).*NVRM: Xid', code: 1}]",
       "patterns: [{name: a, driver: d, regex: '^\\C*NVRM: Xid', code: 1}]",
+      // The same past the first atom's syntax: an empty or a wild alternative,
+      // any non-space, a class of every byte, a letter of any script, a space.
+      "patterns: [{name: a, driver: d, regex: '^(?:|.*)NVRM: Xid', code: 1}]",
+      "patterns: [{name: a, driver: d, regex: '^(?:a|.*)NVRM: Xid', code: 1}]",
+      "patterns: [{name: a, driver: d, regex: '^(?:x|(?:y|.+))NVRM: Xid', code: 1}]",
+      "patterns: [{name: a, driver: d, regex: '^\\S+ NVRM: Xid', code: 1}]",
+      "patterns: [{name: a, driver: d, regex: '^(?P<address>\\S+) x', code: 1}]",
+      "patterns: [{name: a, driver: d, regex: '^[\\x00-\\x7f]+NVRM: Xid', code: 1}]",
+      "patterns: [{name: a, driver: d, regex: '^\\pL+ NVRM: Xid', code: 1}]",
+      "patterns: [{name: a, driver: d, regex: '^ NVRM: Xid', code: 1}]",
   };
   for (const char* text : bad) {
     Status s = KmsgCatalog::Parse(text, "k.yml", &c);

@@ -90,6 +90,15 @@ Status ParsePattern(const YAML::Node& p, const std::string& origin, size_t i, Km
   options.set_max_mem(1 << 20);  // bounds what one pattern may compile to
   auto re = std::make_shared<const RE2>(regex, options);
   if (!re->ok()) return Status::InvalidArgument(where + ": bad regex: " + re->error());
+  // The same, past what the first atom's spelling tells (an empty or a wild
+  // alternative, '\S', a class of every byte): what RE2 says a match may
+  // begin with must be a printable character, not any, nor a space.
+  if (std::string least, most; !re->PossibleMatchRange(&least, &most, 1) || least.empty() ||
+                               most.empty() || static_cast<unsigned char>(least[0]) <= ' ' ||
+                               static_cast<unsigned char>(most[0]) > 0x7f)
+    return Status::InvalidArgument(where +
+                                   ": regex must be anchored at the start of the driver's own "
+                                   "message: a match may begin with any character, or a space");
   for (const auto& [name, index] : re->NamedCapturingGroups()) {
     if (name == "address") {
       k.address_group = index;
