@@ -32,7 +32,7 @@ start_exporter sim "${flags[@]}"
 wait_for 10 has_metric 'xpu_exporter_source_up{source="kmsg"} 1' || fail "kmsg not up after the restart"
 wait_for 10 has_metric "$XID79" || fail "the kept Xid 79 is gone after a restart: $(scrape | grep 'source="kmsg"' | head)"
 has_metric 'xpu_device_health{minor="1",uuid="[^"]*",bus_id="[^"]*",source="kmsg"} 0' || fail "minor 1 healthy after a restart"
-grep -q "state(s) kept from before the restart" "$TMP/exporter.log" || fail "no log line for the kept state"
+grep -q "state(s) and event(s) kept from before the restart" "$TMP/exporter.log" || fail "no log line for the kept state"
 
 # Another boot: cleared.
 kill "$EXP_PID"; wait "$EXP_PID" 2>/dev/null || true

@@ -1387,8 +1387,8 @@ TEST(KmsgStateTest, RoundTripsAndRefusesWhatIsNotAStateFile) {
 // pid 1; here two threads of one pid, which shared the old pid-named
 // temporary file): every write succeeds, a reader only ever finds a whole
 // file, and no temporary file is left.
-// The most the sampler can hold (every device it keeps, every code a state)
-// is a file the next start takes back. Before, the reader's bound was below
+// The most the sampler can hold (every device it keeps, every code a state
+// or an event) is a file the next start takes back. Before, the reader's bound was below
 // what the writer could write, and such a file was refused whole.
 TEST(KmsgStateTest, TheMostTheSamplerHoldsIsAFileTheNextStartReads) {
   KmsgSavedStates most{std::string(64, 'b'), {}};
@@ -1400,7 +1400,11 @@ TEST(KmsgStateTest, TheMostTheSamplerHoldsIsAFileTheNextStartReads) {
     for (size_t c = 0; c < kMaxKmsgCodesPerDevice; ++c) {
       char code[16];
       std::snprintf(code, sizeof code, "0x%08zX", 0xFFFFFF00 + c);
-      most.states[addr].insert(code);
+      if (i % 2 == 0) {
+        most.states[addr].insert(code);
+      } else {  // an event's entry is the longer: half the devices hold them
+        most.events[addr][code] = UINT64_MAX;
+      }
     }
   }
   KmsgSavedStates back;
@@ -1540,6 +1544,46 @@ TEST_F(KmsgSamplerTest, ARestartReplayingTheRingCountsAStatesPairOnce) {
   EXPECT_EQ(Device(0).events[0].count, 2u);
 }
 
+// An event still in its window (an Xid 13, ten minutes) when the exporter
+// restarts is shown after the restart even where its record is gone (a
+// record file rotated meanwhile), until its window ends, and not across a
+// reboot. Before, only states were kept: the card read healthy for the rest
+// of the window.
+TEST_F(KmsgSamplerTest, EventsInTheirWindowOutliveARestartWithoutTheirRecord) {
+  xpu::testing::TempDir dir;
+  std::ofstream(dir.File("boot_id")) << "boot-1\n";
+  KmsgSampler::Options o;
+  o.state_file = dir.File("kmsg-states.json");
+  o.boot_id_path = dir.File("boot_id");
+  auto make = [&] {
+    return std::make_unique<KmsgSampler>(o, KmsgCatalog::Builtin(), FaultCatalog::Builtin(),
+                                         &registry_, &metrics_, nullptr,
+                                         [this] { return now_us_; });
+  };
+  sampler_ = make();
+  sampler_->RestoreStates();
+  Record("NVRM: Xid (PCI:0000:3b:00): 13, pid=1, Graphics SM Warp Exception", now_us_ - 60'000'000);
+  const std::vector<std::string> xid13{"0x10DE000D"};
+  EXPECT_EQ(Codes(0), xid13);
+  now_us_ += 120'000'000;
+  sampler_ = make();  // restarted; the record is not read again
+  sampler_->RestoreStates();
+  EXPECT_EQ(Codes(0), xid13) << "seven minutes of its window left";
+  EXPECT_TRUE(Device(0).events.empty()) << "a kept event is no new record";
+  now_us_ += 480'000'000;  // its window over
+  EXPECT_TRUE(Codes(0).empty());
+  sampler_ = make();
+  sampler_->RestoreStates();
+  EXPECT_TRUE(Codes(0).empty()) << "not kept past its window";
+  // Within its window, then another boot: gone.
+  Record("NVRM: Xid (PCI:0000:3b:00): 13, pid=1, Graphics SM Warp Exception", now_us_);
+  EXPECT_EQ(Codes(0), xid13);
+  std::ofstream(dir.File("boot_id")) << "boot-2\n";
+  sampler_ = make();
+  sampler_->RestoreStates();
+  EXPECT_TRUE(Codes(0).empty());
+}
+
 TEST_F(KmsgSamplerTest, StatesOutliveTheRingWithinABootAndNotAcrossOne) {
   xpu::testing::TempDir dir;
   std::ofstream(dir.File("boot_id")) << "boot-1\n";
@@ -1555,19 +1599,24 @@ TEST_F(KmsgSamplerTest, StatesOutliveTheRingWithinABootAndNotAcrossOne) {
   sampler_->RestoreStates();  // no file yet: a first run
   Record("NVRM: Xid (PCI:0000:3b:00): 79, pid=1, GPU has fallen off the bus", now_us_ - 5);
   Record("NVRM: Xid (PCI:0000:3b:00): 13, pid=2, Graphics SM Warp Exception", now_us_ - 4);
-  EXPECT_EQ(Codes(0).size(), 2u);  // Publish keeps the states
+  EXPECT_EQ(Codes(0).size(), 2u);  // Publish keeps the states, and the event with its time
   KmsgSavedStates kept;
   std::string text = xpu::testing::ReadFile(o.state_file);
   ASSERT_TRUE(ParseKmsgStates(text, &kept).ok()) << text;
-  EXPECT_EQ(kept, (KmsgSavedStates{"boot-1", {{"0000:3b:00.0", {"0x10DE004F"}}}}));
+  EXPECT_EQ(kept, (KmsgSavedStates{"boot-1",
+                                   {{"0000:3b:00.0", {"0x10DE004F"}}},
+                                   {{"0000:3b:00.0", {{"0x10DE000D", now_us_ - 4}}}}}));
   for (const auto& e : std::filesystem::directory_iterator(dir.path()))
     EXPECT_EQ(e.path().filename().string().find(".tmp"), std::string::npos) << e.path();
 
-  // Restarted, the ring without the record: the state, not the event.
+  // Restarted, the ring without the record: the state, and the event within
+  // its window (EventsInTheirWindowOutliveARestartWithoutTheirRecord).
   sampler_ = make();
   sampler_->RestoreStates();
-  EXPECT_EQ(Codes(0), std::vector<std::string>{"0x10DE004F"});
+  EXPECT_EQ(Codes(0), (std::vector<std::string>{"0x10DE000D", "0x10DE004F"}));
   EXPECT_TRUE(Device(0).events.empty()) << "a kept state is no new record";
+  now_us_ += 600'000'000;  // the event's window over: the state stays
+  EXPECT_EQ(Codes(0), std::vector<std::string>{"0x10DE004F"});
 
   // Another boot: cleared, and the file with it.
   std::ofstream(dir.File("boot_id")) << "boot-2\n";

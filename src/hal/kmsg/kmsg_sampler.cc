@@ -476,19 +476,47 @@ void KmsgSampler::RestoreStates() {
       ++restored;
     }
   }
-  kept_ = saved.states;
-  spdlog::info("kmsg: {} state(s) kept from before the restart (until a healthy record)", restored);
+  // Events still in their window, with their last record's time (this
+  // boot's clock): shown until it ends, as if their records were read again
+  // (where they are, their replay counts them; where they are gone, a
+  // rotated record file, the card is not vouched for meanwhile).
+  for (const auto& [address, codes] : saved.events) {
+    auto it = devices_.find(address);
+    if (it == devices_.end()) {
+      if (devices_.size() >= kMaxKmsgDevices) break;
+      it = devices_.emplace(address, Device{}).first;
+    }
+    for (const auto& [code, last_us] : codes) {
+      if (catalog_->IsState(code)) continue;  // a state now: its record says so, not this
+      if (it->second.codes.size() >= kMaxKmsgCodesPerDevice) break;
+      Active& a = it->second.codes[code];
+      a.last_us = std::max(a.last_us, last_us);
+      ++restored;
+    }
+  }
+  saved.boot_id.clear();
+  kept_ = std::move(saved);
+  spdlog::info(
+      "kmsg: {} state(s) and event(s) kept from before the restart (states until a healthy "
+      "record, events until their window ends)",
+      restored);
 }
 
 void KmsgSampler::KeepStates() {
   if (!restored_ || !keep_states_ || options_.state_file.empty() || boot_id_.empty()) return;
-  std::map<std::string, std::set<std::string>> now;
+  KmsgSavedStates now;
   for (const auto& [address, dev] : devices_)
-    for (const auto& [code, active] : dev.codes)
-      if (active.state) now[address].insert(code);
+    for (const auto& [code, active] : dev.codes) {
+      if (active.state) {
+        now.states[address].insert(code);
+      } else {
+        now.events[address][code] = active.last_us;
+      }
+    }
   if (kept_ && *kept_ == now) return;
-  if (Status s = WriteFileAtomically(options_.state_file, SerializeKmsgStates({boot_id_, now}));
-      !s.ok()) {
+  KmsgSavedStates file = now;
+  file.boot_id = boot_id_;
+  if (Status s = WriteFileAtomically(options_.state_file, SerializeKmsgStates(file)); !s.ok()) {
     state_errors_.Add({{"op", "write"}}).Increment();
     if (said_.Raise("state write"))
       spdlog::warn("kmsg: {} (retried at each publish until it works)", s.message());

@@ -20,6 +20,7 @@
 #include "hal/fault_catalog.h"
 #include "hal/kmsg/kmsg.h"
 #include "hal/kmsg/kmsg_catalog.h"
+#include "hal/kmsg/kmsg_state.h"
 #include "hal/source_sampler.h"
 #include "store/exemplars.h"
 #include "store/ports.h"
@@ -247,7 +248,7 @@ class KmsgSampler : public SourceSampler {
   // holds now (nullopt: not known, written at the next Publish).
   std::string boot_id_;
   bool restored_ = false;
-  std::optional<std::map<std::string, std::set<std::string>>> kept_;
+  std::optional<KmsgSavedStates> kept_;  // its boot_id empty
   // False once a refused state file could not be moved aside: not written over.
   bool keep_states_ = true;
   void KeepStates();

@@ -69,7 +69,11 @@ void RemoveLeftovers(const std::string& dir, const std::string& prefix) {
 std::string SerializeKmsgStates(const KmsgSavedStates& s) {
   Json states = Json::object();
   for (const auto& [address, codes] : s.states) states[address] = codes;
-  return Json{{"version", 1}, {"boot_id", s.boot_id}, {"states", states}}.dump() + "\n";
+  Json events = Json::object();
+  for (const auto& [address, codes] : s.events) events[address] = codes;
+  return Json{{"version", 1}, {"boot_id", s.boot_id}, {"states", states}, {"events", events}}
+             .dump() +
+         "\n";
 }
 
 Status ParseKmsgStates(std::string_view text, KmsgSavedStates* out) {
@@ -98,6 +102,22 @@ Status ParseKmsgStates(std::string_view text, KmsgSavedStates* out) {
       if (!c.is_string() || NormalizeFaultCode(c.get<std::string>()) != c.get<std::string>())
         return Bad(address + ": not a fault code");
       kept.insert(c.get<std::string>());
+    }
+  }
+  if (auto events = j.find("events"); events != j.end()) {
+    if (!events->is_object() || events->size() > kMaxKmsgDevices)
+      return Bad("events is not an object within bounds");
+    for (const auto& [address, codes] : events->items()) {
+      if (CanonicalPciAddress(address) != address)
+        return Bad("'" + address + "' is no PCI address");
+      if (!codes.is_object() || codes.size() > kMaxKmsgCodesPerDevice)
+        return Bad(address + ": events are not an object within bounds");
+      std::map<std::string, uint64_t>& kept = s.events[address];
+      for (const auto& [code, at] : codes.items()) {
+        if (NormalizeFaultCode(code) != code) return Bad(address + ": not a fault code");
+        if (!at.is_number_unsigned()) return Bad(address + ": " + code + ": not a kernel time");
+        kept[code] = at.get<uint64_t>();
+      }
     }
   }
   *out = std::move(s);

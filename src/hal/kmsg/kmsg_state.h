@@ -19,18 +19,24 @@ namespace xpu::hal {
 
 // Bounds of the state file (docs/reliability.md): above the most the
 // sampler can write (kMaxKmsgDevices devices of kMaxKmsgCodesPerDevice state
-// codes each, about 0.9 MB), so that no file it wrote is refused at the next
-// start (KmsgStateTest.TheMostTheSamplerHoldsIsAFileTheNextStartReads).
-inline constexpr size_t kMaxKmsgStateFileBytes = size_t{1} << 20;
+// codes each, events with their times: under 2 MB), so that no file it wrote is refused at the
+// next start (KmsgStateTest.TheMostTheSamplerHoldsIsAFileTheNextStartReads).
+inline constexpr size_t kMaxKmsgStateFileBytes = size_t{2} << 20;
 
 struct KmsgSavedStates {
   std::string boot_id;
   // By canonical PCI address: the state codes ("0x10DE004F") active on it.
   std::map<std::string, std::set<std::string>> states;
+  // By canonical PCI address: the event codes active on it, each with the
+  // kernel time (µs since boot) of its last record: active until its window
+  // after that, in this boot.
+  std::map<std::string, std::map<std::string, uint64_t>> events;
   bool operator==(const KmsgSavedStates&) const = default;
 };
 
-// The file's text: JSON, {"version":1,"boot_id":"...","states":{"0000:3b:00.0":["0x10DE004F"]}}.
+// The file's text: JSON, {"version":1,"boot_id":"...","states":{"0000:3b:00.0":["0x10DE004F"]},
+// "events":{"0000:3b:00.0":{"0x10DE000D":1000000000}}} ("events" may be absent: a file of an
+// earlier release; one of this release is read by those, which ignore it).
 std::string SerializeKmsgStates(const KmsgSavedStates& s);
 // Pure, on untrusted text (fuzzed: kmsg_state): InvalidArgument, saying
 // why, for anything but that shape within its bounds (kMaxKmsgStateFileBytes,
