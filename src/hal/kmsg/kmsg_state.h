@@ -19,9 +19,9 @@ namespace xpu::hal {
 
 // Bounds of the state file (docs/reliability.md): above the most the
 // sampler can write (kMaxKmsgDevices devices of kMaxKmsgCodesPerDevice state
-// codes each, events with their times: under 2 MB), so that no file it wrote is refused at the
+// codes each, events with their times: about 2 MB), so that no file it wrote is refused at the
 // next start (KmsgStateTest.TheMostTheSamplerHoldsIsAFileTheNextStartReads).
-inline constexpr size_t kMaxKmsgStateFileBytes = size_t{2} << 20;
+inline constexpr size_t kMaxKmsgStateFileBytes = size_t{4} << 20;
 
 struct KmsgSavedStates {
   std::string boot_id;
