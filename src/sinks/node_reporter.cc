@@ -219,16 +219,18 @@ void NodeReporter::SyncCondition(const kubernetes::ApiClient& api, Clock::time_p
   const NodeCondition want = ConditionOf(registry_->Health());
   if (on_node_ == want) {
     differs_since_.reset();
+    unanswered_.reset();  // what it wrote is no longer wanted: a later patch is a new change
     synced_->Set(1);
     return;
   }
-  if (!read_once_) {
+  if (!read_once_ && now - started_ < options_.settle_limit) {
     // Not before the Node's own copy is known (a read failing at start must
     // not reset its transition time), unless reads keep failing; and the
     // views cannot be said to differ from a copy not known: the hold counts
-    // from the first read (a fault flapping meanwhile is not seen to break it).
+    // from the first read (a fault flapping meanwhile is not seen to break
+    // it), or from when reads are given up on.
     differs_since_.reset();
-    if (now - started_ < options_.settle_limit) return;
+    return;
   }
   if (!differs_since_) differs_since_ = now;
   // Worse: at once. Anything else once the views have differed from the

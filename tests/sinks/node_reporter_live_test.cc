@@ -523,6 +523,26 @@ TEST_F(NodeReporterLiveTest, AWorseConditionDoesNotWaitForAnEventPostThatHangs) 
   reporter->Stop();
 }
 
+// The Node can be patched but never read (RBAC without get, a Node that
+// does not parse): once reads are given up on, a fault is patched, and so is
+// its recovery once it has held. (A hold that counted only from a read of
+// the Node would have kept the Node False for good.)
+TEST_F(NodeReporterLiveTest, ARecoveryIsPatchedWhenTheNodeIsNeverRead) {
+  o_.settle_limit = std::chrono::seconds(1);
+  api_.Control("POST", "auth", R"({"status":403,"methods":["GET"]})");
+  SetFaults({NamedFault("0x80E18400", 4, "reset_card")});
+  auto reporter = Make();
+  reporter->Start();
+  Publish();
+  ASSERT_TRUE(WaitFor([&] { return Patches().size() == 1; }, std::chrono::seconds(20)));
+  EXPECT_EQ(Condition(Patches()[0])["status"], "False");
+  SetFaults({});
+  ASSERT_TRUE(WaitFor([&] { return Patches().size() == 2; }, std::chrono::seconds(20)))
+      << "the recovery was never patched";
+  EXPECT_EQ(Condition(Patches()[1])["status"], "True");
+  reporter->Stop();
+}
+
 // A card no layer names yet gets its Event all the same, named by its
 // address; the same raise once the daemon names it (minor 3) is the same
 // card's repeat: no second Event.
