@@ -233,6 +233,16 @@ TEST(KmsgCatalogTest, BadCatalogsAreRefusedWithWhere) {
     EXPECT_EQ(s.code(), Status::Code::kInvalidArgument) << text;
     EXPECT_EQ(s.message().rfind("k.yml", 0), 0u) << s.message();
   }
+  // Anchored at a driver's own words, in any case (RE2's (?i) also takes the
+  // Kelvin sign for k and the long s for s: still a driver's name).
+  for (const char* regex :
+       {"^(?i)nvrm: xid", "^(?i)kfd: ", "^(?i)scsi ", "^mlx5_core ",
+        "^(?i)[A-Za-z0-9_.-]+ (?P<address>[0-9a-f:.]+): x", "^\\w+ x", "^(?:The )?GPU "}) {
+    const Status s = KmsgCatalog::Parse(
+        std::string("patterns: [{name: a, driver: d, regex: '") + regex + "', code: 1}]", "k.yml",
+        &c);
+    EXPECT_TRUE(s.ok()) << regex << ": " << s.message();
+  }
   std::string many = "patterns:\n";
   for (size_t i = 0; i <= kMaxKmsgPatterns; ++i)
     many += "  - {name: p, driver: d, regex: '^x', code: '0x1'}\n";

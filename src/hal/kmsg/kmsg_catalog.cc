@@ -92,10 +92,16 @@ Status ParsePattern(const YAML::Node& p, const std::string& origin, size_t i, Km
   if (!re->ok()) return Status::InvalidArgument(where + ": bad regex: " + re->error());
   // The same, past what the first atom's spelling tells (an empty or a wild
   // alternative, '\S', a class of every byte): what RE2 says a match may
-  // begin with must be a printable character, not any, nor a space.
-  if (std::string least, most; !re->PossibleMatchRange(&least, &most, 1) || least.empty() ||
-                               most.empty() || static_cast<unsigned char>(least[0]) <= ' ' ||
-                               static_cast<unsigned char>(most[0]) > 0x7f)
+  // begin with must be a printable character, not any, nor a space. Asked
+  // of the pattern read as Latin-1, where (?i) takes no Kelvin sign for k
+  // nor long s for s (in UTF-8 those begin with bytes past ASCII), while a
+  // class of any character still reaches past it.
+  RE2::Options latin1 = options;
+  latin1.set_encoding(RE2::Options::EncodingLatin1);
+  const RE2 probe(regex, latin1);
+  if (std::string least, most;
+      !probe.ok() || !probe.PossibleMatchRange(&least, &most, 1) || least.empty() || most.empty() ||
+      static_cast<unsigned char>(least[0]) <= ' ' || static_cast<unsigned char>(most[0]) > 0x7f)
     return Status::InvalidArgument(where +
                                    ": regex must be anchored at the start of the driver's own "
                                    "message: a match may begin with any character, or a space");
