@@ -644,6 +644,19 @@ void KmsgSampler::HandleRecord(std::string_view raw) {
   auto it = devices_.find(m->address);
   if (it == devices_.end()) {
     if (m->pattern->effect != KmsgEffect::kFault) return;  // nothing to clear
+    // Full: an address with nothing active, no raise waiting and no card's
+    // at the last publish holds nothing worth its place (AER from many
+    // virtual functions, long over): let go, so that a card's fault is not
+    // dropped after many others'. A card's stays: its event counts are series.
+    if (devices_.size() >= kMaxKmsgDevices) {
+      for (auto d = devices_.begin(); d != devices_.end(); ++d) {
+        if (d->second.codes.empty() && d->second.fresh.empty() &&
+            last_cards_.count(d->first) == 0) {
+          devices_.erase(d);
+          break;
+        }
+      }
+    }
     if (devices_.size() >= kMaxKmsgDevices) {
       dropped_.Increment();
       return;
@@ -777,8 +790,11 @@ void ApplyClears(KmsgSampler::Device& dev, CardsByAddress& resolve, const std::s
 }  // namespace
 
 bool KmsgSampler::AddFaultRecord(Device& dev, const KmsgMatch& m, uint64_t timestamp_us) {
-  // The codes a device has had (its event series) are bounded too.
-  if (dev.events.count(m.code) == 0 && dev.events.size() >= kMaxKmsgCodesPerDevice) {
+  // The codes a device has had (its event series) are bounded too, and so
+  // are those active on it (with states kept from before a restart, which
+  // have no event series here, they could pass the bound the file is read with).
+  if ((dev.events.count(m.code) == 0 && dev.events.size() >= kMaxKmsgCodesPerDevice) ||
+      (dev.codes.count(m.code) == 0 && dev.codes.size() >= kMaxKmsgCodesPerDevice)) {
     dropped_.Increment();
     return false;
   }
@@ -813,13 +829,11 @@ void KmsgSampler::Publish() {
   ExpireEvents(now);
   CardsByAddress resolve(registry()->Inventory());
   const std::map<std::string, store::InventoryDevice>& cards = resolve.cards;
-  // An address with nothing active that is no card's holds nothing worth a
-  // place: let go, so that the bound (kMaxKmsgDevices) is of what is active
-  // or a card's, and a card's fault is not dropped after many others' (AER
-  // from many virtual functions). A card's stays: its event counts are series.
-  std::erase_if(devices_, [&](const auto& d) {
-    return d.second.codes.empty() && cards.count(resolve.CardOf(d.first)) == 0;
-  });
+  // Every address held that is a card's (its own, its port's, another
+  // function's): their event counts are summed into the card's series.
+  last_cards_.clear();
+  for (const auto& [address, dev] : devices_)
+    if (cards.count(resolve.CardOf(address)) != 0) last_cards_.insert(address);
   std::map<std::string, store::DeviceView> views;  // by the card's address
   store::DeviceViews view;
   view.coverage = store::Coverage::kAddressedSilent;

@@ -251,6 +251,9 @@ class KmsgSampler : public SourceSampler {
   std::optional<KmsgSavedStates> kept_;  // its boot_id empty
   // False once a refused state file could not be moved aside: not written over.
   bool keep_states_ = true;
+  // The addresses held that were a card's at the last publish: never let go
+  // to make room (their event counts are the card's series).
+  std::set<std::string> last_cards_;
   void KeepStates();
   LogOnce said_;
   // Readable once Stop began (an eventfd, never drained): every source's
