@@ -455,6 +455,17 @@ TEST_F(KmsgSamplerTest, AFifoFedSeveralRecordsAtOnceReadsEachOfThem) {
       << " " << ::testing::PrintToString(codes(1));
   EXPECT_EQ(Metric("xpu_kmsg_malformed_records_total"), 0);
   EXPECT_EQ(Metric("xpu_kmsg_lost_records_total"), 0) << "every number read";
+  // A line longer than any record, written in parts: dropped alone, and said
+  // once; the record after it is read whole.
+  log.Write(std::string(20000, 'x'));
+  log.Write(std::string(20000, 'y'));
+  log.Write(std::string(20000, 'z') + "\n6,4,1000400,-;usb 1-1: USB disconnect\n" +
+            "3,5,1000500,-;NVRM: Xid (PCI:0000:03:00): 79, pid=3, GPU has fallen off the bus.\n");
+  ASSERT_TRUE(xpu::testing::WaitFor([&] {
+    return Metric("xpu_kmsg_fault_records_total", {{"pattern", "nvidia_xid"}}) == 3;
+  }));
+  EXPECT_EQ(Metric("xpu_kmsg_malformed_records_total"), 1);
+  EXPECT_EQ(Metric("xpu_kmsg_lost_records_total"), 0);
   s.Stop();
 }
 
@@ -1144,9 +1155,10 @@ TEST(KmsgFileTest, FollowsAFileAcrossReplacementAndTruncation) {
 }
 
 // A FIFO put at a record file's path (a forwarder switched to one) with no
-// writer yet: not followed as the file's next generation, and the source
-// does not block in opening it (a sampler's Stop, and so a reload, would
-// wait for a writer for ever). Before, the open of the new inode blocked.
+// writer yet: not followed as the file's next generation (the source says
+// the path is no file now, and the sampler opens it anew as a FIFO), and
+// the source does not block in opening it (a sampler's Stop, and so a
+// reload, would wait for a writer for ever). Before, the open blocked.
 TEST(KmsgFileTest, AFifoPutAtTheFilesPathIsNotOpenedAsItsNextGeneration) {
   xpu::testing::TempDir dir;
   const std::string path = dir.File("kmsg");
@@ -1166,7 +1178,7 @@ TEST(KmsgFileTest, AFifoPutAtTheFilesPathIsNotOpenedAsItsNextGeneration) {
     close(w);
     return;
   }
-  EXPECT_EQ(next.get(), Status::Code::kUnavailable);
+  EXPECT_EQ(next.get(), Status::Code::kIoError);
 }
 
 // Rewritten in place to the same length or longer (a forwarder that

@@ -115,10 +115,22 @@ class DevKmsg : public KmsgSource {
       char buf[kKmsgMaxRecord];
       const ssize_t n = read(fd_, buf, sizeof buf);
       if (n > 0) {
-        pending_.append(buf, static_cast<size_t>(n));
+        std::string_view data(buf, static_cast<size_t>(n));
+        if (skipping_) {  // the rest of a line dropped as too long
+          const size_t nl = data.find('\n');
+          if (nl == std::string_view::npos) continue;
+          data.remove_prefix(nl + 1);
+          skipping_ = false;
+        }
+        pending_.append(data);
         if (pending_.size() > kMaxPending) {
           const size_t nl = pending_.find('\n');
-          pending_.erase(0, nl == std::string::npos ? pending_.size() : nl + 1);
+          if (nl == std::string::npos) {
+            pending_.clear();
+            skipping_ = true;
+          } else {
+            pending_.erase(0, nl + 1);
+          }
           return Status::InvalidArgument(path_ + ": a line over " + std::to_string(kMaxPending) +
                                          " bytes, dropped");
         }
@@ -143,7 +155,8 @@ class DevKmsg : public KmsgSource {
   const std::string path_;
   const int fd_;
   bool stream_ = false;
-  std::string pending_;  // a FIFO's bytes read, not yet a whole record
+  std::string pending_;    // a FIFO's bytes read, not yet a whole record
+  bool skipping_ = false;  // dropping the rest of a line over kMaxPending
 };
 
 // A file of records, followed as it grows and across every rewrite, as
@@ -170,6 +183,8 @@ class KmsgFile : public KmsgSource {
       // it was last looked at (a rewrite between two reads): what comes
       // now may be another file, or this one written afresh.
       if ((at_end_ || Written()) && StartedOver()) continue;
+      if (no_longer_a_file_)
+        return Status::IoError(path_ + ": no longer a regular file (opened anew as what it is)");
       char buf[16384];
       const ssize_t n = read(fd_, buf, sizeof buf);
       if (n < 0 && errno != EINTR) return Status::IoError(path_ + ": " + ErrnoText(errno));
@@ -266,6 +281,10 @@ class KmsgFile : public KmsgSource {
     const bool written = changed != written_;
     written_ = changed;
     if (st.st_dev != dev_ || st.st_ino != ino_) {
+      if (!S_ISREG(st.st_mode)) {  // a FIFO now: read as one, by a source opened anew
+        no_longer_a_file_ = true;
+        return false;
+      }
       const int fd = OpenRegularFile(path_);
       if (fd < 0) return false;  // tried again at the next end
       close(fd_);
@@ -285,6 +304,7 @@ class KmsgFile : public KmsgSource {
     return true;
   }
 
+  bool no_longer_a_file_ = false;  // the path holds another kind of file now
   static constexpr size_t kTail = 256;
   static constexpr std::chrono::milliseconds kShortestNap{20};
   static constexpr std::chrono::milliseconds kLongestNap{1000};
