@@ -459,7 +459,10 @@ void KmsgSampler::RestoreStates() {
     // Kept aside, not written over at the first publish: what it holds (a
     // newer release's, or a file torn by hand) may be a card's only record
     // of a state whose line has left the ring.
-    const std::string aside = options_.state_file + ".refused";
+    // A name no earlier refusal holds: none is written over.
+    std::string aside = options_.state_file + ".refused";
+    if (struct stat held{}; stat(aside.c_str(), &held) == 0)
+      aside += "." + std::to_string(static_cast<long long>(time(nullptr)));
     if (rename(options_.state_file.c_str(), aside.c_str()) == 0) {
       spdlog::warn("kmsg: {}; starting without the kept states (the file is kept as {})",
                    s.message(), aside);
@@ -588,6 +591,7 @@ void KmsgSampler::Seed(State s) {
   if (s.state_file == options_.state_file) {
     restored_ = s.restored;
     boot_id_ = std::move(s.boot_id);
+    keep_states_ = s.keep_states;  // a refused file that stayed in place is not written over
   }
   // Caught up only if the predecessor was: a view out of a ring half
   // replayed would show health not yet read.

@@ -178,11 +178,12 @@ class KmsgSampler : public SourceSampler {
     std::optional<uint64_t> next_sequence;
     uint64_t blind_to_silence_until_us = 0;
     std::map<std::string, Device> unplaced;  // KmsgSampler::unplaced_
+    bool keep_states = true;                 // KmsgSampler::keep_states_
   };
   State state() const {
-    return State{devices_,  memory_,  caught_up_,     options_.state_file,
-                 restored_, boot_id_, next_sequence_, blind_to_silence_until_us_,
-                 unplaced_};
+    return State{devices_,  memory_,     caught_up_,     options_.state_file,
+                 restored_, boot_id_,    next_sequence_, blind_to_silence_until_us_,
+                 unplaced_, keep_states_};
   }
   void Seed(State s);
 
