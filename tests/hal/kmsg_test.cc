@@ -1592,7 +1592,9 @@ TEST_F(KmsgSamplerTest, EventsInTheirWindowOutliveARestartWithoutTheirRecord) {
   sampler_->RestoreStates();
   EXPECT_EQ(Codes(0), xid13) << "seven minutes of its window left";
   EXPECT_TRUE(Device(0).events.empty()) << "a kept event is no new record";
-  now_us_ += 480'000'000;  // its window over
+  now_us_ += 480'000'000;  // its window over, as its record was stamped...
+  EXPECT_EQ(Codes(0), xid13) << "...but the file keeps it a minute late, never early";
+  now_us_ += 60'000'000;
   EXPECT_TRUE(Codes(0).empty());
   sampler_ = make();
   sampler_->RestoreStates();
@@ -1604,6 +1606,29 @@ TEST_F(KmsgSamplerTest, EventsInTheirWindowOutliveARestartWithoutTheirRecord) {
   sampler_ = make();
   sampler_->RestoreStates();
   EXPECT_TRUE(Codes(0).empty());
+}
+
+// An event told every second (an Xid storm) rewrites the state file once a
+// minute, not every second: its time is kept a minute late, and written
+// again only once a record passes it.
+TEST_F(KmsgSamplerTest, AnEventToldEverySecondRewritesTheStateFileOnceAMinute) {
+  xpu::testing::TempDir dir;
+  std::ofstream(dir.File("boot_id")) << "boot-1\n";
+  KmsgSampler::Options o;
+  o.state_file = dir.File("kmsg-states.json");
+  o.boot_id_path = dir.File("boot_id");
+  sampler_ =
+      std::make_unique<KmsgSampler>(o, KmsgCatalog::Builtin(), FaultCatalog::Builtin(), &registry_,
+                                    &metrics_, nullptr, [this] { return now_us_; });
+  sampler_->RestoreStates();
+  std::set<std::string> written;
+  for (int i = 0; i < 150; ++i) {
+    Record("NVRM: Xid (PCI:0000:3b:00): 13, pid=1, Graphics SM Warp Exception", now_us_);
+    ASSERT_EQ(Codes(0), std::vector<std::string>{"0x10DE000D"});  // published: kept
+    written.insert(xpu::testing::ReadFile(o.state_file));
+    now_us_ += 1'000'000;
+  }
+  EXPECT_EQ(written.size(), 3u) << "at 0, 61 and 122 s";
 }
 
 TEST_F(KmsgSamplerTest, StatesOutliveTheRingWithinABootAndNotAcrossOne) {
@@ -1625,9 +1650,10 @@ TEST_F(KmsgSamplerTest, StatesOutliveTheRingWithinABootAndNotAcrossOne) {
   KmsgSavedStates kept;
   std::string text = xpu::testing::ReadFile(o.state_file);
   ASSERT_TRUE(ParseKmsgStates(text, &kept).ok()) << text;
-  EXPECT_EQ(kept, (KmsgSavedStates{"boot-1",
-                                   {{"0000:3b:00.0", {"0x10DE004F"}}},
-                                   {{"0000:3b:00.0", {{"0x10DE000D", now_us_ - 4}}}}}));
+  EXPECT_EQ(kept,
+            (KmsgSavedStates{"boot-1",
+                             {{"0000:3b:00.0", {"0x10DE004F"}}},
+                             {{"0000:3b:00.0", {{"0x10DE000D", now_us_ - 4 + 60'000'000}}}}}));
   for (const auto& e : std::filesystem::directory_iterator(dir.path()))
     EXPECT_EQ(e.path().filename().string().find(".tmp"), std::string::npos) << e.path();
 
@@ -1637,7 +1663,7 @@ TEST_F(KmsgSamplerTest, StatesOutliveTheRingWithinABootAndNotAcrossOne) {
   sampler_->RestoreStates();
   EXPECT_EQ(Codes(0), (std::vector<std::string>{"0x10DE000D", "0x10DE004F"}));
   EXPECT_TRUE(Device(0).events.empty()) << "a kept state is no new record";
-  now_us_ += 600'000'000;  // the event's window over: the state stays
+  now_us_ += 660'000'000;  // the event's window over (and the file's minute): the state stays
   EXPECT_EQ(Codes(0), std::vector<std::string>{"0x10DE004F"});
 
   // Another boot: cleared, and the file with it.

@@ -496,6 +496,7 @@ void KmsgSampler::RestoreStates() {
       // pair NVIDIA prints for one Xid 79 is one event, not two).
       Active& a = it->second.codes[code];
       a.state = true;
+      a.kept = true;
       ++restored;
     }
   }
@@ -514,6 +515,7 @@ void KmsgSampler::RestoreStates() {
       if (it->second.codes.size() >= kMaxKmsgCodesPerDevice) break;
       Active& a = it->second.codes[code];
       a.last_us = std::max(a.last_us, last_us);
+      a.kept = true;
       ++restored;
     }
   }
@@ -527,16 +529,31 @@ void KmsgSampler::RestoreStates() {
 
 void KmsgSampler::KeepStates() {
   if (!restored_ || !keep_states_ || options_.state_file.empty() || boot_id_.empty()) return;
+  // The file as it should be: each event's time kKeptEventSlackUs late
+  // (the file's own where it was taken back and not told since), or the
+  // time the file holds while no record has passed it.
   KmsgSavedStates now;
+  bool passed = false;  // a record later than the time the file keeps it until
   for (const auto& [address, dev] : devices_)
     for (const auto& [code, active] : dev.codes) {
       if (active.state) {
         now.states[address].insert(code);
-      } else {
-        now.events[address][code] = active.last_us;
+        continue;
       }
+      uint64_t at = active.kept ? active.last_us : active.last_us + kKeptEventSlackUs;
+      if (kept_) {
+        auto d = kept_->events.find(address);
+        auto c = d != kept_->events.end() ? d->second.find(code) : decltype(d->second.find(code)){};
+        if (d != kept_->events.end() && c != d->second.end()) {
+          if (active.last_us > c->second)
+            passed = true;
+          else
+            at = c->second;
+        }
+      }
+      now.events[address][code] = at;
     }
-  if (kept_ && *kept_ == now) return;
+  if (kept_ && !passed && *kept_ == now) return;
   KmsgSavedStates file = now;
   file.boot_id = boot_id_;
   if (Status s = WriteFileAtomically(options_.state_file, SerializeKmsgStates(file)); !s.ok()) {
@@ -828,7 +845,8 @@ bool KmsgSampler::AddFaultRecord(Device& dev, const KmsgMatch& m, uint64_t times
       timestamp_us > a.last_us ? timestamp_us - a.last_us : a.last_us - timestamp_us;
   const bool retold =
       !added && !a.pattern.empty() && a.pattern != m.pattern->name && apart <= kRetoldWithinUs;
-  a.last_us = std::max(a.last_us, timestamp_us);
+  a.last_us = a.kept ? timestamp_us : std::max(a.last_us, timestamp_us);  // the file's time, late
+  a.kept = false;
   a.state = catalog_->IsState(m.code);
   a.pattern = m.pattern->name;
   if (!retold) ++dev.events[m.code];

@@ -140,7 +140,15 @@ class KmsgSampler : public SourceSampler {
     uint64_t last_us = 0;  // the record's kernel time
     bool state = false;
     std::string pattern;  // of the last record
+    // Taken back from the state file and not told since: its time is the
+    // file's (kKeptEventSlackUs late), the next record's replaces it.
+    bool kept = false;
   };
+  // An event's time is written to the state file this much later than its
+  // record's, and written again only once a record passes it: a code
+  // repeating every second rewrites the file once a minute, not each
+  // second, and a restart keeps it active a little longer, never shorter.
+  static constexpr uint64_t kKeptEventSlackUs = 60000000;
   // A record of a code that another pattern gave within this long is the
   // same event told again (NVIDIA's Xid 79 line and its "fallen off the
   // bus" line): one event.
