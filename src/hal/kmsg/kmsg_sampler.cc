@@ -44,24 +44,62 @@ int OpenRegularFile(const std::string& path) {
   return fd;
 }
 
-// The first whole record of `pending` (records as a file or a FIFO holds
-// them: a line not starting with a space, with the indented lines after it):
-// complete when the next record's line has begun, or, at the end of what was
-// written (`at_end`), when it ends in '\n'. Taken off `pending`.
-bool TakeKmsgRecord(std::string* pending, std::string* record, bool at_end) {
-  size_t end = 0;
-  for (;;) {
-    const size_t nl = pending->find('\n', end);
-    if (nl == std::string::npos) return false;
-    end = nl + 1;
-    if (end < pending->size() && (*pending)[end] == ' ') continue;  // its dictionary
-    if (end == pending->size() && !at_end) return false;
-    break;
+// Records as a file or a FIFO holds them, taken out of the bytes read: a
+// record is a line not starting with a space, with the indented lines after
+// it. A line longer than any record can be (kMaxPending without a whole
+// record in it) is dropped alone, and the rest of it as it comes; the
+// records after it are read. One source's, on its thread.
+class KmsgRecordSplitter {
+ public:
+  static constexpr size_t kMaxPending = 4 * kKmsgMaxRecord;
+  // Takes `data` in; false when it made a line too long (dropped: say so).
+  bool Append(std::string_view data) {
+    if (skipping_) {  // the rest of a line dropped as too long
+      const size_t nl = data.find('\n');
+      if (nl == std::string_view::npos) return true;
+      data.remove_prefix(nl + 1);
+      skipping_ = false;
+    }
+    pending_.append(data);
+    if (pending_.size() <= kMaxPending) return true;
+    const size_t nl = pending_.find('\n');
+    if (nl == std::string::npos) {
+      pending_.clear();
+      skipping_ = true;
+    } else {
+      pending_.erase(0, nl + 1);
+    }
+    return false;
   }
-  record->assign(*pending, 0, end);
-  pending->erase(0, end);
-  return true;
-}
+  // The first whole record: complete when the next record's line has begun,
+  // or, at the end of what was written (`at_end`), when it ends in '\n'.
+  bool Take(std::string* record, bool at_end) {
+    size_t end = 0;
+    for (;;) {
+      const size_t nl = pending_.find('\n', end);
+      if (nl == std::string::npos) return false;
+      end = nl + 1;
+      if (end < pending_.size() && pending_[end] == ' ') continue;  // its dictionary
+      if (end == pending_.size() && !at_end) return false;
+      break;
+    }
+    record->assign(pending_, 0, end);
+    pending_.erase(0, end);
+    return true;
+  }
+  void Clear() {
+    pending_.clear();
+    skipping_ = false;
+  }
+  static Status TooLong(const std::string& path) {
+    return Status::InvalidArgument(path + ": a line over " + std::to_string(kMaxPending) +
+                                   " bytes, dropped");
+  }
+
+ private:
+  std::string pending_;  // bytes read, not yet a whole record
+  bool skipping_ = false;
+};
 
 // /dev/kmsg: one record per read(), EPIPE after an overwrite. A FIFO (a
 // forwarder's) holds one boot's records too, but as bytes: what its writers
@@ -106,41 +144,24 @@ class DevKmsg : public KmsgSource {
 
  private:
   // A FIFO's: the records in what was read, one a call; a record whose end
-  // has not come is held (at most kMaxPending: past that, the line is
-  // dropped and said, as a file's).
+  // has not come is held (KmsgRecordSplitter: a line too long dropped and
+  // said, as a file's).
   Status NextOfStream(std::string* record, std::chrono::nanoseconds wait) {
     const auto until = std::chrono::steady_clock::now() + wait;
     for (;;) {
-      if (TakeKmsgRecord(&pending_, record, /*at_end=*/false)) return Status::Ok();
+      if (split_.Take(record, /*at_end=*/false)) return Status::Ok();
       char buf[kKmsgMaxRecord];
       const ssize_t n = read(fd_, buf, sizeof buf);
       if (n > 0) {
-        std::string_view data(buf, static_cast<size_t>(n));
-        if (skipping_) {  // the rest of a line dropped as too long
-          const size_t nl = data.find('\n');
-          if (nl == std::string_view::npos) continue;
-          data.remove_prefix(nl + 1);
-          skipping_ = false;
-        }
-        pending_.append(data);
-        if (pending_.size() > kMaxPending) {
-          const size_t nl = pending_.find('\n');
-          if (nl == std::string::npos) {
-            pending_.clear();
-            skipping_ = true;
-          } else {
-            pending_.erase(0, nl + 1);
-          }
-          return Status::InvalidArgument(path_ + ": a line over " + std::to_string(kMaxPending) +
-                                         " bytes, dropped");
-        }
+        if (!split_.Append(std::string_view(buf, static_cast<size_t>(n))))
+          return KmsgRecordSplitter::TooLong(path_);
         continue;
       }
       if (n < 0 && errno == EINTR) continue;
       if (n < 0 && errno != EAGAIN) return Status::IoError(path_ + ": " + ErrnoText(errno));
       // Nothing more written for now: the record held is whole if it ends
       // its line (its dictionary, if any, came with it).
-      if (TakeKmsgRecord(&pending_, record, /*at_end=*/true)) return Status::Ok();
+      if (split_.Take(record, /*at_end=*/true)) return Status::Ok();
       if (n == 0)  // no writer holds it open
         return Status::IoError(path_ +
                                ": reads end of file, as no kernel log does (is it /dev/null?)");
@@ -151,12 +172,10 @@ class DevKmsg : public KmsgSource {
     }
   }
 
-  static constexpr size_t kMaxPending = 4 * kKmsgMaxRecord;
   const std::string path_;
   const int fd_;
   bool stream_ = false;
-  std::string pending_;    // a FIFO's bytes read, not yet a whole record
-  bool skipping_ = false;  // dropping the rest of a line over kMaxPending
+  KmsgRecordSplitter split_;  // a FIFO's bytes read, not yet a whole record
 };
 
 // A file of records, followed as it grows and across every rewrite, as
@@ -194,27 +213,9 @@ class KmsgFile : public KmsgSource {
         offset_ += n;
         std::string_view data(buf, static_cast<size_t>(n));
         KeepTail(data);
-        if (skipping_) {  // the rest of a line dropped as too long
-          const size_t nl = data.find('\n');
-          if (nl == std::string_view::npos) continue;
-          data.remove_prefix(nl + 1);
-          skipping_ = false;
-        }
-        pending_.append(data);
         // More than any record can be without a whole one in it: the line
-        // at its start is dropped, and said (counted malformed), and the
-        // rest of it as it comes; the records after it are read.
-        if (pending_.size() > kMaxPending) {
-          const size_t nl = pending_.find('\n');
-          if (nl == std::string::npos) {
-            pending_.clear();
-            skipping_ = true;
-          } else {
-            pending_.erase(0, nl + 1);
-          }
-          return Status::InvalidArgument(path_ + ": a line over " + std::to_string(kMaxPending) +
-                                         " bytes, dropped");
-        }
+        // at its start is dropped, and said (counted malformed).
+        if (!split_.Append(data)) return KmsgRecordSplitter::TooLong(path_);
         continue;
       }
       if (n == 0) {
@@ -238,9 +239,7 @@ class KmsgFile : public KmsgSource {
   }
 
  private:
-  bool TakeRecord(std::string* record, bool at_end) {
-    return TakeKmsgRecord(&pending_, record, at_end);
-  }
+  bool TakeRecord(std::string* record, bool at_end) { return split_.Take(record, at_end); }
 
   // The last bytes read (what a rewrite in place would change).
   void KeepTail(std::string_view read) {
@@ -296,8 +295,7 @@ class KmsgFile : public KmsgSource {
       return false;
     }
     offset_ = 0;
-    pending_.clear();
-    skipping_ = false;
+    split_.Clear();
     tail_.clear();
     at_end_ = false;
     ++generation_;
@@ -315,10 +313,7 @@ class KmsgFile : public KmsgSource {
   ino_t ino_ = 0;
   off_t offset_ = 0;  // read so far
   uint64_t generation_ = 0;
-  // Held until a whole record is in it, at most kMaxPending.
-  static constexpr size_t kMaxPending = 4 * kKmsgMaxRecord;
-  std::string pending_;
-  bool skipping_ = false;                    // dropping the rest of a line over kMaxPending
+  KmsgRecordSplitter split_;                 // held until a whole record is in it
   std::string tail_;                         // the last kTail bytes read, ending at offset_
   bool at_end_ = false;                      // the last read found the end of what was written
   std::pair<time_t, long> written_{-1, -1};  // the file's mtime when last looked at
