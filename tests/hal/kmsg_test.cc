@@ -290,6 +290,22 @@ class KmsgSamplerTest : public ::testing::Test {
   double Metric(const std::string& name, const std::map<std::string, std::string>& labels = {}) {
     return xpu::testing::MetricValue(metrics_, name, labels);
   }
+  // Options that keep the states in `dir`, this boot "boot-1".
+  static KmsgSampler::Options StatesIn(const xpu::testing::TempDir& dir) {
+    std::ofstream(dir.File("boot_id")) << "boot-1\n";
+    KmsgSampler::Options o;
+    o.state_file = dir.File("kmsg-states.json");
+    o.boot_id_path = dir.File("boot_id");
+    return o;
+  }
+  // An exporter started (again) with `o`, on the fixture's clock: its
+  // sampler takes its states back.
+  void StartWith(const KmsgSampler::Options& o) {
+    sampler_ =
+        std::make_unique<KmsgSampler>(o, KmsgCatalog::Builtin(), FaultCatalog::Builtin(),
+                                      &registry_, &metrics_, nullptr, [this] { return now_us_; });
+    sampler_->RestoreStates();
+  }
 
   uint64_t now_us_ = 1'000'000'000;  // 1000 s since boot
   uint64_t seq_ = 0;
@@ -1534,29 +1550,19 @@ TEST_F(KmsgSamplerTest, StatesAreKeptInAStateDirectoryItMade) {
 // after the first, so the pair counted twice.
 TEST_F(KmsgSamplerTest, ARestartReplayingTheRingCountsAStatesPairOnce) {
   xpu::testing::TempDir dir;
-  std::ofstream(dir.File("boot_id")) << "boot-1\n";
-  KmsgSampler::Options o;
-  o.state_file = dir.File("kmsg-states.json");
-  o.boot_id_path = dir.File("boot_id");
-  auto make = [&] {
-    return std::make_unique<KmsgSampler>(o, KmsgCatalog::Builtin(), FaultCatalog::Builtin(),
-                                         &registry_, &metrics_, nullptr,
-                                         [this] { return now_us_; });
-  };
+  const KmsgSampler::Options o = StatesIn(dir);
   auto replay = [&] {
     seq_ = 0;
     Record("NVRM: Xid (PCI:0000:3b:00): 79, pid=1, name=x, GPU has fallen off the bus.",
            now_us_ - 3'000'000);
     Record("NVRM: GPU 0000:3b:00.0: GPU has fallen off the bus.", now_us_ - 2'999'000);
   };
-  sampler_ = make();
-  sampler_->RestoreStates();
+  StartWith(o);
   replay();
   ASSERT_EQ(Device(0).events.size(), 1u);
   ASSERT_EQ(Device(0).events[0].count, 1u);
   now_us_ += 60'000'000;  // restarted a minute later, the ring as it was
-  sampler_ = make();
-  sampler_->RestoreStates();
+  StartWith(o);
   replay();
   ASSERT_EQ(Device(0).events.size(), 1u);
   EXPECT_EQ(Device(0).events[0].count, 1u) << "the same two lines, one event";
@@ -1573,38 +1579,26 @@ TEST_F(KmsgSamplerTest, ARestartReplayingTheRingCountsAStatesPairOnce) {
 // of the window.
 TEST_F(KmsgSamplerTest, EventsInTheirWindowOutliveARestartWithoutTheirRecord) {
   xpu::testing::TempDir dir;
-  std::ofstream(dir.File("boot_id")) << "boot-1\n";
-  KmsgSampler::Options o;
-  o.state_file = dir.File("kmsg-states.json");
-  o.boot_id_path = dir.File("boot_id");
-  auto make = [&] {
-    return std::make_unique<KmsgSampler>(o, KmsgCatalog::Builtin(), FaultCatalog::Builtin(),
-                                         &registry_, &metrics_, nullptr,
-                                         [this] { return now_us_; });
-  };
-  sampler_ = make();
-  sampler_->RestoreStates();
+  const KmsgSampler::Options o = StatesIn(dir);
+  StartWith(o);
   Record("NVRM: Xid (PCI:0000:3b:00): 13, pid=1, Graphics SM Warp Exception", now_us_ - 60'000'000);
   const std::vector<std::string> xid13{"0x10DE000D"};
   EXPECT_EQ(Codes(0), xid13);
   now_us_ += 120'000'000;
-  sampler_ = make();  // restarted; the record is not read again
-  sampler_->RestoreStates();
+  StartWith(o);  // restarted; the record is not read again
   EXPECT_EQ(Codes(0), xid13) << "seven minutes of its window left";
   EXPECT_TRUE(Device(0).events.empty()) << "a kept event is no new record";
   now_us_ += 480'000'000;  // its window over, as its record was stamped...
   EXPECT_EQ(Codes(0), xid13) << "...but the file keeps it a minute late, never early";
   now_us_ += 60'000'000;
   EXPECT_TRUE(Codes(0).empty());
-  sampler_ = make();
-  sampler_->RestoreStates();
+  StartWith(o);
   EXPECT_TRUE(Codes(0).empty()) << "not kept past its window";
   // Within its window, then another boot: gone.
   Record("NVRM: Xid (PCI:0000:3b:00): 13, pid=1, Graphics SM Warp Exception", now_us_);
   EXPECT_EQ(Codes(0), xid13);
   std::ofstream(dir.File("boot_id")) << "boot-2\n";
-  sampler_ = make();
-  sampler_->RestoreStates();
+  StartWith(o);
   EXPECT_TRUE(Codes(0).empty());
 }
 
@@ -1613,14 +1607,8 @@ TEST_F(KmsgSamplerTest, EventsInTheirWindowOutliveARestartWithoutTheirRecord) {
 // again only once a record passes it.
 TEST_F(KmsgSamplerTest, AnEventToldEverySecondRewritesTheStateFileOnceAMinute) {
   xpu::testing::TempDir dir;
-  std::ofstream(dir.File("boot_id")) << "boot-1\n";
-  KmsgSampler::Options o;
-  o.state_file = dir.File("kmsg-states.json");
-  o.boot_id_path = dir.File("boot_id");
-  sampler_ =
-      std::make_unique<KmsgSampler>(o, KmsgCatalog::Builtin(), FaultCatalog::Builtin(), &registry_,
-                                    &metrics_, nullptr, [this] { return now_us_; });
-  sampler_->RestoreStates();
+  const KmsgSampler::Options o = StatesIn(dir);
+  StartWith(o);
   std::set<std::string> written;
   for (int i = 0; i < 150; ++i) {
     Record("NVRM: Xid (PCI:0000:3b:00): 13, pid=1, Graphics SM Warp Exception", now_us_);
