@@ -40,10 +40,10 @@ class Model {
     }
     // The next record of the boot (a higher number than any held, in this
     // pass too, its stamp not well before the last's) is new.
-    const bool next =
-        boot_.empty() || (sequence > boot_.rbegin()->first &&
-                          stamp + xpu::hal::kKmsgPreemptedStampUs >= boot_.rbegin()->second.stamp_us &&
-                          (!pass_last_ || sequence > *pass_last_));
+    const bool next = boot_.empty() ||
+                      (sequence > boot_.rbegin()->first &&
+                       stamp + xpu::hal::kKmsgPreemptedStampUs >= boot_.rbegin()->second.stamp_us &&
+                       (!pass_last_ || sequence > *pass_last_));
     pass_last_ = sequence;
     const Verdict v = memory_.Note(sequence, stamp, text);
     if (next && v != Verdict::kNew) abort();
