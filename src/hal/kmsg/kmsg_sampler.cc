@@ -466,7 +466,7 @@ void KmsgSampler::RestoreStates() {
       spdlog::warn(
           "kmsg: {}; starting without the kept states, and keeping none this run (it "
           "could not be moved to {}: {})",
-          s.message(), aside, std::strerror(errno));
+          s.message(), aside, ErrnoText(errno));
     }
     return;
   }
