@@ -1605,6 +1605,41 @@ TEST_F(KmsgSamplerTest, EventsInTheirWindowOutliveARestartWithoutTheirRecord) {
 // An event told every second (an Xid storm) rewrites the state file once a
 // minute, not every second: its time is kept a minute late, and written
 // again only once a record passes it.
+// With no daemon answering, a card only the bus knows: its state and its
+// event in their window outlive a restart as an XDM card's do.
+TEST_F(KmsgSamplerTest, ACardOnlyTheBusKnowsKeepsItsFaultsAcrossARestart) {
+  store::DeviceRegistry bus_only;
+  store::PciDeviceView card;
+  card.bus_id = "0000:5e:00.0";
+  card.vendor = "0x10de";
+  card.driver = "nvidia";
+  bus_only.SetPciDevices({card});
+  xpu::testing::TempDir dir;
+  const KmsgSampler::Options o = StatesIn(dir);
+  auto start = [&] {
+    sampler_ =
+        std::make_unique<KmsgSampler>(o, KmsgCatalog::Builtin(), FaultCatalog::Builtin(), &bus_only,
+                                      &metrics_, nullptr, [this] { return now_us_; });
+    sampler_->RestoreStates();
+  };
+  auto codes = [&] {
+    sampler_->Publish();
+    std::vector<std::string> out;
+    for (const auto& v : xpu::testing::ViewOf(bus_only, "kmsg"))
+      if (v.bus_id == card.bus_id)
+        for (const auto& f : v.faults) out.push_back(f.code);
+    return out;
+  };
+  start();
+  Record("NVRM: Xid (PCI:0000:5e:00): 79, pid=1, GPU has fallen off the bus", now_us_ - 2);
+  Record("NVRM: Xid (PCI:0000:5e:00): 13, pid=2, Graphics SM Warp Exception", now_us_ - 1);
+  const std::vector<std::string> both{"0x10DE000D", "0x10DE004F"};
+  ASSERT_EQ(codes(), both);
+  now_us_ += 60'000'000;
+  start();  // restarted, the records gone
+  EXPECT_EQ(codes(), both);
+}
+
 TEST_F(KmsgSamplerTest, AnEventToldEverySecondRewritesTheStateFileOnceAMinute) {
   xpu::testing::TempDir dir;
   const KmsgSampler::Options o = StatesIn(dir);

@@ -475,51 +475,51 @@ void KmsgSampler::RestoreStates() {
     unlink(options_.state_file.c_str());
     return;
   }
+  // Each code taken back is not told since the restart (for a state no
+  // record time, for an event the file's): the ring's replay of its lines
+  // counts them as before the restart (the pair NVIDIA prints for one Xid 79
+  // is one event, not two), and the next record's time replaces the file's.
   size_t restored = 0;
-  for (const auto& [address, codes] : saved.states) {
+  auto take_back = [&](const std::string& address, const std::string& code) -> Active* {
     auto it = devices_.find(address);
     if (it == devices_.end()) {
-      if (devices_.size() >= kMaxKmsgDevices) break;
+      if (devices_.size() >= kMaxKmsgDevices) return nullptr;
       it = devices_.emplace(address, Device{}).first;
     }
-    for (const std::string& code : codes) {
-      if (!catalog_->IsState(code))
-        continue;  // no longer a state in this catalog: it would never clear
-      if (it->second.codes.size() >= kMaxKmsgCodesPerDevice) break;
-      // Not told since the restart (no record time, no pattern): the ring's
-      // replay of its lines counts them as it did before the restart (the
-      // pair NVIDIA prints for one Xid 79 is one event, not two).
-      Active& a = it->second.codes[code];
-      a.state = true;
-      a.kept = true;
-      ++restored;
-    }
-  }
+    if (it->second.codes.size() >= kMaxKmsgCodesPerDevice) return nullptr;
+    Active& a = it->second.codes[code];
+    a.kept = true;
+    ++restored;
+    return &a;
+  };
+  for (const auto& [address, codes] : saved.states)
+    for (const std::string& code : codes)
+      if (catalog_->IsState(code))  // else no longer a state in this catalog: it would never clear
+        if (Active* a = take_back(address, code)) a->state = true;
   // Events still in their window, with their last record's time (this
   // boot's clock): shown until it ends, as if their records were read again
-  // (where they are, their replay counts them; where they are gone, a
-  // rotated record file, the card is not vouched for meanwhile).
-  for (const auto& [address, codes] : saved.events) {
-    auto it = devices_.find(address);
-    if (it == devices_.end()) {
-      if (devices_.size() >= kMaxKmsgDevices) break;
-      it = devices_.emplace(address, Device{}).first;
-    }
-    for (const auto& [code, last_us] : codes) {
-      if (catalog_->IsState(code)) continue;  // a state now: its record says so, not this
-      if (it->second.codes.size() >= kMaxKmsgCodesPerDevice) break;
-      Active& a = it->second.codes[code];
-      a.last_us = std::max(a.last_us, last_us);
-      a.kept = true;
-      ++restored;
-    }
-  }
+  // (where they are gone, a rotated record file, the card is not vouched for
+  // meanwhile).
+  for (const auto& [address, codes] : saved.events)
+    for (const auto& [code, last_us] : codes)
+      if (!catalog_->IsState(code))  // a state now: its record says so, not this
+        if (Active* a = take_back(address, code)) a->last_us = std::max(a->last_us, last_us);
   saved.boot_id.clear();
   kept_ = std::move(saved);
   spdlog::info(
       "kmsg: {} state(s) and event(s) kept from before the restart (states until a healthy "
       "record, events until their window ends)",
       restored);
+}
+
+std::optional<uint64_t> KmsgSampler::KeptEventTime(const std::string& address,
+                                                   const std::string& code) const {
+  if (!kept_) return std::nullopt;
+  auto d = kept_->events.find(address);
+  if (d == kept_->events.end()) return std::nullopt;
+  auto c = d->second.find(code);
+  if (c == d->second.end()) return std::nullopt;
+  return c->second;
 }
 
 void KmsgSampler::KeepStates() {
@@ -536,14 +536,11 @@ void KmsgSampler::KeepStates() {
         continue;
       }
       uint64_t at = active.kept ? active.last_us : active.last_us + kKeptEventSlackUs;
-      if (kept_) {
-        auto d = kept_->events.find(address);
-        auto c = d != kept_->events.end() ? d->second.find(code) : decltype(d->second.find(code)){};
-        if (d != kept_->events.end() && c != d->second.end()) {
-          if (active.last_us > c->second)
-            passed = true;
-          else
-            at = c->second;
+      if (const std::optional<uint64_t> held = KeptEventTime(address, code)) {
+        if (active.last_us > *held) {
+          passed = true;
+        } else {
+          at = *held;
         }
       }
       now.events[address][code] = at;

@@ -264,6 +264,8 @@ class KmsgSampler : public SourceSampler {
   // to make room (their event counts are the card's series).
   std::set<std::string> last_cards_;
   void KeepStates();
+  // The time the state file holds for an event (kept_), if it holds it.
+  std::optional<uint64_t> KeptEventTime(const std::string& address, const std::string& code) const;
   LogOnce said_;
   // Readable once Stop began (an eventfd, never drained): every source's
   // wait ends at once. -1 where none could be made (waits then end within
