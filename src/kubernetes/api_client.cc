@@ -2,6 +2,8 @@
 
 #include <curl/curl.h>
 
+#include <algorithm>
+#include <cctype>
 #include <memory>
 #include <mutex>
 
@@ -13,6 +15,8 @@ namespace {
 
 constexpr size_t kMaxTokenBytes = size_t{64} * 1024;
 constexpr long kConnectTimeoutSeconds = 5;
+// A Retry-After value longer than any date or number of seconds is not one.
+constexpr size_t kMaxHeaderValue = 64;
 
 void GlobalInit() {
   static std::once_flag once;
@@ -28,6 +32,7 @@ struct Transfer {
   const std::function<void(long)>* on_status = nullptr;
   long status = 0;
   std::string limit_error;  // set when a cap was hit
+  std::string retry_after;  // the last answer's Retry-After, as sent (at most kMaxHeaderValue)
   const std::string* user_agent = nullptr;
   // Send: the method and what it sends; null for a GET.
   const std::string* method = nullptr;
@@ -79,6 +84,18 @@ size_t OnHeader(char* ptr, size_t size, size_t n, void* user) {
   if (h.substr(0, 5) == "HTTP/") {
     const size_t sp = h.find(' ');
     if (sp != std::string_view::npos) t->status = std::strtol(h.data() + sp + 1, nullptr, 10);
+    t->retry_after.clear();  // an interim answer's (100 Continue) is not the last one's
+  } else if (constexpr std::string_view kName = "retry-after:";
+             h.size() >= kName.size() &&
+             std::equal(kName.begin(), kName.end(), h.begin(), [](char a, char b) {
+               return a == std::tolower(static_cast<unsigned char>(b));
+             })) {
+    std::string_view v = h.substr(kName.size());
+    while (!v.empty() && (v.front() == ' ' || v.front() == '\t')) v.remove_prefix(1);
+    while (!v.empty() &&
+           (v.back() == '\r' || v.back() == '\n' || v.back() == ' ' || v.back() == '\t'))
+      v.remove_suffix(1);
+    t->retry_after = v.size() <= kMaxHeaderValue ? std::string(v) : std::string();
   } else if (h == "\r\n" && t->on_status != nullptr) {  // the end of the headers
     (*t->on_status)(t->status);
   }
@@ -87,6 +104,30 @@ size_t OnHeader(char* ptr, size_t size, size_t n, void* user) {
 
 }  // namespace
 
+std::chrono::seconds ParseRetryAfter(std::string_view value,
+                                     std::chrono::system_clock::time_point now) {
+  if (value.empty() || value.size() > kMaxHeaderValue) return std::chrono::seconds(0);
+  if (std::all_of(value.begin(), value.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    // Past ten digits it is more than the cap whatever it says.
+    if (value.size() > 10) return kMaxRetryAfter;
+    const auto n = std::chrono::seconds(std::stoll(std::string(value)));
+    return std::min(n, kMaxRetryAfter);
+  }
+  // An HTTP date ("Sun, 06 Nov 1994 08:49:37 GMT"; curl_getdate also takes
+  // the obsolete forms RFC 9110 says to accept).
+  const std::string date(value);
+  const time_t at = curl_getdate(date.c_str(), nullptr);
+  if (at == -1) return std::chrono::seconds(0);
+  const auto wait = std::chrono::duration_cast<std::chrono::seconds>(
+      std::chrono::system_clock::from_time_t(at) - now);
+  return std::clamp(wait, std::chrono::seconds(0), kMaxRetryAfter);
+}
+
+std::chrono::milliseconds RetryWait(Backoff* backoff, std::chrono::seconds retry_after) {
+  const std::chrono::milliseconds next = backoff->Next();
+  return std::max<std::chrono::milliseconds>(next, std::min(retry_after, kMaxRetryAfter));
+}
+
 std::string Describe(const HttpResult& r, const std::string& needs) {
   if (!r.error.empty()) return r.error;
   std::string body = r.body.substr(0, 200);
@@ -94,6 +135,8 @@ std::string Describe(const HttpResult& r, const std::string& needs) {
   std::string hint;
   if (r.status == 401) hint = " (the service-account token was refused)";
   if (r.status == 403) hint = " (RBAC must allow " + needs + ")";
+  if (r.retry_after.count() > 0)
+    hint += " (asked to wait " + std::to_string(r.retry_after.count()) + " s)";
   return "HTTP " + std::to_string(r.status) + hint + ": " + body;
 }
 
@@ -179,6 +222,9 @@ HttpResult Perform(const std::string& url, const std::string& token_file,
   curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
   r.status = status;
   r.body = std::move(t->data);
+  // The server says when to ask again where it is throttled or in trouble.
+  if (status == 429 || status >= 500)
+    r.retry_after = ParseRetryAfter(t->retry_after, std::chrono::system_clock::now());
   if (!t->limit_error.empty()) {
     r.error = t->limit_error;
   } else if (rc == CURLE_ABORTED_BY_CALLBACK) {
@@ -197,7 +243,7 @@ HttpResult ApiClient::Get(const std::string& path, size_t max_bytes, std::chrono
   t.max = max_bytes;
   t.stop = &stop;
   t.user_agent = &user_agent_;
-  return Perform(base_url_ + path, token_file_, ca_file_, insecure_http_, timeout, &t);
+  return Keep(Perform(base_url_ + path, token_file_, ca_file_, insecure_http_, timeout, &t));
 }
 
 HttpResult ApiClient::Send(const std::string& method, const std::string& path,
@@ -211,7 +257,7 @@ HttpResult ApiClient::Send(const std::string& method, const std::string& path,
   t.content_type = &content_type;
   t.request_body = &body;
   t.user_agent = &user_agent_;
-  return Perform(base_url_ + path, token_file_, ca_file_, insecure_http_, timeout, &t);
+  return Keep(Perform(base_url_ + path, token_file_, ca_file_, insecure_http_, timeout, &t));
 }
 
 HttpResult ApiClient::Stream(const std::string& path, size_t max_line, std::chrono::seconds timeout,
@@ -225,7 +271,7 @@ HttpResult ApiClient::Stream(const std::string& path, size_t max_line, std::chro
   t.on_line = &on_line;
   t.stop = &stop;
   t.user_agent = &user_agent_;
-  return Perform(base_url_ + path, token_file_, ca_file_, insecure_http_, timeout, &t);
+  return Keep(Perform(base_url_ + path, token_file_, ca_file_, insecure_http_, timeout, &t));
 }
 
 }  // namespace xpu::kubernetes

@@ -5,15 +5,35 @@
 #include <string>
 #include <string_view>
 
+#include "common/backoff.h"
+
 namespace xpu::kubernetes {
+
+// The longest wait a server's Retry-After is granted: one that asks for
+// more (a proxy's hour) is asked again after this, not silenced for it.
+inline constexpr std::chrono::seconds kMaxRetryAfter{60};
 
 // One answer of the API server.
 struct HttpResult {
   long status = 0;    // HTTP status; 0: no answer (error says why)
   std::string body;   // Get: the body; Stream: the last partial line, if any
   std::string error;  // transport failure or a limit hit; empty when none
+  // What a 429 or 5xx answer's Retry-After asked for (ParseRetryAfter); 0:
+  // none, or another status.
+  std::chrono::seconds retry_after{0};
   bool ok() const { return error.empty() && status == 200; }
 };
+
+// A Retry-After header's value as a wait from `now`: delta-seconds, or an
+// HTTP date (RFC 9110), at most kMaxRetryAfter; 0 for a value that is
+// neither, a date passed, or one over 64 bytes.
+std::chrono::seconds ParseRetryAfter(std::string_view value,
+                                     std::chrono::system_clock::time_point now);
+
+// The wait before asking again after a failed answer: the backoff's next
+// step, or what the server asked for (HttpResult::retry_after) where that
+// is longer, as client-go honours it. The backoff advances either way.
+std::chrono::milliseconds RetryWait(Backoff* backoff, std::chrono::seconds retry_after);
 
 // A failed answer for the log: the error, or the status and the start of the
 // body; a 403 says that RBAC must allow `needs` ("get nodes").
@@ -61,9 +81,18 @@ class ApiClient {
   // `s` escaped for a URL query.
   static std::string Escape(std::string_view s);
 
+  // The retry_after of the last answer this client had (0 after one
+  // without): for a caller whose failure reached it through a bool.
+  std::chrono::seconds last_retry_after() const { return last_retry_after_; }
+
  private:
+  HttpResult Keep(HttpResult r) const {
+    last_retry_after_ = r.retry_after;
+    return r;
+  }
   const std::string base_url_, token_file_, ca_file_, user_agent_;
   const bool insecure_http_;
+  mutable std::chrono::seconds last_retry_after_{0};  // the calling thread's (one instance each)
 };
 
 }  // namespace xpu::kubernetes

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <random>
+#include <utility>
 
 #include "common/json_depth.h"
 #include "common/label.h"
@@ -378,12 +379,16 @@ void PodWatcher::Recovered(const std::string& what) {
   if (said_.ClearPrefix(what + ":") > 0) spdlog::info("kubernetes: {} works again", what);
 }
 
+std::chrono::milliseconds PodWatcher::Wait() {
+  return RetryWait(&backoff_, std::exchange(server_wait_, std::chrono::seconds(0)));
+}
+
 void PodWatcher::WatchLoop() {
   bool need_list = true;
   while (!worker_.stopping()) {
     if (need_list) {
       if (!List()) {
-        if (!worker_.SleepFor(backoff_.Next())) return;
+        if (!worker_.SleepFor(Wait())) return;
         continue;
       }
       need_list = false;
@@ -402,11 +407,11 @@ void PodWatcher::WatchLoop() {
         spdlog::info("kubernetes: resourceVersion {} expired (410 Gone); listing again",
                      resource_version_);
         need_list = true;
-        if (end == WatchEnd::kGoneAtOnce && !worker_.SleepFor(backoff_.Next())) return;
+        if (end == WatchEnd::kGoneAtOnce && !worker_.SleepFor(Wait())) return;
         break;
       case WatchEnd::kFailed:
         restarts_.Add({{"reason", "error"}}).Increment();
-        if (!worker_.SleepFor(backoff_.Next())) return;
+        if (!worker_.SleepFor(Wait())) return;
         break;
     }
   }
@@ -436,6 +441,7 @@ bool PodWatcher::List() {
     if (worker_.stopping()) return false;
     if (!r.ok()) {
       spdlog::debug("kubernetes: list failed: HTTP {} {}", r.status, r.error);
+      server_wait_ = r.retry_after;
       Failed("list", r);
       return false;
     }
@@ -521,6 +527,7 @@ PodWatcher::WatchEnd PodWatcher::Watch() {
   if (gone || r.status == 410) return at_once ? WatchEnd::kGoneAtOnce : WatchEnd::kGone;
   if (error_event) r.error = "the watch sent an ERROR event";
   if (r.status != 200 || !r.error.empty()) {
+    server_wait_ = r.retry_after;
     Failed("watch", r);
     return WatchEnd::kFailed;
   }

@@ -143,6 +143,9 @@ class PodWatcher : public Part {
   void NodeLoop();
   bool List();
   WatchEnd Watch();
+  // The wait after a failed list or watch: the backoff's, or the server's
+  // Retry-After where longer (RetryWait). Watch thread.
+  std::chrono::milliseconds Wait();
   bool ApplyEvent(const WatchEvent& e);  // false: the watch must end (410)
   void Upsert(PodRecord r);
   void Publish();
@@ -165,6 +168,8 @@ class PodWatcher : public Part {
   std::map<std::pair<std::string, std::string>, PodRecord> pods_;
   std::string resource_version_;
   Backoff backoff_;
+  // What the last failed list or watch's server asked to wait (Retry-After).
+  std::chrono::seconds server_wait_{0};
   Worker worker_;
 };
 

@@ -503,7 +503,7 @@ bool DeviceTainter::WriteNow(Round& round, const std::string& op, const Rule& ru
   }
   // The server is in trouble: the round's writes stop, the shared backoff.
   last_error_[rule.name] = why;
-  next_write_ = round.now + write_backoff_.Next();
+  next_write_ = round.now + kubernetes::RetryWait(&write_backoff_, round.api.last_retry_after());
   round.write_failed = true;
   if (card != nullptr) {
     card->state = "pending";
@@ -722,7 +722,7 @@ void DeviceTainter::RuleLoop() {
         read_backoff_.Reset();
         next_discovery_ = now + options_.rediscover;
       } else {
-        next_discovery_ = now + read_backoff_.Next();
+        next_discovery_ = now + kubernetes::RetryWait(&read_backoff_, api.last_retry_after());
       }
       MutexLock lock(mu_);
       discovered = discovered_;
@@ -736,7 +736,7 @@ void DeviceTainter::RuleLoop() {
         list_backoff_.Reset();
         next_list_ = now + kubernetes_.node_interval;
       } else {
-        list_retry_ = now + list_backoff_.Next();
+        list_retry_ = now + kubernetes::RetryWait(&list_backoff_, api.last_retry_after());
       }
     }
     if (worker_.stopping()) break;
@@ -908,7 +908,7 @@ void DeviceTainter::SliceLoop() {
         MutexLock lock(mu_);
         slices_read_ = false;
       }
-      if (!worker_.SleepFor(backoff.Next())) return;
+      if (!worker_.SleepFor(kubernetes::RetryWait(&backoff, api.last_retry_after()))) return;
       continue;
     }
     // Watch from the list's version until it cannot go on; a closed watch
@@ -922,7 +922,9 @@ void DeviceTainter::SliceLoop() {
         backoff.Reset();
         continue;
       }
-      if (end == WatchEnd::kFailed && !worker_.SleepFor(backoff.Next())) return;
+      if (end == WatchEnd::kFailed &&
+          !worker_.SleepFor(kubernetes::RetryWait(&backoff, api.last_retry_after())))
+        return;
       break;
     }
   }

@@ -203,7 +203,7 @@ void NodeReporter::ReadNode(const kubernetes::ApiClient& api) {
   }
   Said("node read", r.ok(), r);
   if (!r.ok()) {
-    next_read_ = now + read_backoff_.Next();
+    next_read_ = now + kubernetes::RetryWait(&read_backoff_, r.retry_after);
     return;
   }
   read_backoff_.Reset();
@@ -259,7 +259,7 @@ void NodeReporter::SyncCondition(const kubernetes::ApiClient& api, Clock::time_p
     unanswered_.emplace(want.status, transition);
     synced_->Set(0);
     patches_->Add({{"result", "error"}}).Increment();
-    next_patch_ = now + patch_backoff_.Next();
+    next_patch_ = now + kubernetes::RetryWait(&patch_backoff_, r.retry_after);
     return;
   }
   patch_backoff_.Reset();
@@ -331,7 +331,7 @@ void NodeReporter::SendEvents(const kubernetes::ApiClient& api, Clock::time_poin
       continue;
     }
     events_->Add({{"result", "error"}}).Increment();
-    next_event_ = now + event_backoff_.Next();
+    next_event_ = now + kubernetes::RetryWait(&event_backoff_, r.retry_after);
   }
 }
 

@@ -1,10 +1,12 @@
 // What the API server sends: a watch line (and the pod or node inside it)
 // through ParseEvent, ParsePod and ParseNodeShares, the bytes as a Node read
-// back for its condition (ParseNodeFacts), and the raw bytes as HAMi
-// annotation values. Checks the limits hold, labels stay escaped, and what
-// the Node condition is compared and patched with survives a round trip.
+// back for its condition (ParseNodeFacts), the raw bytes as HAMi annotation
+// values and as a Retry-After header's value. Checks the limits hold, labels
+// stay escaped, and what the Node condition is compared and patched with
+// survives a round trip.
 #include "exposition/text_format.h"
 #include "fuzz_util.h"
+#include "kubernetes/api_client.h"
 #include "kubernetes/hami.h"
 #include "kubernetes/pod_watcher.h"
 #include "sinks/device_taints.h"
@@ -92,6 +94,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (!LabelFilter::Make({".*"}, &f).ok()) abort();
     return f;
   }();
+  // The bytes as a Retry-After header's value: a wait within its bound.
+  const std::chrono::seconds wait = ParseRetryAfter(in, std::chrono::system_clock::now());
+  if (wait < std::chrono::seconds(0) || wait > kMaxRetryAfter) abort();
   WatchEvent e = ParseEvent(in);
   PodRecord r;
   if (ParsePod(e.object, filter, &r).ok()) {

@@ -164,5 +164,35 @@ TEST(PodWatcherLiveTest, AWatchThatEndsAtOnceWaitsItsBackoffWhateverItSent) {
   }
 }
 
+// An API server that throttles the list (429 with Retry-After, as API
+// Priority and Fairness answers) is asked again no sooner than it said, not
+// after the backoff's first second. Before, Retry-After was not read.
+TEST(PodWatcherLiveTest, AThrottledListIsAskedAgainWhenTheServerSaid) {
+  xpu::testing::TempDir dir;
+  FakeApiServer api(dir);
+  ASSERT_FALSE(api.url().empty()) << xpu::testing::ReadFile(dir.File("api.err"));
+  api.Control("POST", "fault",
+              R"({"prefix":"/api/v1/pods","path_contains":"limit=","method":"GET","status":429,
+                  "times":1,"headers":{"Retry-After":"3"}})");
+  store::DeviceRegistry reg;
+  prometheus::Registry metrics;
+  LabelFilter labels;
+  ASSERT_TRUE(LabelFilter::Make({}, &labels).ok());
+  PodWatcher watcher(Options(dir), labels, api.url(), &reg, &metrics);
+  watcher.Start();
+  std::vector<double> lists;  // when each list was asked (the stand-in's clock)
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        lists.clear();
+        for (const nlohmann::json& t : api.Recorded("times"))
+          if (t[1].get<std::string>().find("limit=") != std::string::npos)
+            lists.push_back(t[0].get<double>());
+        return lists.size() >= 2;
+      },
+      std::chrono::seconds(20)));
+  EXPECT_GE(lists[1] - lists[0], 2.9) << "asked again before the server's Retry-After";
+  watcher.Stop();
+}
+
 }  // namespace
 }  // namespace xpu::kubernetes

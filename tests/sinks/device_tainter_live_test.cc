@@ -290,6 +290,27 @@ TEST_F(DeviceTainterLiveTest, AnXid79TaintsThatDeviceOnlyUntilItHasHeldHealthy) 
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
 }
 
+// A rule's write the API server throttles (429 with Retry-After, as API
+// Priority and Fairness answers) is tried again no sooner than it said,
+// not after the backoff's 0.1 s. Before, Retry-After was not read.
+TEST_F(DeviceTainterLiveTest, AThrottledWriteIsTriedAgainWhenTheServerSaid) {
+  api_.Control("POST", "fault",
+               R"({"prefix": "/apis/resource.k8s.io/", "method": "POST", "status": 429,
+                   "times": 1, "headers": {"Retry-After": "2"}})");
+  AddSlice(SliceOf("node-a-gpus", 0, kCards - 1));
+  auto t = Make();
+  t->Start();
+  SetFault(3, {kXid79});
+  ASSERT_TRUE(WaitFor([&] { return StateOf(*t, 3) == "written"; }, std::chrono::seconds(15)));
+  std::vector<double> posts;
+  for (const Json& at : api_.Recorded("times"))
+    if (at[1].get<std::string>().rfind("POST /apis/resource.k8s.io/", 0) == 0)
+      posts.push_back(at[0].get<double>());
+  ASSERT_EQ(posts.size(), 2u);
+  EXPECT_GE(posts[1] - posts[0], 1.9) << "tried again before the server's Retry-After";
+  t->Stop();
+}
+
 TEST_F(DeviceTainterLiveTest, AFlappingFaultWritesTheRuleAtMostTwicePerHold) {
   o_.hold = std::chrono::seconds(3);
   AddSlice(SliceOf("node-a-gpus", 0, kCards - 1));

@@ -495,6 +495,44 @@ TEST_F(NodeReporterLiveTest, ARetriedPatchWhoseAnswerWasLostKeepsItsTransitionTi
   reporter->Stop();
 }
 
+// A patch the API server throttles (429 with Retry-After, as API Priority
+// and Fairness answers) is retried no sooner than the server said, and an
+// Event post likewise: the backoff's 0.1 s would have asked again at once.
+// Before, Retry-After was not read.
+TEST_F(NodeReporterLiveTest, AThrottledCallIsRetriedWhenTheServerSaid) {
+  api_.Control("POST", "fault",
+               R"({"prefix": "/api/v1/nodes/", "method": "PATCH", "status": 429, "times": 1,
+                   "headers": {"Retry-After": "2"}})");
+  api_.Control("POST", "fault",
+               R"({"prefix": "/api/v1/namespaces/default/events", "method": "POST",
+                   "status": 429, "times": 1, "headers": {"Retry-After": "2"}})");
+  SetFaults({NamedFault("0x80E18400", 4, "reset_card")});
+  auto reporter = Make();
+  reporter->Start();
+  Publish();
+  Raise(NamedFault("0x80E18400", 4, "reset_card"), "1");
+  auto times = [&](const std::string& request) {
+    std::vector<double> at;
+    for (const Json& t : api_.Recorded("times"))
+      if (t[1].get<std::string>().rfind(request, 0) == 0) at.push_back(t[0].get<double>());
+    return at;
+  };
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        return times("PATCH /api/v1/nodes/").size() >= 2 &&
+               times("POST /api/v1/namespaces/default/events").size() >= 2;
+      },
+      std::chrono::seconds(20)));
+  for (const std::string request :
+       {"PATCH /api/v1/nodes/", "POST /api/v1/namespaces/default/events"}) {
+    const std::vector<double> at = times(request);
+    EXPECT_GE(at[1] - at[0], 1.9) << request << ": asked again before the server's Retry-After";
+  }
+  ASSERT_TRUE(WaitFor([&] { return Metric("xpu_kubernetes_node_condition_synced") == 1; },
+                      std::chrono::seconds(10)));
+  reporter->Stop();
+}
+
 // An Event post that hangs (the Events endpoint throttled while the Node's
 // answers) does not hold a worse condition back for the post's whole
 // timeout: a post is given what is left of the round's budget for Events.

@@ -23,6 +23,7 @@ Control (no token needed, under /control/):
                                 (only those methods answer so; default all)
   GET    /control/requests      every API request's path, in order
   GET    /control/agents        the same, as [User-Agent, path] pairs
+  GET    /control/times         the same, as [seconds (monotonic), path] pairs
   GET    /control/patches       every accepted status patch, in order (bodies)
   GET    /control/events        every Event created, in order (as stored)
   POST   /control/served        body: {"v1": ["resourceslices"], "v1beta2": [...]}: the
@@ -40,7 +41,8 @@ Control (no token needed, under /control/):
                                 whose path and query have TEXT), "body": TEXT (optional:
                                 sent as it is, in place of a Status), "committed": true
                                 (optional: a node status patch is applied first, its
-                                answer lost)}: the next N requests that match answer so
+                                answer lost), "headers": {NAME: VALUE} (optional: sent with
+                                the answer, e.g. Retry-After)}: the next N requests that match answer so
                                 (after the hang)
 """
 import time
@@ -71,6 +73,7 @@ state = {
     "rules": {},           # name -> DeviceTaintRule
     "rulewrites": [],
     "faults": [],
+    "times": [],           # [monotonic seconds, request] for each API request
 }
 GROUP = "/apis/resource.k8s.io/"
 
@@ -92,10 +95,13 @@ class Handler(BaseHTTPRequestHandler):
     def log_message(self, *args):
         pass
 
-    def send_json(self, code, obj):
-        """obj: a JSON value, or a str sent as it is (an injected body)."""
+    def send_json(self, code, obj, headers=None):
+        """obj: a JSON value, or a str sent as it is (an injected body);
+        headers: more of them (an injected fault's)."""
         body = obj.encode() if isinstance(obj, str) else json.dumps(obj).encode()
         self.send_response(code)
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
@@ -187,6 +193,7 @@ class Handler(BaseHTTPRequestHandler):
         """An answer for a request the token or RBAC refuses, else None."""
         with lock:
             state["requests"].append(method + " " + self.path if method != "GET" else self.path)
+            state["times"].append([time.monotonic(), state["requests"][-1]])
             state["agents"].append([self.headers.get("User-Agent", ""), state["requests"][-1]])
             auth, methods = state["auth"], state["auth_methods"]
         if self.headers.get("Authorization") != "Bearer " + TOKEN:
@@ -206,10 +213,12 @@ class Handler(BaseHTTPRequestHandler):
         if fault:
             time.sleep(fault.get("hang", 0))
             code = fault.get("status", 500)
+            headers = fault.get("headers", {})
             if "body" in fault:
-                return code, fault["body"]
-            return code, status(code, {409: "Conflict", 403: "Forbidden"}.get(code, "InternalError"),
-                                "injected fault")
+                return code, fault["body"], headers
+            reason = {409: "Conflict", 403: "Forbidden", 429: "TooManyRequests"}.get(
+                code, "InternalError")
+            return code, status(code, reason, "injected fault"), headers
         if auth != 200 and (methods is None or method in methods):
             return auth, status(auth, "Forbidden", "forbidden: User "
                                 "\"system:serviceaccount:xpu:xpu-exporter\" cannot " + method)
@@ -365,11 +374,11 @@ class Handler(BaseHTTPRequestHandler):
     def do_GET(self):
         url = urllib.parse.urlparse(self.path)
         if url.path in ("/control/requests", "/control/patches", "/control/events",
-                        "/control/agents", "/control/rulewrites"):
+                        "/control/agents", "/control/rulewrites", "/control/times"):
             with lock:
                 key = {"/control/requests": "requests", "/control/patches": "patches",
                        "/control/events": "created", "/control/agents": "agents",
-                       "/control/rulewrites": "rulewrites"}[url.path]
+                       "/control/rulewrites": "rulewrites", "/control/times": "times"}[url.path]
                 return self.send_json(200, state[key])
         if url.path == "/control/node":
             with lock:
