@@ -5,6 +5,7 @@
 #include <random>
 #include <set>
 #include <stdexcept>
+#include <thread>
 
 #include "kubernetes/pod_watcher.h"
 #include "sinks/node_reporter.h"
@@ -118,34 +119,57 @@ void DeviceTainter::Withdraw() {
   // (not in rules_), and each version is the one to delete. A list that
   // fails leaves what rules_ knows.
   (void)ListRules(api, late);
+  // Each rule tried again while the budget lasts (a 5xx or a reset
+  // connection is often gone within a second): a rule left behind taints
+  // its device with no one to take it off. A 409 (changed since read) lists
+  // again for its version; a refusal (401, 403) is not asked again.
+  Backoff backoff = ApiBackoff(std::chrono::milliseconds(250));
+  const size_t ours = rules_.size();
   size_t deleted = 0;
-  std::string left;
-  for (const auto& [name, rule] : rules_) {
-    kubernetes::HttpResult r;
-    const bool asked = !late();
-    if (asked) {
+  std::map<std::string, std::string> failed;  // name -> why, of the last pass
+  for (;;) {
+    failed.clear();
+    bool changed = false, retry = false;
+    for (auto it = rules_.begin(); it != rules_.end();) {
+      const auto& [name, rule] = *it;
+      if (late()) {
+        failed[name] = "no time left";
+        ++it;
+        continue;
+      }
       const Json options = {{"kind", "DeleteOptions"},
                             {"apiVersion", "v1"},
                             {"preconditions", {{"resourceVersion", rule.resource_version}}}};
-      r = api.Send("DELETE", RulesPath() + "/" + kubernetes::ApiClient::Escape(name),
-                   "application/json", options.dump(), kubernetes::kMaxNodeBytes,
-                   options_.request_timeout, late);
+      const kubernetes::HttpResult r = api.Send(
+          "DELETE", RulesPath() + "/" + kubernetes::ApiClient::Escape(name), "application/json",
+          options.dump(), kubernetes::kMaxNodeBytes, options_.request_timeout, late);
+      if (r.error.empty() && (Success(r) || r.status == 404)) {
+        Count("delete", "ok");
+        ++deleted;
+        it = rules_.erase(it);
+        continue;
+      }
+      Count("delete", "error");
+      changed = changed || (r.error.empty() && r.status == 409);
+      retry = retry || !r.error.empty() || r.status == 408 || r.status == 409 || r.status == 429 ||
+              r.status >= 500;
+      failed[name] = kubernetes::Describe(r, "delete");
+      ++it;
     }
-    if (asked && r.error.empty() && (Success(r) || r.status == 404)) {
-      Count("delete", "ok");
-      ++deleted;
-      continue;
-    }
-    Count("delete", "error");
-    if (left.size() < 512)
-      left += (left.empty() ? "" : "; ") + name + " (" +
-              (!asked ? std::string("no time left") : kubernetes::Describe(r, "delete")) + ")";
+    if (failed.empty() || !retry || late()) break;
+    const auto wait = kubernetes::RetryWait(&backoff, api.last_retry_after());
+    if (Clock::now() + wait >= deadline) break;
+    std::this_thread::sleep_for(wait);
+    if (changed) (void)ListRules(api, late);  // the versions to delete now
   }
+  std::string left;
+  for (const auto& [name, why] : failed)
+    if (left.size() < 512) left += (left.empty() ? "" : "; ") + name + " (" + why + ")";
   if (left.empty()) {
     spdlog::info("kubernetes: device taints switched off: deleted its {} rule(s)", deleted);
   } else {
     spdlog::warn("kubernetes: device taints switched off: deleted {} of its {} rule(s); left: {}",
-                 deleted, rules_.size(), left);
+                 deleted, std::max(ours, deleted + failed.size()), left);
   }
   rules_.clear();
 }

@@ -6,6 +6,7 @@
 #include <random>
 #include <set>
 #include <stdexcept>
+#include <thread>
 
 #include "common/duration.h"
 #include "kubernetes/pod_watcher.h"
@@ -151,10 +152,27 @@ void NodeReporter::RemoveCondition() {
                                   kubernetes_.insecure_http, "xpu-exporter/node-health");
   const auto deadline = Clock::now() + kWithdrawFor;
   const std::function<bool()> late = [deadline] { return Clock::now() >= deadline; };
-  const kubernetes::HttpResult r = api.Send(
-      "PATCH", "/api/v1/nodes/" + kubernetes::ApiClient::Escape(kubernetes_.node_name) + "/status",
-      "application/strategic-merge-patch+json", ConditionRemovalPatch(), kMaxAnswerBytes,
-      std::chrono::duration_cast<std::chrono::seconds>(kWithdrawFor), late);
+  // Tried again while the budget lasts (a 5xx or a reset connection is
+  // often gone within a second): one failed try would leave the condition
+  // on the Node with no one to keep it. Not on a refusal (401, 403, 404:
+  // asking again gets the same), nor past the budget where the server
+  // asks for longer.
+  Backoff backoff = ApiBackoff(std::chrono::milliseconds(250));
+  kubernetes::HttpResult r;
+  for (;;) {
+    const auto left = std::chrono::ceil<std::chrono::seconds>(deadline - Clock::now());
+    r = api.Send(
+        "PATCH",
+        "/api/v1/nodes/" + kubernetes::ApiClient::Escape(kubernetes_.node_name) + "/status",
+        "application/strategic-merge-patch+json", ConditionRemovalPatch(), kMaxAnswerBytes,
+        std::max(left, std::chrono::seconds(1)), late);
+    const bool refused =
+        r.error.empty() && r.status >= 400 && r.status < 500 && r.status != 408 && r.status != 429;
+    if (r.ok() || refused || late()) break;
+    const auto wait = kubernetes::RetryWait(&backoff, r.retry_after);
+    if (Clock::now() + wait >= deadline) break;
+    std::this_thread::sleep_for(wait);
+  }
   if (r.ok()) {
     spdlog::info("kubernetes: node condition {} switched off: taken off node {}", kConditionType,
                  kubernetes_.node_name);

@@ -508,6 +508,31 @@ TEST_F(DeviceTainterLiveTest, SwitchedOffItDeletesItsRulesAndNoOneElses) {
   EXPECT_EQ(Writes().size(), 5u) << Writes().dump();  // two creates, three deletes
 }
 
+// Switched off while the API server fails a delete (a 503 from a server
+// restarting) and answers another 409 (changed since read): each is tried
+// again within the switch's budget, the second after the rules are listed
+// again.
+// Before, one failed try left the rule, and its taint on the device, with
+// no one to take it off.
+TEST_F(DeviceTainterLiveTest, SwitchedOffItTriesAFailedDeleteAgain) {
+  AddSlice(SliceOf("node-a-gpus", 0, kCards - 1));
+  SetFault(2, {kXid79});
+  SetFault(5, {kXid79});
+  auto t = Make();
+  t->Start();
+  ASSERT_TRUE(WaitFor([&] { return !RuleFor(2).is_null() && !RuleFor(5).is_null(); },
+                      std::chrono::seconds(10)));
+  t->Stop();
+  api_.Control("POST", "fault",
+               R"({"prefix": "/apis/resource.k8s.io/", "method": "DELETE", "status": 503,
+                   "times": 1})");
+  api_.Control("POST", "fault",
+               R"({"prefix": "/apis/resource.k8s.io/", "method": "DELETE", "status": 409,
+                   "times": 1})");
+  t->Withdraw();
+  EXPECT_TRUE(Rules().empty()) << Rules().dump();
+}
+
 TEST_F(DeviceTainterLiveTest, ARestartAdoptsItsRulesDeletesStaleOnesAndLeavesOthersAlone) {
   AddSlice(SliceOf("node-a-gpus", 0, kCards - 1));
   // A first run taints cards 2 and 5.

@@ -245,6 +245,24 @@ TEST_F(NodeReporterLiveTest, SwitchedOffItsConditionIsTakenOffTheNode) {
   EXPECT_EQ(ConditionTypes(api_.Recorded("node")).size(), 2u);
 }
 
+// A switched-off condition whose removal fails at first (a 503 from a
+// server restarting, twice) is taken off the Node by a later try within the
+// switch's budget. Before, one failed try left it there for good, with no
+// one to keep it (only a "remove it by hand" in the log).
+TEST_F(NodeReporterLiveTest, ASwitchedOffConditionsFailedRemovalIsTriedAgain) {
+  SetFaults({NamedFault("0x10DE004F", 6, "isolate_card")});
+  auto reporter = Make();
+  reporter->Start();
+  Publish();
+  ASSERT_TRUE(WaitFor([&] { return ConditionTypes(api_.Recorded("node")).size() == 1; },
+                      std::chrono::seconds(10)));
+  reporter->Stop();
+  api_.Control("POST", "fault",
+               R"({"prefix": "/api/v1/nodes/", "method": "PATCH", "status": 503, "times": 2})");
+  reporter->Withdraw();
+  EXPECT_TRUE(ConditionTypes(api_.Recorded("node")).empty()) << api_.Recorded("node").dump();
+}
+
 // Until every backend that runs has published since the reporter started,
 // the condition waits: a kernel log still being read must not make the Node
 // look healthy. One view is enough: the registry joins each to the
