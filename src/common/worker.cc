@@ -95,6 +95,19 @@ size_t LogOnce::ClearPrefix(const std::string& prefix) {
   return std::erase_if(raised_, [&](const std::string& k) { return k.rfind(prefix, 0) == 0; });
 }
 
+size_t LogOnce::ClearPrefixIf(const std::string& prefix,
+                              const std::function<bool(std::string_view)>& clear) {
+  MutexLock lock(mu_);
+  return std::erase_if(raised_, [&](const std::string& k) {
+    return k.rfind(prefix, 0) == 0 && clear(std::string_view(k).substr(prefix.size()));
+  });
+}
+
+size_t LogOnce::size() const {
+  MutexLock lock(mu_);
+  return raised_.size();
+}
+
 bool LogLimiter::Allow(const std::string& key, Clock::time_point now, uint64_t* held_back) {
   MutexLock lock(mu_);
   auto it = keys_.find(key);

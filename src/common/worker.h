@@ -6,6 +6,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -108,9 +109,15 @@ class LogOnce {
   bool Clear(const std::string& key);
   // Clears every key starting with `prefix`; how many were raised.
   size_t ClearPrefix(const std::string& prefix);
+  // Clears the keys starting with `prefix` for whose rest `clear` is true
+  // (called under the lock: it must not call back); how many.
+  size_t ClearPrefixIf(const std::string& prefix,
+                       const std::function<bool(std::string_view)>& clear);
+  // How many keys are raised.
+  size_t size() const;
 
  private:
-  Mutex mu_;
+  mutable Mutex mu_;
   std::set<std::string> raised_ XPU_GUARDED_BY(mu_);
 };
 

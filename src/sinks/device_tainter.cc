@@ -110,14 +110,21 @@ void DeviceTainter::Withdraw() {
     MutexLock lock(mu_);
     version = rule_version_;
   }
-  if (version.empty() || (rules_.empty() && listed_)) return;
   const kubernetes::ApiClient api(base_url_, kubernetes_.token_file, kubernetes_.ca_file,
                                   kubernetes_.insecure_http, "xpu-exporter/device-taints");
   const auto deadline = Clock::now() + kWithdrawFor;
   const std::function<bool()> late = [deadline] { return Clock::now() >= deadline; };
-  // Listed again: a write that ended as the threads stopped is in the list
-  // (not in rules_), and each version is the one to delete. A list that
-  // fails leaves what rules_ knows.
+  // Not discovered yet (the server down since the start): rules of an
+  // earlier run, or a create cut short, may be there all the same.
+  if (version.empty() && Discover(api, late)) {
+    MutexLock lock(mu_);
+    version = rule_version_;
+  }
+  if (version.empty()) return;
+  // Listed again, whatever rules_ holds: a write that ended as the threads
+  // stopped is in the list (not in rules_; before, a tainter that knew of
+  // none returned here and left it), and each version is the one to
+  // delete. A list that fails leaves what rules_ knows.
   (void)ListRules(api, late);
   // Each rule tried again while the budget lasts (a 5xx or a reset
   // connection is often gone within a second): a rule left behind taints
@@ -210,7 +217,11 @@ void DeviceTainter::Count(const std::string& op, const char* result) {
 }
 
 bool DeviceTainter::Discover(const kubernetes::ApiClient& api) {
-  const std::function<bool()> stopping = [this] { return worker_.stopping(); };
+  return Discover(api, [this] { return worker_.stopping(); });
+}
+
+bool DeviceTainter::Discover(const kubernetes::ApiClient& api,
+                             const std::function<bool()>& stopping) {
   // Each version's resource list, asked once (v1 and v1beta2 are asked of
   // both resources).
   std::map<std::string, kubernetes::HttpResult> answers;
@@ -412,6 +423,12 @@ DeviceTainter::Outcome DeviceTainter::Write(const kubernetes::ApiClient& api, co
   }
   const bool refused = RefusedStatus(r);
   Count(op, refused ? "refused" : "error");
+  // No answer, or a 5xx: the server may have done it all the same (a
+  // delete applied whose answer was lost). What rules_ holds is not known
+  // to be so: listed again before it is trusted (before, a fault back
+  // within the backoff found its deleted rule "written" until the next
+  // list, a node interval later).
+  if (!refused && (!r.error.empty() || r.status >= 500)) listed_ = false;
   // Said once per rule and answer until that rule is written.
   if (said_.Raise("write:" + rule.name + ":" + op + ":" + std::to_string(r.status)))
     spdlog::warn("kubernetes: device taints: {} of {} failed: {}", op, rule.name, *why);
@@ -477,6 +494,13 @@ void DeviceTainter::Prune(const std::set<std::string>& wanted) {
   std::erase_if(differs_since_, [&](const auto& e) { return !known_name(e.first); });
   std::erase_if(refused_, [&](const auto& e) { return !known_name(e.first); });
   std::erase_if(last_error_, [&](const auto& e) { return !known_name(e.first); });
+  // The log's "said once" keys of a name no longer known go with it: device
+  // names come from the server, and a driver that renames its devices must
+  // not grow them without end.
+  for (const char* prefix : {"write:", "foreign:"})
+    said_.ClearPrefixIf(prefix, [&](std::string_view rest) {
+      return !known_name(std::string(rest.substr(0, rest.find(':'))));
+    });
 }
 
 void DeviceTainter::ShowStates(const Report& rep) {
@@ -557,7 +581,28 @@ DeviceTainter::Plan DeviceTainter::PlanFor(Round& round, const SliceIndex& index
     auto it = rules_.find(p.want.name);
     if (it != rules_.end()) p.have = &it->second;
   }
-  if (v.level > 0) {
+  // Health unknown, and the card named by another device than its rule's
+  // (a new generation of its slices renamed it): the heaviest taint a rule
+  // of ours holds for the card is wanted on the device that names it now.
+  // Before, the old rule went as stale and none was written: the card lost
+  // its taint while nothing said it recovered.
+  const Rule* carried = nullptr;
+  if (v.level == 0 && !v.known && p.card.device && p.have == nullptr && !v.bus_id.empty())
+    for (const auto& [name, rule] : rules_)
+      if (rule.bus_id == v.bus_id && name != p.want.name &&
+          (carried == nullptr ||
+           Weight(rule.value, rule.effect) > Weight(carried->value, carried->effect)))
+        carried = &rule;
+  if (carried != nullptr) {
+    p.carried = true;
+    p.want.value = carried->value;
+    p.want.effect = carried->effect;
+    p.card.rule = p.want.name;
+    p.card.value = p.want.value;
+    p.card.effect = p.want.effect;
+    p.card.why = "health unknown (" + v.unknown + "): the taint of " + carried->name +
+                 " kept on the device that names the card now";
+  } else if (v.level > 0) {
     p.want.value = v.level_name;
     p.want.effect = EffectOf(v.level, options_.effect, options_.evict_level);
     p.card.rule = p.want.name;
@@ -583,7 +628,7 @@ std::pair<std::string, std::string> DeviceTainter::Blocked(const Round& round, c
     return {round.rep.slices_read ? "unmapped" : "pending", p.why};
   if (version.empty()) return {"no_api", p.card.why};
   if (auto f = foreign_.find(p.want.name); f != foreign_.end()) return {"refused", f->second};
-  if (v.level > 0 && !VersionHasEffect(version, p.want.effect))
+  if ((v.level > 0 || p.carried) && !VersionHasEffect(version, p.want.effect))
     return {"refused", version + " has no effect " + p.want.effect};
   if (!round.can_write) return {"pending", "this node's rules are not listed yet"};
   return {};
@@ -591,7 +636,8 @@ std::pair<std::string, std::string> DeviceTainter::Blocked(const Round& round, c
 
 void DeviceTainter::Act(Round& round, const CardVerdict& v, Plan& p) {
   CardReport& card = p.card;
-  const std::string now_wants = v.level > 0 ? p.want.value + ":" + p.want.effect
+  const bool wants_taint = v.level > 0 || p.carried;
+  const std::string now_wants = wants_taint ? p.want.value + ":" + p.want.effect
                                 : v.known   ? "delete"
                                             : "";
   if (!card.device) {
@@ -608,7 +654,7 @@ void DeviceTainter::Act(Round& round, const CardVerdict& v, Plan& p) {
       if (restart) differs_since_.erase(d);
     }
   }
-  if (v.level == 0 && p.have == nullptr) {  // nothing wanted, nothing there
+  if (!wants_taint && p.have == nullptr) {  // nothing wanted, nothing there
     if (card.device) differs_since_.erase(p.want.name);
     return;
   }
@@ -628,7 +674,7 @@ void DeviceTainter::Act(Round& round, const CardVerdict& v, Plan& p) {
   std::string op;
   bool at_once = false;
   Rule want = p.want;
-  if (v.level > 0 && p.have == nullptr) {
+  if (wants_taint && p.have == nullptr) {
     op = "create";
     at_once = true;
   } else if (v.level > 0 && (p.have->value != want.value || p.have->effect != want.effect)) {
@@ -720,7 +766,8 @@ void DeviceTainter::Reconcile(const kubernetes::ApiClient& api, Clock::time_poin
   if (round.can_write && round.settled && round.rep.slices_read && !round.slices_cut)
     DeleteStale(round, index);
   Prune(round.wanted);
-  round.rep.names_kept = differs_since_.size() + refused_.size() + last_error_.size();
+  round.rep.names_kept =
+      differs_since_.size() + refused_.size() + last_error_.size() + said_.size();
   ShowStates(round.rep);
   round.rep.rounds = ++rounds_;
   MutexLock lock(mu_);
@@ -801,6 +848,10 @@ bool DeviceTainter::ListSlices(const kubernetes::ApiClient& api, const std::stri
                      why);
       MutexLock lock(mu_);
       slice_error_ = "listing the node's ResourceSlices failed: " + why;
+      // The version went away (a cluster upgraded under us): the rule
+      // thread discovers again (before, nothing did, and the slices stayed
+      // unread until a restart).
+      if (r.error.empty() && r.status == 404) discovered_ = false;
       return false;
     }
     const Json list = kubernetes::ParseKeeping(r.body, KeptSlicePath);

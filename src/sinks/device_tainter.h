@@ -72,10 +72,12 @@ class DeviceTainter : public Part {
   void Stop() override;
   // Part: the rules the one it replaces knew, and since when each waits.
   void TakeOver(Part& old) override;
-  // Part, after Stop: deletes the rules it holds (only the versions it
-  // read: one changed since is left, said), for kWithdrawFor at most; the
-  // reload waits for it. An exporter that stops keeps them (a restart
-  // adopts them).
+  // Part, after Stop: lists this node's rules of ours again (a write cut
+  // short by the stop may have made one; where no version was discovered
+  // yet, discovers first) and deletes them, each at the version listed (a
+  // failed delete, or one that finds its rule changed, tried again), for
+  // kWithdrawFor at most; the reload waits for it. An exporter that stops
+  // keeps them (a restart adopts them).
   void Withdraw() override;
   static constexpr std::chrono::seconds kWithdrawFor{5};
 
@@ -98,9 +100,9 @@ class DeviceTainter : public Part {
     std::vector<CardReport> cards;
     std::vector<std::string> stale;  // rules of ours no card stands for
     uint64_t rounds = 0;             // rounds done since Start
-    // Entries of the per-name maps (hold timers, refusals, errors) after
-    // the round's pruning: at most three for each name a card stands for
-    // or a rule holds, however often the names change.
+    // Entries of the per-name maps (hold timers, refusals, errors) and the
+    // log's said-once keys after the round's pruning: a few for each name a
+    // card stands for or a rule holds, however often the names change.
     size_t names_kept = 0;
   };
   Report report() const;
@@ -111,6 +113,7 @@ class DeviceTainter : public Part {
   void RuleLoop();
   void SliceLoop();
   bool Discover(const kubernetes::ApiClient& api);
+  bool Discover(const kubernetes::ApiClient& api, const std::function<bool()>& stopping);
   bool ListRules(const kubernetes::ApiClient& api);
   bool ListRules(const kubernetes::ApiClient& api, const std::function<bool()>& stopping);
   // One round: each card's verdict against its rule (PlanFor: what names
@@ -132,7 +135,11 @@ class DeviceTainter : public Part {
     CardReport card;
     Rule want;                   // the rule this card stands for (its name, device)
     const Rule* have = nullptr;  // ours of that name, as listed or written
-    std::string why;             // why no device names the card
+    // Health unknown and no rule of that name: the taint a rule of ours
+    // holds for the card under another device (renamed since) is wanted
+    // here, as unknown health weakens no taint.
+    bool carried = false;
+    std::string why;  // why no device names the card
   };
   void Reconcile(const kubernetes::ApiClient& api, Clock::time_point now);
   Plan PlanFor(Round& round, const SliceIndex& index, const CardVerdict& v);

@@ -439,6 +439,25 @@ TEST_F(DeviceTainterLiveTest, OnlyV1alpha3ServesTheRules) {
   EXPECT_EQ(Rules().size(), 1u);
 }
 
+// The version the slices were read in is no longer served (a cluster
+// upgraded under the exporter): discovery runs again and the slices are
+// read in the version served now, so a fault is tainted. Before, the slice
+// lists failed with 404 until a restart, and every fault stayed pending.
+TEST_F(DeviceTainterLiveTest, TheSlicesVersionGoneIsDiscoveredAgain) {
+  AddSlice(SliceOf("node-a-gpus", 0, kCards - 1));
+  auto t = Make();
+  t->Start();
+  ASSERT_TRUE(WaitFor([&] { return t->report().slices == 1; }, std::chrono::seconds(10)));
+  ASSERT_EQ(t->report().slice_version, "v1");
+  api_.Control("POST", "served", R"({"v1beta2":["resourceslices","devicetaintrules"]})");
+  api_.Control("POST", "break", "{}");
+  SetFault(2, {kXid79});
+  EXPECT_TRUE(WaitFor([&] { return !RuleFor(2).is_null(); }, std::chrono::seconds(10)))
+      << t->report().slice_error;
+  ASSERT_TRUE(Rounds(*t, 2));
+  EXPECT_EQ(t->report().slice_version, "v1beta2");
+}
+
 TEST_F(DeviceTainterLiveTest, EffectNoneWhereTheVersionHasIt) {
   o_.effect = "None";
   api_.Control("POST", "served", R"({"v1":["resourceslices"],"v1alpha3":["devicetaintrules"]})");
@@ -531,6 +550,77 @@ TEST_F(DeviceTainterLiveTest, SwitchedOffItTriesAFailedDeleteAgain) {
                    "times": 1})");
   t->Withdraw();
   EXPECT_TRUE(Rules().empty()) << Rules().dump();
+}
+
+// A rule of ours made as the threads stopped (a create whose answer the
+// stop cut off) is deleted when the taints are switched off, though the
+// tainter knew of none. Before, a tainter holding no rule returned at once
+// and left it.
+TEST_F(DeviceTainterLiveTest, SwitchedOffItDeletesARuleItDidNotKnowItHad) {
+  AddSlice(SliceOf("node-a-gpus", 0, kCards - 1));
+  auto t = Make();
+  t->Start();
+  ASSERT_TRUE(WaitFor([&] { return t->report().slices == 1; }, std::chrono::seconds(10)));
+  ASSERT_TRUE(Rounds(*t, 2));  // listed: none of ours
+  t->Stop();
+  AddOurs("gpu-4", CardBus(4));
+  ASSERT_EQ(Rules().size(), 1u);
+  t->Withdraw();
+  EXPECT_TRUE(Rules().empty()) << Rules().dump();
+}
+
+// A delete the server applied whose answer was lost (a 504), then the
+// card's fault back within the write backoff: the rule is made again within
+// a few rounds. Before, the tainter still held it as written, and the card
+// went untainted until the next list (a node interval, here 30 s).
+TEST_F(DeviceTainterLiveTest, AFaultBackAfterADeleteWhoseAnswerWasLostIsTaintedAgain) {
+  k_.node_interval = std::chrono::seconds(30);
+  AddSlice(SliceOf("node-a-gpus", 0, kCards - 1));
+  auto t = Make();
+  t->Start();
+  SetFault(3, {kXid79});
+  ASSERT_TRUE(WaitFor([&] { return !RuleFor(3).is_null(); }, std::chrono::seconds(10)));
+  api_.Control("POST", "fault",
+               R"({"prefix": "/apis/resource.k8s.io/", "method": "DELETE", "status": 504,
+                   "committed": true, "times": 1})");
+  SetFault(3, {});
+  ASSERT_TRUE(WaitFor([&] { return RuleFor(3).is_null(); }, std::chrono::seconds(10)));
+  SetFault(3, {kXid79});
+  EXPECT_TRUE(WaitFor([&] { return !RuleFor(3).is_null(); }, std::chrono::seconds(5)))
+      << "the card's rule was held as written after its delete";
+}
+
+// A card whose fault only NVML saw, NVML blind since (its health unknown),
+// and the card renamed by a new generation of its slice: the taint goes to
+// the device that names the card now. Before, the old device's rule went as
+// stale after the hold and none was made: unknown health took the card's
+// taint away.
+TEST_F(DeviceTainterLiveTest, AnUnknownCardRenamedKeepsItsTaintOnItsNewDevice) {
+  o_.sources = {store::kSourceSysfs, "nvml"};
+  AddSlice(SliceOf("node-a-gpus", 0, kCards - 1));
+  auto t = Make();
+  t->Start();
+  store::DeviceViews nvml = OpenNvml();
+  nvml.devices[3].faults = {kXid79};
+  registry_.SetDeviceViews("nvml", nvml);
+  ASSERT_TRUE(WaitFor([&] { return !RuleFor(3).is_null(); }, std::chrono::seconds(10)));
+  registry_.SetSourceBlind("nvml", "NVML does not answer");
+  Json slice = SliceOf("node-a-gpus", 0, kCards - 1, 2);
+  slice["spec"]["devices"][3]["attributes"]["resource.kubernetes.io/pciBusID"]["string"] =
+      "0000:ff:00.0";
+  slice["spec"]["devices"][3]["attributes"]["uuid"]["string"] = "GPU-elsewhere";
+  slice["spec"]["devices"].push_back(
+      {{"name", "gpu-3b"},
+       {"attributes", {{"resource.kubernetes.io/pciBusID", {{"string", CardBus(3)}}}}}});
+  AddSlice(slice);
+  ASSERT_TRUE(WaitFor([&] { return t->report().slices == 1 && Rounds(*t, 1); }));
+  ASSERT_TRUE(Rounds(*t, HoldRounds() * 2));
+  bool on_3b = false;
+  for (const Json& r : Rules())
+    on_3b = on_3b || (r["spec"]["deviceSelector"]["device"] == "gpu-3b" &&
+                      r["spec"]["taint"]["value"] == "isolate_card");
+  EXPECT_TRUE(on_3b) << "card 3 lost its taint while its health is unknown: " << Rules().dump();
+  EXPECT_EQ(StateOf(*t, 3), "written");
 }
 
 TEST_F(DeviceTainterLiveTest, ARestartAdoptsItsRulesDeletesStaleOnesAndLeavesOthersAlone) {

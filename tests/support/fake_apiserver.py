@@ -40,8 +40,8 @@ Control (no token needed, under /control/):
                                 has TEXT), "path_contains": TEXT (optional: a request
                                 whose path and query have TEXT), "body": TEXT (optional:
                                 sent as it is, in place of a Status), "committed": true
-                                (optional: a node status patch is applied first, its
-                                answer lost), "headers": {NAME: VALUE} (optional: sent with
+                                (optional: a node status patch or a rule's
+                                delete is applied first, its answer lost), "headers": {NAME: VALUE} (optional: sent with
                                 the answer, e.g. Retry-After)}: the next N requests that match answer so
                                 (after the hang)
 """
@@ -260,6 +260,11 @@ class Handler(BaseHTTPRequestHandler):
                 gone = rules.pop(name)
                 state["rulewrites"].append(["DELETE", name, None, None])
                 lock.notify_all()
+                fault = getattr(self, "committed_fault", None)
+                if fault:  # applied, its answer lost
+                    self.committed_fault = None
+                    code = fault.get("status", 500)
+                    return self.send_json(code, status(code, "InternalError", "injected fault"))
                 return self.send_json(200, gone)
             spec = body.get("spec", {})
             taint = spec.get("taint", {})
