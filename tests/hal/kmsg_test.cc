@@ -1702,7 +1702,7 @@ TEST_F(KmsgSamplerTest, StatesOutliveTheRingWithinABootAndNotAcrossOne) {
   // (what it holds may be a card's only record of falling off the bus).
   const std::string aside = o.state_file + ".refused";
   int refused = 0;
-  for (const std::string text :
+  for (const std::string& text :
        {std::string("{\"version\":1,\"boot_id\":\"boot-2\",\"states\":{\"x\""),
         std::string("{\"version\":2,\"boot_id\":\"boot-2\",\"states\":{}}")}) {
     SCOPED_TRACE(text);

@@ -356,6 +356,55 @@ TEST_F(PciTreeTest, AReloadThatNoLongerLooksForACardDoesNotLoseIt) {
   EXPECT_EQ(lost("0000:3b:00.0"), 1);
 }
 
+// The fatal file as kernels write it when the named lines do not tell the
+// error: an event counted in TOTAL_ERR_FATAL alone (a kernel that does not
+// read an endpoint's status for a fatal error), and a status bit the kernel
+// has no name for, printed by its number. Each is a fatal error, the card
+// seen. Before, the first read healthy (the total dropped beside the named
+// zeros) and the second was refused as garbage: the card not seen, for good.
+TEST_F(PciTreeTest, AFatalErrorTheNamedLinesDoNotTellIsOneAllTheSame) {
+  const std::string gpu = Gpu("0000:3b:00.0");
+  store::DeviceRegistry reg;
+  prometheus::Registry self;
+  PciSampler sampler(PciScanner(dir_.path(), PciFilter()), FaultCatalog::Builtin(),
+                     std::chrono::seconds(1), kGaugeInterval, &reg, &self);
+  auto view = [&] {
+    for (const store::PciDeviceView& v : reg.PciDevices())
+      if (v.bus_id == "0000:3b:00.0") return v;
+    return store::PciDeviceView{};
+  };
+  auto codes = [&] {
+    std::vector<std::string> out;
+    for (const store::ActiveFault& f : view().faults) out.push_back(f.code);
+    return out;
+  };
+  auto fatal_sum = [](const store::PciDeviceView& v) {
+    uint64_t n = 0;
+    for (const auto& a : v.aer) n += a.severity == "fatal" ? a.count : 0;
+    return n;
+  };
+  Write(gpu + "/aer_dev_fatal", "Undefined 0\nDLP 0\nSDES 0\nTOTAL_ERR_FATAL 0\n");
+  ASSERT_TRUE(sampler.SampleOnce());
+  ASSERT_TRUE(view().faults.empty());
+  Write(gpu + "/aer_dev_fatal", "Undefined 0\nDLP 0\nSDES 0\nTOTAL_ERR_FATAL 1\n");
+  ASSERT_TRUE(sampler.SampleOnce());
+  EXPECT_TRUE(view().seen);
+  EXPECT_EQ(codes(), std::vector<std::string>{kFaultAerFatal});
+  EXPECT_EQ(fatal_sum(view()), 1u) << "the page's fatal sum is the total";
+  Write(gpu + "/aer_dev_fatal",
+        "Undefined 0\nDLP 0\nSDES 0\ndev_fatal_errs_bit[26] 2\nTOTAL_ERR_FATAL 2\n");
+  ASSERT_TRUE(sampler.SampleOnce());
+  EXPECT_TRUE(view().seen) << "a numbered bit's line is no garbage";
+  EXPECT_EQ(codes(), std::vector<std::string>{kFaultAerFatal});
+  EXPECT_EQ(fatal_sum(view()), 2u);
+  std::vector<std::pair<std::string, uint64_t>> c;
+  EXPECT_FALSE(ParseAerFile("bit[\n", &c).ok());
+  EXPECT_FALSE(ParseAerFile("bit[1] \n", &c).ok());
+  EXPECT_FALSE(ParseAerFile("bit[12345] 1\n", &c).ok());
+  EXPECT_FALSE(ParseAerFile("[1] 1\n", &c).ok());
+  EXPECT_FALSE(ParseAerFile("bit[1]x 1\n", &c).ok());
+}
+
 // A card whose directory goes between the reads of one scan (its class and
 // vendor read, then every other file gone: the `device` file every PCI
 // function has is missing) is not read, not present and healthy with no

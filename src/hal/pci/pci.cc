@@ -158,8 +158,19 @@ Status ParseAerFile(std::string_view text, std::vector<std::pair<std::string, ui
       auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), count);
       count_ok = ec == std::errc() && end == digits.data() + digits.size() && !digits.empty();
     }
+    // A status bit the kernel has no name for is printed by its number:
+    // "dev_fatal_errs_bit[26] 1" (aer.c's stats attributes).
+    std::string_view stem = name;
+    if (const size_t open = name.find('['); open != std::string_view::npos) {
+      const std::string_view bit = name.substr(open + 1);
+      const bool bit_ok = bit.size() >= 2 && bit.size() <= 4 && bit.back() == ']' &&
+                          std::all_of(bit.begin(), bit.end() - 1, [](char c) {
+                            return c >= '0' && c <= '9';
+                          });
+      stem = bit_ok ? name.substr(0, open) : std::string_view();
+    }
     const bool name_ok =
-        !name.empty() && name.size() <= 64 && std::all_of(name.begin(), name.end(), [](char c) {
+        !stem.empty() && name.size() <= 64 && std::all_of(stem.begin(), stem.end(), [](char c) {
           return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_';
         });
     if (!name_ok || !count_ok)
@@ -442,10 +453,12 @@ void PciScanner::ReadAer(const DeviceDir& device, bool whole, PciDevice* d) cons
       d->unread = d->unread || std::strcmp(severity, "fatal") == 0;
       continue;
     }
-    // The named counters sum to the TOTAL_ line; exporting both would
-    // double every sum(). The total stands in only when nothing else does.
+    // The named counters sum to the TOTAL_ line (mostly: below); exporting
+    // both would double every sum(). The total stands in only when nothing
+    // else does.
     std::optional<uint64_t> total;
     size_t named = 0;
+    uint64_t named_sum = 0;
     for (const auto& [name, count] : counters) {
       if (name.rfind("TOTAL_", 0) == 0) {
         total = count;
@@ -453,8 +466,18 @@ void PciScanner::ReadAer(const DeviceDir& device, bool whole, PciDevice* d) cons
       }
       d->aer.push_back({severity, name, count});
       ++named;
+      named_sum = count > UINT64_MAX - named_sum ? UINT64_MAX : named_sum + count;
     }
-    if (named == 0 && total) d->aer.push_back({severity, "total", *total});
+    if (named == 0 && total) {
+      d->aer.push_back({severity, "total", *total});
+    } else if (total && *total > named_sum) {
+      // The total counts error events, the named lines status bits: a
+      // kernel that does not read an endpoint's status for a fatal error
+      // (6.17's AER) counts the event alone, every named line 0. What the
+      // lines do not tell is told as its own type, so the sum is the total
+      // and a fatal error is one.
+      d->aer.push_back({severity, "unattributed", *total - named_sum});
+    }
   }
 }
 
