@@ -42,7 +42,7 @@ struct HalOptions {
   // The pci backend: sysfs root (the host's /sys, mounted read-only in a
   // container), device classes and an optional vendor allowlist.
   std::string pci_root = "/sys";
-  std::vector<std::string> pci_classes = {"0x0302", "0x1200", "0x0b40"};
+  std::vector<std::string> pci_classes = {"0x0302", "0x0380", "0x1200", "0x0b40"};
   std::vector<std::string> pci_vendors;
   std::chrono::milliseconds interval{1000};
   // How often the facts that only change slowly or are only shown are

@@ -4,6 +4,7 @@
 #include "hal/pci/pci.h"
 
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -77,6 +78,19 @@ TEST(PciParseTest, IdsAddressesAndClassFilters) {
   EXPECT_FALSE(f.Matches(0x030200, 0x1002));
   EXPECT_FALSE(MakePciFilter({"3d"}, {}, &f).ok());
   EXPECT_FALSE(MakePciFilter({"0302"}, {"0x12345"}, &f).ok());
+  // The defaults watch what accelerators are: NVIDIA's 3D controllers, AMD's
+  // Instinct MI100/MI200 (display controllers, 0x0380) and MI300
+  // (processing accelerators), co-processors; not a BMC's VGA or a NIC.
+  const PciFilter defaults;
+  EXPECT_TRUE(defaults.Matches(0x030200, 0x10de));
+  EXPECT_TRUE(defaults.Matches(0x038000, 0x1002));
+  EXPECT_TRUE(defaults.Matches(0x120000, 0x1002));
+  EXPECT_TRUE(defaults.Matches(0x0b4000, 0x8086));
+  EXPECT_FALSE(defaults.Matches(0x030000, 0x1a03));
+  EXPECT_FALSE(defaults.Matches(0x020000, 0x15b3));
+  PciFilter flags;
+  ASSERT_TRUE(MakePciFilter(HalOptions().pci_classes, {}, &flags).ok());
+  EXPECT_EQ(flags, defaults) << "--hal.pci.classes' default is the filter's";
 }
 
 TEST(PciParseTest, AerCountersAsTheKernelWritesThem) {
@@ -403,6 +417,52 @@ TEST_F(PciTreeTest, AFatalErrorTheNamedLinesDoNotTellIsOneAllTheSame) {
   EXPECT_FALSE(ParseAerFile("bit[12345] 1\n", &c).ok());
   EXPECT_FALSE(ParseAerFile("[1] 1\n", &c).ok());
   EXPECT_FALSE(ParseAerFile("bit[1]x 1\n", &c).ok());
+}
+
+// Where held files are not to be had (no inotify instance: a node's
+// max_user_instances used up), a card's directory that cannot be opened for
+// want of descriptors is a card not read this scan, not one lost, and no
+// reset is counted when the next scan reads it. Before, it was lost
+// (pci_device_lost, isolate_card) and counted a reset.
+TEST_F(PciTreeTest, ACardNotOpenedForWantOfDescriptorsIsNotLost) {
+  Gpu("0000:3b:00.0");
+  store::DeviceRegistry reg;
+  prometheus::Registry self;
+  rlimit old{};
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &old), 0);
+  // Descriptors up to the next free one and `spare` more.
+  auto limit_to = [&](rlim_t spare) {
+    const int next = dup(2);
+    ASSERT_GE(next, 0);
+    close(next);
+    rlimit l = old;
+    l.rlim_cur = static_cast<rlim_t>(next) + spare;
+    ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &l), 0);
+  };
+  limit_to(0);  // inotify cannot be had: no held files
+  std::unique_ptr<PciSampler> sampler;
+  sampler =
+      std::make_unique<PciSampler>(PciScanner(dir_.path(), PciFilter()), FaultCatalog::Builtin(),
+                                   std::chrono::seconds(1), kGaugeInterval, &reg, &self);
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &old), 0);
+  auto view = [&] {
+    for (const store::PciDeviceView& v : reg.PciDevices())
+      if (v.bus_id == "0000:3b:00.0") return v;
+    return store::PciDeviceView{};
+  };
+  ASSERT_TRUE(sampler->SampleOnce());
+  ASSERT_TRUE(view().seen);
+  ASSERT_TRUE(view().faults.empty());
+  limit_to(1);  // the listing's descriptor, none for the card's directory
+  const bool sampled = sampler->SampleOnce();
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &old), 0);
+  ASSERT_TRUE(sampled);
+  EXPECT_TRUE(view().present);
+  EXPECT_FALSE(view().seen);
+  EXPECT_TRUE(view().faults.empty()) << "a card not opened is not a card lost";
+  ASSERT_TRUE(sampler->SampleOnce());
+  EXPECT_TRUE(view().seen);
+  EXPECT_EQ(view().resets_observed, 0u);
 }
 
 // A card whose directory goes between the reads of one scan (its class and

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <charconv>
 #include <cstring>
 #include <filesystem>
@@ -163,10 +164,9 @@ Status ParseAerFile(std::string_view text, std::vector<std::pair<std::string, ui
     std::string_view stem = name;
     if (const size_t open = name.find('['); open != std::string_view::npos) {
       const std::string_view bit = name.substr(open + 1);
-      const bool bit_ok = bit.size() >= 2 && bit.size() <= 4 && bit.back() == ']' &&
-                          std::all_of(bit.begin(), bit.end() - 1, [](char c) {
-                            return c >= '0' && c <= '9';
-                          });
+      const bool bit_ok =
+          bit.size() >= 2 && bit.size() <= 4 && bit.back() == ']' &&
+          std::all_of(bit.begin(), bit.end() - 1, [](char c) { return c >= '0' && c <= '9'; });
       stem = bit_ok ? name.substr(0, open) : std::string_view();
     }
     const bool name_ok =
@@ -351,7 +351,22 @@ Status PciScanner::Scan(std::vector<PciDevice>* out, PciScanDepth depth,
       // The device's files are read relative to its directory: a path walk
       // of one component each, not of the whole path.
       device.fd = ::open(device.path.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
-      if (device.fd < 0) continue;  // gone since listed
+      if (device.fd < 0) {
+        // Gone since listed; or there and not opened (out of descriptors,
+        // memory): a card known is not read this scan, not lost (before, it
+        // was lost, and counted a reset when it came back).
+        const int err = errno;
+        if (err == ENOENT || err == ENOTDIR || cached == nullptr) continue;
+        PciDevice d;
+        d.address = address;
+        d.class_code = cached->class_code;
+        d.vendor = cached->vendor;
+        d.unread = true;
+        d.errors.push_back(device.path + ": " + ErrnoText(err));
+        if (cache != nullptr) cards[device.path] = *cached;
+        out->push_back(std::move(d));
+        continue;
+      }
     }
     std::optional<uint32_t> class_code, vendor;
     bool unread = false;

@@ -89,7 +89,8 @@ Status MakePciFilter(const std::vector<std::string>& classes,
 
 struct PciFilter {
   // (class, digits): 4-digit entries compare class >> 8.
-  std::vector<std::pair<uint32_t, int>> classes = {{0x0302, 4}, {0x1200, 4}, {0x0b40, 4}};
+  std::vector<std::pair<uint32_t, int>> classes = {
+      {0x0302, 4}, {0x0380, 4}, {0x1200, 4}, {0x0b40, 4}};
   std::vector<uint32_t> vendors;  // empty: any; listed vendors' VGA (0x0300) count too
   bool Matches(uint32_t class_code, uint32_t vendor) const;
   bool operator==(const PciFilter&) const = default;
