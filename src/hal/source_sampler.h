@@ -36,9 +36,15 @@ class GaugeCadence {
   GaugeCadence(std::chrono::milliseconds interval, std::chrono::milliseconds gauge)
       : interval_(interval), gauge_(gauge) {}
   bool WholeDue(Clock::time_point now) const {
-    return gauge_ <= interval_ || !last_ || now - *last_ >= gauge_;
+    return gauge_ <= interval_ ||
+           ((!last_ || now - *last_ >= gauge_) && (!tried_ || now - *tried_ >= gauge_));
   }
   void ReadWhole(Clock::time_point now) { last_ = now; }
+  // A whole read asked for that may not answer in time: the next whole one
+  // is due a cadence later, and the reads between read the faults alone (a
+  // whole read slower than the deadline must not leave every read whole,
+  // and late, for good).
+  void Tried(Clock::time_point now) { tried_ = now; }
   bool Fresh(Clock::time_point now) const {
     return last_ && now - *last_ <= store::kStaleIntervals * gauge_;
   }
@@ -47,7 +53,7 @@ class GaugeCadence {
 
  private:
   const std::chrono::milliseconds interval_, gauge_;
-  std::optional<Clock::time_point> last_;
+  std::optional<Clock::time_point> last_, tried_;
 };
 
 class SourceSampler : public Part {

@@ -590,6 +590,33 @@ TEST_F(NvmlSamplerTest, GaugesAreReadAtTheirCadenceAndFaultsEveryInterval) {
   dlclose(lib);
 }
 
+// A whole read slower than the deadline (a gauge's calls slow on a busy
+// node) leaves the reads between whole ones to the faults, which answer in
+// time: a row remap pending is raised. Before, a whole read that never
+// answered in time was asked again at every sample, no health-only read
+// ran, and the source stayed blind for good.
+TEST_F(NvmlSamplerTest, AWholeReadSlowerThanTheDeadlineLeavesTheFaultsRead) {
+  Json f = TwoCards();
+  f["hang_ms"] = {{"nvmlDeviceGetTemperature", 700}};  // a gauge's call: whole reads only
+  f["devices"][0]["remap"] = {{"corrected", 0}, {"uncorrected", 1}, {"pending", true}};
+  Write(f);
+  NvmlSampler::Options o;
+  o.library = FAKE_NVML_PATH;
+  o.interval = std::chrono::seconds(1);
+  o.gauge_interval = std::chrono::seconds(5);
+  o.deadline = std::chrono::milliseconds(300);
+  NvmlSampler s(o, FaultCatalog::Builtin(), &registry_, &self_);
+  EXPECT_TRUE(xpu::testing::WaitFor(
+      [&] {
+        return s.SampleOnce() &&
+               xpu::testing::MetricValue(
+                   registry_, "xpu_device_fault_active",
+                   {{"source", "nvml"}, {"minor", "3"}, {"code", kNvmlRowRemapPending}}) == 1;
+      },
+      std::chrono::seconds(8)))
+      << "blind while every read was whole and late";
+}
+
 TEST_F(NvmlSamplerTest, XdmsGaugesUnderXdmsNamesForEveryCard) {
   store::DeviceInfo a100;
   a100.minor = 3;

@@ -348,6 +348,7 @@ bool NvmlSampler::SampleOnce() {
       r.asked = true;
       r.ask = std::move(ask);
       r.health_only = !cadence_.WholeDue(Clock::now());
+      if (!r.health_only) cadence_.Tried(Clock::now());
       want = ++r.generation;
       lock.Unlock();  // as the reader tells its answer
       r.cv.NotifyAll();
