@@ -1,6 +1,7 @@
 #include "common/backoff.h"
 
 #include <algorithm>
+#include <random>
 #include <stdexcept>
 
 namespace xpu {
@@ -25,6 +26,13 @@ Backoff::Ms Backoff::Next() {
   const double next = static_cast<double>(base_.count()) * multiplier_;
   base_ = next >= static_cast<double>(max_.count()) ? max_ : Ms(static_cast<int64_t>(next));
   return std::min(wait, max_);
+}
+
+std::function<double()> SharedUniform01() {
+  return [] {
+    thread_local std::mt19937_64 engine(std::random_device{}());
+    return std::uniform_real_distribution<double>(0, 1)(engine);
+  };
 }
 
 }  // namespace xpu

@@ -30,4 +30,9 @@ class Backoff {
   Ms base_;
 };
 
+// A uniform source in [0, 1) for Backoff that backoffs on several threads
+// may share (copies of one std::function): each thread draws from its own
+// engine, seeded from std::random_device. Thread-safe.
+std::function<double()> SharedUniform01();
+
 }  // namespace xpu

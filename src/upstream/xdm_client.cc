@@ -4,7 +4,6 @@
 #include <spdlog/spdlog.h>
 
 #include <array>
-#include <random>
 #include <utility>
 
 #include "common/collector_metrics.h"
@@ -187,10 +186,9 @@ XdmClient::XdmClient(ClientOptions options, std::shared_ptr<const catalog::Catal
   metrics_->interval.Set(std::chrono::duration<double>(options_.interval).count());
   devices_->SetXdmLive(false);
   if (!channels) channels = DefaultChannelFactory(options_);
-  if (!uniform01_) {
-    auto rng = std::make_shared<std::mt19937_64>(std::random_device{}());
-    uniform01_ = [rng] { return std::uniform_real_distribution<double>(0, 1)(*rng); };
-  }
+  // The stream's and ListAndWatch's backoffs draw at once when XDM dies:
+  // one engine each thread (before, both shared one mt19937, unlocked).
+  if (!uniform01_) uniform01_ = SharedUniform01();
   channels_ = channels;
   if (options_.xdm_endpoint.empty()) {
     // No daemon on this node (a hardware-only node): nothing to connect to,
