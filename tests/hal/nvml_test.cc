@@ -617,6 +617,37 @@ TEST_F(NvmlSamplerTest, AWholeReadSlowerThanTheDeadlineLeavesTheFaultsRead) {
       << "blind while every read was whole and late";
 }
 
+// A driver whose nvmlEventSetCreate fails: no Xid events, said once, and
+// tried again a register retry (the gauge interval) later, not at every
+// read. Before, every read (each second) started a thread that tried and
+// warned again.
+TEST_F(NvmlSamplerTest, AnEventSetThatCannotBeMadeIsTriedAgainLaterNotAtEveryRead) {
+  void* lib = dlopen(FAKE_NVML_PATH, RTLD_NOW);
+  ASSERT_NE(lib, nullptr);
+  auto attempts = reinterpret_cast<int (*)()>(dlsym(lib, "xpu_fake_nvml_event_set_attempts"));
+  ASSERT_NE(attempts, nullptr);
+  Json f = TwoCards();
+  f["event_create_error"] = 999;  // NVML_ERROR_UNKNOWN
+  Write(f);
+  NvmlSampler::Options o;
+  o.library = FAKE_NVML_PATH;
+  o.interval = std::chrono::seconds(1);
+  o.gauge_interval = std::chrono::seconds(30);
+  o.deadline = kGenerousDeadline;
+  NvmlSampler s(o, FaultCatalog::Builtin(), &registry_, &self_);
+  const int before = attempts();
+  ASSERT_TRUE(s.SampleOnce());
+  ASSERT_TRUE(xpu::testing::WaitFor([&] { return attempts() > before; }, std::chrono::seconds(5)));
+  for (int i = 1; i < 6; ++i) {
+    ASSERT_TRUE(s.SampleOnce());
+    // A read that starts another try makes it within this wait.
+    (void)xpu::testing::WaitFor([&] { return attempts() > before + i; },
+                                std::chrono::milliseconds(300));
+  }
+  EXPECT_EQ(attempts() - before, 1) << "tried again at every read";
+  dlclose(lib);
+}
+
 TEST_F(NvmlSamplerTest, XdmsGaugesUnderXdmsNamesForEveryCard) {
   store::DeviceInfo a100;
   a100.minor = 3;

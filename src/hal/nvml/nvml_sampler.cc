@@ -53,6 +53,9 @@ struct NvmlSampler::Reader {
   std::vector<NvmlDevice> cards XPU_GUARDED_BY(mu);
   std::vector<std::string> missing XPU_GUARDED_BY(mu);
   bool listening XPU_GUARDED_BY(mu) = false;  // the event thread runs
+  // nvmlEventSetCreate failed: no event thread before this (tried again
+  // register_retry later, not at every read), said once until it works.
+  std::optional<std::chrono::steady_clock::time_point> listen_after XPU_GUARDED_BY(mu);
   // Events the event thread took and the sampler has not (bounded: a card
   // that floods drops the oldest, counted).
   std::deque<NvmlEvent> events XPU_GUARDED_BY(mu);
@@ -76,10 +79,19 @@ struct NvmlSampler::Reader {
     nvml::EventSet set = nullptr;
     if (const nvml::Return r = a.event_set_create(&set); r != nvml::kSuccess) {
       MutexLock lock(self->mu);
-      self->notes.emplace_back(true, "no Xid events: nvmlEventSetCreate: " + lib->ErrorString(r) +
-                                         " (tried again at the next read)");
+      // Said once until a set is made; tried again register_retry later
+      // (before, a thread and this warning at every read, each second).
+      if (!self->listen_after)
+        self->notes.emplace_back(true, "no Xid events: nvmlEventSetCreate: " + lib->ErrorString(r) +
+                                           " (tried again, said once)");
+      self->listen_after = std::chrono::steady_clock::now() + self->register_retry;
       self->listening = false;
       return;
+    }
+    {
+      MutexLock lock(self->mu);
+      if (std::exchange(self->listen_after, std::nullopt))
+        self->notes.emplace_back(false, "nvmlEventSetCreate works again");
     }
     std::map<nvml::Device, unsigned> index;
     std::set<unsigned> deaf;  // cards not registered yet
@@ -185,9 +197,10 @@ struct NvmlSampler::Reader {
         s = ReadNvmlDevices(*lib, &cards, ask, health_only);
       }
       lock.Lock();
-      if (s.ok() && !cards.empty() && !self->listening && lib->api().event_set_create != nullptr &&
-          lib->api().register_events != nullptr && lib->api().event_set_wait != nullptr &&
-          lib->api().event_set_free != nullptr) {
+      if (s.ok() && !cards.empty() && !self->listening &&
+          (!self->listen_after || std::chrono::steady_clock::now() >= *self->listen_after) &&
+          lib->api().event_set_create != nullptr && lib->api().register_events != nullptr &&
+          lib->api().event_set_wait != nullptr && lib->api().event_set_free != nullptr) {
         self->listening = true;
         std::thread([self, lib, n = static_cast<unsigned>(cards.size())] {
           NameThisThread("nvml-events");

@@ -8,7 +8,8 @@
 // that hangs
 // ("hang_ms": {"nvmlDeviceGetTemperature": 5000}; it ends early once the
 // fixture no longer names the call), a call the card does not
-// support ("unsupported"), any other answer to a call ("errors"), and events (Xid, ECC, clocks)
+// support ("unsupported"), any other answer to a call ("errors"; "event_create_error": what
+// nvmlEventSetCreate answers), and events (Xid, ECC, clocks)
 // that nvmlEventSetWait_v2 delivers once each, in order. Built twice: the fake_nvml_old variant
 // (FAKE_NVML_OLD_DRIVER) is an older driver's library, without nvmlDeviceGetRemappedRows and with
 // only the older name of the clock-event reasons.
@@ -59,6 +60,7 @@ ino_t inode = 0;
 std::map<uintptr_t, size_t>& delivered = *new std::map<uintptr_t, size_t>();
 size_t events_delivered = 0;  // by every set; guarded by mu
 uintptr_t sets_made = 0;
+uintptr_t set_attempts = 0;  // nvmlEventSetCreate's calls, failed ones too
 
 // The fixture now; under mu. `look`: whether to look at the file (a stat,
 // and a read when it changed) or answer from the snapshot the last look
@@ -194,6 +196,11 @@ long xpu_fake_nvml_calls() { return calls.load(); }
 int xpu_fake_nvml_event_sets_made() {
   std::lock_guard<std::mutex> lock(mu);
   return static_cast<int>(sets_made);
+}
+// Not NVML's: how often nvmlEventSetCreate was called, failed calls too.
+int xpu_fake_nvml_event_set_attempts() {
+  std::lock_guard<std::mutex> lock(mu);
+  return static_cast<int>(set_attempts);
 }
 
 // Not NVML's: how many registrations of card `index` for events took, so
@@ -537,6 +544,9 @@ nvml::Return nvmlDeviceGetComputeRunningProcesses_v3(nvml::Device h, unsigned* c
 
 nvml::Return nvmlEventSetCreate(nvml::EventSet* set) {
   std::lock_guard<std::mutex> lock(mu);
+  ++set_attempts;
+  if (const Json& f = Fixture(); f.contains("event_create_error"))
+    return static_cast<nvml::Return>(f["event_create_error"].get<int>());
   const uintptr_t id = ++sets_made;
   delivered[id] = Member(Fixture(), "events", kNoArray).size();
   *set = reinterpret_cast<nvml::EventSet>(id);
