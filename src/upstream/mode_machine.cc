@@ -50,6 +50,9 @@ void ModeMachine::StreamOpened(Clock::time_point now) {
 void ModeMachine::StreamDelivered(Clock::time_point now) {
   last_stream_msg_ = now;
   last_fresh_ = now;
+  // A poll's answer from before says nothing once the stream delivers: when
+  // the stream ends, only a poll after it makes the mode `poll`.
+  last_poll_ok_ = false;
   refused_ = false;
   last_error_.clear();
 }

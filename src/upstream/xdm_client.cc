@@ -505,6 +505,13 @@ void XdmClient::StreamLoop() {
     grpc::ClientReader<grpc::ByteBuffer>* const reader = call.reader.get();
     grpc::ByteBuffer msg;
     bool delivered = false;
+    // The stream has held: a message an interval or more after it opened
+    // (not a second message: a daemon's push on subscribing and its next
+    // tick may come together). Only then are the backoff and the polls'
+    // hurry reset: a daemon that sends one message on subscribing and drops
+    // the call (a handler that fails after its first write) is re-subscribed
+    // with a growing backoff, not once a second for ever.
+    bool held = false;
     const auto opened = SteadyClock::now();
     auto t0 = opened;
     while (reader->Read(&msg)) {
@@ -522,14 +529,17 @@ void XdmClient::StreamLoop() {
       }
       if (!delivered) {
         delivered = true;
-        backoff.Reset();
-        {
-          MutexLock lock(mu_);
+        spdlog::info("ExporterDataStream delivering from {}", options_.xdm_endpoint);
+        logged_.Clear("watchdog");
+      }
+      if (!held) {
+        MutexLock lock(mu_);
+        held = SteadyClock::now() - opened >= machine_.interval();
+        if (held) {
+          backoff.Reset();
           backoff_base_ = backoff.base();
           stream_hurry_.Delivered();
         }
-        spdlog::info("ExporterDataStream delivering from {}", options_.xdm_endpoint);
-        logged_.Clear("watchdog");
       }
       if (fresh) {
         MutexLock lock(mu_);

@@ -63,6 +63,35 @@ TEST_F(ClientTest, BrokenStreamThatCannotResubscribePollsEveryInterval) {
   EXPECT_TRUE(WaitMode(Mode::kStream));
 }
 
+// A daemon whose stream delivers its first message and then drops the call
+// (a handler that fails after its first write): re-subscribed with a growing
+// backoff, polled meanwhile. Before, that first message reset the backoff and
+// the polls' hurry, and the stream was re-subscribed about once an interval
+// for as long as it went on (42 times in these 4 s against the stand-in).
+TEST_F(ClientTest, AStreamThatDropsAfterItsFirstMessageBacksOff) {
+  ClientOptions o = DefaultOptions();
+  o.backoff_max = milliseconds(30000);
+  Begin(kInterval, o);
+  ASSERT_TRUE(WaitMode(Mode::kStream));
+  std::atomic<bool> breaking{true};
+  std::thread breaker([&] {
+    while (breaking) {
+      HttpPost(Control("/control/stream/break"));
+      std::this_thread::sleep_for(milliseconds(50));
+    }
+  });
+  const double reconnects = Value(*registry_, "xpu_exporter_stream_reconnects_total");
+  const uint64_t ticks = sim_->signals().ticks();
+  ASSERT_TRUE(WaitFor([&] { return sim_->signals().ticks() >= ticks + 20; }, milliseconds(10000)));
+  const double made = Value(*registry_, "xpu_exporter_stream_reconnects_total") - reconnects;
+  breaking = false;
+  breaker.join();
+  // 100 ms, x2: 0.1 + 0.2 + 0.4 + 0.8 + 1.6 s is 3.1 s of the 4 s; a hurry
+  // or two more at most.
+  EXPECT_LE(made, 8) << "re-subscribed without backing off";
+  EXPECT_GE(made, 2);
+}
+
 TEST_F(ClientTest, FollowsTheIntervalXdmReportsInsteadOfFlapping) {
   // XDM collects every 600 ms; the flag says 100 ms. Judged by the flag, the
   // stream would look dead between pushes: poll, watchdog, reconnect.

@@ -51,6 +51,26 @@ TEST_F(ModeTest, AStreamThatDeliversIsStreamForOneAndAHalfIntervals) {
   EXPECT_FALSE(m_.StreamFresh(now_));  // the poller polls from here
 }
 
+// A poll that answered at start, then hours of stream: when the stream
+// ends, that old answer says nothing of now. The mode holds as a stall until
+// a poll answers (or the floor passes). Before, it went stream -> poll at
+// once on the start's answer, and a poll that then timed out held "poll"
+// with no poll having answered.
+TEST_F(ModeTest, APollAnsweredBeforeTheStreamSaysNothingWhenTheStreamEnds) {
+  m_.Polled(now_, /*fresh=*/true, /*refused=*/false);
+  EXPECT_EQ(Update().to, Mode::kPoll);
+  StreamUp();
+  EXPECT_EQ(Update().to, Mode::kStream);
+  for (int i = 0; i < 600; ++i) {
+    Advance(milliseconds(1000));
+    m_.StreamDelivered(now_);
+  }
+  m_.StreamEnded();
+  EXPECT_EQ(Update().to, Mode::kStream) << "a stall holds its mode";
+  m_.Polled(now_, /*fresh=*/true, /*refused=*/false);
+  EXPECT_EQ(Update().to, Mode::kPoll);
+}
+
 TEST_F(ModeTest, AMessageBeforeTheStreamReopenedDoesNotMakeTheNewOneFresh) {
   StreamUp();
   m_.StreamEnded();
