@@ -308,6 +308,20 @@ bool PciScanner::JudgeFunction(const DeviceDir& device, std::optional<uint32_t>*
   return card;
 }
 
+// A known card whose directory is there and could not be opened (out of
+// descriptors or memory): the card it was, not read this scan, not lost
+// (before, it was lost, and counted a reset when it came back).
+PciDevice PciScanner::NotOpened(const std::string& address, const PciScanCache::Card& known,
+                                std::string why) {
+  PciDevice d;
+  d.address = address;
+  d.class_code = known.class_code;
+  d.vendor = known.vendor;
+  d.unread = true;
+  d.errors.push_back(std::move(why));
+  return d;
+}
+
 Status PciScanner::Scan(std::vector<PciDevice>* out, PciScanDepth depth,
                         PciScanCache* cache) const {
   out->clear();
@@ -351,20 +365,11 @@ Status PciScanner::Scan(std::vector<PciDevice>* out, PciScanDepth depth,
       // The device's files are read relative to its directory: a path walk
       // of one component each, not of the whole path.
       device.fd = ::open(device.path.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
-      if (device.fd < 0) {
-        // Gone since listed; or there and not opened (out of descriptors,
-        // memory): a card known is not read this scan, not lost (before, it
-        // was lost, and counted a reset when it came back).
-        const int err = errno;
-        if (err == ENOENT || err == ENOTDIR || cached == nullptr) continue;
-        PciDevice d;
-        d.address = address;
-        d.class_code = cached->class_code;
-        d.vendor = cached->vendor;
-        d.unread = true;
-        d.errors.push_back(device.path + ": " + ErrnoText(err));
-        if (cache != nullptr) cards[device.path] = *cached;
-        out->push_back(std::move(d));
+      if (device.fd < 0) {  // gone since listed, or not opened (NotOpened)
+        if (const int err = errno; err != ENOENT && err != ENOTDIR && cached != nullptr) {
+          out->push_back(NotOpened(address, *cached, device.path + ": " + ErrnoText(err)));
+          cards[device.path] = *cached;
+        }
         continue;
       }
     }

@@ -166,6 +166,8 @@ class PciScanner {
   bool JudgeFunction(const DeviceDir& device, std::optional<uint32_t>* class_code,
                      std::optional<uint32_t>* vendor, bool* judged) const;
   void ReadDevice(const DeviceDir& dir, PciScanDepth depth, PciDevice* d) const;
+  static PciDevice NotOpened(const std::string& address, const PciScanCache::Card& known,
+                             std::string why);
   void ReadAer(const DeviceDir& device, bool whole, PciDevice* d) const;
   void ReadPort(const std::string& dir, PciDevice* d) const;
   const std::string root_;
