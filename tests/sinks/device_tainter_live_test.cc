@@ -104,6 +104,18 @@ class DeviceTainterLiveTest : public ::testing::Test {
               {"devices", devices}}}};
   }
   void AddSlice(const Json& slice) { api_.Control("POST", "slice", slice.dump()); }
+  // The slice's next generation: gpu-3 names another address now, and card
+  // 3 is named gpu-3b.
+  static Json Card3Renamed() {
+    Json slice = SliceOf("node-a-gpus", 0, kCards - 1, 2);
+    slice["spec"]["devices"][3]["attributes"]["resource.kubernetes.io/pciBusID"]["string"] =
+        "0000:ff:00.0";
+    slice["spec"]["devices"][3]["attributes"]["uuid"]["string"] = "GPU-elsewhere";
+    slice["spec"]["devices"].push_back(
+        {{"name", "gpu-3b"},
+         {"attributes", {{"resource.kubernetes.io/pciBusID", {{"string", CardBus(3)}}}}}});
+    return slice;
+  }
   std::unique_ptr<DeviceTainter> Make() {
     return std::make_unique<DeviceTainter>(k_, o_, dra_, api_.url(), &registry_, metrics_now_);
   }
@@ -605,14 +617,7 @@ TEST_F(DeviceTainterLiveTest, AnUnknownCardRenamedKeepsItsTaintOnItsNewDevice) {
   registry_.SetDeviceViews("nvml", nvml);
   ASSERT_TRUE(WaitFor([&] { return !RuleFor(3).is_null(); }, std::chrono::seconds(10)));
   registry_.SetSourceBlind("nvml", "NVML does not answer");
-  Json slice = SliceOf("node-a-gpus", 0, kCards - 1, 2);
-  slice["spec"]["devices"][3]["attributes"]["resource.kubernetes.io/pciBusID"]["string"] =
-      "0000:ff:00.0";
-  slice["spec"]["devices"][3]["attributes"]["uuid"]["string"] = "GPU-elsewhere";
-  slice["spec"]["devices"].push_back(
-      {{"name", "gpu-3b"},
-       {"attributes", {{"resource.kubernetes.io/pciBusID", {{"string", CardBus(3)}}}}}});
-  AddSlice(slice);
+  AddSlice(Card3Renamed());
   ASSERT_TRUE(WaitFor([&] { return t->report().slices == 1 && Rounds(*t, 1); }));
   ASSERT_TRUE(Rounds(*t, HoldRounds() * 2));
   bool on_3b = false;
@@ -815,14 +820,7 @@ TEST_F(DeviceTainterLiveTest, ARuleOfADeviceThatIsNoLongerItsCardIsReplacedNotKe
   t->Start();
   SetFault(3, {kXid79});
   ASSERT_TRUE(WaitFor([&] { return !RuleFor(3).is_null(); }, std::chrono::seconds(10)));
-  Json slice = SliceOf("node-a-gpus", 0, kCards - 1, 2);
-  slice["spec"]["devices"][3]["attributes"]["resource.kubernetes.io/pciBusID"]["string"] =
-      "0000:ff:00.0";
-  slice["spec"]["devices"][3]["attributes"]["uuid"]["string"] = "GPU-elsewhere";
-  slice["spec"]["devices"].push_back(
-      {{"name", "gpu-3b"},
-       {"attributes", {{"resource.kubernetes.io/pciBusID", {{"string", CardBus(3)}}}}}});
-  AddSlice(slice);
+  AddSlice(Card3Renamed());
   auto rule_on = [&](const std::string& device) {
     for (const Json& r : Rules())
       if (r["spec"]["deviceSelector"]["device"] == device) return true;
