@@ -103,9 +103,11 @@ size_t LogOnce::ClearPrefixIf(const std::string& prefix,
   });
 }
 
-size_t LogOnce::size() const {
+size_t LogOnce::CountPrefix(const std::string& prefix) const {
   MutexLock lock(mu_);
-  return raised_.size();
+  return static_cast<size_t>(
+      std::count_if(raised_.begin(), raised_.end(),
+                    [&](const std::string& k) { return k.rfind(prefix, 0) == 0; }));
 }
 
 bool LogLimiter::Allow(const std::string& key, Clock::time_point now, uint64_t* held_back) {

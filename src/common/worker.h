@@ -113,8 +113,8 @@ class LogOnce {
   // (called under the lock: it must not call back); how many.
   size_t ClearPrefixIf(const std::string& prefix,
                        const std::function<bool(std::string_view)>& clear);
-  // How many keys are raised.
-  size_t size() const;
+  // How many keys starting with `prefix` are raised.
+  size_t CountPrefix(const std::string& prefix) const;
 
  private:
   mutable Mutex mu_;

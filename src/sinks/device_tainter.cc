@@ -134,6 +134,7 @@ void DeviceTainter::Withdraw() {
   const size_t ours = rules_.size();
   size_t deleted = 0;
   std::map<std::string, std::string> failed;  // name -> why, of the last pass
+  std::chrono::seconds asked{0};              // the longest Retry-After of the pass
   for (;;) {
     failed.clear();
     bool changed = false, retry = false;
@@ -157,6 +158,7 @@ void DeviceTainter::Withdraw() {
         continue;
       }
       Count("delete", "error");
+      asked = std::max(asked, r.retry_after);
       changed = changed || (r.error.empty() && r.status == 409);
       retry = retry || !r.error.empty() || r.status == 408 || r.status == 409 || r.status == 429 ||
               r.status >= 500;
@@ -164,7 +166,7 @@ void DeviceTainter::Withdraw() {
       ++it;
     }
     if (failed.empty() || !retry || late()) break;
-    const auto wait = kubernetes::RetryWait(&backoff, api.last_retry_after());
+    const auto wait = kubernetes::RetryWait(&backoff, std::exchange(asked, {}));
     if (Clock::now() + wait >= deadline) break;
     std::this_thread::sleep_for(wait);
     if (changed) (void)ListRules(api, late);  // the versions to delete now
@@ -441,9 +443,16 @@ bool DeviceTainter::IsStale(const Round& round, const SliceIndex& index,
   const bool listed = index.Has(rule.device);
   const bool gone =
       !listed && index.HasDriver(rule.device.driver) && round.not_healthy.count(rule.bus_id) == 0;
+  // Named by another device now: that device's rule stands for the card.
+  // While the card is not known healthy, only once that rule is there (a
+  // carried taint whose write was refused must not leave the card with none).
+  auto now_named = [&] {
+    auto named = round.rule_of.find(rule.bus_id);
+    if (named == round.rule_of.end()) return false;
+    return round.not_healthy.count(rule.bus_id) == 0 || rules_.count(named->second) != 0;
+  };
   const bool not_its_card =
-      listed && !rule.bus_id.empty() &&
-      (known_healthy.count(rule.bus_id) != 0 || round.mapped.count(rule.bus_id) != 0);
+      listed && !rule.bus_id.empty() && (known_healthy.count(rule.bus_id) != 0 || now_named());
   return gone || not_its_card;
 }
 
@@ -577,7 +586,7 @@ DeviceTainter::Plan DeviceTainter::PlanFor(Round& round, const SliceIndex& index
     p.want.device = *p.card.device;
     p.want.bus_id = v.bus_id;
     round.wanted.insert(p.want.name);
-    round.mapped.insert(v.bus_id);
+    round.rule_of[v.bus_id] = p.want.name;
     auto it = rules_.find(p.want.name);
     if (it != rules_.end()) p.have = &it->second;
   }
@@ -766,8 +775,8 @@ void DeviceTainter::Reconcile(const kubernetes::ApiClient& api, Clock::time_poin
   if (round.can_write && round.settled && round.rep.slices_read && !round.slices_cut)
     DeleteStale(round, index);
   Prune(round.wanted);
-  round.rep.names_kept =
-      differs_since_.size() + refused_.size() + last_error_.size() + said_.size();
+  round.rep.names_kept = differs_since_.size() + refused_.size() + last_error_.size() +
+                         said_.CountPrefix("write:") + said_.CountPrefix("foreign:");
   ShowStates(round.rep);
   round.rep.rounds = ++rounds_;
   MutexLock lock(mu_);
@@ -785,6 +794,7 @@ void DeviceTainter::RuleLoop() {
       MutexLock lock(mu_);
       discovered = discovered_;
       serves = !rule_version_.empty();
+      if (std::exchange(rediscover_now_, false)) next_discovery_ = std::min(next_discovery_, now);
     }
     // Discovery: at start, after a failure (with backoff), and now and then
     // while no version serves the rules (a cluster upgraded under us).
@@ -851,7 +861,10 @@ bool DeviceTainter::ListSlices(const kubernetes::ApiClient& api, const std::stri
       // The version went away (a cluster upgraded under us): the rule
       // thread discovers again (before, nothing did, and the slices stayed
       // unread until a restart).
-      if (r.error.empty() && r.status == 404) discovered_ = false;
+      if (r.error.empty() && r.status == 404) {
+        discovered_ = false;
+        rediscover_now_ = true;
+      }
       return false;
     }
     const Json list = kubernetes::ParseKeeping(r.body, KeptSlicePath);

@@ -124,12 +124,12 @@ class DeviceTainter : public Part {
     Clock::time_point now;
     Report rep;
     bool slices_cut = false;
-    bool can_write = false;             // a version serves the rules, and ours are listed
-    bool write_failed = false;          // the round's writes stopped (the shared backoff)
-    bool settled = false;               // every running source has read (SettleWait)
-    std::set<std::string> wanted;       // the rule names a card stands for
-    std::set<std::string> not_healthy;  // cards (bus ids) faulted or of unknown health
-    std::set<std::string> mapped;       // cards (bus ids) a device names
+    bool can_write = false;                      // a version serves the rules, and ours are listed
+    bool write_failed = false;                   // the round's writes stopped (the shared backoff)
+    bool settled = false;                        // every running source has read (SettleWait)
+    std::set<std::string> wanted;                // the rule names a card stands for
+    std::set<std::string> not_healthy;           // cards (bus ids) faulted or of unknown health
+    std::map<std::string, std::string> rule_of;  // cards (bus ids) a device names: its rule
   };
   struct Plan {
     CardReport card;
@@ -185,6 +185,9 @@ class DeviceTainter : public Part {
   std::string slice_version_ XPU_GUARDED_BY(mu_);
   std::string api_ XPU_GUARDED_BY(mu_);
   bool discovered_ XPU_GUARDED_BY(mu_) = false;
+  // The slice thread found its version gone (a list answered 404): the rule
+  // thread discovers at its next round, not at its next rediscovery.
+  bool rediscover_now_ XPU_GUARDED_BY(mu_) = false;
   // The node's slices by name (the slice thread writes), and whether a list
   // has been read since it last failed.
   std::map<std::string, Slice> slices_ XPU_GUARDED_BY(mu_);

@@ -156,6 +156,7 @@ struct PciDeviceView {
     bool operator==(const Aer&) const = default;
   };
   std::vector<Aer> aer;
+  uint64_t aer_fatal_unattributed = 0;  // PciDevice's: a fatal error the lines do not tell
   struct Sensor {
     std::string kind, sensor;  // temperature|power|energy, name
     double value = 0;

@@ -456,12 +456,14 @@ TEST_F(DeviceTainterLiveTest, OnlyV1alpha3ServesTheRules) {
 // read in the version served now, so a fault is tainted. Before, the slice
 // lists failed with 404 until a restart, and every fault stayed pending.
 TEST_F(DeviceTainterLiveTest, TheSlicesVersionGoneIsDiscoveredAgain) {
+  o_.rediscover = std::chrono::minutes(1);  // not the periodic rediscovery
   AddSlice(SliceOf("node-a-gpus", 0, kCards - 1));
   auto t = Make();
   t->Start();
   ASSERT_TRUE(WaitFor([&] { return t->report().slices == 1; }, std::chrono::seconds(10)));
   ASSERT_EQ(t->report().slice_version, "v1");
-  api_.Control("POST", "served", R"({"v1beta2":["resourceslices","devicetaintrules"]})");
+  // The slices' version gone, the rules' still served (their list works).
+  api_.Control("POST", "served", R"({"v1":[],"v1beta2":["resourceslices","devicetaintrules"]})");
   api_.Control("POST", "break", "{}");
   SetFault(2, {kXid79});
   EXPECT_TRUE(WaitFor([&] { return !RuleFor(2).is_null(); }, std::chrono::seconds(10)))
@@ -626,6 +628,26 @@ TEST_F(DeviceTainterLiveTest, AnUnknownCardRenamedKeepsItsTaintOnItsNewDevice) {
                       r["spec"]["taint"]["value"] == "isolate_card");
   EXPECT_TRUE(on_3b) << "card 3 lost its taint while its health is unknown: " << Rules().dump();
   EXPECT_EQ(StateOf(*t, 3), "written");
+}
+
+// The same, the carried taint's write refused (a policy denies gpu-3b's
+// rule): the old device's rule stays, as nothing else taints the card.
+// Before, it went as stale after the hold all the same.
+TEST_F(DeviceTainterLiveTest, AnUnknownCardsOldRuleStaysWhileItsNewOneIsRefused) {
+  o_.sources = {store::kSourceSysfs, "nvml"};
+  api_.Control("POST", "fault", R"({"body_contains":"gpu-3b","status":403,"times":1000000})");
+  AddSlice(SliceOf("node-a-gpus", 0, kCards - 1));
+  auto t = Make();
+  t->Start();
+  store::DeviceViews nvml = OpenNvml();
+  nvml.devices[3].faults = {kXid79};
+  registry_.SetDeviceViews("nvml", nvml);
+  ASSERT_TRUE(WaitFor([&] { return !RuleFor(3).is_null(); }, std::chrono::seconds(10)));
+  registry_.SetSourceBlind("nvml", "NVML does not answer");
+  AddSlice(Card3Renamed());
+  ASSERT_TRUE(WaitFor([&] { return StateOf(*t, 3) == "refused"; }, std::chrono::seconds(10)));
+  ASSERT_TRUE(Rounds(*t, HoldRounds() * 2));
+  EXPECT_FALSE(RuleFor(3).is_null()) << "the card's only taint went as stale";
 }
 
 TEST_F(DeviceTainterLiveTest, ARestartAdoptsItsRulesDeletesStaleOnesAndLeavesOthersAlone) {

@@ -488,16 +488,14 @@ void PciScanner::ReadAer(const DeviceDir& device, bool whole, PciDevice* d) cons
       ++named;
       named_sum = count > UINT64_MAX - named_sum ? UINT64_MAX : named_sum + count;
     }
-    if (named == 0 && total) {
-      d->aer.push_back({severity, "total", *total});
-    } else if (total && *total > named_sum) {
-      // The total counts error events, the named lines status bits: a
-      // kernel that does not read an endpoint's status for a fatal error
-      // (6.17's AER) counts the event alone, every named line 0. What the
-      // lines do not tell is told as its own type, so the sum is the total
-      // and a fatal error is one.
-      d->aer.push_back({severity, "unattributed", *total - named_sum});
-    }
+    if (named == 0 && total) d->aer.push_back({severity, "total", *total});
+    // The total counts error events, the named lines status bits: a kernel
+    // that does not read an endpoint's status for a fatal error (6.17's AER)
+    // counts the event alone, every named line 0. A fatal total above the
+    // lines' sum is a fatal error all the same (not a series of its own: an
+    // event of several bits would move it back).
+    if (std::strcmp(severity, "fatal") == 0 && total && *total > named_sum)
+      d->aer_fatal_unattributed = *total - named_sum;
   }
 }
 

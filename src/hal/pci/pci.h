@@ -71,7 +71,10 @@ struct PciDevice {
   std::optional<double> port_max_link_speed;
   std::optional<int> port_max_link_width;
   std::vector<PciAer> aer;  // named counters (the TOTAL_ line only if none)
-  std::string driver;       // bound driver's name; empty when unbound
+  // TOTAL_ERR_FATAL beyond the fatal lines' sum (ReadAer): a fatal error the
+  // lines do not tell.
+  uint64_t aer_fatal_unattributed = 0;
+  std::string driver;  // bound driver's name; empty when unbound
   std::vector<PciSensor> hwmon;
   std::vector<std::string> errors;  // files that exist but could not be parsed
   // A fact read every scan (the class, device id, current link, power

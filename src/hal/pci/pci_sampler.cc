@@ -23,12 +23,12 @@ std::vector<std::string> DerivePciFaults(const store::PciDeviceView& v) {
   } else if (v.narrow_samples >= kNarrowSamplesForFault) {
     codes.push_back(kFaultLinkDowntrained);
   }
-  for (const store::PciDeviceView::Aer& a : v.aer) {
-    if (a.severity == "fatal" && a.count > 0) {
-      codes.push_back(kFaultAerFatal);
-      break;
-    }
-  }
+  // Any fatal counter, or a fatal total above the lines' sum (an event the
+  // kernel counted without its status bits).
+  bool fatal = v.aer_fatal_unattributed > 0;
+  for (const store::PciDeviceView::Aer& a : v.aer)
+    fatal = fatal || (a.severity == "fatal" && a.count > 0);
+  if (fatal) codes.push_back(kFaultAerFatal);
   if (v.power_state == "D3cold" && !v.driver.empty()) codes.push_back(kFaultUnexpectedD3cold);
   std::sort(codes.begin(), codes.end());
   return codes;
@@ -99,6 +99,7 @@ std::vector<store::PciDeviceView> PciTracker::Update(const std::vector<PciDevice
       t.narrow = narrow ? t.narrow + 1 : 0;
       v.narrow_samples = t.narrow;
       for (const PciAer& a : d.aer) v.aer.push_back({a.severity, a.type, a.count});
+      v.aer_fatal_unattributed = d.aer_fatal_unattributed;
       for (const PciSensor& s : d.hwmon) v.hwmon.push_back({s.kind, s.sensor, s.value});
     }
     const bool up = v.present && !v.driver.empty();
