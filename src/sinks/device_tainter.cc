@@ -443,16 +443,9 @@ bool DeviceTainter::IsStale(const Round& round, const SliceIndex& index,
   const bool listed = index.Has(rule.device);
   const bool gone =
       !listed && index.HasDriver(rule.device.driver) && round.not_healthy.count(rule.bus_id) == 0;
-  // Named by another device now: that device's rule stands for the card.
-  // While the card is not known healthy, only once that rule is there (a
-  // carried taint whose write was refused must not leave the card with none).
-  auto now_named = [&] {
-    auto named = round.rule_of.find(rule.bus_id);
-    if (named == round.rule_of.end()) return false;
-    return round.not_healthy.count(rule.bus_id) == 0 || rules_.count(named->second) != 0;
-  };
   const bool not_its_card =
-      listed && !rule.bus_id.empty() && (known_healthy.count(rule.bus_id) != 0 || now_named());
+      listed && !rule.bus_id.empty() &&
+      (known_healthy.count(rule.bus_id) != 0 || round.mapped.count(rule.bus_id) != 0);
   return gone || not_its_card;
 }
 
@@ -586,7 +579,7 @@ DeviceTainter::Plan DeviceTainter::PlanFor(Round& round, const SliceIndex& index
     p.want.device = *p.card.device;
     p.want.bus_id = v.bus_id;
     round.wanted.insert(p.want.name);
-    round.rule_of[v.bus_id] = p.want.name;
+    round.mapped.insert(v.bus_id);
     auto it = rules_.find(p.want.name);
     if (it != rules_.end()) p.have = &it->second;
   }

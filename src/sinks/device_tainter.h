@@ -124,12 +124,12 @@ class DeviceTainter : public Part {
     Clock::time_point now;
     Report rep;
     bool slices_cut = false;
-    bool can_write = false;                      // a version serves the rules, and ours are listed
-    bool write_failed = false;                   // the round's writes stopped (the shared backoff)
-    bool settled = false;                        // every running source has read (SettleWait)
-    std::set<std::string> wanted;                // the rule names a card stands for
-    std::set<std::string> not_healthy;           // cards (bus ids) faulted or of unknown health
-    std::map<std::string, std::string> rule_of;  // cards (bus ids) a device names: its rule
+    bool can_write = false;             // a version serves the rules, and ours are listed
+    bool write_failed = false;          // the round's writes stopped (the shared backoff)
+    bool settled = false;               // every running source has read (SettleWait)
+    std::set<std::string> wanted;       // the rule names a card stands for
+    std::set<std::string> not_healthy;  // cards (bus ids) faulted or of unknown health
+    std::set<std::string> mapped;       // cards (bus ids) a device names
   };
   struct Plan {
     CardReport card;

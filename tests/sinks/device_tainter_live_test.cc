@@ -632,7 +632,6 @@ TEST_F(DeviceTainterLiveTest, AnUnknownCardRenamedKeepsItsTaintOnItsNewDevice) {
 
 // The same, the carried taint's write refused (a policy denies gpu-3b's
 // rule): the old device's rule stays, as nothing else taints the card.
-// Before, it went as stale after the hold all the same.
 TEST_F(DeviceTainterLiveTest, AnUnknownCardsOldRuleStaysWhileItsNewOneIsRefused) {
   o_.sources = {store::kSourceSysfs, "nvml"};
   api_.Control("POST", "fault", R"({"body_contains":"gpu-3b","status":403,"times":1000000})");
